@@ -1,0 +1,127 @@
+// The session: one ordered stream of events that every stage of the engine reports to.
+//
+// The GUI, the CLI manifest writer and the DEBUG printer are observers of this stream; none of them
+// reaches into engine internals (observer pattern, as in DESIGN.md). With no observer attached,
+// emitting an event costs one branch: stages test `Session::get().observed()` before building payloads.
+//
+// Threading: events are emitted on the thread that runs the engine (the script thread). Observers
+// must copy what they need and hand it to their own thread (the GUI posts to its event loop).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace ts {
+
+// One node of the lazy graph as it was when a schedule was made. `uid` is unique for the whole
+// process lifetime (graph slab ids are reused; uids never are).
+struct GraphNodeInfo {
+  uint64_t uid = 0;
+  std::string op;                 // primitive op: "BUFFER", "CONST", "ADD", "RESHAPE", "SUM", ...
+  std::string op_class;           // "load" | "const" | "movement" | "elementwise" | "reduce" | "other"
+  std::vector<int64_t> shape;
+  std::string dtype;              // "float32", "int32", "bool"
+  std::vector<uint64_t> srcs;     // uids of the inputs, in operand order
+  std::string arg;                // op argument as text: axes, permutation, pads, constant value
+  int kernel = -1;                // index into ScheduleEvent::kernels that computes it; -1: an input buffer
+};
+
+struct BufferInfo {
+  uint64_t node_uid = 0;          // the graph node the buffer holds
+  std::vector<int64_t> shape;
+  std::string dtype;
+};
+
+// One kernel of a schedule: the graph nodes fused into it and why it ends where it ends.
+struct KernelInfo {
+  int id = -1;                    // session-wide kernel number, in launch order
+  std::string name;               // tinygrad style: E_<dims> (elementwise) or r_<dims> (with a reduce)
+  std::string device;
+  std::vector<uint64_t> node_uids;  // nodes fused into this kernel (topological order, output last)
+  std::vector<std::string> ops;     // op of each fused node, same order
+  std::vector<BufferInfo> inputs;
+  std::vector<BufferInfo> outputs;
+  std::vector<std::string> boundary_reasons;  // why the kernel ends (its output is stored) and why each input is a buffer
+};
+
+// A realize() call turned a piece of the lazy graph into kernels.
+struct ScheduleEvent {
+  int schedule_id = 0;
+  std::vector<GraphNodeInfo> nodes;  // every node the schedule touches, inputs included
+  std::vector<KernelInfo> kernels;   // in launch order
+};
+
+struct PassSnapshot {
+  std::string pass;   // "lower", then one entry per pass that ran
+  std::string ir;     // the IR listing after that pass
+};
+
+struct SourceListing {
+  std::string renderer;          // "C", "OpenCL C", "GLSL", "CUDA C", ...
+  std::string code;
+  std::vector<int> ir_op_line;   // for each IR op index, the 1-based source line it maps to (0: none)
+};
+
+// A kernel was compiled (or taken from the cache) and launched.
+struct KernelRunEvent {
+  int kernel_id = -1;            // KernelInfo::id
+  std::string name;
+  std::string device;
+  std::vector<PassSnapshot> ir;  // IR after lowering and after every pass
+  std::vector<SourceListing> sources;
+  bool compile_cache_hit = false;
+  double compile_ms = 0;         // 0 when cached
+  double time_ms = 0;            // kernel execution time on the device
+};
+
+// Text the script wrote (stdout/stderr), or a script error with its traceback.
+struct ScriptOutputEvent {
+  enum Stream { Stdout, Stderr } stream = Stdout;
+  std::string text;
+};
+
+using Event = std::variant<ScheduleEvent, KernelRunEvent, ScriptOutputEvent>;
+
+class SessionObserver {
+ public:
+  virtual ~SessionObserver() = default;
+  // `seq` numbers events from 0 in emission order.
+  virtual void on_event(uint64_t seq, const Event& event) = 0;
+};
+
+class Session {
+ public:
+  static Session& get();
+  // True when at least one observer is attached; stages skip building events otherwise.
+  bool observed() const { return !observers_.empty(); }
+  void subscribe(SessionObserver* observer);
+  void unsubscribe(SessionObserver* observer);
+  void emit(const Event& event);
+  int next_schedule_id() { return schedule_counter_++; }
+  int next_kernel_id() { return kernel_counter_++; }
+
+ private:
+  std::mutex mutex_;
+  std::vector<SessionObserver*> observers_;
+  uint64_t seq_ = 0;
+  int schedule_counter_ = 0;
+  int kernel_counter_ = 0;
+};
+
+// RAII subscription.
+class ScopedObserver {
+ public:
+  explicit ScopedObserver(SessionObserver* o) : o_(o) { Session::get().subscribe(o_); }
+  ~ScopedObserver() { Session::get().unsubscribe(o_); }
+  ScopedObserver(const ScopedObserver&) = delete;
+  ScopedObserver& operator=(const ScopedObserver&) = delete;
+
+ private:
+  SessionObserver* o_;
+};
+
+}  // namespace ts

@@ -1,0 +1,46 @@
+// The embedded-interpreter script runner shared by `tensorscope` (GUI) and `tensorscope-cli`.
+//
+// One CPython interpreter per process (pybind11 embed). `initialize` is called once from the main
+// thread; it then releases the GIL so that `run` can be called from a worker thread (the GUI's script
+// thread). Scripts import the same `tensorscope` module as `/usr/bin/python3` does, and so report to
+// the same ts::Session as the host program.
+#pragma once
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ts {
+
+struct ScriptResult {
+  bool ok = true;
+  std::string error;      // exception type and message, e.g. "ValueError: ..."; empty when ok
+  std::string traceback;  // the formatted Python traceback; empty when ok
+  int error_line = 0;     // line in the script where the error was raised (0: unknown)
+};
+
+class ScriptRunner {
+ public:
+  // Starts the interpreter. `python_path` is prepended to sys.path (the directory holding the
+  // `tensorscope` package). Idempotent. Must be called on the main thread before any `run`.
+  static void initialize(const std::vector<std::string>& python_path);
+  static bool initialized();
+
+  // Runs `source` as the `__main__` module of a file named `path` (used in tracebacks and as
+  // sys.argv[0]). `device` ("C", "INTERP", ...) becomes the default device; empty keeps the
+  // current default. Script output goes to `on_output(is_stderr, text)` and to the session as
+  // ScriptOutputEvents. Blocks until the script ends; never throws for errors in the script
+  // (SystemExit with code 0 or None counts as success).
+  static ScriptResult run(const std::string& path, const std::string& source, const std::string& device,
+                          std::function<void(bool is_stderr, std::string_view text)> on_output = {});
+
+  // Asks the running script to stop: raises KeyboardInterrupt in it at the next bytecode boundary.
+  // Safe to call from any thread; does nothing when no script runs.
+  static void interrupt();
+
+  // Directory of the `tensorscope` Python package next to the running executable
+  // (<exe>/../python), or empty when not found.
+  static std::string default_python_path();
+};
+
+}  // namespace ts

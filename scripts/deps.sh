@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs (with apt-get) every Debian 12 package Tensorscope needs to build, run and test.
+# Safe to run again: packages already present are skipped without touching the network.
+set -euo pipefail
+
+PACKAGES=(
+  build-essential cmake ninja-build pkg-config
+  # GUI: Qt6 widgets + SVG, QScintilla editor, graphviz layout
+  qt6-base-dev qt6-svg-dev libqscintilla2-qt6-dev libgraphviz-dev graphviz libgl-dev
+  # Python module and embedded interpreter
+  pybind11-dev python3-dev python3-numpy
+  # tests: GoogleTest, pytest, PyTorch as the numerical reference, digits data set
+  libgtest-dev googletest python3-pytest python3-torch python3-sklearn
+  # headless GUI checks and screenshots
+  xvfb xauth x11-apps imagemagick
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "deps.sh: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
