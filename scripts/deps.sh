@@ -8,7 +8,7 @@ PACKAGES=(
   # GUI: Qt6 widgets + SVG, QScintilla editor, graphviz layout
   qt6-base-dev qt6-svg-dev libqscintilla2-qt6-dev libgraphviz-dev graphviz libgl-dev
   # Python module and embedded interpreter
-  pybind11-dev python3-dev python3-numpy
+  pybind11-dev python3-dev python3-numpy nlohmann-json3-dev
   # tests: GoogleTest, pytest, PyTorch as the numerical reference, digits data set
   libgtest-dev googletest python3-pytest python3-torch python3-sklearn
   # headless GUI checks and screenshots

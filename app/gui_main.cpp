@@ -1,0 +1,106 @@
+// main() of `tensorscope`, the debugger.
+//
+//   tensorscope [script.py] [--device C|INTERP] [--run] [--screenshot FILE.png] [--export-svg FILE.svg]
+//
+// --screenshot and --export-svg make it a batch tool (for docs, CI and teachers' slides): the
+// script runs, and once the run and the graph layout are done, the window is saved as a PNG
+// and/or the graph as SVG, and the program exits with 0. A failing script still gives its
+// screenshot (showing the error); only a timeout or a failed export exits non-zero.
+#include <QApplication>
+#include <QCommandLineParser>
+#include <QElapsedTimer>
+#include <QTimer>
+#include <cstdio>
+
+#include "main_window.h"
+#include "runner.h"
+
+namespace {
+
+struct BatchTasks {
+  QString screenshot, svg;
+  int timeoutSeconds = 120;
+  bool any() const { return !screenshot.isEmpty() || !svg.isEmpty(); }
+};
+
+// Waits (without blocking the event loop) until the window is idle, then does the batch tasks
+// and quits. The wait is bounded so that a hung script cannot hang a CI job.
+void runBatchTasks(tsui::MainWindow* window, const BatchTasks& tasks) {
+  auto* poll = new QTimer(window);
+  auto* clock = new QElapsedTimer;
+  clock->start();
+  QObject::connect(poll, &QTimer::timeout, window, [=] {
+    const bool timedOut = clock->elapsed() > tasks.timeoutSeconds * 1000LL;
+    if (window->isBusy() && !timedOut) return;
+    poll->stop();
+    delete clock;
+    int code = 0;
+    if (timedOut) {
+      std::fprintf(stderr, "tensorscope: still busy after %d s (running: %d, laying out: %d); giving up\n",
+                   tasks.timeoutSeconds, window->isRunning(), window->isLayoutPending());
+      code = 1;
+    }
+    if (!window->lastRunOk()) std::fprintf(stderr, "tensorscope: the script failed (see the screenshot/console)\n");
+    if (!tasks.svg.isEmpty()) {
+      QString error;
+      if (window->exportSvg(tasks.svg, &error)) {
+        std::printf("tensorscope: graph written to %s\n", qPrintable(tasks.svg));
+      } else {
+        std::fprintf(stderr, "tensorscope: SVG export failed: %s\n", qPrintable(error));
+        code = 1;
+      }
+    }
+    if (!tasks.screenshot.isEmpty()) {
+      QApplication::processEvents();  // let the last layout paint
+      if (window->grab().save(tasks.screenshot)) {
+        std::printf("tensorscope: screenshot written to %s\n", qPrintable(tasks.screenshot));
+      } else {
+        std::fprintf(stderr, "tensorscope: cannot write %s\n", qPrintable(tasks.screenshot));
+        code = 1;
+      }
+    }
+    if (timedOut) window->stopScript();
+    QApplication::exit(code);
+  });
+  poll->start(100);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  QApplication app(argc, argv);
+  QApplication::setApplicationName("Tensorscope");
+  QApplication::setOrganizationName("Tensorscope");
+
+  QCommandLineParser parser;
+  parser.setApplicationDescription("Tensorscope: a debugger for the lazy tensor engine");
+  parser.addHelpOption();
+  parser.addPositionalArgument("script", "Tensor script (.py) to open", "[script.py]");
+  QCommandLineOption device("device", "Device to realize on: C or INTERP (default C)", "device", "C");
+  QCommandLineOption run("run", "Run the script at startup");
+  QCommandLineOption screenshot("screenshot", "Run, wait for the run and the graph layout, save the window as PNG, quit",
+                                "file.png");
+  QCommandLineOption svg("export-svg", "Run, wait for the run and the graph layout, export the graph as SVG, quit",
+                         "file.svg");
+  QCommandLineOption timeout("timeout", "Longest wait of --screenshot/--export-svg, in seconds (default 120)",
+                             "seconds", "120");
+  parser.addOptions({device, run, screenshot, svg, timeout});
+  parser.process(app);
+
+  // One interpreter for the whole process, started here on the main thread; scripts then run on
+  // the script thread (the runner releases the GIL after starting).
+  const std::string pythonPath = ts::ScriptRunner::default_python_path();
+  ts::ScriptRunner::initialize(pythonPath.empty() ? std::vector<std::string>{} : std::vector<std::string>{pythonPath});
+
+  tsui::MainWindow window;
+  window.setDevice(parser.value(device).toUpper());
+  const QStringList args = parser.positionalArguments();
+  if (!args.isEmpty() && !window.openScript(args.first())) return 1;
+  window.show();
+
+  BatchTasks tasks{parser.value(screenshot), parser.value(svg), parser.value(timeout).toInt()};
+  if (tasks.timeoutSeconds <= 0) tasks.timeoutSeconds = 120;
+  if (!args.isEmpty() && (parser.isSet(run) || tasks.any())) QTimer::singleShot(0, &window, &tsui::MainWindow::runScript);
+  if (tasks.any()) QTimer::singleShot(0, &window, [&window, tasks] { runBatchTasks(&window, tasks); });
+  return QApplication::exec();
+}

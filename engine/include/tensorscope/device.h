@@ -1,0 +1,94 @@
+// Devices and renderers: the boundary between the engine and its backends.
+//
+// A backend registers a Device (memory, compile, launch) and, for compiled targets, a Renderer
+// (IR → source). The engine never includes a backend; it finds devices by name in the DeviceRegistry.
+// Device names follow tinygrad: "C" (CPU via the system C compiler), "INTERP" (the IR interpreter);
+// "OPENCL:0", "VULKAN:0", "CUDA:0" when those backends exist.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tensorscope/dtype.h"
+#include "tensorscope/ir.h"
+#include "tensorscope/session.h"
+
+namespace ts {
+
+class Device;
+
+// Device memory holding `numel` elements of `dtype`. Freed (returned to the device) on destruction.
+struct Buffer {
+  Device* device = nullptr;
+  int device_index = 0;
+  DType dtype = DType::Float32;
+  int64_t numel = 0;
+  void* handle = nullptr;  // host pointer for CPU devices; an opaque handle otherwise
+  size_t nbytes() const { return static_cast<size_t>(numel) * dtype_size(dtype); }
+  Buffer() = default;
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+  ~Buffer();
+};
+
+// Turns kernel IR into source text for one target language, with the IR-op → line map.
+class Renderer {
+ public:
+  virtual ~Renderer() = default;
+  virtual std::string language() const = 0;  // "C", "OpenCL C", ...
+  virtual SourceListing render(const ir::Kernel& kernel) const = 0;
+};
+
+// A compiled kernel, ready to launch.
+class Program {
+ public:
+  virtual ~Program() = default;
+  // Runs the kernel on `buffers` (in ir::Kernel::globals order). Returns the kernel time in ms.
+  virtual double launch(const std::vector<Buffer*>& buffers) = 0;
+};
+
+struct CompileResult {
+  std::unique_ptr<Program> program;
+  bool cache_hit = false;
+  double compile_ms = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual std::string name() const = 0;
+  virtual void* alloc(size_t bytes) = 0;
+  virtual void free(void* handle, size_t bytes) = 0;
+  virtual void copy_in(void* handle, const void* host, size_t bytes) = 0;   // host → device
+  virtual void copy_out(void* host, const void* handle, size_t bytes) = 0;  // device → host
+  // The renderer whose source this device compiles; nullptr for INTERP.
+  virtual const Renderer* renderer() const = 0;
+  // Compiles `source` (rendered by renderer()) or, for INTERP, keeps the IR. Throws std::runtime_error
+  // with the compiler's message on failure.
+  virtual CompileResult compile(const ir::Kernel& kernel, const SourceListing* source) = 0;
+};
+
+class DeviceRegistry {
+ public:
+  using Factory = std::function<std::unique_ptr<Device>()>;
+  // Called by backends from static initializers.
+  static bool add(const std::string& name, Factory factory);
+  // Index of a device by name (case-insensitive; "C:0" == "C"). Creates the device on first use.
+  // Throws std::invalid_argument listing the known devices when the name is unknown.
+  static int index(const std::string& name);
+  static Device& at(int index);
+  static std::vector<std::string> names();
+  // Default device: TENSORSCOPE_DEVICE from the environment, else "C".
+  static int default_index();
+  static void set_default(const std::string& name);
+  // Every renderer any backend offers (to show a kernel in every language, whatever device ran it).
+  static std::vector<const Renderer*> renderers();
+  static bool add_renderer(const Renderer* renderer);
+};
+
+std::shared_ptr<Buffer> allocate_buffer(int device_index, DType dtype, int64_t numel);
+
+}  // namespace ts

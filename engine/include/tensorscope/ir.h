@@ -1,0 +1,72 @@
+// Kernel IR: a linear list of small fixed-size instructions in an arena, addressed by u32 ids (zyx's
+// design; op names after tinygrad's UOps).
+//
+// A kernel is one loop nest. Values are SSA — each instruction defines one value, used by later ones —
+// except accumulators: DEFINE_ACC defines a variable that ASSIGN updates inside a loop and that later
+// instructions read after the loop. RANGE opens a loop (`for i in 0..bound`), END_RANGE closes it.
+// Index arithmetic is int32; LOAD/STORE index a DEFINE_GLOBAL buffer in elements.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tensorscope/dtype.h"
+
+namespace ts::ir {
+
+using ValueId = uint32_t;
+constexpr ValueId kNone = UINT32_MAX;
+
+enum class Op : uint8_t {
+  DefineGlobal,  // arg: buffer slot; dtype: element type              → pointer
+  DefineAcc,     // value: initial value                                → accumulator variable
+  Const,         // value                                               → scalar
+  Range,         // src0: bound (int32)                                  → loop index 0..bound-1
+  EndRange,      // src0: the RANGE it closes
+  Load,          // src0: DEFINE_GLOBAL, src1: index, [src2: gate]       → element, or 0 when gate is false
+  Store,         // src0: DEFINE_GLOBAL, src1: index, src2: value
+  Assign,        // src0: DEFINE_ACC, src1: new value
+  // ALU (dtype is the result type)
+  Neg, Exp2, Log2, Sin, Sqrt, Recip, Cast,
+  Add, Mul, Max, CmpLt, CmpEq, IDiv, Mod, And,
+  Where,         // src0: bool condition, src1: if true, src2: if false
+};
+
+struct Inst {
+  Op op = Op::Const;
+  DType dtype = DType::Float32;
+  uint8_t num_src = 0;
+  ValueId src[3] = {kNone, kNone, kNone};
+  int64_t arg = 0;   // DefineGlobal: buffer slot
+  double value = 0;  // Const / DefineAcc: the (initial) value
+};
+
+struct GlobalArg {
+  DType dtype = DType::Float32;
+  int64_t numel = 0;
+  bool is_output = false;
+};
+
+struct Kernel {
+  std::string name;
+  std::vector<GlobalArg> globals;  // slot 0..n-1; outputs first
+  std::vector<Inst> insts;         // the arena; ValueId = index
+};
+
+const char* op_name(Op op);
+bool is_alu(Op op);
+int alu_arity(Op op);
+
+// The readable listing: one line per instruction, "%<id> = <op>.<dtype> <operands>", indented by loop depth.
+std::string print(const Kernel& k);
+
+// Checks every invariant (operands defined before use and still in scope, balanced ranges, operand
+// dtypes, loads/stores on globals, accumulators assigned only inside loops). Returns the list of
+// violations, each naming the instruction; empty when the kernel is valid.
+std::vector<std::string> verify(const Kernel& k);
+
+// Runs the kernel directly: the reference executor every backend is compared with.
+// `buffers[i]` points to host memory of globals[i] (element type as declared).
+void interpret(const Kernel& k, const std::vector<void*>& buffers);
+
+}  // namespace ts::ir

@@ -1,0 +1,135 @@
+#include "runner.h"
+
+#include <pybind11/embed.h>
+#include <pybind11/stl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+
+#include "tensorscope/session.h"
+
+namespace py = pybind11;
+
+namespace ts {
+namespace {
+
+PyThreadState* g_main_state = nullptr;
+std::atomic<unsigned long> g_script_thread{0};
+
+// Installed as sys.stdout / sys.stderr while a script runs.
+const char* kWriterSource = R"(
+class _TensorscopeWriter:
+    def __init__(self, write, stream_name):
+        self._write, self.name = write, stream_name
+    def write(self, text):
+        self._write(text)
+        return len(text)
+    def flush(self):
+        pass
+    def isatty(self):
+        return False
+    @property
+    def encoding(self):
+        return "utf-8"
+)";
+
+}  // namespace
+
+void ScriptRunner::initialize(const std::vector<std::string>& python_path) {
+  if (Py_IsInitialized()) return;
+  py::initialize_interpreter(false);  // no signal handlers: the host program owns signals
+  {
+    py::module_ sys = py::module_::import("sys");
+    py::list path = sys.attr("path");
+    for (auto it = python_path.rbegin(); it != python_path.rend(); ++it)
+      if (!it->empty()) path.insert(0, *it);
+    py::exec(kWriterSource, py::module_::import("__main__").attr("__dict__"));
+  }
+  g_main_state = PyEval_SaveThread();  // release the GIL so worker threads can run scripts
+}
+
+bool ScriptRunner::initialized() { return Py_IsInitialized(); }
+
+std::string ScriptRunner::default_python_path() {
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (auto dir : {exe.parent_path().parent_path() / "python", exe.parent_path() / "python"})
+    if (std::filesystem::exists(dir / "tensorscope" / "__init__.py")) return dir.string();
+  return "";
+}
+
+ScriptResult ScriptRunner::run(const std::string& path, const std::string& source, const std::string& device,
+                               std::function<void(bool, std::string_view)> on_output) {
+  ScriptResult result;
+  py::gil_scoped_acquire gil;
+  g_script_thread = PyThread_get_thread_ident();
+  py::module_ sys = py::module_::import("sys");
+  py::object old_out = sys.attr("stdout"), old_err = sys.attr("stderr"), old_argv = sys.attr("argv");
+  py::list path_list = sys.attr("path");
+  std::string script_dir = std::filesystem::absolute(path).parent_path().string();
+  auto writer_for = [&](bool is_stderr) {
+    py::object cls = py::module_::import("__main__").attr("_TensorscopeWriter");
+    py::cpp_function write([on_output, is_stderr](const std::string& text) {
+      if (on_output) on_output(is_stderr, text);
+      Session& s = Session::get();
+      if (s.observed()) s.emit(ScriptOutputEvent{is_stderr ? ScriptOutputEvent::Stderr : ScriptOutputEvent::Stdout, text});
+    });
+    return cls(write, is_stderr ? "<stderr>" : "<stdout>");
+  };
+  try {
+    sys.attr("stdout") = writer_for(false);
+    sys.attr("stderr") = writer_for(true);
+    sys.attr("argv") = py::make_tuple(path);
+    sys.attr("argv") = py::list(sys.attr("argv"));
+    path_list.insert(0, script_dir);
+    if (!device.empty()) py::module_::import("tensorscope").attr("_C").attr("set_default_device")(device);
+    py::dict globals;
+    globals["__name__"] = "__main__";
+    globals["__file__"] = path;
+    globals["__builtins__"] = py::module_::import("builtins");
+    py::object code = py::module_::import("builtins").attr("compile")(source, path, "exec");
+    py::module_::import("builtins").attr("exec")(code, globals);
+  } catch (py::error_already_set& e) {
+    bool clean_exit = false;
+    if (e.matches(PyExc_SystemExit)) {
+      py::object code = e.value().attr("code");
+      clean_exit = code.is_none() || (py::isinstance<py::int_>(code) && code.cast<int>() == 0);
+    }
+    if (!clean_exit) {
+      result.ok = false;
+      py::module_ tb = py::module_::import("traceback");
+      py::list lines = tb.attr("format_exception")(e.type(), e.value(), e.trace());
+      for (auto& l : lines) result.traceback += l.cast<std::string>();
+      py::list only = tb.attr("format_exception_only")(e.type(), e.value());
+      if (!only.empty()) result.error = py::str(only[py::len(only) - 1]).cast<std::string>();
+      while (!result.error.empty() && result.error.back() == '\n') result.error.pop_back();
+      if (e.matches(PyExc_SyntaxError) && py::hasattr(e.value(), "lineno") && !e.value().attr("lineno").is_none()) {
+        result.error_line = e.value().attr("lineno").cast<int>();
+      } else if (e.trace()) {
+        for (py::handle frame : tb.attr("extract_tb")(e.trace()))
+          if (frame.attr("filename").cast<std::string>() == path) result.error_line = frame.attr("lineno").cast<int>();
+      }
+      if (on_output) on_output(true, result.traceback);
+      Session& s = Session::get();
+      if (s.observed()) s.emit(ScriptOutputEvent{ScriptOutputEvent::Stderr, result.traceback});
+    }
+  }
+  sys.attr("stdout") = old_out;
+  sys.attr("stderr") = old_err;
+  sys.attr("argv") = old_argv;
+  if (py::len(path_list) && py::str(path_list[0]).cast<std::string>() == script_dir) path_list.attr("pop")(0);
+  g_script_thread = 0;
+  return result;
+}
+
+void ScriptRunner::interrupt() {
+  unsigned long tid = g_script_thread;
+  if (!tid || !Py_IsInitialized()) return;
+  PyGILState_STATE st = PyGILState_Ensure();
+  PyThreadState_SetAsyncExc(tid, PyExc_KeyboardInterrupt);
+  PyGILState_Release(st);
+}
+
+}  // namespace ts

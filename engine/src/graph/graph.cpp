@@ -1,0 +1,103 @@
+#include "graph/graph.h"
+
+#include <sstream>
+
+namespace ts {
+
+const char* op_name(Op op) {
+  static const char* names[] = {"BUFFER", "CONST",  "RESHAPE", "PERMUTE", "EXPAND", "PAD",   "SHRINK", "FLIP",
+                                "NEG",    "EXP2",   "LOG2",    "SIN",     "SQRT",   "RECIP", "CAST",   "ADD",
+                                "MUL",    "MAX",    "CMPLT",   "CMPEQ",   "IDIV",   "MOD",   "WHERE",  "SUM",
+                                "REDUCE_MAX", "CONTIGUOUS"};
+  return names[static_cast<int>(op)];
+}
+
+const char* op_class_name(OpClass c) {
+  static const char* names[] = {"load", "const", "movement", "elementwise", "reduce", "other"};
+  return names[static_cast<int>(c)];
+}
+
+Graph& Graph::get() {
+  static Graph graph;
+  return graph;
+}
+
+NodeId Graph::add(Op op, DType dtype, const Shape& shape, std::vector<NodeId> srcs, std::vector<int64_t> arg,
+                  double value, int device) {
+  NodeId id;
+  if (!free_.empty()) {
+    id = free_.back();
+    free_.pop_back();
+  } else {
+    id = static_cast<NodeId>(nodes_.size());
+    nodes_.emplace_back();
+  }
+  Node& n = nodes_[id];
+  n = Node{};
+  n.op = op;
+  n.dtype = dtype;
+  n.shape = shape;
+  n.arg = std::move(arg);
+  n.value = value;
+  n.device = device;
+  n.uid = next_uid_++;
+  n.num_src = static_cast<uint8_t>(srcs.size());
+  for (size_t i = 0; i < srcs.size(); i++) {
+    n.src[i] = srcs[i];
+    nodes_[srcs[i]].refcount++;
+  }
+  return id;
+}
+
+NodeId Graph::add_buffer(std::shared_ptr<Buffer> buffer, const Shape& shape) {
+  DType dt = buffer->dtype;
+  int dev = buffer->device_index;
+  NodeId id = add(Op::Buffer, dt, shape, {}, {}, 0, dev);
+  nodes_[id].buffer = std::move(buffer);
+  return id;
+}
+
+void Graph::release(NodeId id) {
+  // iterative, so that freeing a long chain cannot overflow the stack
+  std::vector<NodeId> stack{id};
+  while (!stack.empty()) {
+    NodeId cur = stack.back();
+    stack.pop_back();
+    Node& n = nodes_[cur];
+    if (--n.refcount > 0) continue;
+    for (int i = 0; i < n.num_src; i++) stack.push_back(n.src[i]);
+    n = Node{};
+    free_.push_back(cur);
+  }
+}
+
+void Graph::set_realized(NodeId id, std::shared_ptr<Buffer> buffer) {
+  Node& n = nodes_[id];
+  std::vector<NodeId> old(n.src, n.src + n.num_src);
+  n.op = Op::Buffer;
+  n.num_src = 0;
+  n.arg.clear();
+  n.buffer = std::move(buffer);
+  for (NodeId s : old) release(s);
+}
+
+std::string node_arg_str(const Node& n) {
+  std::ostringstream o;
+  switch (n.op) {
+    case Op::Const: o << n.value; break;
+    case Op::Reshape: case Op::Expand: o << "(" << shape_str(n.arg) << ")"; break;
+    case Op::Permute: o << "order=(" << shape_str(n.arg) << ")"; break;
+    case Op::Pad: case Op::Shrink: {
+      o << "(";
+      for (size_t i = 0; i + 1 < n.arg.size(); i += 2) o << (i ? ", " : "") << "(" << n.arg[i] << "," << n.arg[i + 1] << ")";
+      o << ")";
+      break;
+    }
+    case Op::Flip: case Op::ReduceSum: case Op::ReduceMax: o << "axes=(" << shape_str(n.arg) << ")"; break;
+    case Op::Cast: o << dtype_name(n.dtype); break;
+    default: break;
+  }
+  return o.str();
+}
+
+}  // namespace ts

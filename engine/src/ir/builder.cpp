@@ -1,0 +1,202 @@
+#include "ir/builder.h"
+
+#include <cmath>
+#include <limits>
+
+namespace ts::ir {
+
+ValueId Builder::push(const Inst& in, bool cse) {
+  Key key{static_cast<int>(in.op), static_cast<int>(in.dtype), in.src[0], in.src[1], in.src[2], in.arg, in.value};
+  if (cse) {
+    auto it = cse_.find(key);
+    if (it != cse_.end()) return it->second;
+  }
+  ValueId id = static_cast<ValueId>(k_.insts.size());
+  k_.insts.push_back(in);
+  if (cse) cse_[key] = id;
+  return id;
+}
+
+ValueId Builder::global(int slot, DType dt) {
+  Inst in;
+  in.op = Op::DefineGlobal;
+  in.dtype = dt;
+  in.arg = slot;
+  return push(in, true);
+}
+
+ValueId Builder::constant(double v, DType dt) {
+  Inst in;
+  in.op = Op::Const;
+  in.dtype = dt;
+  if (dt == DType::Float32) v = static_cast<float>(v);
+  else if (dt == DType::Int32) v = static_cast<double>(static_cast<int32_t>(v));
+  else v = v != 0;
+  in.value = v;
+  ValueId id = push(in, true);
+  if (dt != DType::Float32) bounds_[id] = {static_cast<int64_t>(v), static_cast<int64_t>(v)};
+  return id;
+}
+
+ValueId Builder::range(int64_t bound) {
+  Inst in;
+  in.op = Op::Range;
+  in.dtype = DType::Int32;
+  in.num_src = 1;
+  in.src[0] = cint(bound);
+  ValueId id = push(in, false);
+  bounds_[id] = {0, bound - 1};
+  return id;
+}
+
+void Builder::end_range(ValueId r) {
+  Inst in;
+  in.op = Op::EndRange;
+  in.num_src = 1;
+  in.src[0] = r;
+  push(in, false);
+  // values computed inside the loop are gone after it
+  for (auto it = cse_.begin(); it != cse_.end();) it = it->second > r ? cse_.erase(it) : std::next(it);
+}
+
+ValueId Builder::acc(double init, DType dt) {
+  Inst in;
+  in.op = Op::DefineAcc;
+  in.dtype = dt;
+  in.value = init;
+  return push(in, false);
+}
+
+void Builder::assign(ValueId a, ValueId value) {
+  Inst in;
+  in.op = Op::Assign;
+  in.dtype = dtype(a);
+  in.num_src = 2;
+  in.src[0] = a;
+  in.src[1] = value;
+  push(in, false);
+}
+
+ValueId Builder::load(ValueId buf, ValueId idx, ValueId gate) {
+  Inst in;
+  in.op = Op::Load;
+  in.dtype = dtype(buf);
+  if (gate != kNone && is_const(gate)) {
+    if (const_value(gate) == 0) return constant(0, in.dtype);
+    gate = kNone;
+  }
+  in.num_src = gate == kNone ? 2 : 3;
+  in.src[0] = buf;
+  in.src[1] = idx;
+  in.src[2] = gate;
+  return push(in, true);
+}
+
+void Builder::store(ValueId buf, ValueId idx, ValueId value) {
+  Inst in;
+  in.op = Op::Store;
+  in.dtype = dtype(value);
+  in.num_src = 3;
+  in.src[0] = buf;
+  in.src[1] = idx;
+  in.src[2] = value;
+  push(in, false);
+}
+
+std::pair<int64_t, int64_t> Builder::bounds(ValueId v) const {
+  auto it = bounds_.find(v);
+  if (it != bounds_.end()) return it->second;
+  return {std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max()};
+}
+
+ValueId Builder::land(ValueId a, ValueId b) {
+  if (a == kNone) return b;
+  if (b == kNone) return a;
+  return alu(Op::And, DType::Bool, a, b);
+}
+
+ValueId Builder::cast(ValueId a, DType dt) {
+  if (dtype(a) == dt) return a;
+  if (is_const(a)) {
+    double v = const_value(a);
+    if (dt == DType::Int32) v = std::trunc(v);
+    return constant(v, dt);
+  }
+  return alu(Op::Cast, dt, a);
+}
+
+ValueId Builder::alu(Op op, DType dt, ValueId a, ValueId b, ValueId c) {
+  const bool integer = dt != DType::Float32;
+  // constant folding of integer / bool arithmetic (float folding is left to the device, so that the
+  // interpreter and the compiled code round identically)
+  if (integer && is_const(a) && (b == kNone || is_const(b)) && (c == kNone || is_const(c)) && op != Op::Cast) {
+    int64_t x = static_cast<int64_t>(const_value(a)), y = b == kNone ? 0 : static_cast<int64_t>(const_value(b));
+    switch (op) {
+      case Op::Add: return constant(static_cast<double>(x + y), dt);
+      case Op::Mul: return constant(static_cast<double>(x * y), dt);
+      case Op::Neg: return constant(static_cast<double>(-x), dt);
+      case Op::Max: return constant(static_cast<double>(std::max(x, y)), dt);
+      case Op::IDiv: if (y != 0) return constant(static_cast<double>(x / y), dt); break;
+      case Op::Mod: if (y != 0) return constant(static_cast<double>(x % y), dt); break;
+      case Op::And: return cbool(x && y);
+      case Op::Where: return const_value(a) != 0 ? b : c;
+      default: break;
+    }
+  }
+  // x * 1 == x exactly in IEEE arithmetic (x + 0 is not: -0 + 0 = +0)
+  if (op == Op::Mul && dt == DType::Float32 && b != kNone && is_const(b) && const_value(b) == 1.0) return a;
+  if (op == Op::Mul && dt == DType::Float32 && is_const(a) && const_value(a) == 1.0) return b;
+  if (op == Op::Where && is_const(a)) return const_value(a) != 0 ? b : c;
+  if (op == Op::Where && b == c) return b;
+  if (integer) {
+    auto is = [&](ValueId v, int64_t x) { return v != kNone && is_const(v) && const_value(v) == static_cast<double>(x); };
+    if (op == Op::Add && is(b, 0)) return a;
+    if (op == Op::Add && is(a, 0)) return b;
+    if (op == Op::Mul && (is(b, 1))) return a;
+    if (op == Op::Mul && (is(a, 1))) return b;
+    if (op == Op::Mul && (is(a, 0) || is(b, 0))) return cint(0);
+    if (op == Op::IDiv && is(b, 1)) return a;
+    if (op == Op::Mod && is(b, 1)) return cint(0);
+    if (op == Op::And && is(a, 1)) return b;
+    if (op == Op::And && is(b, 1)) return a;
+    if (op == Op::And && (is(a, 0) || is(b, 0))) return cbool(false);
+    if ((op == Op::IDiv || op == Op::Mod) && b != kNone && is_const(b) && const_value(b) > 0) {
+      auto [lo, hi] = bounds(a);
+      int64_t d = static_cast<int64_t>(const_value(b));
+      if (lo >= 0 && hi < d) return op == Op::IDiv ? cint(0) : a;
+    }
+  }
+  if (op == Op::CmpLt && dtype(a) == DType::Int32) {
+    auto [alo, ahi] = bounds(a);
+    auto [blo, bhi] = bounds(b);
+    if (ahi < blo) return cbool(true);
+    if (alo >= bhi) return cbool(false);
+  }
+  Inst in;
+  in.op = op;
+  in.dtype = dt;
+  in.src[0] = a;
+  in.src[1] = b;
+  in.src[2] = c;
+  in.num_src = static_cast<uint8_t>(c != kNone ? 3 : b != kNone ? 2 : 1);
+  ValueId id = push(in, true);
+  if (dt == DType::Int32 && !bounds_.count(id)) {
+    auto [alo, ahi] = bounds(a);
+    constexpr int64_t big = std::numeric_limits<int32_t>::max();
+    if (op == Op::Add) {
+      auto [blo, bhi] = bounds(b);
+      if (std::abs(alo) < big && std::abs(ahi) < big && std::abs(blo) < big && std::abs(bhi) < big) bounds_[id] = {alo + blo, ahi + bhi};
+    } else if (op == Op::Mul && is_const(b) && const_value(b) >= 0 && std::abs(alo) < big && std::abs(ahi) < big) {
+      int64_t m = static_cast<int64_t>(const_value(b));
+      bounds_[id] = {alo * m, ahi * m};
+    } else if (op == Op::Mod && is_const(b) && const_value(b) > 0 && alo >= 0) {
+      bounds_[id] = {0, static_cast<int64_t>(const_value(b)) - 1};
+    } else if (op == Op::IDiv && is_const(b) && const_value(b) > 0 && alo >= 0 && ahi < big) {
+      int64_t d = static_cast<int64_t>(const_value(b));
+      bounds_[id] = {alo / d, ahi / d};
+    }
+  }
+  return id;
+}
+
+}  // namespace ts::ir

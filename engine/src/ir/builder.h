@@ -1,0 +1,48 @@
+// IRBuilder: appends instructions to a kernel with constant folding, algebraic identities on integer
+// index arithmetic, and common-subexpression elimination scoped to the enclosing loop (a value
+// computed inside a loop is not reused after the loop ends).
+#pragma once
+#include <map>
+#include <tuple>
+
+#include "tensorscope/ir.h"
+
+namespace ts::ir {
+
+class Builder {
+ public:
+  explicit Builder(Kernel& k) : k_(k) {}
+
+  ValueId global(int slot, DType dt);
+  ValueId cint(int64_t v) { return constant(static_cast<double>(v), DType::Int32); }
+  ValueId cbool(bool v) { return constant(v ? 1 : 0, DType::Bool); }
+  ValueId constant(double v, DType dt);
+  ValueId range(int64_t bound);
+  void end_range(ValueId range);
+  ValueId acc(double init, DType dt);
+  void assign(ValueId acc, ValueId value);
+  ValueId load(ValueId buf, ValueId idx, ValueId gate = kNone);
+  void store(ValueId buf, ValueId idx, ValueId value);
+  ValueId alu(Op op, DType dt, ValueId a, ValueId b = kNone, ValueId c = kNone);
+  ValueId cast(ValueId a, DType dt);
+
+  // integer index helpers
+  ValueId add(ValueId a, ValueId b) { return alu(Op::Add, dtype(a), a, b); }
+  ValueId mul(ValueId a, ValueId b) { return alu(Op::Mul, dtype(a), a, b); }
+  ValueId land(ValueId a, ValueId b);  // logical and; kNone means "true"
+
+  DType dtype(ValueId v) const { return k_.insts[v].dtype; }
+  bool is_const(ValueId v) const { return k_.insts[v].op == Op::Const; }
+  double const_value(ValueId v) const { return k_.insts[v].value; }
+  // Known value range of an int32 value [lo, hi] (from constants and loop bounds), for folding % and /.
+  std::pair<int64_t, int64_t> bounds(ValueId v) const;
+
+ private:
+  ValueId push(const Inst& in, bool cse);
+  Kernel& k_;
+  using Key = std::tuple<int, int, ValueId, ValueId, ValueId, int64_t, double>;
+  std::map<Key, ValueId> cse_;
+  std::map<ValueId, std::pair<int64_t, int64_t>> bounds_;
+};
+
+}  // namespace ts::ir

@@ -1,0 +1,130 @@
+// The IR interpreter: executes a kernel one instruction at a time with C semantics in float32 / int32,
+// using the same libm functions the C backend calls. It is the oracle for every backend.
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <stdexcept>
+
+#include "tensorscope/ir.h"
+
+namespace ts::ir {
+namespace {
+
+union Slot {
+  float f;
+  int32_t i;
+};
+
+float as_float(Slot s, DType dt) { return dt == DType::Float32 ? s.f : static_cast<float>(s.i); }
+int32_t as_int(Slot s, DType dt) { return dt == DType::Float32 ? static_cast<int32_t>(s.f) : s.i; }
+
+Slot load(const void* p, DType dt, int32_t idx) {
+  Slot s{};
+  switch (dt) {
+    case DType::Float32: s.f = static_cast<const float*>(p)[idx]; break;
+    case DType::Int32: s.i = static_cast<const int32_t*>(p)[idx]; break;
+    case DType::Bool: s.i = static_cast<const uint8_t*>(p)[idx] != 0; break;
+  }
+  return s;
+}
+
+void store(void* p, DType dt, int32_t idx, Slot v) {
+  switch (dt) {
+    case DType::Float32: static_cast<float*>(p)[idx] = v.f; break;
+    case DType::Int32: static_cast<int32_t*>(p)[idx] = v.i; break;
+    case DType::Bool: static_cast<uint8_t*>(p)[idx] = v.i != 0; break;
+  }
+}
+
+Slot make_const(double v, DType dt) {
+  Slot s{};
+  if (dt == DType::Float32) s.f = static_cast<float>(v);
+  else s.i = dt == DType::Bool ? (v != 0) : static_cast<int32_t>(v);
+  return s;
+}
+
+float fmax_nan(float a, float b) { return (a != a || a > b) ? a : b; }  // NaN propagates, as torch.maximum
+
+}  // namespace
+
+void interpret(const Kernel& k, const std::vector<void*>& buffers) {
+  const size_t n = k.insts.size();
+  std::vector<Slot> v(n);
+  std::vector<void*> ptr(n, nullptr);
+  std::vector<size_t> end_of(n, 0);  // RANGE → its END_RANGE
+  {
+    std::vector<size_t> open;
+    for (size_t i = 0; i < n; i++) {
+      if (k.insts[i].op == Op::Range) open.push_back(i);
+      if (k.insts[i].op == Op::EndRange) {
+        end_of[open.back()] = i;
+        open.pop_back();
+      }
+    }
+  }
+  size_t pc = 0;
+  while (pc < n) {
+    const Inst& in = k.insts[pc];
+    const DType dt = in.dtype;
+    auto S = [&](int s) { return v[in.src[s]]; };
+    auto SD = [&](int s) { return k.insts[in.src[s]].dtype; };
+    Slot r{};
+    switch (in.op) {
+      case Op::DefineGlobal: ptr[pc] = buffers.at(in.arg); break;
+      case Op::DefineAcc: case Op::Const: r = make_const(in.value, dt); break;
+      case Op::Range:
+        r.i = 0;
+        if (S(0).i <= 0) {
+          v[pc] = r;
+          pc = end_of[pc] + 1;
+          continue;
+        }
+        break;
+      case Op::EndRange: {
+        ValueId rg = in.src[0];
+        if (++v[rg].i < v[k.insts[rg].src[0]].i) {
+          pc = rg + 1;
+          continue;
+        }
+        pc++;
+        continue;
+      }
+      case Op::Load:
+        if (in.num_src == 3 && !S(2).i) r = make_const(0, dt);
+        else r = load(ptr[in.src[0]], dt, S(1).i);
+        break;
+      case Op::Store: store(ptr[in.src[0]], k.insts[in.src[0]].dtype, S(1).i, S(2)); pc++; continue;
+      case Op::Assign: v[in.src[0]] = S(1); pc++; continue;
+      case Op::Neg: if (dt == DType::Float32) r.f = -S(0).f; else r.i = -S(0).i; break;
+      case Op::Exp2: r.f = exp2f(S(0).f); break;
+      case Op::Log2: r.f = log2f(S(0).f); break;
+      case Op::Sin: r.f = sinf(S(0).f); break;
+      case Op::Sqrt: r.f = sqrtf(S(0).f); break;
+      case Op::Recip: r.f = 1.0f / S(0).f; break;
+      case Op::Cast:
+        if (dt == DType::Float32) r.f = as_float(S(0), SD(0));
+        else if (dt == DType::Int32) r.i = as_int(S(0), SD(0));
+        else r.i = SD(0) == DType::Float32 ? (S(0).f != 0.0f) : (S(0).i != 0);
+        break;
+      case Op::Add: if (dt == DType::Float32) r.f = S(0).f + S(1).f; else r.i = S(0).i + S(1).i; break;
+      case Op::Mul: if (dt == DType::Float32) r.f = S(0).f * S(1).f; else r.i = S(0).i * S(1).i; break;
+      case Op::Max: if (dt == DType::Float32) r.f = fmax_nan(S(0).f, S(1).f); else r.i = std::max(S(0).i, S(1).i); break;
+      case Op::CmpLt: r.i = SD(0) == DType::Float32 ? (S(0).f < S(1).f) : (S(0).i < S(1).i); break;
+      case Op::CmpEq: r.i = SD(0) == DType::Float32 ? (S(0).f == S(1).f) : (S(0).i == S(1).i); break;
+      case Op::IDiv:
+        if (S(1).i == 0) throw std::runtime_error("integer division by zero in kernel " + k.name);
+        r.i = S(0).i / S(1).i;
+        break;
+      case Op::Mod:
+        if (S(1).i == 0) throw std::runtime_error("integer modulo by zero in kernel " + k.name);
+        r.i = S(0).i % S(1).i;
+        break;
+      case Op::And: r.i = S(0).i && S(1).i; break;
+      case Op::Where: r = S(0).i ? S(1) : S(2); break;
+    }
+    v[pc] = r;
+    pc++;
+  }
+}
+
+}  // namespace ts::ir

@@ -1,0 +1,64 @@
+#include <cmath>
+#include <sstream>
+
+#include "tensorscope/ir.h"
+
+namespace ts::ir {
+
+const char* op_name(Op op) {
+  static const char* names[] = {"DEFINE_GLOBAL", "DEFINE_ACC", "CONST", "RANGE", "END_RANGE", "LOAD", "STORE",
+                                "ASSIGN", "NEG", "EXP2", "LOG2", "SIN", "SQRT", "RECIP", "CAST", "ADD", "MUL",
+                                "MAX", "CMPLT", "CMPEQ", "IDIV", "MOD", "AND", "WHERE"};
+  return names[static_cast<int>(op)];
+}
+
+bool is_alu(Op op) { return op >= Op::Neg; }
+
+int alu_arity(Op op) {
+  if (op >= Op::Neg && op <= Op::Cast) return 1;
+  if (op == Op::Where) return 3;
+  if (op >= Op::Add) return 2;
+  return 0;
+}
+
+static std::string const_str(double v, DType dt) {
+  std::ostringstream o;
+  if (dt == DType::Bool) return v != 0 ? "true" : "false";
+  if (dt == DType::Int32) {
+    o << static_cast<int64_t>(v);
+    return o.str();
+  }
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (std::isnan(v)) return "nan";
+  o.precision(9);
+  o << v;
+  return o.str();
+}
+
+std::string print(const Kernel& k) {
+  std::ostringstream o;
+  o << "kernel " << k.name << "(";
+  for (size_t i = 0; i < k.globals.size(); i++)
+    o << (i ? ", " : "") << (k.globals[i].is_output ? "out " : "in ") << dtype_name(k.globals[i].dtype) << "["
+      << k.globals[i].numel << "]";
+  o << ")\n";
+  int depth = 0;
+  for (size_t i = 0; i < k.insts.size(); i++) {
+    const Inst& in = k.insts[i];
+    if (in.op == Op::EndRange) depth--;
+    o << std::string(2 * (depth + 1), ' ');
+    bool defines = in.op != Op::Store && in.op != Op::EndRange && in.op != Op::Assign;
+    if (defines) o << "%" << i << " = ";
+    o << op_name(in.op);
+    if (defines) o << "." << dtype_name(in.dtype);
+    for (int s = 0; s < in.num_src; s++) o << (s ? ", " : " ") << "%" << in.src[s];
+    if (in.op == Op::Const || in.op == Op::DefineAcc) o << " " << const_str(in.value, in.dtype);
+    if (in.op == Op::DefineGlobal) o << " slot " << in.arg;
+    if (in.op == Op::EndRange) o << "   ; %" << i;
+    o << "\n";
+    if (in.op == Op::Range) depth++;
+  }
+  return o.str();
+}
+
+}  // namespace ts::ir

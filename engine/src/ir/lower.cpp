@@ -1,0 +1,249 @@
+#include "ir/lower.h"
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <stdexcept>
+
+#include "ir/builder.h"
+
+namespace ts {
+namespace {
+
+using ir::ValueId;
+using ir::kNone;
+
+class Lowerer {
+ public:
+  Lowerer(const ScheduleItem& item, ir::Kernel& k) : item_(item), k_(k), b_(k) {}
+
+  void run() {
+    const Graph& g = Graph::get();
+    const Node& out = g[item_.output];
+    k_.name = item_.name;
+    k_.globals.push_back({out.dtype, shape_numel(out.shape), true});
+    for (size_t i = 0; i < item_.inputs.size(); i++) {
+      const Node& in = g[item_.inputs[i]];
+      k_.globals.push_back({in.dtype, shape_numel(in.shape), false});
+      slot_[item_.inputs[i]] = static_cast<int>(i + 1);
+    }
+    ValueId out_buf = b_.global(0, out.dtype);
+    std::vector<ValueId> idx, loops;
+    for (int64_t d : out.shape) {
+      if (d == 1) {
+        idx.push_back(b_.cint(0));
+      } else {
+        loops.push_back(b_.range(d));
+        idx.push_back(loops.back());
+      }
+    }
+    ValueId value = value_of(item_.output, idx, kNone);
+    b_.store(out_buf, linear(idx, out.shape), value);
+    for (size_t i = loops.size(); i-- > 0;) b_.end_range(loops[i]);
+  }
+
+ private:
+  const ScheduleItem& item_;
+  ir::Kernel& k_;
+  ir::Builder b_;
+  std::map<NodeId, int> slot_;
+  std::map<std::tuple<NodeId, std::vector<ValueId>, ValueId>, ValueId> memo_;
+
+  bool is_input(NodeId id) const { return slot_.count(id) > 0; }
+
+  ValueId linear(const std::vector<ValueId>& idx, const Shape& shape) {
+    Shape st = contiguous_strides(shape);
+    ValueId pos = b_.cint(0);
+    for (size_t d = 0; d < idx.size(); d++) pos = b_.add(pos, b_.mul(idx[d], b_.cint(st[d])));
+    return pos;
+  }
+
+  // Index arithmetic of one view: the flat position for logical index `idx`, and its validity.
+  std::pair<ValueId, ValueId> apply_view(const View& v, const std::vector<ValueId>& idx) {
+    ValueId pos = b_.cint(v.offset), valid = kNone;
+    for (size_t d = 0; d < idx.size(); d++) {
+      pos = b_.add(pos, b_.mul(idx[d], b_.cint(v.strides[d])));
+      if (!v.mask.empty()) {
+        auto [lo, hi] = v.mask[d];
+        if (lo > 0) valid = b_.land(valid, b_.alu(ir::Op::CmpLt, DType::Bool, b_.cint(lo - 1), idx[d]));
+        if (hi < v.shape[d]) valid = b_.land(valid, b_.alu(ir::Op::CmpLt, DType::Bool, idx[d], b_.cint(hi)));
+      }
+    }
+    return {pos, valid};
+  }
+
+  std::vector<ValueId> unflatten(ValueId pos, const Shape& shape) {
+    std::vector<ValueId> out(shape.size());
+    int64_t acc = 1;
+    for (size_t d = shape.size(); d-- > 0;) {
+      ValueId q = b_.alu(ir::Op::IDiv, DType::Int32, pos, b_.cint(acc));
+      out[d] = shape[d] == 1 ? b_.cint(0) : b_.alu(ir::Op::Mod, DType::Int32, q, b_.cint(shape[d]));
+      acc *= shape[d];
+    }
+    return out;
+  }
+
+  // Index of the value underneath a ViewStack, as a flat position in the base's contiguous layout.
+  std::pair<ValueId, ValueId> stack_position(const ViewStack& vs, const std::vector<ValueId>& idx) {
+    std::vector<ValueId> cur = idx;
+    ValueId valid = kNone;
+    for (size_t k = vs.views.size(); k-- > 0;) {
+      auto [pos, ok] = apply_view(vs.views[k], cur);
+      valid = b_.land(valid, ok);
+      if (k == 0) return {pos, valid};
+      cur = unflatten(pos, vs.views[k - 1].shape);
+    }
+    throw std::logic_error("empty ViewStack");
+  }
+
+  // Per-dimension index of the value underneath a ViewStack. A single view whose strides each select
+  // one dimension of the base (permute, expand, shrink, flip, pad) maps index to index directly;
+  // anything else goes through the flat position.
+  std::pair<std::vector<ValueId>, ValueId> stack_index(const ViewStack& vs, const std::vector<ValueId>& idx,
+                                                       const Shape& base) {
+    if (vs.views.size() == 1) {
+      const View& v = vs.views[0];
+      Shape cs = contiguous_strides(base);
+      std::vector<ValueId> out(base.size(), kNone);
+      std::vector<int> from(base.size(), -1);  // view dim that indexes base dim k
+      bool ok = true;
+      for (size_t j = 0; j < v.shape.size() && ok; j++) {
+        if (v.strides[j] == 0) continue;
+        int64_t s = std::abs(v.strides[j]);
+        size_t k = 0;
+        while (k < base.size() && !(cs[k] == s && from[k] < 0)) k++;
+        if (k == base.size()) ok = false;
+        else from[k] = static_cast<int>(j);
+      }
+      // split the offset into per-dimension starts, and check that every valid index stays inside the
+      // base (otherwise the split was ambiguous: fall back to the flat position)
+      int64_t rem = v.offset;
+      for (size_t k = 0; k < base.size() && ok; k++) {
+        int64_t start = cs[k] ? rem / cs[k] : 0;
+        if (cs[k]) rem -= start * cs[k];
+        int64_t lo = start, hi = start;
+        if (from[k] >= 0) {
+          int j = from[k];
+          int64_t mlo = v.mask.empty() ? 0 : v.mask[j].first, mhi = v.mask.empty() ? v.shape[j] : v.mask[j].second;
+          int64_t sign = v.strides[j] > 0 ? 1 : -1;
+          lo = std::min(start + sign * mlo, start + sign * (mhi - 1));
+          hi = std::max(start + sign * mlo, start + sign * (mhi - 1));
+          ValueId i = sign > 0 ? idx[j] : b_.alu(ir::Op::Neg, DType::Int32, idx[j]);
+          out[k] = b_.add(i, b_.cint(start));
+        } else {
+          out[k] = b_.cint(start);
+        }
+        if (lo < 0 || hi >= std::max<int64_t>(base[k], 1)) ok = false;
+      }
+      if (ok && rem == 0) {
+        ValueId valid = apply_view(v, idx).second;
+        return {out, valid};
+      }
+    }
+    auto [pos, valid] = stack_position(vs, idx);
+    return {unflatten(pos, base), valid};
+  }
+
+  ValueId value_of(NodeId id, const std::vector<ValueId>& idx, ValueId gate) {
+    auto key = std::make_tuple(id, idx, gate);
+    if (auto it = memo_.find(key); it != memo_.end()) return it->second;
+    ValueId v = compute(id, idx, gate);
+    memo_[key] = v;
+    return v;
+  }
+
+  ValueId compute(NodeId id, const std::vector<ValueId>& idx, ValueId gate) {
+    const Graph& g = Graph::get();
+    const Node& n = g[id];
+    if (is_input(id)) {
+      ValueId buf = b_.global(slot_[id], n.dtype);
+      return b_.load(buf, linear(idx, n.shape), gate);
+    }
+    if (n.op == Op::Const) return b_.constant(n.value, n.dtype);
+    if (is_movement(n.op)) {
+      // compose the chain of movement ops down to the value underneath
+      std::vector<NodeId> chain;
+      NodeId base = id;
+      while (!is_input(base) && is_movement(g[base].op)) {
+        chain.push_back(base);
+        base = g[base].src[0];
+      }
+      ViewStack vs = ViewStack::make(g[base].shape);
+      for (size_t i = chain.size(); i-- > 0;) {
+        const Node& m = g[chain[i]];
+        switch (m.op) {
+          case Op::Reshape: vs = vs.reshape(m.shape); break;
+          case Op::Permute: vs = vs.permute(m.arg); break;
+          case Op::Expand: vs = vs.expand(m.shape); break;
+          case Op::Pad: case Op::Shrink: {
+            Pairs p;
+            for (size_t k = 0; k + 1 < m.arg.size(); k += 2) p.push_back({m.arg[k], m.arg[k + 1]});
+            vs = m.op == Op::Pad ? vs.pad(p) : vs.shrink(p);
+            break;
+          }
+          case Op::Flip: {
+            std::vector<bool> axes(m.arg.begin(), m.arg.end());
+            vs = vs.flip(axes);
+            break;
+          }
+          default: break;
+        }
+      }
+      const Node& bn = g[base];
+      if (is_input(base)) {
+        auto [pos, valid] = stack_position(vs, idx);
+        return b_.load(b_.global(slot_[base], bn.dtype), pos, b_.land(gate, valid));
+      }
+      auto [bidx, valid] = stack_index(vs, idx, bn.shape);
+      ValueId v = bn.op == Op::Const ? b_.constant(bn.value, bn.dtype) : value_of(base, bidx, b_.land(gate, valid));
+      if (valid != kNone) v = b_.alu(ir::Op::Where, bn.dtype, valid, v, b_.constant(0, bn.dtype));
+      return v;
+    }
+    if (is_reduce(n.op)) {
+      const Node& src = g[n.src[0]];
+      bool is_sum = n.op == Op::ReduceSum;
+      double init = is_sum ? 0.0
+                           : (n.dtype == DType::Float32 ? -std::numeric_limits<double>::infinity()
+                                                        : static_cast<double>(std::numeric_limits<int32_t>::min()));
+      ValueId acc = b_.acc(init, n.dtype);
+      std::vector<ValueId> sidx = idx, loops;
+      for (int64_t a : n.arg) {
+        if (src.shape[a] == 1) continue;
+        loops.push_back(b_.range(src.shape[a]));
+        sidx[a] = loops.back();
+      }
+      if (loops.empty()) {
+        // nothing to reduce over (all reduced dims have size 1): the value itself, or the init for empty
+        if (shape_numel(src.shape) == 0) return b_.constant(init, n.dtype);
+        return value_of(n.src[0], sidx, gate);
+      }
+      ValueId v = value_of(n.src[0], sidx, gate);
+      b_.assign(acc, b_.alu(is_sum ? ir::Op::Add : ir::Op::Max, n.dtype, acc, v));
+      for (size_t i = loops.size(); i-- > 0;) b_.end_range(loops[i]);
+      return acc;
+    }
+    if (n.op == Op::Contiguous) return value_of(n.src[0], idx, gate);
+    if (n.op == Op::Cast) return b_.cast(value_of(n.src[0], idx, gate), n.dtype);
+    // elementwise
+    ValueId s[3] = {kNone, kNone, kNone};
+    for (int i = 0; i < n.num_src; i++) s[i] = value_of(n.src[i], idx, gate);
+    static const std::map<Op, ir::Op> alu = {
+        {Op::Neg, ir::Op::Neg},     {Op::Exp2, ir::Op::Exp2},   {Op::Log2, ir::Op::Log2}, {Op::Sin, ir::Op::Sin},
+        {Op::Sqrt, ir::Op::Sqrt},   {Op::Recip, ir::Op::Recip}, {Op::Add, ir::Op::Add},   {Op::Mul, ir::Op::Mul},
+        {Op::Max, ir::Op::Max},     {Op::CmpLt, ir::Op::CmpLt}, {Op::CmpEq, ir::Op::CmpEq}, {Op::IDiv, ir::Op::IDiv},
+        {Op::Mod, ir::Op::Mod},     {Op::Where, ir::Op::Where}};
+    auto it = alu.find(n.op);
+    if (it == alu.end()) throw std::logic_error(std::string("lowering: unsupported op ") + op_name(n.op));
+    return b_.alu(it->second, n.dtype, s[0], s[1], s[2]);
+  }
+};
+
+}  // namespace
+
+ir::Kernel lower(const ScheduleItem& item) {
+  ir::Kernel k;
+  Lowerer(item, k).run();
+  return k;
+}
+
+}  // namespace ts

@@ -1,0 +1,55 @@
+#include "opt/pass_manager.h"
+
+#include <cstdlib>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace ts {
+
+const std::vector<Pass>& pipeline() {
+  static const std::vector<Pass> passes = {
+      {"hoist_constants", "move constants to the top of the kernel, out of every loop", hoist_constants},
+      {"dead_code_elimination", "drop instructions whose value is never used", dead_code_elimination},
+  };
+  return passes;
+}
+
+static std::set<std::string> disabled_passes() {
+  std::set<std::string> out;
+  if (const char* env = std::getenv("TENSORSCOPE_DISABLE_PASSES")) {
+    std::stringstream ss(env);
+    std::string name;
+    while (std::getline(ss, name, ','))
+      if (!name.empty()) out.insert(name);
+  }
+  return out;
+}
+
+void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots) {
+  static const std::set<std::string> disabled = disabled_passes();
+  for (const Pass& p : pipeline()) {
+    if (disabled.count(p.name)) continue;
+    p.run(kernel);
+#ifndef NDEBUG
+    if (auto errors = ir::verify(kernel); !errors.empty())
+      throw std::logic_error(std::string("IR verifier failed after pass ") + p.name + " in " + kernel.name + ": " + errors.front());
+#endif
+    if (snapshots) snapshots->push_back({p.name, ir::print(kernel)});
+  }
+}
+
+void reorder_instructions(ir::Kernel& kernel, const std::vector<ir::ValueId>& order) {
+  std::vector<ir::ValueId> new_id(kernel.insts.size(), ir::kNone);
+  std::vector<ir::Inst> out;
+  out.reserve(order.size());
+  for (ir::ValueId old : order) {
+    new_id[old] = static_cast<ir::ValueId>(out.size());
+    ir::Inst in = kernel.insts[old];
+    for (int s = 0; s < in.num_src; s++) in.src[s] = new_id[in.src[s]];
+    out.push_back(in);
+  }
+  kernel.insts = std::move(out);
+}
+
+}  // namespace ts

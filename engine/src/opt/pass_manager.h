@@ -1,0 +1,36 @@
+// The pass pipeline: named IR → IR transforms, one file each. The manager runs them in order, checks
+// the IR with the verifier after each one (in debug builds), and keeps a snapshot of the IR after
+// every pass for the GUI's "IR after pass N" view and the CLI's --out.
+//
+// TENSORSCOPE_DISABLE_PASSES=name1,name2 turns passes off; results must never change with any subset
+// disabled (every pass only removes or rearranges work).
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "tensorscope/ir.h"
+#include "tensorscope/session.h"
+
+namespace ts {
+
+struct Pass {
+  const char* name;
+  const char* description;
+  std::function<void(ir::Kernel&)> run;
+};
+
+// The passes in pipeline order.
+const std::vector<Pass>& pipeline();
+
+// Runs the enabled passes on `kernel` in place. With `snapshots`, appends the IR after each pass.
+void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots);
+
+// Passes (one file each).
+void dead_code_elimination(ir::Kernel& kernel);
+void hoist_constants(ir::Kernel& kernel);
+
+// Rebuilds `kernel` keeping instructions in `order` (old ids), renumbering operands. Shared by passes.
+void reorder_instructions(ir::Kernel& kernel, const std::vector<ir::ValueId>& order);
+
+}  // namespace ts

@@ -1,0 +1,52 @@
+// The DEBUG text printer: the text fallback of the GUI, one more observer of the session.
+//   DEBUG=1  one line per kernel launch: name, device, time, compile-cache hit
+//   DEBUG=2  + each schedule: kernels with their fused ops and boundary reasons
+//   DEBUG=3  + the IR of each kernel
+//   DEBUG=4  + the generated source of each kernel
+#include <cstdio>
+#include <cstdlib>
+
+#include "tensorscope/session.h"
+
+namespace ts {
+namespace {
+
+class DebugPrinter : public SessionObserver {
+ public:
+  explicit DebugPrinter(int level) : level_(level) {}
+  void on_event(uint64_t, const Event& event) override {
+    if (auto* s = std::get_if<ScheduleEvent>(&event); s && level_ >= 2) {
+      std::fprintf(stderr, "*** schedule %d: %zu kernel(s)\n", s->schedule_id, s->kernels.size());
+      for (const KernelInfo& k : s->kernels) {
+        std::fprintf(stderr, "  kernel %d %s: %zu fused op(s):", k.id, k.name.c_str(), k.ops.size());
+        for (auto& op : k.ops) std::fprintf(stderr, " %s", op.c_str());
+        std::fprintf(stderr, "\n");
+        for (auto& r : k.boundary_reasons) std::fprintf(stderr, "    boundary: %s\n", r.c_str());
+      }
+    } else if (auto* k = std::get_if<KernelRunEvent>(&event)) {
+      std::fprintf(stderr, "*** %-8s kernel %4d %-24s %10.3f ms%s\n", k->device.c_str(), k->kernel_id, k->name.c_str(),
+                   k->time_ms, k->compile_cache_hit ? "" : "  (compiled)");
+      if (level_ >= 3 && !k->ir.empty()) std::fprintf(stderr, "%s", k->ir.back().ir.c_str());
+      if (level_ >= 4)
+        for (auto& src : k->sources)
+          if (src.renderer == "C") std::fprintf(stderr, "%s\n", src.code.c_str());
+    }
+  }
+
+ private:
+  int level_;
+};
+
+struct Install {
+  Install() {
+    const char* env = std::getenv("DEBUG");
+    int level = env ? std::atoi(env) : 0;
+    if (level > 0) {
+      static DebugPrinter printer(level);
+      Session::get().subscribe(&printer);
+    }
+  }
+} install;
+
+}  // namespace
+}  // namespace ts

@@ -1,0 +1,176 @@
+#include "schedule/schedule.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace ts {
+namespace {
+
+std::string node_label(const Graph& g, NodeId id) {
+  std::ostringstream o;
+  o << op_name(g[id].op) << " #" << g[id].uid;
+  return o.str();
+}
+
+// Post-order DFS over the unrealized part of the graph (iterative: graphs can be deep).
+std::vector<NodeId> toposort(const Graph& g, const std::vector<NodeId>& targets) {
+  std::vector<NodeId> order;
+  std::set<NodeId> seen;
+  std::vector<std::pair<NodeId, int>> stack;
+  for (NodeId t : targets) {
+    if (seen.count(t)) continue;
+    stack.push_back({t, 0});
+    seen.insert(t);
+    while (!stack.empty()) {
+      auto& [id, i] = stack.back();
+      const Node& n = g[id];
+      if (!n.realized() && i < n.num_src) {
+        NodeId s = n.src[i++];
+        if (!seen.count(s)) {
+          seen.insert(s);
+          stack.push_back({s, 0});
+        }
+        continue;
+      }
+      order.push_back(id);
+      stack.pop_back();
+    }
+  }
+  return order;
+}
+
+std::string kernel_name(const Graph& g, const ScheduleItem& item) {
+  const Node& out = g[item.output];
+  std::string name;
+  std::vector<int64_t> dims;
+  for (int64_t d : out.shape)
+    if (d != 1) dims.push_back(d);
+  bool has_reduce = false;
+  for (NodeId f : item.fused) {
+    if (!is_reduce(g[f].op)) continue;
+    for (int64_t a : g[f].arg)
+      if (g[g[f].src[0]].shape[a] != 1) dims.push_back(g[g[f].src[0]].shape[a]);
+    has_reduce = true;
+  }
+  name = has_reduce ? "r" : "E";
+  if (dims.empty()) dims.push_back(1);
+  for (int64_t d : dims) name += "_" + std::to_string(d);
+  return name;
+}
+
+}  // namespace
+
+Schedule create_schedule(const std::vector<NodeId>& targets) {
+  const Graph& g = Graph::get();
+  Schedule sched;
+  sched.nodes = toposort(g, targets);
+
+  // consumers within this schedule
+  std::map<NodeId, std::vector<NodeId>> consumers;
+  for (NodeId id : sched.nodes) {
+    const Node& n = g[id];
+    if (n.realized()) continue;
+    for (int i = 0; i < n.num_src; i++) {
+      auto& c = consumers[n.src[i]];
+      if (std::find(c.begin(), c.end(), id) == c.end()) c.push_back(id);
+    }
+  }
+
+  // Which values are read through an expand (broadcast)? Walk each consumer's operand down its chain
+  // of movement ops to the value underneath.
+  std::map<NodeId, std::string> expanded_by;
+  for (NodeId id : sched.nodes) {
+    const Node& n = g[id];
+    if (n.realized() || is_movement(n.op)) continue;
+    for (int i = 0; i < n.num_src; i++) {
+      NodeId cur = n.src[i];
+      bool expands = false;
+      while (!g[cur].realized() && is_movement(g[cur].op)) {
+        if (g[cur].op == Op::Expand && shape_numel(g[cur].shape) > shape_numel(g[g[cur].src[0]].shape)) expands = true;
+        cur = g[cur].src[0];
+      }
+      if (expands && !expanded_by.count(cur)) expanded_by[cur] = node_label(g, id);
+    }
+  }
+
+  // Decide which nodes are stored (kernel outputs), sources before consumers.
+  std::set<NodeId> target_set(targets.begin(), targets.end());
+  std::map<NodeId, std::string> stored;  // node → reason its kernel ends there
+  std::map<NodeId, bool> has_reduce;     // an unstored reduce inside the value's fused subtree
+  std::map<NodeId, int64_t> cost;        // ALU ops in the fused subtree (capped)
+  auto is_input = [&](NodeId id) { return g[id].realized() || stored.count(id); };
+  for (NodeId id : sched.nodes) {
+    const Node& n = g[id];
+    if (n.realized()) continue;
+    bool red = is_reduce(n.op);
+    int64_t c = is_alu(n.op) || is_reduce(n.op) ? 1 : 0;
+    for (int i = 0; i < n.num_src; i++) {
+      NodeId s = n.src[i];
+      if (is_input(s)) continue;
+      red = red || has_reduce[s];
+      c = std::min<int64_t>(c + cost[s], 1 << 20);
+    }
+    has_reduce[id] = red;
+    cost[id] = c;
+    size_t ncons = consumers[id].size();
+    if (target_set.count(id)) {
+      stored[id] = "output requested (realize / numpy / backward)";
+    } else if (n.op == Op::Contiguous) {
+      stored[id] = "explicit contiguous()";
+    } else if (red && !is_movement(n.op) && expanded_by.count(id)) {
+      stored[id] = "reduce output is expanded (broadcast) by " + expanded_by[id] +
+                   ": fusing would recompute the reduction for every broadcast element";
+    } else if (ncons > 1 && red && !is_movement(n.op)) {
+      stored[id] = "value with a reduce has " + std::to_string(ncons) +
+                   " consumers: recomputing the reduction costs more than storing it";
+    } else if (ncons > 1 && c > kRecomputeLimit && !is_movement(n.op)) {
+      stored[id] = "value has " + std::to_string(ncons) + " consumers and " + std::to_string(c) +
+                   " ALU ops (> " + std::to_string(kRecomputeLimit) + "): recomputing costs more than storing";
+    }
+  }
+
+  // One kernel per stored node, in topological order; each fuses everything up to inputs.
+  std::map<NodeId, int> kernel_of;
+  for (NodeId id : sched.nodes) {
+    if (!stored.count(id)) continue;
+    ScheduleItem item;
+    item.output = id;
+    item.reasons.push_back("ends: " + stored[id]);
+    std::set<NodeId> seen{id};
+    std::vector<NodeId> stack{id};
+    std::vector<NodeId> fused;
+    while (!stack.empty()) {
+      NodeId cur = stack.back();
+      stack.pop_back();
+      fused.push_back(cur);
+      const Node& n = g[cur];
+      for (int i = 0; i < n.num_src; i++) {
+        NodeId s = n.src[i];
+        if (!seen.insert(s).second) continue;
+        if (is_input(s)) {
+          item.inputs.push_back(s);
+          if (g[s].realized()) {
+            item.reasons.push_back("input " + node_label(g, s) + ": a realized buffer");
+          } else {
+            item.reasons.push_back("input " + node_label(g, s) + " comes from kernel " + std::to_string(kernel_of[s]) +
+                                   " (" + stored[s] + ")");
+          }
+        } else {
+          stack.push_back(s);
+        }
+      }
+    }
+    // keep the schedule's topological order for the fused list
+    std::set<NodeId> fused_set(fused.begin(), fused.end());
+    for (NodeId n : sched.nodes)
+      if (fused_set.count(n)) item.fused.push_back(n);
+    item.name = kernel_name(g, item);
+    kernel_of[id] = static_cast<int>(sched.items.size());
+    sched.items.push_back(std::move(item));
+  }
+  return sched;
+}
+
+}  // namespace ts

@@ -1,0 +1,39 @@
+// The kernelizer: cuts the part of the lazy graph a realize() needs into kernels (fusion), in launch
+// order, and records why every kernel ends where it ends (the boundary reasons, shown in the GUI).
+//
+// Fusion rules (tinygrad's, written down):
+//  1. Elementwise ops, movement ops and constants fuse into their consumer; movement ops become index
+//     arithmetic, broadcasting is a zero stride.
+//  2. A reduce fuses its elementwise producers (the loop body) and its consumers, as long as its output
+//     is not broadcast to them: a reduce whose output is expanded ends a kernel ("reduce output is
+//     expanded"), since fusing it would recompute the whole reduction once per broadcast element.
+//  3. A node with several consumers is recomputed by each of them when that is cheap — it contains no
+//     reduce and at most kRecomputeLimit ALU ops — and stored otherwise.
+//  4. A realize()/numpy() target, contiguous() and a realized buffer are always kernel boundaries.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+
+namespace ts {
+
+constexpr int kRecomputeLimit = 16;  // ALU ops a multi-consumer value may hold and still be recomputed
+
+struct ScheduleItem {
+  std::string name;                  // E_4_4 (elementwise) or r_4_4 (with a reduce), after tinygrad
+  NodeId output = kNoNode;           // the node whose value the kernel stores
+  std::vector<NodeId> inputs;        // buffer-like nodes it reads (realized, or stored by an earlier kernel)
+  std::vector<NodeId> fused;         // nodes computed inside the kernel, topological, output last
+  std::vector<std::string> reasons;  // boundary reasons
+};
+
+struct Schedule {
+  std::vector<ScheduleItem> items;   // launch order
+  std::vector<NodeId> nodes;         // every node the schedule touches (topological), inputs included
+};
+
+// `targets` must be on one device. Nodes already realized produce no kernel.
+Schedule create_schedule(const std::vector<NodeId>& targets);
+
+}  // namespace ts

@@ -1,0 +1,146 @@
+// Reverse-mode autograd over the primitive ops. Each rule builds the input gradients from the output
+// gradient with the same primitives, so gradients are lazy graphs, fused and realized like any other.
+// Conventions at kinks follow PyTorch: ties in max share the gradient equally; relu (a WHERE) gives 0 at 0.
+#include <cmath>
+#include <map>
+#include <set>
+#include <stdexcept>
+
+#include "tensor/tensor_impl.h"
+
+namespace ts {
+
+namespace {
+Tensor saved(const Function& fn, size_t i) { return tensor_from_node(fn.saved[i].id()); }
+}  // namespace
+
+std::vector<Tensor> backward_rule(const Function& fn, const Tensor& g) {
+  const double ln2 = std::log(2.0);
+  Tensor x = saved(fn, 0);
+  Tensor out = saved(fn, fn.saved.size() - 1);
+  switch (fn.op) {
+    case Op::Neg: return {g.neg()};
+    case Op::Exp2: return {g.mul(out).mul(ln2)};                 // d/dx 2^x = 2^x ln 2
+    case Op::Log2: return {g.div(x.mul(ln2))};                   // d/dx log2 x = 1 / (x ln 2)
+    case Op::Sin: return {g.mul(x.cos())};
+    case Op::Sqrt: return {g.div(out.mul(2.0))};
+    case Op::Recip: return {g.mul(out).mul(out).neg()};
+    case Op::Cast: return {g.cast(x.dtype())};
+    case Op::Contiguous: return {g};
+    case Op::Add: return {g, g};
+    case Op::Mul: {
+      Tensor y = saved(fn, 1);
+      return {g.mul(y), g.mul(x)};
+    }
+    case Op::Max: {  // ties share the gradient equally, as torch.maximum
+      Tensor y = saved(fn, 1);
+      Tensor half_tie = x.eq(y).cast(DType::Float32).mul(0.5);
+      return {g.mul(y.lt(x).cast(DType::Float32).add(half_tie)), g.mul(x.lt(y).cast(DType::Float32).add(half_tie))};
+    }
+    case Op::Where: {
+      Tensor zero = g.scalar_like(0);
+      return {Tensor(), x.where(g, zero), x.where(zero, g)};
+    }
+    case Op::CmpLt: case Op::CmpEq: case Op::IDiv: case Op::Mod: return {Tensor(), Tensor()};
+    case Op::ReduceSum: return {g.expand(fn.in_shape)};
+    case Op::ReduceMax: {  // the gradient is split equally among the maxima
+      Tensor mask = x.eq(out.expand(fn.in_shape)).cast(DType::Float32);
+      Tensor count = mask.sum(fn.arg, true);
+      return {mask.div(count.expand(fn.in_shape)).mul(g.expand(fn.in_shape))};
+    }
+    case Op::Reshape: return {g.reshape(fn.in_shape)};
+    case Op::Permute: {
+      std::vector<int64_t> inverse(fn.arg.size());
+      for (size_t i = 0; i < fn.arg.size(); i++) inverse[fn.arg[i]] = static_cast<int64_t>(i);
+      return {g.permute(inverse)};
+    }
+    case Op::Expand: {  // broadcast dims sum their gradients
+      std::vector<int64_t> axes;
+      for (size_t i = 0; i < fn.in_shape.size(); i++)
+        if (fn.in_shape[i] != g.shape()[i]) axes.push_back(static_cast<int64_t>(i));
+      return {axes.empty() ? g : g.sum(axes, true)};
+    }
+    case Op::Pad: {
+      std::vector<std::pair<int64_t, int64_t>> bounds;
+      for (size_t i = 0; i < fn.in_shape.size(); i++) bounds.push_back({fn.arg[2 * i], fn.arg[2 * i] + fn.in_shape[i]});
+      return {g.shrink(bounds)};
+    }
+    case Op::Shrink: {
+      std::vector<std::pair<int64_t, int64_t>> pads;
+      for (size_t i = 0; i < fn.in_shape.size(); i++) pads.push_back({fn.arg[2 * i], fn.in_shape[i] - fn.arg[2 * i + 1]});
+      return {g.pad(pads)};
+    }
+    case Op::Flip: {
+      std::vector<int64_t> axes;
+      for (size_t i = 0; i < fn.arg.size(); i++)
+        if (fn.arg[i]) axes.push_back(static_cast<int64_t>(i));
+      return {g.flip(axes)};
+    }
+    default: throw std::logic_error(std::string("no backward rule for ") + op_name(fn.op));
+  }
+}
+
+void Tensor::backward(const Tensor* gradient) {
+  if (!requires_grad()) throw std::runtime_error("backward(): the tensor does not require grad and has no grad_fn");
+  Tensor seed;
+  if (gradient) {
+    if (gradient->shape() != shape())
+      throw std::invalid_argument("backward(): gradient shape (" + shape_str(gradient->shape()) +
+                                  ") does not match the tensor's (" + shape_str(shape()) + ")");
+    seed = *gradient;
+  } else {
+    if (numel() != 1)
+      throw std::runtime_error("backward(): grad can be implicitly created only for a 1-element tensor, got shape (" +
+                               shape_str(shape()) + ")");
+    seed = Tensor::ones(shape(), dtype(), device());
+  }
+  realize();  // the forward pass first: the gradient graph then starts from realized values
+
+  // reverse topological order of the autograd history
+  std::vector<TensorImpl*> order;
+  std::set<TensorImpl*> seen;
+  std::vector<std::pair<TensorImpl*, size_t>> stack{{impl_.get(), 0}};
+  seen.insert(impl_.get());
+  while (!stack.empty()) {
+    auto& [t, i] = stack.back();
+    if (t->ctx && i < t->ctx->parents.size()) {
+      TensorImpl* p = t->ctx->parents[i++].get();
+      if (p->requires_grad && seen.insert(p).second) stack.push_back({p, 0});
+      continue;
+    }
+    order.push_back(t);
+    stack.pop_back();
+  }
+
+  bool was_enabled = grad_enabled();
+  set_grad_enabled(false);
+  std::map<TensorImpl*, Tensor> grads{{impl_.get(), seed.detach()}};
+  std::vector<Tensor> leaf_grads;
+  try {
+    for (auto it = order.rbegin(); it != order.rend(); ++it) {
+      TensorImpl* t = *it;
+      auto g = grads.find(t);
+      if (g == grads.end()) continue;
+      if (!t->ctx) {  // a leaf: accumulate into .grad
+        Tensor acc = t->grad ? Tensor(t->grad).add(g->second) : g->second;
+        t->grad = acc.impl();
+        leaf_grads.push_back(acc);
+        continue;
+      }
+      std::vector<Tensor> in_grads = backward_rule(*t->ctx, g->second);
+      for (size_t i = 0; i < t->ctx->parents.size(); i++) {
+        TensorImpl* p = t->ctx->parents[i].get();
+        if (!p->requires_grad || !in_grads[i].defined()) continue;
+        auto [pos, inserted] = grads.try_emplace(p, in_grads[i]);
+        if (!inserted) pos->second = pos->second.add(in_grads[i]);
+      }
+    }
+  } catch (...) {
+    set_grad_enabled(was_enabled);
+    throw;
+  }
+  set_grad_enabled(was_enabled);
+  Tensor::realize_all(leaf_grads);
+}
+
+}  // namespace ts

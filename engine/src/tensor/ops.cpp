@@ -1,0 +1,398 @@
+// High-level tensor operations as compositions of the primitive ops (tinygrad's decompositions).
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <stdexcept>
+
+#include "tensor/tensor_impl.h"
+
+namespace ts {
+
+namespace {
+
+constexpr double kLog2E = 1.4426950408889634;  // 1 / ln 2
+constexpr double kLn2 = 0.6931471805599453;
+
+std::string shape_text(const Shape& s) {
+  return "(" + shape_str(s) + (s.size() == 1 ? ",)" : ")");
+}
+
+DType promote(DType a, DType b) {
+  if (a == b) return a;
+  if (a == DType::Float32 || b == DType::Float32) return DType::Float32;
+  return DType::Int32;
+}
+
+// NumPy broadcasting: align trailing dims; each pair equal or one of them 1.
+Shape broadcast_shape(const Shape& a, const Shape& b) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; i++) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    if (da != db && da != 1 && db != 1)
+      throw std::invalid_argument("shapes " + shape_text(a) + " and " + shape_text(b) + " cannot be broadcast together");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Tensor broadcast_to(const Tensor& t, const Shape& shape) {
+  if (t.shape() == shape) return t;
+  Shape padded(shape.size() - t.shape().size(), 1);
+  padded.insert(padded.end(), t.shape().begin(), t.shape().end());
+  return t.reshape(padded).expand(shape);
+}
+
+std::vector<Tensor> broadcast_all(std::vector<Tensor> ts) {
+  Shape s = ts[0].shape();
+  for (size_t i = 1; i < ts.size(); i++) s = broadcast_shape(s, ts[i].shape());
+  for (Tensor& t : ts) t = broadcast_to(t, s);
+  return ts;
+}
+
+Tensor binary(Op op, Tensor a, Tensor b, bool bool_result = false) {
+  DType dt = promote(a.dtype(), b.dtype());
+  if (a.dtype() != dt) a = a.cast(dt);
+  if (b.dtype() != dt) b = b.cast(dt);
+  auto ab = broadcast_all({a, b});
+  return primitive(op, ab, ab[0].shape(), bool_result ? DType::Bool : dt);
+}
+
+Tensor unary(Op op, const Tensor& x) {
+  Tensor f = x.dtype() == DType::Float32 ? x : x.cast(DType::Float32);
+  return primitive(op, {f}, f.shape(), DType::Float32);
+}
+
+std::vector<int64_t> reduce_axes(const Tensor& t, const Axes& axes) {
+  std::vector<int64_t> out;
+  if (!axes) {
+    for (int64_t i = 0; i < t.ndim(); i++) out.push_back(i);
+  } else {
+    for (int64_t a : *axes) out.push_back(t.normalize_axis(a));
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+  }
+  return out;
+}
+
+Tensor reduce(Op op, const Tensor& x, const Axes& axes, bool keepdim) {
+  std::vector<int64_t> ax = reduce_axes(x, axes);
+  Tensor src = x.dtype() == DType::Bool ? x.cast(DType::Int32) : x;
+  Shape kept = src.shape();
+  for (int64_t a : ax) kept[a] = 1;
+  Tensor r = ax.empty() ? src : primitive(op, {src}, kept, src.dtype(), ax);
+  if (keepdim) return r;
+  Shape out;
+  for (int64_t i = 0; i < src.ndim(); i++)
+    if (!std::binary_search(ax.begin(), ax.end(), i)) out.push_back(src.shape()[i]);
+  return r.reshape(out);
+}
+
+}  // namespace
+
+int64_t Tensor::normalize_axis(int64_t axis) const {
+  int64_t n = std::max<int64_t>(ndim(), 1);
+  if (axis < -n || axis >= n)
+    throw std::out_of_range("dimension out of range (expected to be in range of [" + std::to_string(-n) + ", " +
+                            std::to_string(n - 1) + "], but got " + std::to_string(axis) + ")");
+  return axis < 0 ? axis + n : axis;
+}
+
+// ---- elementwise ------------------------------------------------------------------------------
+
+Tensor Tensor::add(const Tensor& x) const { return binary(Op::Add, *this, x); }
+Tensor Tensor::mul(const Tensor& x) const { return binary(Op::Mul, *this, x); }
+Tensor Tensor::sub(const Tensor& x) const { return add(x.neg()); }
+Tensor Tensor::div(const Tensor& x) const {
+  // true division, as torch: integers divide as floats
+  Tensor a = dtype() == DType::Float32 ? *this : cast(DType::Float32);
+  return a.mul(x.reciprocal());
+}
+Tensor Tensor::maximum(const Tensor& x) const { return binary(Op::Max, *this, x); }
+Tensor Tensor::minimum(const Tensor& x) const { return neg().maximum(x.neg()).neg(); }
+Tensor Tensor::pow(const Tensor& x) const {
+  // x^y = 2^(y·log2 x) for x > 0; negative bases with integer exponents arrive with issue 3
+  return log2().mul(x).exp2();
+}
+Tensor Tensor::neg() const {
+  if (dtype() == DType::Bool) return logical_not();
+  return primitive(Op::Neg, {*this}, shape(), dtype());
+}
+Tensor Tensor::exp2() const { return unary(Op::Exp2, *this); }
+Tensor Tensor::log2() const { return unary(Op::Log2, *this); }
+Tensor Tensor::exp() const { return mul(kLog2E).exp2(); }       // e^x = 2^(x / ln 2)
+Tensor Tensor::log() const { return log2().mul(kLn2); }         // ln x = log2(x) · ln 2
+Tensor Tensor::sin() const { return unary(Op::Sin, *this); }
+Tensor Tensor::cos() const { return scalar_like(M_PI / 2).sub(*this).sin(); }  // cos x = sin(π/2 − x)
+Tensor Tensor::sqrt() const { return unary(Op::Sqrt, *this); }
+Tensor Tensor::reciprocal() const { return unary(Op::Recip, *this); }
+Tensor Tensor::relu() const { return gt(scalar_like(0)).where(*this, scalar_like(0)); }
+Tensor Tensor::sigmoid() const { return neg().exp().add(1.0).reciprocal(); }
+Tensor Tensor::tanh() const { return mul(2.0).sigmoid().mul(2.0).sub(1.0); }
+Tensor Tensor::abs() const { return relu().add(neg().relu()); }
+Tensor Tensor::square() const { return mul(*this); }
+Tensor Tensor::lt(const Tensor& x) const { return binary(Op::CmpLt, *this, x, true); }
+Tensor Tensor::gt(const Tensor& x) const { return binary(Op::CmpLt, x, *this, true); }
+Tensor Tensor::eq(const Tensor& x) const { return binary(Op::CmpEq, *this, x, true); }
+Tensor Tensor::ne(const Tensor& x) const { return eq(x).logical_not(); }
+Tensor Tensor::le(const Tensor& x) const { return gt(x).logical_not(); }
+Tensor Tensor::ge(const Tensor& x) const { return lt(x).logical_not(); }
+Tensor Tensor::logical_not() const {
+  Tensor b = dtype() == DType::Bool ? *this : cast(DType::Bool);
+  return binary(Op::CmpEq, b, Tensor::scalar(0, DType::Bool, device()), true);
+}
+Tensor Tensor::where(const Tensor& a, const Tensor& b) const {
+  Tensor cond = dtype() == DType::Bool ? *this : cast(DType::Bool);
+  DType dt = promote(a.dtype(), b.dtype());
+  auto all = broadcast_all({cond, a.dtype() == dt ? a : a.cast(dt), b.dtype() == dt ? b : b.cast(dt)});
+  return primitive(Op::Where, all, all[0].shape(), dt);
+}
+Tensor Tensor::cast(DType dt) const {
+  if (dt == dtype()) return *this;
+  return primitive(Op::Cast, {*this}, shape(), dt);
+}
+
+// ---- reductions ---------------------------------------------------------------------------------
+
+Tensor Tensor::sum(const Axes& axes, bool keepdim) const { return reduce(Op::ReduceSum, *this, axes, keepdim); }
+Tensor Tensor::max(const Axes& axes, bool keepdim) const { return reduce(Op::ReduceMax, *this, axes, keepdim); }
+Tensor Tensor::min(const Axes& axes, bool keepdim) const { return neg().max(axes, keepdim).neg(); }
+Tensor Tensor::mean(const Axes& axes, bool keepdim) const {
+  Tensor s = (dtype() == DType::Float32 ? *this : cast(DType::Float32)).sum(axes, keepdim);
+  int64_t count = s.numel() ? numel() / s.numel() : 0;
+  return s.mul(count ? 1.0 / static_cast<double>(count) : NAN);
+}
+Tensor Tensor::softmax(int64_t axis) const {
+  // subtracting the (detached) max keeps exp from overflowing; it cancels in the quotient
+  Tensor m = sub(max(std::vector<int64_t>{axis}, true).detach());
+  Tensor e = m.exp();
+  return e.div(e.sum(std::vector<int64_t>{axis}, true));
+}
+Tensor Tensor::log_softmax(int64_t axis) const {
+  Tensor m = sub(max(std::vector<int64_t>{axis}, true).detach());
+  return m.sub(m.exp().sum(std::vector<int64_t>{axis}, true).log());
+}
+Tensor Tensor::logsumexp(const Axes& axes, bool keepdim) const {
+  Tensor m = max(axes, true).detach();
+  Tensor r = sub(m).exp().sum(axes, true).log().add(m);
+  if (keepdim) return r;
+  std::vector<int64_t> ax = reduce_axes(*this, axes);
+  Shape out;
+  for (int64_t i = 0; i < ndim(); i++)
+    if (!std::binary_search(ax.begin(), ax.end(), i)) out.push_back(shape()[i]);
+  return r.reshape(out);
+}
+
+// ---- movement -----------------------------------------------------------------------------------
+
+Tensor Tensor::reshape(const Shape& new_shape) const {
+  Shape s = new_shape;
+  int64_t infer = -1, known = 1;
+  for (size_t i = 0; i < s.size(); i++) {
+    if (s[i] == -1) {
+      if (infer >= 0) throw std::invalid_argument("reshape: only one dimension can be inferred (-1) in " + shape_text(new_shape));
+      infer = static_cast<int64_t>(i);
+    } else if (s[i] < 0) {
+      throw std::invalid_argument("reshape: invalid dimension " + std::to_string(s[i]) + " in " + shape_text(new_shape));
+    } else {
+      known *= s[i];
+    }
+  }
+  if (infer >= 0) {
+    if (known == 0 || numel() % known != 0)
+      throw std::invalid_argument("reshape: cannot reshape " + shape_text(shape()) + " to " + shape_text(new_shape));
+    s[infer] = numel() / known;
+  }
+  if (shape_numel(s) != numel())
+    throw std::invalid_argument("reshape: cannot reshape " + shape_text(shape()) + " (" + std::to_string(numel()) +
+                                " elements) to " + shape_text(new_shape));
+  if (s == shape()) return *this;
+  return primitive(Op::Reshape, {*this}, s, dtype(), s);
+}
+
+Tensor Tensor::permute(const std::vector<int64_t>& order) const {
+  if (static_cast<int64_t>(order.size()) != ndim())
+    throw std::runtime_error("permute: order " + shape_text(order) + " does not match the " + std::to_string(ndim()) + " dims of " + shape_text(shape()));
+  std::vector<int64_t> o;
+  for (int64_t a : order) o.push_back(normalize_axis(a));
+  std::vector<int64_t> sorted = o;
+  std::sort(sorted.begin(), sorted.end());
+  for (size_t i = 0; i < sorted.size(); i++)
+    if (sorted[i] != static_cast<int64_t>(i)) throw std::runtime_error("permute: " + shape_text(order) + " is not a permutation");
+  bool identity = true;
+  for (size_t i = 0; i < o.size(); i++) identity = identity && o[i] == static_cast<int64_t>(i);
+  if (identity) return *this;
+  Shape s;
+  for (int64_t a : o) s.push_back(shape()[a]);
+  return primitive(Op::Permute, {*this}, s, dtype(), o);
+}
+
+Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
+  std::vector<int64_t> order(ndim());
+  std::iota(order.begin(), order.end(), 0);
+  std::swap(order[normalize_axis(dim0)], order[normalize_axis(dim1)]);
+  return permute(order);
+}
+
+Tensor Tensor::expand(const Shape& new_shape) const {
+  if (new_shape.size() < shape().size())
+    throw std::invalid_argument("expand: cannot expand " + shape_text(shape()) + " to fewer dims " + shape_text(new_shape));
+  size_t lead = new_shape.size() - shape().size();
+  Shape padded(lead, 1);
+  padded.insert(padded.end(), shape().begin(), shape().end());
+  Shape s = new_shape;
+  for (size_t i = 0; i < s.size(); i++) {
+    if (s[i] == -1) s[i] = padded[i];
+    if (padded[i] != s[i] && padded[i] != 1)
+      throw std::invalid_argument("expand: cannot expand " + shape_text(shape()) + " to " + shape_text(new_shape) +
+                                  " (dim " + std::to_string(i) + " is " + std::to_string(padded[i]) + ", not 1)");
+  }
+  Tensor t = lead ? reshape(padded) : *this;
+  if (s == t.shape()) return t;
+  return primitive(Op::Expand, {t}, s, dtype(), s);
+}
+
+Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding, double value) const {
+  if (static_cast<int64_t>(padding.size()) != ndim())
+    throw std::invalid_argument("pad: " + std::to_string(padding.size()) + " (before, after) pairs for " + std::to_string(ndim()) + " dims");
+  std::vector<int64_t> arg;
+  Shape s;
+  bool any = false;
+  for (size_t i = 0; i < padding.size(); i++) {
+    auto [b, a] = padding[i];
+    if (b < 0 || a < 0) throw std::invalid_argument("pad: negative padding is not supported yet (use shrink)");
+    arg.push_back(b);
+    arg.push_back(a);
+    s.push_back(shape()[i] + b + a);
+    any = any || b || a;
+  }
+  if (!any) return *this;
+  Tensor padded = primitive(Op::Pad, {*this}, s, dtype(), arg);
+  if (value == 0) return padded;
+  // pads are zeros; add `value` where a padded ones-tensor is zero
+  Tensor inside = Tensor::full(shape(), 1, dtype(), device()).pad(padding);
+  return padded.add(inside.scalar_like(1).sub(inside).mul(value));
+}
+
+Tensor Tensor::shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds) const {
+  if (static_cast<int64_t>(bounds.size()) != ndim())
+    throw std::invalid_argument("shrink: " + std::to_string(bounds.size()) + " (start, end) pairs for " + std::to_string(ndim()) + " dims");
+  std::vector<int64_t> arg;
+  Shape s;
+  bool any = false;
+  for (size_t i = 0; i < bounds.size(); i++) {
+    auto [b, e] = bounds[i];
+    if (b < 0 || e > shape()[i] || b > e)
+      throw std::invalid_argument("shrink: bounds (" + std::to_string(b) + ", " + std::to_string(e) + ") invalid for dim " +
+                                  std::to_string(i) + " of size " + std::to_string(shape()[i]));
+    arg.push_back(b);
+    arg.push_back(e);
+    s.push_back(e - b);
+    any = any || b != 0 || e != shape()[i];
+  }
+  if (!any) return *this;
+  return primitive(Op::Shrink, {*this}, s, dtype(), arg);
+}
+
+Tensor Tensor::flip(const std::vector<int64_t>& axes) const {
+  std::vector<int64_t> flags(ndim(), 0);
+  for (int64_t a : axes) {
+    int64_t n = normalize_axis(a);
+    if (flags[n]) throw std::runtime_error("flip: dim " + std::to_string(a) + " appears more than once");
+    flags[n] = 1;
+  }
+  if (std::none_of(flags.begin(), flags.end(), [](int64_t f) { return f; })) return *this;
+  return primitive(Op::Flip, {*this}, shape(), dtype(), flags);
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  if (ndim() == 0) return reshape({1});
+  int64_t s = normalize_axis(start_dim), e = normalize_axis(end_dim);
+  Shape out(shape().begin(), shape().begin() + s);
+  int64_t mid = 1;
+  for (int64_t i = s; i <= e; i++) mid *= shape()[i];
+  out.push_back(mid);
+  out.insert(out.end(), shape().begin() + e + 1, shape().end());
+  return reshape(out);
+}
+
+Tensor Tensor::unsqueeze(int64_t dim) const {
+  int64_t n = ndim() + 1;
+  if (dim < -n || dim >= n) throw std::out_of_range("unsqueeze: dim " + std::to_string(dim) + " out of range for " + std::to_string(ndim()) + " dims");
+  if (dim < 0) dim += n;
+  Shape s = shape();
+  s.insert(s.begin() + dim, 1);
+  return reshape(s);
+}
+
+Tensor Tensor::squeeze(std::optional<int64_t> dim) const {
+  Shape s;
+  if (!dim) {
+    for (int64_t d : shape())
+      if (d != 1) s.push_back(d);
+  } else {
+    int64_t a = normalize_axis(*dim);
+    s = shape();
+    if (!s.empty() && s[a] == 1) s.erase(s.begin() + a);
+  }
+  return reshape(s);
+}
+
+Tensor Tensor::contiguous() const { return primitive(Op::Contiguous, {*this}, shape(), dtype()); }
+
+// ---- linear algebra and nn ------------------------------------------------------------------------
+
+Tensor Tensor::matmul(const Tensor& w) const {
+  int64_t n1 = ndim(), n2 = w.ndim();
+  if (n1 == 0 || n2 == 0)
+    throw std::runtime_error("matmul: both arguments need at least 1 dimension, got " + shape_text(shape()) + " and " + shape_text(w.shape()));
+  int64_t k_w = w.shape()[std::max<int64_t>(n2 - 2, 0)];
+  if (shape().back() != k_w)
+    throw std::runtime_error("matmul: shapes " + shape_text(shape()) + " and " + shape_text(w.shape()) +
+                             " cannot be multiplied (" + std::to_string(shape().back()) + " != " + std::to_string(k_w) + ")");
+  // tinygrad's dot: x (..., n, 1, k) * wᵀ (..., 1, m, k) broadcast, then sum over k
+  int64_t ones = std::min<int64_t>({n1 - 1, n2 - 1, 1});
+  Shape xs(shape().begin(), shape().end() - 1);
+  for (int64_t i = 0; i < ones; i++) xs.push_back(1);
+  xs.push_back(shape().back());
+  Shape ws(w.shape().begin(), w.shape().end() - std::min<int64_t>(n2, 2));
+  for (int64_t i = 0; i < ones; i++) ws.push_back(1);
+  ws.insert(ws.end(), w.shape().end() - std::min<int64_t>(n2, 2), w.shape().end());
+  Tensor wt = w.reshape(ws).transpose(-1, -std::min<int64_t>(n2, 2));
+  return reshape(xs).mul(wt).sum(std::vector<int64_t>{-1});
+}
+
+Tensor Tensor::linear(const Tensor& weight, const Tensor* bias) const {
+  Tensor y = matmul(weight);
+  return bias ? y.add(*bias) : y;
+}
+
+Tensor Tensor::one_hot(int64_t num_classes) const {
+  if (dtype() == DType::Float32) throw std::invalid_argument("one_hot: expected an integer tensor of class indices");
+  std::vector<int32_t> classes(num_classes);
+  std::iota(classes.begin(), classes.end(), 0);
+  Tensor counter = Tensor::from_data(classes.data(), DType::Int32, {num_classes}, device());
+  return unsqueeze(-1).cast(DType::Int32).eq(counter).cast(DType::Float32);
+}
+
+Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::string& reduction, int64_t ignore_index) const {
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    throw std::invalid_argument("reduction must be 'mean', 'sum' or 'none', got '" + reduction + "'");
+  if (ndim() < 1) throw std::invalid_argument("sparse_categorical_crossentropy: logits need a class axis (last)");
+  Shape expect(shape().begin(), shape().end() - 1);
+  if (y.shape() != expect)
+    throw std::invalid_argument("sparse_categorical_crossentropy: labels of shape " + shape_text(y.shape()) +
+                                " do not match logits " + shape_text(shape()) + " (expected " + shape_text(expect) + ")");
+  int64_t classes = shape().back();
+  Tensor log_probs = log_softmax(-1);
+  Tensor labels = y.cast(DType::Int32);
+  Tensor mask = ignore_index != -1 ? labels.ne(Tensor::scalar(static_cast<double>(ignore_index), DType::Int32, device())).cast(DType::Float32)
+                                   : Tensor::ones(y.shape(), DType::Float32, device());
+  Tensor picked = log_probs.mul(labels.one_hot(classes)).sum(std::vector<int64_t>{-1}).mul(mask);
+  if (reduction == "none") return picked.neg();
+  if (reduction == "sum") return picked.sum().neg();
+  return picked.sum().div(mask.sum()).neg();
+}
+
+}  // namespace ts

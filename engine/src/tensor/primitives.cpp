@@ -1,0 +1,227 @@
+// The primitive layer and the Tensor basics: construction, properties, realization.
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <stdexcept>
+
+#include "runtime/realize.h"
+#include "tensor/tensor_impl.h"
+
+namespace ts {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+std::mt19937_64& rng() {
+  static std::mt19937_64 r(0);
+  return r;
+}
+int device_index(const std::string& device) {
+  return device.empty() ? DeviceRegistry::default_index() : DeviceRegistry::index(device);
+}
+}  // namespace
+
+bool grad_enabled() { return g_grad_enabled; }
+void set_grad_enabled(bool enabled) { g_grad_enabled = enabled; }
+size_t live_graph_nodes() { return Graph::get().live_nodes(); }
+int64_t kernel_count() { return GlobalCounters::kernel_count; }
+void reset_kernel_count() { GlobalCounters::reset(); }
+std::vector<std::string> device_names() { return DeviceRegistry::names(); }
+std::string default_device() { return DeviceRegistry::at(DeviceRegistry::default_index()).name(); }
+void set_default_device(const std::string& name) { DeviceRegistry::set_default(name); }
+
+Tensor tensor_from_node(NodeId id) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->node = NodeRef(id);
+  return Tensor(impl);
+}
+NodeId node_of(const Tensor& t) { return t.impl()->node.id(); }
+const Node& node(const Tensor& t) { return t.impl()->node.node(); }
+
+Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DType dtype, std::vector<int64_t> arg) {
+  Graph& g = Graph::get();
+  // copies, not references: adding a node may move the slab
+  const Node& first_node = node(srcs.at(0));
+  const int device = first_node.device;
+  const Shape first_shape = first_node.shape;
+  const bool first_is_const = first_node.op == Op::Const;
+  const double first_value = first_node.value;
+  for (const Tensor& s : srcs)
+    if (node(s).device != device)
+      throw std::invalid_argument(std::string(op_name(op)) + ": operands live on different devices (" +
+                                  DeviceRegistry::at(device).name() + " and " +
+                                  DeviceRegistry::at(node(s).device).name() + "): use .to(device)");
+  NodeId id;
+  if (is_movement(op) && op != Op::Pad && first_is_const) {
+    // a moved constant is still a constant: keeps graphs (and the GUI) free of broadcast noise
+    id = g.add(Op::Const, dtype, shape, {}, {}, first_value, device);
+  } else {
+    std::vector<NodeId> ids;
+    for (const Tensor& s : srcs) ids.push_back(node_of(s));
+    id = g.add(op, dtype, shape, ids, arg, 0, device);
+  }
+  Tensor out = tensor_from_node(id);
+  if (g_grad_enabled) {
+    bool needs = false;
+    for (const Tensor& s : srcs) needs = needs || s.requires_grad();
+    if (needs) {
+      auto fn = std::make_shared<Function>();
+      fn->op = op;
+      for (const Tensor& s : srcs) fn->parents.push_back(s.impl());
+      fn->arg = std::move(arg);
+      fn->in_shape = first_shape;
+      // what the rules need: the inputs for most ops, the output for exp2/sqrt/recip/max-reduce
+      for (const Tensor& s : srcs) fn->saved.emplace_back(node_of(s));
+      fn->saved.emplace_back(id);
+      out.impl()->ctx = fn;
+      out.impl()->requires_grad = true;
+    }
+  }
+  return out;
+}
+
+// ---- construction ------------------------------------------------------------------------------
+
+Tensor Tensor::from_data(const void* data, DType dtype, const Shape& shape, const std::string& device) {
+  for (int64_t d : shape)
+    if (d < 0) throw std::invalid_argument("Tensor: negative dimension in shape (" + shape_str(shape) + ")");
+  int dev = device_index(device);
+  auto buf = allocate_buffer(dev, dtype, shape_numel(shape));
+  if (buf->nbytes()) buf->device->copy_in(buf->handle, data, buf->nbytes());
+  return tensor_from_node(Graph::get().add_buffer(buf, shape));
+}
+
+Tensor Tensor::scalar(double value, DType dtype, const std::string& device) {
+  int dev = device_index(device);
+  return tensor_from_node(Graph::get().add(Op::Const, dtype, {}, {}, {}, value, dev));
+}
+
+Tensor Tensor::scalar_like(double value) const {
+  DType dt = dtype() == DType::Bool ? DType::Float32 : dtype();
+  return tensor_from_node(Graph::get().add(Op::Const, dt, {}, {}, {}, value, node(*this).device));
+}
+
+Tensor Tensor::full(const Shape& shape, double value, DType dtype, const std::string& device) {
+  for (int64_t d : shape)
+    if (d < 0) throw std::invalid_argument("full: negative dimension in shape (" + shape_str(shape) + ")");
+  int dev = device_index(device);
+  return tensor_from_node(Graph::get().add(Op::Const, dtype, shape, {}, {}, value, dev));
+}
+Tensor Tensor::zeros(const Shape& shape, DType dtype, const std::string& device) { return full(shape, 0, dtype, device); }
+Tensor Tensor::ones(const Shape& shape, DType dtype, const std::string& device) { return full(shape, 1, dtype, device); }
+
+Tensor Tensor::eye(int64_t n, int64_t m, const std::string& device) {
+  if (m < 0) m = n;
+  if (n < 0) throw std::invalid_argument("eye: n must be >= 0, got " + std::to_string(n));
+  if (n == 0 || m == 0) return zeros({n, m}, DType::Float32, device);
+  // a column of ones padded with m zeros, read row-major, puts a 1 every m+1 elements: the diagonal
+  return ones({n, 1}, DType::Float32, device).pad({{0, 0}, {0, m}}).flatten().shrink({{0, n * m}}).reshape({n, m});
+}
+
+Tensor Tensor::arange(double start, double stop, double step, const std::string& device) {
+  if (step == 0) throw std::invalid_argument("arange: step must not be 0");
+  int64_t n = std::max<int64_t>(0, static_cast<int64_t>(std::ceil((stop - start) / step)));
+  std::vector<float> v(n);
+  for (int64_t i = 0; i < n; i++) v[i] = static_cast<float>(start + i * step);
+  return from_data(v.data(), DType::Float32, {n}, device);
+}
+
+void Tensor::manual_seed(uint64_t seed) { rng().seed(seed); }
+
+Tensor Tensor::rand(const Shape& shape, const std::string& device) {
+  std::uniform_real_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(shape_numel(shape));
+  for (float& x : v) x = dist(rng());
+  return from_data(v.data(), DType::Float32, shape, device);
+}
+
+Tensor Tensor::randn(const Shape& shape, const std::string& device) {
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(shape_numel(shape));
+  for (float& x : v) x = dist(rng());
+  return from_data(v.data(), DType::Float32, shape, device);
+}
+
+Tensor Tensor::uniform(const Shape& shape, double low, double high, const std::string& device) {
+  std::uniform_real_distribution<float> dist(static_cast<float>(low), static_cast<float>(high));
+  std::vector<float> v(shape_numel(shape));
+  for (float& x : v) x = dist(rng());
+  return from_data(v.data(), DType::Float32, shape, device);
+}
+
+// ---- properties ---------------------------------------------------------------------------------
+
+static const std::shared_ptr<TensorImpl>& checked(const std::shared_ptr<TensorImpl>& impl) {
+  if (!impl) throw std::invalid_argument("use of an undefined Tensor");
+  return impl;
+}
+const Shape& Tensor::shape() const { return checked(impl_)->node.node().shape; }
+int64_t Tensor::numel() const { return shape_numel(shape()); }
+DType Tensor::dtype() const { return checked(impl_)->node.node().dtype; }
+std::string Tensor::device() const { return DeviceRegistry::at(checked(impl_)->node.node().device).name(); }
+uint64_t Tensor::uid() const { return checked(impl_)->node.node().uid; }
+bool Tensor::requires_grad() const { return checked(impl_)->requires_grad; }
+void Tensor::set_requires_grad(bool value) {
+  if (value && !is_float(dtype())) throw std::invalid_argument("only float tensors can require gradients");
+  checked(impl_)->requires_grad = value;
+}
+Tensor Tensor::grad() const { return Tensor(checked(impl_)->grad); }
+void Tensor::set_grad(const Tensor& grad) { checked(impl_)->grad = grad.impl(); }
+bool Tensor::is_leaf() const { return checked(impl_)->ctx == nullptr; }
+
+// ---- realization --------------------------------------------------------------------------------
+
+Tensor& Tensor::realize() {
+  realize_all({*this});
+  return *this;
+}
+
+void Tensor::realize_all(const std::vector<Tensor>& tensors) {
+  std::vector<NodeId> ids;
+  for (const Tensor& t : tensors) ids.push_back(node_of(t));
+  ts::realize(ids);
+}
+
+void Tensor::copy_to_host(void* dst) const {
+  Tensor t = *this;
+  const Node& n = node(t);
+  if (!n.realized() || n.buffer->numel != numel()) t.realize();
+  const Node& r = node(t);
+  if (r.buffer->nbytes()) r.buffer->device->copy_out(dst, r.buffer->handle, r.buffer->nbytes());
+}
+
+double Tensor::item() const {
+  if (numel() != 1)
+    throw std::invalid_argument("item(): the tensor has " + std::to_string(numel()) + " elements, expected 1");
+  switch (dtype()) {
+    case DType::Float32: { float f; copy_to_host(&f); return f; }
+    case DType::Int32: { int32_t i; copy_to_host(&i); return i; }
+    case DType::Bool: { uint8_t b; copy_to_host(&b); return b; }
+  }
+  return 0;
+}
+
+Tensor Tensor::to(const std::string& dev) const {
+  int target = DeviceRegistry::index(dev);
+  if (target == node(*this).device) return *this;
+  // Host round trip until the Copy node arrives with the device backends (issue 5).
+  std::vector<uint8_t> host(numel() * dtype_size(dtype()));
+  copy_to_host(host.data());
+  Tensor out = from_data(host.data(), dtype(), shape(), DeviceRegistry::at(target).name());
+  out.set_requires_grad(requires_grad() && is_leaf());
+  return out;
+}
+
+Tensor Tensor::detach() const { return tensor_from_node(node_of(*this)); }
+
+Tensor& Tensor::assign(const Tensor& value) {
+  if (value.shape() != shape())
+    throw std::invalid_argument("assign: shape (" + shape_str(value.shape()) + ") does not match (" + shape_str(shape()) + ")");
+  if (value.dtype() != dtype())
+    throw std::invalid_argument(std::string("assign: dtype ") + dtype_name(value.dtype()) + " does not match " + dtype_name(dtype()));
+  if (node(value).device != node(*this).device) throw std::invalid_argument("assign: value lives on another device");
+  impl_->node = NodeRef(node_of(value));
+  impl_->ctx = nullptr;
+  return *this;
+}
+
+}  // namespace ts

@@ -1,0 +1,45 @@
+// Tensor internals: the handle's state and the primitive-op layer that autograd records.
+//
+// Autograd follows (pre-2024) tinygrad's design: every primitive op that has an input requiring grad
+// records a Function (the op, its parents, what the backward rule needs), and backward() walks these
+// Functions in reverse topological order. Gradients are built from the same primitives, so they are
+// lazy graphs too. Because autograd history is kept apart from the lazy graph, a realized node can
+// drop its sources without losing the history.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "graph/graph.h"
+#include "tensorscope/tensor.h"
+
+namespace ts {
+
+struct Function {
+  Op op;
+  std::vector<std::shared_ptr<TensorImpl>> parents;  // the op's tensor inputs, in operand order
+  std::vector<NodeRef> saved;                        // values the backward rule needs (inputs / output)
+  std::vector<int64_t> arg;                          // the op's argument (axes, order, pads, ...)
+  Shape in_shape;                                    // shape of the first input
+};
+
+struct TensorImpl {
+  NodeRef node;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<Function> ctx;  // null for leaves
+};
+
+// A tensor wrapping an existing node, with no autograd history.
+Tensor tensor_from_node(NodeId id);
+NodeId node_of(const Tensor& t);
+const Node& node(const Tensor& t);
+
+// The primitive layer: creates the node, folds movement ops on constants, and records autograd.
+Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DType dtype,
+                 std::vector<int64_t> arg = {});
+
+// Gradients of the primitive op recorded in `fn` given the output's gradient; one entry per parent
+// (undefined where the parent needs none). Defined in autograd.cpp.
+std::vector<Tensor> backward_rule(const Function& fn, const Tensor& out_grad);
+
+}  // namespace ts
