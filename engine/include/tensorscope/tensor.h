@@ -64,7 +64,7 @@ class Tensor {
 
   // ---- autograd -----------------------------------------------------------------------------
   // Realizes this tensor, builds the gradient graph (lazy tensors) from it back to every leaf with
-  // requires_grad, accumulates into their .grad, and realizes those gradients. Without `gradient`
+  // requires_grad and accumulates into their .grad (lazy tensors, realized when read). Without `gradient`
   // the tensor must have one element. Gradient conventions follow PyTorch (relu'(0)=0, ties share).
   void backward(const Tensor* gradient = nullptr);
   Tensor detach() const;

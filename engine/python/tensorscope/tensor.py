@@ -136,9 +136,15 @@ class Tensor:
 
     @staticmethod
     def arange(start, stop=None, step=1, device=None, requires_grad=None) -> "Tensor":
+        """Like numpy.arange: int32 when start, stop and step are all ints, else float32."""
         if stop is None:
             start, stop = 0, start
-        return Tensor(_C.Tensor.arange(float(start), float(stop), float(step), _device(device))).requires_grad_(requires_grad)
+        if step == 0:
+            raise ValueError("arange: step must not be 0")
+        integer = all(isinstance(v, int) and not isinstance(v, bool) for v in (start, stop, step))
+        values = np.arange(start, stop, step, dtype=np.int64 if integer else np.float64)
+        dtype = dtypes.int32 if integer else dtypes.float32
+        return Tensor(values, device=device, dtype=dtype).requires_grad_(requires_grad)
 
     @staticmethod
     def manual_seed(seed: int = 0) -> None:
@@ -330,9 +336,9 @@ class Tensor:
     def logsumexp(self, axis=None, keepdim=False) -> "Tensor": return Tensor(self._t.logsumexp(_axes(axis), keepdim))
 
     # ---- movement ------------------------------------------------------------------------------
-    def reshape(self, shape, *args) -> "Tensor":
-        """`-1` infers one dim; `None` keeps the existing size (tinygrad)."""
-        new = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,) + args
+    def reshape(self, *shape) -> "Tensor":
+        """`reshape(2, 3)` or `reshape((2, 3))`; `-1` infers one dim; `None` keeps the existing size (tinygrad)."""
+        new = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         new = [self.shape[i] if s is None else int(s) for i, s in enumerate(new)]
         return Tensor(self._t.reshape(new))
 

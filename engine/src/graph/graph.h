@@ -6,6 +6,7 @@
 // its id, uid, shape and dtype, gets a device buffer, and drops its sources (which may free them).
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,7 +60,9 @@ class Graph {
   size_t live_nodes() const { return nodes_.size() - free_.size(); }
 
  private:
-  std::vector<Node> nodes_;
+  // A deque, not a vector: adding a node never moves the others, so references to a node (and to its
+  // shape) stay valid while new nodes are built from it.
+  std::deque<Node> nodes_;
   std::vector<NodeId> free_;
   uint64_t next_uid_ = 1;
 };

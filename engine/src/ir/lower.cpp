@@ -155,6 +155,9 @@ class Lowerer {
   ValueId compute(NodeId id, const std::vector<ValueId>& idx, ValueId gate) {
     const Graph& g = Graph::get();
     const Node& n = g[id];
+    if (idx.size() != n.shape.size())
+      throw std::logic_error(std::string("lowering: index rank mismatch at ") + op_name(n.op) + " #" + std::to_string(n.uid) +
+                             " shape (" + shape_str(n.shape) + "), " + std::to_string(idx.size()) + " indices");
     if (is_input(id)) {
       ValueId buf = b_.global(slot_[id], n.dtype);
       return b_.load(buf, linear(idx, n.shape), gate);

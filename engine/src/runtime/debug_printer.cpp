@@ -3,6 +3,7 @@
 //   DEBUG=2  + each schedule: kernels with their fused ops and boundary reasons
 //   DEBUG=3  + the IR of each kernel
 //   DEBUG=4  + the generated source of each kernel
+//   DEBUG=5  + every graph node of each schedule
 #include <cstdio>
 #include <cstdlib>
 
@@ -17,6 +18,14 @@ class DebugPrinter : public SessionObserver {
   void on_event(uint64_t, const Event& event) override {
     if (auto* s = std::get_if<ScheduleEvent>(&event); s && level_ >= 2) {
       std::fprintf(stderr, "*** schedule %d: %zu kernel(s)\n", s->schedule_id, s->kernels.size());
+      if (level_ >= 5)
+        for (const GraphNodeInfo& n : s->nodes) {
+          std::string shape, srcs;
+          for (int64_t d : n.shape) shape += (shape.empty() ? "" : "x") + std::to_string(d);
+          for (uint64_t u : n.srcs) srcs += " #" + std::to_string(u);
+          std::fprintf(stderr, "  #%-5llu %-10s (%s) %s %s <-%s  [kernel %d]\n", static_cast<unsigned long long>(n.uid),
+                       n.op.c_str(), shape.c_str(), n.dtype.c_str(), n.arg.c_str(), srcs.c_str(), n.kernel);
+        }
       for (const KernelInfo& k : s->kernels) {
         std::fprintf(stderr, "  kernel %d %s: %zu fused op(s):", k.id, k.name.c_str(), k.ops.size());
         for (auto& op : k.ops) std::fprintf(stderr, " %s", op.c_str());

@@ -154,8 +154,8 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
           if (g[s].realized()) {
             item.reasons.push_back("input " + node_label(g, s) + ": a realized buffer");
           } else {
-            item.reasons.push_back("input " + node_label(g, s) + " comes from kernel " + std::to_string(kernel_of[s]) +
-                                   " (" + stored[s] + ")");
+            item.reasons.push_back("input " + node_label(g, s) + " is stored by kernel " +
+                                   sched.items[kernel_of[s]].name + " because: " + stored[s]);
           }
         } else {
           stack.push_back(s);

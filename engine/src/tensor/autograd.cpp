@@ -14,7 +14,34 @@ namespace {
 Tensor saved(const Function& fn, size_t i) { return tensor_from_node(fn.saved[i].id()); }
 }  // namespace
 
+Tensor with_custom_backward(const std::vector<Tensor>& inputs, const std::function<Tensor()>& forward,
+                            std::function<std::vector<Tensor>(const Tensor&, const Tensor&)> backward) {
+  bool was = grad_enabled();
+  set_grad_enabled(false);
+  Tensor out;
+  try {
+    out = forward();
+  } catch (...) {
+    set_grad_enabled(was);
+    throw;
+  }
+  set_grad_enabled(was);
+  bool needs = false;
+  for (const Tensor& t : inputs) needs = needs || t.requires_grad();
+  if (!was || !needs) return out;
+  out = tensor_from_node(node_of(out));  // a fresh handle: the forward's own history is not kept
+  auto fn = std::make_shared<Function>();
+  fn->op = Op::Contiguous;  // unused: `custom` decides
+  for (const Tensor& t : inputs) fn->parents.push_back(t.impl());
+  NodeRef out_node(node_of(out));
+  fn->custom = [out_node, backward](const Tensor& g) { return backward(tensor_from_node(out_node.id()), g); };
+  out.impl()->ctx = fn;
+  out.impl()->requires_grad = true;
+  return out;
+}
+
 std::vector<Tensor> backward_rule(const Function& fn, const Tensor& g) {
+  if (fn.custom) return fn.custom(g);
   const double ln2 = std::log(2.0);
   Tensor x = saved(fn, 0);
   Tensor out = saved(fn, fn.saved.size() - 1);
@@ -115,7 +142,6 @@ void Tensor::backward(const Tensor* gradient) {
   bool was_enabled = grad_enabled();
   set_grad_enabled(false);
   std::map<TensorImpl*, Tensor> grads{{impl_.get(), seed.detach()}};
-  std::vector<Tensor> leaf_grads;
   try {
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       TensorImpl* t = *it;
@@ -124,7 +150,6 @@ void Tensor::backward(const Tensor* gradient) {
       if (!t->ctx) {  // a leaf: accumulate into .grad
         Tensor acc = t->grad ? Tensor(t->grad).add(g->second) : g->second;
         t->grad = acc.impl();
-        leaf_grads.push_back(acc);
         continue;
       }
       std::vector<Tensor> in_grads = backward_rule(*t->ctx, g->second);
@@ -140,7 +165,7 @@ void Tensor::backward(const Tensor* gradient) {
     throw;
   }
   set_grad_enabled(was_enabled);
-  Tensor::realize_all(leaf_grads);
+  // the gradients stay lazy (tinygrad, API.md): they are realized when read, or by an optimizer step
 }
 
 }  // namespace ts

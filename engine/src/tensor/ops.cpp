@@ -128,7 +128,13 @@ Tensor Tensor::cos() const { return scalar_like(M_PI / 2).sub(*this).sin(); }  /
 Tensor Tensor::sqrt() const { return unary(Op::Sqrt, *this); }
 Tensor Tensor::reciprocal() const { return unary(Op::Recip, *this); }
 Tensor Tensor::relu() const { return gt(scalar_like(0)).where(*this, scalar_like(0)); }
-Tensor Tensor::sigmoid() const { return neg().exp().add(1.0).reciprocal(); }
+Tensor Tensor::sigmoid() const {
+  // forward 1 / (1 + e^-x) saturates cleanly to 0 or 1; the backward σ(1 − σ) avoids the 0·inf of the
+  // chain rule through exp in the tails (PyTorch's sigmoid_backward)
+  Tensor x = *this;
+  return with_custom_backward({x}, [&] { return x.neg().exp().add(1.0).reciprocal(); },
+                              [](const Tensor& s, const Tensor& g) { return std::vector<Tensor>{g.mul(s).mul(s.scalar_like(1).sub(s))}; });
+}
 Tensor Tensor::tanh() const { return mul(2.0).sigmoid().mul(2.0).sub(1.0); }
 Tensor Tensor::abs() const { return relu().add(neg().relu()); }
 Tensor Tensor::square() const { return mul(*this); }

@@ -6,6 +6,7 @@
 // lazy graphs too. Because autograd history is kept apart from the lazy graph, a realized node can
 // drop its sources without losing the history.
 #pragma once
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -20,6 +21,8 @@ struct Function {
   std::vector<NodeRef> saved;                        // values the backward rule needs (inputs / output)
   std::vector<int64_t> arg;                          // the op's argument (axes, order, pads, ...)
   Shape in_shape;                                    // shape of the first input
+  // For a composite op with its own backward (see with_custom_backward): input grads from out grad.
+  std::function<std::vector<Tensor>(const Tensor&)> custom;
 };
 
 struct TensorImpl {
@@ -37,6 +40,12 @@ const Node& node(const Tensor& t);
 // The primitive layer: creates the node, folds movement ops on constants, and records autograd.
 Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DType dtype,
                  std::vector<int64_t> arg = {});
+
+// Runs `forward` (a composition of primitives) without recording autograd, then records one Function
+// whose backward is `backward(out_grad) -> grads of inputs`. Used where the chain rule through the
+// composition is numerically unstable (sigmoid: 0·inf in the saturated tail), as PyTorch's fused ops do.
+Tensor with_custom_backward(const std::vector<Tensor>& inputs, const std::function<Tensor()>& forward,
+                            std::function<std::vector<Tensor>(const Tensor& out, const Tensor& out_grad)> backward);
 
 // Gradients of the primitive op recorded in `fn` given the output's gradient; one entry per parent
 // (undefined where the parent needs none). Defined in autograd.cpp.
