@@ -1,6 +1,7 @@
 #include "cstyle.h"
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 namespace ts {
@@ -22,10 +23,11 @@ static std::string literal(double v, DType dt) {
   }
   if (std::isnan(v)) return "(0.0f/0.0f)";
   if (std::isinf(v)) return v > 0 ? "(1.0f/0.0f)" : "(-1.0f/0.0f)";
-  std::ostringstream o;
-  o.precision(9);
-  o << std::showpoint << static_cast<float>(v) << "f";
-  return o.str();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", static_cast<float>(v));  // shortest text that round-trips a float
+  std::string s = buf;
+  if (s.find_first_of(".e") == std::string::npos) s += ".0";
+  return s + "f";
 }
 
 SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
