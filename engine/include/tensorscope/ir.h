@@ -21,7 +21,9 @@ enum class Op : uint8_t {
   DefineGlobal,  // arg: buffer slot; dtype: element type              → pointer
   DefineAcc,     // value: initial value                                → accumulator variable
   Const,         // value                                               → scalar
-  Range,         // src0: bound (int32)                                  → loop index 0..bound-1
+  Range,         // src0: bound (int32); arg: 1 = global loop (over an output dim: its iterations are
+                 // independent, so devices may run them in parallel — threads, GPU global ids), 0 = a
+                 // sequential loop (a reduction)                        → loop index 0..bound-1
   EndRange,      // src0: the RANGE it closes
   Load,          // src0: DEFINE_GLOBAL, src1: index, [src2: gate]       → element, or 0 when gate is false
   Store,         // src0: DEFINE_GLOBAL, src1: index, src2: value

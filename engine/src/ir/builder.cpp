@@ -38,9 +38,10 @@ ValueId Builder::constant(double v, DType dt) {
   return id;
 }
 
-ValueId Builder::range(int64_t bound) {
+ValueId Builder::range(int64_t bound, bool global) {
   Inst in;
   in.op = Op::Range;
+  in.arg = global ? 1 : 0;
   in.dtype = DType::Int32;
   in.num_src = 1;
   in.src[0] = cint(bound);

@@ -17,7 +17,7 @@ class Builder {
   ValueId cint(int64_t v) { return constant(static_cast<double>(v), DType::Int32); }
   ValueId cbool(bool v) { return constant(v ? 1 : 0, DType::Bool); }
   ValueId constant(double v, DType dt);
-  ValueId range(int64_t bound);
+  ValueId range(int64_t bound, bool global = false);
   void end_range(ValueId range);
   ValueId acc(double init, DType dt);
   void assign(ValueId acc, ValueId value);

@@ -54,6 +54,7 @@ std::string print(const Kernel& k) {
     for (int s = 0; s < in.num_src; s++) o << (s ? ", " : " ") << "%" << in.src[s];
     if (in.op == Op::Const || in.op == Op::DefineAcc) o << " " << const_str(in.value, in.dtype);
     if (in.op == Op::DefineGlobal) o << " slot " << in.arg;
+    if (in.op == Op::Range) o << (in.arg ? "   ; global" : "   ; reduce");
     if (in.op == Op::EndRange) o << "   ; %" << i;
     o << "\n";
     if (in.op == Op::Range) depth++;

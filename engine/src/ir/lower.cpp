@@ -33,7 +33,7 @@ class Lowerer {
       if (d == 1) {
         idx.push_back(b_.cint(0));
       } else {
-        loops.push_back(b_.range(d));
+        loops.push_back(b_.range(d, /*global=*/true));
         idx.push_back(loops.back());
       }
     }
