@@ -8,7 +8,7 @@ const char* op_name(Op op) {
   static const char* names[] = {"BUFFER", "CONST",  "RESHAPE", "PERMUTE", "EXPAND", "PAD",   "SHRINK", "FLIP",
                                 "NEG",    "EXP2",   "LOG2",    "SIN",     "SQRT",   "RECIP", "CAST",   "ADD",
                                 "MUL",    "MAX",    "CMPLT",   "CMPEQ",   "IDIV",   "MOD",   "WHERE",  "SUM",
-                                "REDUCE_MAX", "CONTIGUOUS"};
+                                "REDUCE_MAX", "CONTIGUOUS", "COPY"};
   return names[static_cast<int>(op)];
 }
 

@@ -21,6 +21,8 @@ enum class Op : uint8_t {
   ReduceSum, ReduceMax,
   // materialize here (ends a kernel)
   Contiguous,
+  // the source's data on another device (the node's device); always its own schedule item
+  Copy,
 };
 
 enum class OpClass : uint8_t { Load, Const, Movement, Elementwise, Reduce, Other };
@@ -32,7 +34,7 @@ inline OpClass op_class(Op op) {
     case Op::Reshape: case Op::Permute: case Op::Expand: case Op::Pad: case Op::Shrink: case Op::Flip:
       return OpClass::Movement;
     case Op::ReduceSum: case Op::ReduceMax: return OpClass::Reduce;
-    case Op::Contiguous: return OpClass::Other;
+    case Op::Contiguous: case Op::Copy: return OpClass::Other;
     default: return OpClass::Elementwise;
   }
 }

@@ -38,6 +38,12 @@ std::unordered_map<std::string, std::shared_ptr<Program>>& program_cache() {
   return cache;
 }
 
+// Listings of kernels in the languages of devices that did not run them, by (language, IR text).
+std::unordered_map<std::string, SourceListing>& listing_cache() {
+  static std::unordered_map<std::string, SourceListing> cache;
+  return cache;
+}
+
 }  // namespace
 
 void realize(const std::vector<NodeId>& targets) {
@@ -92,6 +98,29 @@ void realize(const std::vector<NodeId>& targets) {
     const ScheduleItem& item = sched.items[k];
     const Node& out = g[item.output];
     int dev_index = out.device;
+    if (item.is_copy) {
+      // device → host → device; synchronous, so the source is complete before the copy reads it
+      Buffer* src = buffer_of(item.inputs[0]);
+      auto dst = allocate_buffer(dev_index, out.dtype, shape_numel(out.shape));
+      auto t0 = std::chrono::steady_clock::now();
+      if (dst->nbytes()) {
+        std::vector<uint8_t> host(dst->nbytes());
+        src->device->copy_out(host.data(), src->handle, host.size());
+        dst->device->copy_in(dst->handle, host.data(), host.size());
+      }
+      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      out_buffers[item.output] = dst;
+      if (observed) {
+        KernelRunEvent ev;
+        ev.kernel_id = kernel_ids[k];
+        ev.name = item.name;
+        ev.device = DeviceRegistry::at(dev_index).name();
+        ev.compile_cache_hit = true;
+        ev.time_ms = ms;
+        session.emit(ev);
+      }
+      continue;
+    }
     for (NodeId in : item.inputs)
       if (g[in].device != dev_index)
         throw std::runtime_error("kernel " + item.name + " reads a buffer on " + DeviceRegistry::at(g[in].device).name() +
@@ -135,9 +164,20 @@ void realize(const std::vector<NodeId>& targets) {
       ev.name = kernel.name;
       ev.device = dev.name();
       ev.ir = std::move(snapshots);
-      // every renderer's view of the kernel, whichever device ran it
-      for (const Renderer* r : DeviceRegistry::renderers())
-        ev.sources.push_back(r == renderer ? source : r->render(kernel));
+      // every renderer's view of the kernel, whichever device ran it (cached: rendering for a GPU
+      // target may run a compiler, e.g. GLSL → SPIR-V or CUDA C → PTX)
+      std::string ir_text = ev.ir.empty() ? ir::print(kernel) : ev.ir.back().ir;
+      for (const Renderer* r : DeviceRegistry::renderers()) {
+        if (r == renderer) {
+          ev.sources.push_back(source);
+          continue;
+        }
+        auto& listings = listing_cache();
+        std::string lkey = r->language() + "\n" + ir_text;
+        auto hit = listings.find(lkey);
+        if (hit == listings.end()) hit = listings.emplace(lkey, r->render(kernel)).first;
+        ev.sources.push_back(hit->second);
+      }
       ev.compile_cache_hit = cache_hit;
       ev.compile_ms = compile_ms;
       ev.time_ms = ms;

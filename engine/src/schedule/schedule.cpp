@@ -1,4 +1,5 @@
 #include "schedule/schedule.h"
+#include "tensorscope/device.h"
 
 #include <algorithm>
 #include <map>
@@ -115,7 +116,13 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     has_reduce[id] = red;
     cost[id] = c;
     size_t ncons = consumers[id].size();
-    if (target_set.count(id)) {
+    bool copied = false;  // the source of a COPY must be in memory on its own device
+    for (NodeId c : consumers[id]) copied = copied || g[c].op == Op::Copy;
+    if (n.op == Op::Copy) {
+      stored[id] = "device copy to " + DeviceRegistry::at(n.device).name();
+    } else if (copied) {
+      stored[id] = "copied to another device";
+    } else if (target_set.count(id)) {
       stored[id] = "output requested (realize / numpy / backward)";
     } else if (n.op == Op::Contiguous) {
       stored[id] = "explicit contiguous()";
@@ -138,6 +145,19 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     ScheduleItem item;
     item.output = id;
     item.reasons.push_back("ends: " + stored[id]);
+    if (g[id].op == Op::Copy) {
+      NodeId src = g[id].src[0];
+      item.is_copy = true;
+      item.inputs.push_back(src);
+      item.fused.push_back(id);
+      item.reasons.push_back("input " + node_label(g, src) + (g[src].realized() ? ": a realized buffer" : " is stored on " +
+                             DeviceRegistry::at(g[src].device).name() + " first: copies move whole buffers"));
+      item.name = "copy_" + std::to_string(shape_numel(g[id].shape)) + "_" + DeviceRegistry::at(g[src].device).name() + "_to_" +
+                  DeviceRegistry::at(g[id].device).name();
+      kernel_of[id] = static_cast<int>(sched.items.size());
+      sched.items.push_back(std::move(item));
+      continue;
+    }
     std::set<NodeId> seen{id};
     std::vector<NodeId> stack{id};
     std::vector<NodeId> fused;

@@ -10,6 +10,7 @@
 //  3. A node with several consumers is recomputed by each of them when that is cheap — it contains no
 //     reduce and at most kRecomputeLimit ALU ops — and stored otherwise.
 //  4. A realize()/numpy() target, contiguous() and a realized buffer are always kernel boundaries.
+//  5. A device copy (COPY) is a schedule item of its own; its source is stored on the source device.
 #pragma once
 #include <string>
 #include <vector>
@@ -26,6 +27,7 @@ struct ScheduleItem {
   std::vector<NodeId> inputs;        // buffer-like nodes it reads (realized, or stored by an earlier kernel)
   std::vector<NodeId> fused;         // nodes computed inside the kernel, topological, output last
   std::vector<std::string> reasons;  // boundary reasons
+  bool is_copy = false;              // a device-to-device copy of inputs[0], no kernel code
 };
 
 struct Schedule {

@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "tensor/tensor_impl.h"
+#include "tensorscope/device.h"
 
 namespace ts {
 
@@ -54,6 +55,7 @@ std::vector<Tensor> backward_rule(const Function& fn, const Tensor& g) {
     case Op::Recip: return {g.mul(out).mul(out).neg()};
     case Op::Cast: return {g.cast(x.dtype())};
     case Op::Contiguous: return {g};
+    case Op::Copy: return {g.to(DeviceRegistry::at(static_cast<int>(fn.arg.at(0))).name())};
     case Op::Add: return {g, g};
     case Op::Mul: {
       Tensor y = saved(fn, 1);

@@ -37,7 +37,8 @@ Tensor tensor_from_node(NodeId id) {
 NodeId node_of(const Tensor& t) { return t.impl()->node.id(); }
 const Node& node(const Tensor& t) { return t.impl()->node.node(); }
 
-Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DType dtype, std::vector<int64_t> arg) {
+Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DType dtype, std::vector<int64_t> arg,
+                 int device_override) {
   Graph& g = Graph::get();
   // copies, not references: adding a node may move the slab
   const Node& first_node = node(srcs.at(0));
@@ -57,7 +58,7 @@ Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DTy
   } else {
     std::vector<NodeId> ids;
     for (const Tensor& s : srcs) ids.push_back(node_of(s));
-    id = g.add(op, dtype, shape, ids, arg, 0, device);
+    id = g.add(op, dtype, shape, ids, arg, 0, device_override >= 0 ? device_override : device);
   }
   Tensor out = tensor_from_node(id);
   if (g_grad_enabled) {
@@ -203,12 +204,8 @@ double Tensor::item() const {
 Tensor Tensor::to(const std::string& dev) const {
   int target = DeviceRegistry::index(dev);
   if (target == node(*this).device) return *this;
-  // Host round trip until the Copy node arrives with the device backends (issue 5).
-  std::vector<uint8_t> host(numel() * dtype_size(dtype()));
-  copy_to_host(host.data());
-  Tensor out = from_data(host.data(), dtype(), shape(), DeviceRegistry::at(target).name());
-  out.set_requires_grad(requires_grad() && is_leaf());
-  return out;
+  // a lazy COPY node: the schedule copies the realized source buffer to the target device
+  return primitive(Op::Copy, {*this}, shape(), dtype(), {node(*this).device}, target);
 }
 
 Tensor Tensor::detach() const { return tensor_from_node(node_of(*this)); }

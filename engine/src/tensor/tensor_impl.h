@@ -38,8 +38,9 @@ NodeId node_of(const Tensor& t);
 const Node& node(const Tensor& t);
 
 // The primitive layer: creates the node, folds movement ops on constants, and records autograd.
+// `device` (a registry index) overrides the sources' device: only Copy uses it.
 Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DType dtype,
-                 std::vector<int64_t> arg = {});
+                 std::vector<int64_t> arg = {}, int device = -1);
 
 // Runs `forward` (a composition of primitives) without recording autograd, then records one Function
 // whose backward is `backward(out_grad) -> grads of inputs`. Used where the chain rule through the
