@@ -8,6 +8,7 @@
 
 #include "ir/lower.h"
 #include "opt/pass_manager.h"
+#include "runtime/buffer_pool.h"
 #include "schedule/schedule.h"
 #include "tensorscope/session.h"
 
@@ -101,7 +102,7 @@ void realize(const std::vector<NodeId>& targets) {
     if (item.is_copy) {
       // device → host → device; synchronous, so the source is complete before the copy reads it
       Buffer* src = buffer_of(item.inputs[0]);
-      auto dst = allocate_buffer(dev_index, out.dtype, shape_numel(out.shape));
+      auto dst = pooled_buffer(dev_index, out.dtype, shape_numel(out.shape));
       auto t0 = std::chrono::steady_clock::now();
       if (dst->nbytes()) {
         std::vector<uint8_t> host(dst->nbytes());
@@ -126,7 +127,7 @@ void realize(const std::vector<NodeId>& targets) {
         throw std::runtime_error("kernel " + item.name + " reads a buffer on " + DeviceRegistry::at(g[in].device).name() +
                                  " but runs on " + DeviceRegistry::at(dev_index).name() + ": use .to(device) first");
     Device& dev = DeviceRegistry::at(dev_index);
-    auto out_buf = allocate_buffer(dev_index, out.dtype, shape_numel(out.shape));
+    auto out_buf = pooled_buffer(dev_index, out.dtype, shape_numel(out.shape));
     out_buffers[item.output] = out_buf;
     if (out_buf->numel == 0) continue;  // nothing to compute for a zero-size output
 
