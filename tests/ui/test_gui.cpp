@@ -1,0 +1,203 @@
+// QtTest of the debugger, offscreen. The first tests check the non-widget logic on synthetic
+// events; the last ones drive the real window through real runs of samples/quickstart.py.
+#include <QFile>
+#include <QTemporaryDir>
+#include <QXmlStreamReader>
+#include <QtTest>
+
+#include "core/graph_layout.h"
+#include "core/graph_spec.h"
+#include "core/ir_line_map.h"
+#include "core/layout_scheduler.h"
+#include "main_window.h"
+#include "panels/script_editor.h"
+#include "runner.h"
+
+namespace {
+
+constexpr int kRunTimeoutMs = 120000;
+const QString kQuickstart = QStringLiteral(TS_SOURCE_DIR "/samples/quickstart.py");
+
+ts::GraphNodeInfo node(uint64_t uid, const std::string& op, const std::string& cls, int kernel,
+                       std::vector<uint64_t> srcs = {}) {
+  ts::GraphNodeInfo n;
+  n.uid = uid;
+  n.op = op;
+  n.op_class = cls;
+  n.shape = {3, 3};
+  n.dtype = "float32";
+  n.srcs = std::move(srcs);
+  n.kernel = kernel;
+  return n;
+}
+
+ts::KernelInfo kernel(int id, const std::string& name) {
+  ts::KernelInfo k;
+  k.id = id;
+  k.name = name;
+  return k;
+}
+
+// Schedule 0: buffers 1, 2 -> kernel 7 computes 3 = 1 + 2 and 4 = 3 * 3.
+// Schedule 1: 4 is now an input BUFFER; kernel 8 computes 5 = sum(4).
+std::vector<ts::ScheduleEvent> twoSchedules() {
+  ts::ScheduleEvent a;
+  a.schedule_id = 0;
+  a.nodes = {node(1, "BUFFER", "load", -1), node(2, "BUFFER", "load", -1), node(3, "ADD", "elementwise", 0, {1, 2}),
+             node(4, "MUL", "elementwise", 0, {3, 3})};
+  a.kernels = {kernel(7, "E_3_3")};
+  ts::ScheduleEvent b;
+  b.schedule_id = 1;
+  b.nodes = {node(4, "BUFFER", "load", -1), node(5, "SUM", "reduce", 0, {4})};
+  b.kernels = {kernel(8, "r_3_3")};
+  return {a, b};
+}
+
+int svgClusterCount(const QString& path) {
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) return -1;
+  QXmlStreamReader xml(&file);
+  int clusters = 0;
+  while (!xml.atEnd()) {
+    if (xml.readNext() == QXmlStreamReader::StartElement && xml.name() == u"g" &&
+        xml.attributes().value("class") == u"cluster")
+      ++clusters;
+  }
+  return xml.hasError() ? -1 : clusters;
+}
+
+}  // namespace
+
+class GuiTest : public QObject {
+  Q_OBJECT
+
+ private slots:
+  void initTestCase() {
+    const std::string path = ts::ScriptRunner::default_python_path();
+    QVERIFY2(!path.empty(), "build/python not found next to the test executable");
+    ts::ScriptRunner::initialize({path});
+  }
+
+  void mergeKeepsTheOpOfARealizedBuffer() {
+    const auto schedules = twoSchedules();
+    const tsui::GraphSpec spec = tsui::mergeSchedules(schedules, 0, 2);
+    QCOMPARE(spec.nodes.size(), size_t(5));  // 1, 2, 3, 4 (as MUL, not BUFFER), 5
+    const int mul = spec.indexOfKey("n4_k7");
+    QVERIFY(mul >= 0);
+    QCOMPARE(QString::fromStdString(spec.nodes[mul].info.op), QString("MUL"));
+    QCOMPARE(spec.indexOfKey("n4"), -1);
+    // The SUM of schedule 1 reads the MUL of schedule 0: the edge crosses the kernels.
+    const int sum = spec.indexOfKey("n5_k8");
+    QVERIFY(std::find(spec.edges.begin(), spec.edges.end(), std::pair{mul, sum}) != spec.edges.end());
+    QCOMPARE(spec.clusters.size(), size_t(2));
+    QCOMPARE(spec.nodes[mul].label, QString("MUL\n3x3"));
+  }
+
+  void layoutAndSvgHaveOneClusterPerKernel() {
+    const auto schedules = twoSchedules();
+    auto spec = std::make_shared<const tsui::GraphSpec>(tsui::mergeSchedules(schedules, 0, 2));
+    const tsui::GraphLayout layout = tsui::layoutGraph(spec);
+    QVERIFY2(layout.error.isEmpty(), qPrintable(layout.error));
+    QCOMPARE(layout.nodes.size(), size_t(5));
+    QCOMPARE(layout.clusters.size(), size_t(2));
+    QCOMPARE(layout.edges.size(), spec->edges.size());
+    for (const auto& n : layout.nodes) QVERIFY(layout.bounds.contains(n.rect.center()));
+    QString error;
+    const QByteArray svg = tsui::renderSvg(layout.dot, &error);
+    QVERIFY2(!svg.isEmpty(), qPrintable(error));
+    QCOMPARE(svg.count("class=\"cluster\""), 2);
+    QVERIFY(svg.contains("cluster_k7"));
+  }
+
+  void staleLayoutIsDropped() {
+    tsui::LayoutScheduler scheduler;
+    std::vector<size_t> delivered;  // node counts of the layouts delivered
+    connect(&scheduler, &tsui::LayoutScheduler::laidOut, this,
+            [&](const tsui::GraphLayout& layout) { delivered.push_back(layout.nodes.size()); });
+    const auto schedules = twoSchedules();
+    scheduler.request(tsui::mergeSchedules(schedules, 0, 1));
+    scheduler.request(tsui::mergeSchedules(schedules, 0, 2));  // newer: replaces the first
+    QVERIFY(scheduler.isBusy());
+    QTRY_VERIFY_WITH_TIMEOUT(!scheduler.isBusy(), 20000);
+    QCOMPARE(delivered, std::vector<size_t>{5});
+  }
+
+  void irLinesMapToSourceLines() {
+    QCOMPARE(tsui::irOpIndexOfLine(u"  %12 = ADD %3, %4"), 12);
+    QCOMPARE(tsui::irOpIndexOfLine(u"%0 DEFINE_GLOBAL"), 0);
+    QCOMPARE(tsui::irOpIndexOfLine(u"kernel E_3_3"), -1);
+    QCOMPARE(tsui::irOpIndexOfLine(u"  % not an op"), -1);
+    const tsui::IrSourceMap map("kernel E_3\n%0 a\n  %1 b\n%2 c", {3, 0, 5});
+    QCOMPARE(map.sourceLineOf(0), -1);
+    QCOMPARE(map.sourceLineOf(1), 2);
+    QCOMPARE(map.sourceLineOf(2), -1);
+    QCOMPARE(map.sourceLineOf(3), 4);
+    QCOMPARE(map.irLinesOf(4), QList<int>{3});
+  }
+
+  void saveReplacesTheFileWholesale() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("script.py");
+    tsui::ScriptEditor editor;
+    editor.setText("print(1)\n");
+    QString error;
+    QVERIFY2(editor.saveFile(path, &error), qPrintable(error));
+    editor.setText("print(2)\n");
+    QVERIFY(editor.saveFile(path, &error));
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::ReadOnly));
+    QCOMPARE(file.readAll(), QByteArray("print(2)\n"));
+    QCOMPARE(QDir(dir.path()).entryList(QDir::Files), QStringList{"script.py"});  // no temp file left
+  }
+
+  void quickstartRunShowsKernelsGraphAndSvg() {
+    tsui::MainWindow window;
+    window.show();
+    QVERIFY(window.openScript(kQuickstart));
+    QVERIFY(window.windowTitle().contains("quickstart.py"));
+    window.setDevice("C");
+    window.runScript();
+    QVERIFY(window.isRunning());
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QVERIFY2(window.lastRunOk(), qPrintable(window.consoleText()));
+    QVERIFY2(window.consoleText().contains("[[ 2.  2.  2.]"), qPrintable(window.consoleText()));
+    QVERIFY(window.kernelCount() >= 1);
+    QVERIFY(window.clusterCount() >= 1);
+
+    QTemporaryDir dir;
+    const QString svg = dir.filePath("graph.svg");
+    QString error;
+    QVERIFY2(window.exportSvg(svg, &error), qPrintable(error));
+    QCOMPARE(svgClusterCount(svg), window.kernelCount());
+    QCOMPARE(window.clusterCount(), window.kernelCount());
+  }
+
+  void brokenScriptShowsTheErrorAndTheAppKeepsWorking() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("broken.py");
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("from tensorscope import Tensor\nx = Tensor([1.0, 2.0])\nraise ValueError(\"boom\")\n");
+    file.close();
+
+    tsui::MainWindow window;
+    window.show();
+    QVERIFY(window.openScript(path));
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QVERIFY(!window.lastRunOk());
+    QVERIFY2(window.consoleText().contains("ValueError: boom"), qPrintable(window.consoleText()));
+    QVERIFY(window.editor()->markersAtLine(2) != 0);  // line 3, 0-based in QScintilla
+
+    QVERIFY(window.openScript(kQuickstart));
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QVERIFY2(window.lastRunOk(), qPrintable(window.consoleText()));
+    QVERIFY(window.consoleText().contains("[[ 2.  2.  2.]"));
+    QVERIFY(!window.consoleText().contains("boom"));  // cleared on run
+    QVERIFY(window.kernelCount() >= 1);
+  }
+};
+
+QTEST_MAIN(GuiTest)
+#include "test_gui.moc"

@@ -1,0 +1,48 @@
+// Runs graph layouts on the layout thread; only the newest request's result is delivered.
+//
+// Schedules arrive in bursts while a script runs. Requests are throttled (one layout starts at most
+// every kThrottleMs), each job carries a generation number, a queued job that is already stale
+// skips graphviz entirely, and a finished job that is stale is dropped. graphviz cannot be stopped
+// mid-layout, so cancel() only forgets the result; the GUI is free again at once.
+#pragma once
+#include <QObject>
+#include <QThreadPool>
+#include <QTimer>
+#include <atomic>
+#include <memory>
+
+#include "core/graph_layout.h"
+
+namespace tsui {
+
+class LayoutScheduler : public QObject {
+  Q_OBJECT
+ public:
+  explicit LayoutScheduler(QObject* parent = nullptr);
+  ~LayoutScheduler() override;  // waits for a running layout: the job posts back to this object
+
+  void request(GraphSpec spec);
+  void cancel();
+  // True from a request until its result is delivered (or cancelled).
+  bool isBusy() const { return throttle_.isActive() || awaited_ != 0; }
+
+  static constexpr int kThrottleMs = 60;
+
+ signals:
+  void busyChanged(bool busy);
+  void laidOut(const tsui::GraphLayout& layout);
+
+ private:
+  void startJob();
+  void deliver(quint64 generation, const GraphLayout& layout);
+  void setBusy(bool busy);
+
+  QThreadPool pool_;  // one thread: the layout thread
+  QTimer throttle_;
+  std::shared_ptr<const GraphSpec> pending_;
+  std::atomic<quint64> generation_{0};
+  quint64 awaited_ = 0;  // generation whose result is wanted; 0: none
+  bool busy_ = false;
+};
+
+}  // namespace tsui

@@ -1,0 +1,401 @@
+#include "main_window.h"
+
+#include <QAction>
+#include <QApplication>
+#include <QCloseEvent>
+#include <QComboBox>
+#include <QDockWidget>
+#include <QEventLoop>
+#include <QFileDialog>
+#include <QFileInfo>
+#include <QFutureWatcher>
+#include <QLabel>
+#include <QMenuBar>
+#include <QMessageBox>
+#include <QProgressDialog>
+#include <QSaveFile>
+#include <QStatusBar>
+#include <QStyle>
+#include <QTimer>
+#include <QToolBar>
+#include <QtConcurrent/QtConcurrentRun>
+
+#include "core/layout_scheduler.h"
+#include "core/run_model.h"
+#include "core/session_bridge.h"
+#include "panels/console_panel.h"
+#include "panels/graph_panel.h"
+#include "panels/kernel_details_panel.h"
+#include "panels/kernel_list_panel.h"
+#include "panels/properties_panel.h"
+#include "panels/script_editor.h"
+
+namespace tsui {
+namespace {
+
+constexpr int kGraphRebuildMs = 80;  // schedules in a burst become one graph rebuild
+
+QDockWidget* dock(QMainWindow* window, const QString& title, const QString& name, QWidget* content,
+                  Qt::DockWidgetArea area) {
+  auto* d = new QDockWidget(title, window);
+  d->setObjectName(name);
+  d->setWidget(content);
+  d->setFeatures(QDockWidget::DockWidgetMovable | QDockWidget::DockWidgetFloatable | QDockWidget::DockWidgetClosable);
+  window->addDockWidget(area, d);
+  return d;
+}
+
+}  // namespace
+
+MainWindow::MainWindow(QWidget* parent)
+    : QMainWindow(parent),
+      model_(new RunModel(this)),
+      bridge_(new SessionBridge(this)),
+      script_(new ScriptController(this)),
+      layout_(new LayoutScheduler(this)),
+      graphTimer_(new QTimer(this)) {
+  graphTimer_->setSingleShot(true);
+  graphTimer_->setInterval(kGraphRebuildMs);
+  buildPanels();
+  buildActions();
+  connectEngine();
+  resize(1600, 1000);
+  updateTitle();
+  updateActions();
+}
+
+MainWindow::~MainWindow() = default;
+
+void MainWindow::buildPanels() {
+  editor_ = new ScriptEditor;
+  graph_ = new GraphPanel;
+  kernels_ = new KernelListPanel(model_);
+  details_ = new KernelDetailsPanel;
+  properties_ = new PropertiesPanel(model_);
+  console_ = new ConsolePanel;
+
+  setCentralWidget(graph_);
+  // The left column (script over its console) runs the full height, Compiler Explorer style;
+  // the kernel list and the kernel's code share the bottom under the graph.
+  setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
+  setDockOptions(AnimatedDocks | AllowNestedDocks | AllowTabbedDocks);
+  QDockWidget* scriptDock = dock(this, "Script", "script", editor_, Qt::LeftDockWidgetArea);
+  QDockWidget* consoleDock = dock(this, "Console", "console", console_, Qt::LeftDockWidgetArea);
+  QDockWidget* propertiesDock = dock(this, "Properties", "properties", properties_, Qt::RightDockWidgetArea);
+  QDockWidget* kernelsDock = dock(this, "Kernels", "kernels", kernels_, Qt::BottomDockWidgetArea);
+  QDockWidget* detailsDock = dock(this, "Kernel IR and source", "kernel", details_, Qt::BottomDockWidgetArea);
+  splitDockWidget(scriptDock, consoleDock, Qt::Vertical);
+  splitDockWidget(kernelsDock, detailsDock, Qt::Horizontal);
+  resizeDocks({scriptDock, propertiesDock}, {440, 270}, Qt::Horizontal);
+  resizeDocks({scriptDock, consoleDock}, {640, 360}, Qt::Vertical);
+  resizeDocks({kernelsDock}, {310}, Qt::Vertical);
+  resizeDocks({kernelsDock, detailsDock}, {430, 730}, Qt::Horizontal);
+  docks_ = {scriptDock, consoleDock, propertiesDock, kernelsDock, detailsDock};
+
+  runStatus_ = new QLabel("Ready");
+  statusBar()->addWidget(runStatus_, 1);
+}
+
+void MainWindow::buildActions() {
+  QStyle* s = style();
+  QMenu* file = menuBar()->addMenu("&File");
+  QAction* newAction = file->addAction(s->standardIcon(QStyle::SP_FileIcon), "&New", QKeySequence::New, this, &MainWindow::newScript);
+  QAction* openAction = file->addAction(s->standardIcon(QStyle::SP_DialogOpenButton), "&Open…", QKeySequence::Open, this, &MainWindow::openDialog);
+  QAction* saveAction = file->addAction(s->standardIcon(QStyle::SP_DialogSaveButton), "&Save", QKeySequence::Save, this, &MainWindow::save);
+  file->addAction("Save &As…", QKeySequence::SaveAs, this, &MainWindow::saveAs);
+  file->addSeparator();
+  exportAction_ = file->addAction("&Export Graph as SVG…", QKeySequence(Qt::CTRL | Qt::Key_E), this, &MainWindow::exportSvgDialog);
+  file->addSeparator();
+  file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
+
+  QMenu* run = menuBar()->addMenu("&Run");
+  runAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaPlay), "&Run", QKeySequence(Qt::Key_F5), this, &MainWindow::runScript);
+  stopAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaStop), "&Stop", QKeySequence(Qt::SHIFT | Qt::Key_F5), this, &MainWindow::stopScript);
+
+  QMenu* view = menuBar()->addMenu("&View");
+  view->addAction("&Fit Graph", QKeySequence(Qt::CTRL | Qt::Key_0), graph_, &GraphPanel::fitGraph);
+  view->addSeparator();
+  for (QDockWidget* d : docks_) view->addAction(d->toggleViewAction());
+
+  QMenu* help = menuBar()->addMenu("&Help");
+  help->addAction("&About Tensorscope", this, [this] {
+    QMessageBox::about(this, "About Tensorscope",
+                       "<b>Tensorscope</b><br>A lazy tensor engine and its debugger.<br><br>"
+                       "Run a script (F5) to see its lazy graph cut into kernels, each kernel's IR after "
+                       "every pass, and the source generated for the device.");
+  });
+
+  QToolBar* bar = addToolBar("Main");
+  bar->setObjectName("main toolbar");
+  bar->setMovable(false);
+  bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
+  bar->addAction(newAction);
+  bar->addAction(openAction);
+  bar->addAction(saveAction);
+  bar->addSeparator();
+  bar->addAction(runAction_);
+  bar->addAction(stopAction_);
+  bar->addSeparator();
+  bar->addWidget(new QLabel(" Device "));
+  device_ = new QComboBox;
+  device_->addItems({"C", "INTERP"});
+  device_->setToolTip("Device the script's tensors realize on (C: compiled C kernels; INTERP: the IR interpreter)");
+  bar->addWidget(device_);
+}
+
+void MainWindow::connectEngine() {
+  connect(bridge_, &SessionBridge::scheduleReceived, model_, &RunModel::addSchedule);
+  connect(bridge_, &SessionBridge::kernelRunReceived, model_, &RunModel::addKernelRun);
+  connect(model_, &RunModel::scheduleAdded, this, &MainWindow::onScheduleAdded);
+  connect(model_, &RunModel::kernelRunAdded, this, &MainWindow::onKernelRunAdded);
+
+  connect(script_, &ScriptController::output, this, [this](bool isStderr, const QString& text) {
+    console_->append(text, isStderr ? ConsolePanel::Stream::Stderr : ConsolePanel::Stream::Stdout);
+  });
+  connect(script_, &ScriptController::finished, this, &MainWindow::onRunFinished);
+
+  connect(graphTimer_, &QTimer::timeout, this, &MainWindow::rebuildGraph);
+  connect(layout_, &LayoutScheduler::laidOut, graph_, &GraphPanel::showLayout);
+  connect(layout_, &LayoutScheduler::busyChanged, graph_, &GraphPanel::setLayoutBusy);
+  connect(graph_, &GraphPanel::cancelLayoutRequested, layout_, &LayoutScheduler::cancel);
+  connect(graph_, &GraphPanel::unionModeChanged, this, &MainWindow::requestGraph);
+  connect(graph_, &GraphPanel::directionChanged, this, &MainWindow::requestGraph);
+  connect(graph_, &GraphPanel::kernelClicked, this, [this](int id) { selectKernel(id, false); });
+  connect(graph_, &GraphPanel::nodeClicked, this, [this](const GraphSpecNode& node) {
+    if (node.kernelId >= 0) selectKernel(node.kernelId, false);
+    properties_->showNode(node);  // the node, not its kernel, is what was clicked
+  });
+  connect(kernels_, &KernelListPanel::kernelSelected, this, [this](int id) { selectKernel(id, true); });
+
+  connect(editor_, &QsciScintilla::modificationChanged, this, &MainWindow::updateTitle);
+}
+
+// ---- running ----------------------------------------------------------------------------------
+
+void MainWindow::runScript() {
+  if (script_->isRunning()) return;
+  resetRun();
+  const QString path = editor_->filePath().isEmpty() ? "untitled.py" : editor_->filePath();
+  console_->append(QString("▶ %1 on %2").arg(QFileInfo(path).fileName(), device_->currentText()),
+                   ConsolePanel::Stream::Info);
+  runStatus_->setText("Running…");
+  script_->start(path, editor_->text(), device_->currentText());
+  updateActions();
+}
+
+void MainWindow::stopScript() {
+  script_->stop();
+  runStatus_->setText("Stopping…");
+}
+
+void MainWindow::resetRun() {
+  console_->clearConsole();
+  editor_->clearError();
+  model_->clear();
+  kernels_->clearKernels();
+  details_->clearKernel();
+  properties_->clearSelection();
+  graphTimer_->stop();
+  layout_->cancel();
+  graph_->clearGraph("Running…");
+  graph_->highlightKernel(-1, false);
+  graph_->highlightNode({});
+  selectedKernel_ = -1;
+  graphSchedule_ = -1;
+}
+
+void MainWindow::onRunFinished(const ScriptOutcome& outcome) {
+  lastRunOk_ = outcome.ok;
+  const int kernels = static_cast<int>(model_->kernelIds().size());
+  const QString summary = QString("%1 kernel%2, %3 s").arg(kernels).arg(kernels == 1 ? "" : "s").arg(outcome.seconds, 0, 'f', 2);
+  if (outcome.ok) {
+    console_->append("✓ finished: " + summary, ConsolePanel::Stream::Info);
+    runStatus_->setText("Finished: " + summary);
+  } else if (outcome.error.startsWith("KeyboardInterrupt")) {
+    console_->append("■ stopped: " + summary, ConsolePanel::Stream::Info);
+    runStatus_->setText("Stopped");
+  } else {
+    // The runner may already have written the traceback to stderr; show it once.
+    if (!console_->stderrText().contains(outcome.error))
+      console_->append((outcome.traceback.isEmpty() ? outcome.error : outcome.traceback.trimmed()) + "\n",
+                       ConsolePanel::Stream::Stderr);
+    editor_->markError(outcome.errorLine, outcome.error);
+    const QString where = outcome.errorLine > 0 ? QString(" (line %1)").arg(outcome.errorLine) : QString();
+    console_->append("✗ " + outcome.error + where, ConsolePanel::Stream::Info);
+    runStatus_->setText("Failed: " + outcome.error + where);
+  }
+  // Show something in the kernel panels right away: the last kernel is where a run ends.
+  if (selectedKernel_ < 0 && kernels > 0) selectKernel(model_->kernelIds().back(), false);
+  updateActions();
+}
+
+// ---- engine events ----------------------------------------------------------------------------
+
+void MainWindow::onScheduleAdded(int scheduleIndex) {
+  kernels_->addSchedule(scheduleIndex);
+  requestGraph();
+}
+
+void MainWindow::onKernelRunAdded(int kernelId) {
+  kernels_->updateKernelRun(kernelId);
+  if (kernelId == selectedKernel_) selectKernel(kernelId, false);  // the launch adds IR, source, time
+}
+
+void MainWindow::requestGraph() {
+  if (!graphTimer_->isActive()) graphTimer_->start();
+}
+
+void MainWindow::rebuildGraph() {
+  GraphSpec spec = buildViewGraph(*model_, graph_->unionMode(), selectedKernel_);
+  spec.leftToRight = graph_->leftToRight();
+  graphSchedule_ = spec.schedule;
+  if (spec.nodes.empty()) {
+    layout_->cancel();
+    graph_->clearGraph(model_->schedules().empty() ? "This run scheduled no kernels." : "The schedule has no nodes.");
+    return;
+  }
+  graph_->setDescription(spec.description);
+  layout_->request(std::move(spec));
+}
+
+void MainWindow::selectKernel(int kernelId, bool centreGraph) {
+  selectedKernel_ = kernelId;
+  kernels_->selectKernel(kernelId);
+  const ts::KernelInfo* k = model_->kernel(kernelId);
+  details_->showKernel(kernelId, k ? QString::fromStdString(k->name) : QString(), model_->kernelRun(kernelId));
+  properties_->showKernel(kernelId);
+  // When the graph shows one schedule only, a kernel of another schedule needs another graph.
+  if (graphSchedule_ >= 0 && model_->scheduleOfKernel(kernelId) != graphSchedule_) requestGraph();
+  graph_->highlightKernel(kernelId, centreGraph);
+}
+
+// ---- files ------------------------------------------------------------------------------------
+
+bool MainWindow::openScript(const QString& path) {
+  QString error;
+  if (!editor_->loadFile(path, &error)) {
+    QMessageBox::warning(this, "Open script", QString("Cannot open %1:\n%2").arg(path, error));
+    return false;
+  }
+  updateTitle();
+  return true;
+}
+
+void MainWindow::newScript() {
+  if (!maybeSave()) return;
+  editor_->setText("from tensorscope import Tensor\n\n");
+  editor_->setFilePath({});
+  editor_->setModified(false);
+  updateTitle();
+}
+
+void MainWindow::openDialog() {
+  if (!maybeSave()) return;
+  const QString dir = editor_->filePath().isEmpty() ? QString() : QFileInfo(editor_->filePath()).absolutePath();
+  const QString path = QFileDialog::getOpenFileName(this, "Open script", dir, "Python scripts (*.py);;All files (*)");
+  if (!path.isEmpty()) openScript(path);
+}
+
+bool MainWindow::save() {
+  if (editor_->filePath().isEmpty()) return saveAs();
+  QString error;
+  if (!editor_->saveFile(editor_->filePath(), &error)) {
+    QMessageBox::warning(this, "Save script", QString("Cannot save %1:\n%2").arg(editor_->filePath(), error));
+    return false;
+  }
+  statusBar()->showMessage("Saved " + editor_->filePath(), 3000);
+  updateTitle();
+  return true;
+}
+
+bool MainWindow::saveAs() {
+  const QString path = QFileDialog::getSaveFileName(this, "Save script as", editor_->filePath(), "Python scripts (*.py)");
+  if (path.isEmpty()) return false;
+  editor_->setFilePath(path);
+  return save();
+}
+
+bool MainWindow::maybeSave() {
+  if (!editor_->isModified()) return true;
+  const auto answer = QMessageBox::question(
+      this, "Unsaved changes",
+      QString("Save the changes to %1?").arg(editor_->filePath().isEmpty() ? "the new script" : QFileInfo(editor_->filePath()).fileName()),
+      QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
+  if (answer == QMessageBox::Save) return save();
+  return answer == QMessageBox::Discard;
+}
+
+void MainWindow::exportSvgDialog() {
+  const QString base = editor_->filePath().isEmpty() ? "graph" : QFileInfo(editor_->filePath()).completeBaseName();
+  const QString path = QFileDialog::getSaveFileName(this, "Export graph as SVG", base + ".svg", "SVG images (*.svg)");
+  if (path.isEmpty()) return;
+  QString error;
+  if (exportSvg(path, &error))
+    statusBar()->showMessage("Exported " + path, 4000);
+  else
+    QMessageBox::warning(this, "Export graph", error);
+}
+
+bool MainWindow::exportSvg(const QString& path, QString* error) {
+  const QByteArray dot = graph_->layout().dot;
+  if (dot.isEmpty()) {
+    if (error) *error = "There is no graph to export yet: run a script first.";
+    return false;
+  }
+  // graphviz lays the graph out again for the SVG renderer; for a big graph that takes seconds,
+  // so it runs on a worker while a local event loop keeps the window painting.
+  QProgressDialog progress("Rendering the graph as SVG…", QString(), 0, 0, this);
+  progress.setWindowModality(Qt::WindowModal);
+  progress.setMinimumDuration(400);
+  QString renderError;
+  QFutureWatcher<QByteArray> watcher;
+  QEventLoop loop;
+  connect(&watcher, &QFutureWatcher<QByteArray>::finished, &loop, &QEventLoop::quit);
+  watcher.setFuture(QtConcurrent::run([dot, &renderError] { return renderSvg(dot, &renderError); }));
+  if (!watcher.isFinished()) loop.exec(QEventLoop::ExcludeUserInputEvents);
+  const QByteArray svg = watcher.result();
+  if (svg.isEmpty()) {
+    if (error) *error = renderError.isEmpty() ? QString("graphviz produced no SVG") : renderError;
+    return false;
+  }
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly) || file.write(svg) != svg.size() || !file.commit()) {
+    if (error) *error = QString("Cannot write %1: %2").arg(path, file.errorString());
+    return false;
+  }
+  return true;
+}
+
+// ---- window state -----------------------------------------------------------------------------
+
+void MainWindow::setDevice(const QString& device) {
+  if (device_->findText(device) < 0) device_->addItem(device);
+  device_->setCurrentText(device);
+}
+
+void MainWindow::updateTitle() {
+  const QString name = editor_->filePath().isEmpty() ? "untitled.py" : QFileInfo(editor_->filePath()).fileName();
+  setWindowTitle(QString("Tensorscope — %1[*]").arg(name));
+  setWindowModified(editor_->isModified());
+}
+
+void MainWindow::updateActions() {
+  const bool running = script_->isRunning();
+  runAction_->setEnabled(!running);
+  stopAction_->setEnabled(running);
+  device_->setEnabled(!running);
+}
+
+void MainWindow::closeEvent(QCloseEvent* event) {
+  if (!maybeSave()) return event->ignore();
+  script_->stop();  // ScriptController's destructor waits for the script thread
+  event->accept();
+}
+
+bool MainWindow::isRunning() const { return script_->isRunning(); }
+bool MainWindow::isLayoutPending() const { return graphTimer_->isActive() || layout_->isBusy(); }
+int MainWindow::kernelCount() const { return kernels_->kernelCount(); }
+int MainWindow::clusterCount() const { return graph_->clusterCount(); }
+QString MainWindow::consoleText() const { return console_->toPlainText(); }
+
+}  // namespace tsui

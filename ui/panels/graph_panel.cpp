@@ -1,0 +1,215 @@
+#include "panels/graph_panel.h"
+
+#include <QCheckBox>
+#include <QEvent>
+#include <QGraphicsScene>
+#include <QGraphicsSimpleTextItem>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QPainter>
+#include <QToolButton>
+#include <QVBoxLayout>
+
+#include "core/op_palette.h"
+#include "panels/graph_scene_items.h"
+#include "widgets/zoomable_view.h"
+
+namespace tsui {
+namespace {
+
+QWidget* makeLegend(QWidget* parent) {
+  auto* legend = new QFrame(parent);
+  legend->setObjectName("legend");
+  legend->setStyleSheet("#legend { background: rgba(255,255,255,225); border: 1px solid #d0d4d9; border-radius: 4px; }"
+                        "QLabel { font-size: 11px; color: #333; }");
+  auto* layout = new QHBoxLayout(legend);
+  layout->setContentsMargins(8, 4, 8, 4);
+  layout->setSpacing(10);
+  auto swatch = [&](const QColor& fill, const QColor& border, Qt::PenStyle style, const QString& text) {
+    QPixmap pixmap(14, 14);
+    pixmap.fill(Qt::transparent);
+    QPainter p(&pixmap);
+    p.setRenderHint(QPainter::Antialiasing);
+    p.setPen(QPen(border, 1, style));
+    p.setBrush(fill);
+    p.drawRoundedRect(QRectF(0.5, 0.5, 13, 13), 3, 3);
+    p.end();
+    auto* icon = new QLabel;
+    icon->setPixmap(pixmap);
+    auto* row = new QHBoxLayout;
+    row->setSpacing(4);
+    row->addWidget(icon);
+    row->addWidget(new QLabel(text));
+    layout->addLayout(row);
+  };
+  for (const OpClassStyle& s : opClassStyles()) swatch(s.fill, QColor(0x4a, 0x4a, 0x4a), Qt::SolidLine, s.title);
+  swatch(kernelFillColor(), kernelBorderColor(), Qt::DashLine, "kernel");
+  legend->adjustSize();
+  return legend;
+}
+
+}  // namespace
+
+GraphPanel::GraphPanel(QWidget* parent)
+    : QWidget(parent),
+      view_(new ZoomableView),
+      scene_(new QGraphicsScene(this)),
+      description_(new QLabel),
+      status_(new QLabel),
+      cancel_(new QToolButton),
+      union_(new QCheckBox("All schedules")),
+      direction_(new QToolButton) {
+  view_->setScene(scene_);
+  // Fixed overlays (legend, "laying out…") sit on top of the view; a full repaint on scroll
+  // keeps the scene behind them clean.
+  view_->setViewportUpdateMode(QGraphicsView::FullViewportUpdate);
+
+  description_->setStyleSheet("font-weight: 600;");
+  status_->setStyleSheet("color: #b45309;");
+  cancel_->setText("Cancel");
+  cancel_->setToolTip("Stop waiting for this layout (graphviz finishes in the background; its result is dropped)");
+  cancel_->hide();
+  union_->setChecked(true);
+  union_->setToolTip(QString("Merge every schedule of the run into one graph (up to %1 nodes)").arg(kUnionNodeLimit));
+  direction_->setText("Left to right");
+  direction_->setCheckable(true);
+  direction_->setChecked(true);
+  direction_->setToolTip("Lay the graph out from left to right (wide windows) instead of top to bottom");
+  auto* fit = new QToolButton;
+  fit->setText("Fit");
+  fit->setToolTip("Fit the graph to the view (Ctrl+0)");
+
+  auto* header = new QHBoxLayout;
+  header->setContentsMargins(6, 3, 6, 3);
+  header->addWidget(description_);
+  header->addStretch(1);
+  header->addWidget(status_);
+  header->addWidget(cancel_);
+  header->addSpacing(12);
+  header->addWidget(union_);
+  header->addWidget(direction_);
+  header->addWidget(fit);
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(0);
+  layout->addLayout(header);
+  layout->addWidget(view_, 1);
+
+  legend_ = makeLegend(view_);
+  auto* busy = new QLabel("laying out…", view_);
+  busy->setStyleSheet("background: rgba(255,247,230,235); color: #92400e; border: 1px solid #f5c27a; "
+                      "border-radius: 4px; padding: 4px 10px; font-weight: 600;");
+  busy->adjustSize();
+  busy->hide();
+  busyOverlay_ = busy;
+  view_->installEventFilter(this);
+
+  connect(view_, &ZoomableView::clicked, this, &GraphPanel::onClicked);
+  connect(fit, &QToolButton::clicked, this, &GraphPanel::fitGraph);
+  connect(cancel_, &QToolButton::clicked, this, &GraphPanel::cancelLayoutRequested);
+  connect(union_, &QCheckBox::toggled, this, &GraphPanel::unionModeChanged);
+  connect(direction_, &QToolButton::toggled, this, &GraphPanel::directionChanged);
+  clearGraph("Run a script (F5) to see its graph.");
+}
+
+bool GraphPanel::unionMode() const { return union_->isChecked(); }
+bool GraphPanel::leftToRight() const { return direction_->isChecked(); }
+
+bool GraphPanel::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == view_ && event->type() == QEvent::Resize) placeOverlays();
+  return QWidget::eventFilter(watched, event);
+}
+
+void GraphPanel::placeOverlays() {
+  const QRect area = view_->viewport()->geometry();
+  legend_->move(area.left() + 8, area.bottom() - legend_->height() - 8);
+  busyOverlay_->move(area.center().x() - busyOverlay_->width() / 2, area.top() + 10);
+}
+
+void GraphPanel::clearGraph(const QString& message) {
+  scene_->clear();
+  clusters_.clear();
+  nodes_.clear();
+  layout_ = {};
+  description_->clear();
+  auto* text = scene_->addSimpleText(message);
+  text->setBrush(QColor(0x9a, 0xa0, 0xa6));
+  scene_->setSceneRect(text->boundingRect().adjusted(-20, -20, 20, 20));
+  view_->setTransform({});
+  view_->centerOn(text);
+}
+
+void GraphPanel::setDescription(const QString& text) { description_->setText(text); }
+
+void GraphPanel::setLayoutBusy(bool busy) {
+  status_->setText(busy ? "laying out…" : QString());
+  cancel_->setVisible(busy);
+  busyOverlay_->setVisible(busy);
+  placeOverlays();
+}
+
+void GraphPanel::showLayout(const GraphLayout& layout) {
+  const bool keepView = view_->userNavigated() && !layout_.nodes.empty();
+  scene_->clear();
+  clusters_.clear();
+  nodes_.clear();
+  layout_ = layout;
+  if (!layout.error.isEmpty()) {
+    auto* text = scene_->addSimpleText("Layout failed: " + layout.error);
+    text->setBrush(QColor(0xc6, 0x28, 0x28));
+    scene_->setSceneRect(text->boundingRect().adjusted(-20, -20, 20, 20));
+    return;
+  }
+  for (const LaidOutCluster& c : layout.clusters) {
+    auto* item = new ClusterItem(c.kernelId, c.label, c.rect, c.labelRect);
+    scene_->addItem(item);
+    clusters_.insert(c.kernelId, item);
+  }
+  for (const LaidOutEdge& e : layout.edges) scene_->addItem(new EdgeItem(e.path, e.arrowhead));
+  for (const LaidOutNode& n : layout.nodes) {
+    const GraphSpecNode& spec = layout.spec->nodes[n.index];
+    auto* item = new NodeItem(spec, n.index, n.rect);
+    scene_->addItem(item);
+    nodes_.insert(spec.key, item);
+  }
+  scene_->setSceneRect(layout.bounds.adjusted(-20, -20, 20, 40));  // room for the legend below
+  if (!keepView) view_->fitAll();
+  highlightKernel(highlightedKernel_, false);
+  highlightNode(highlightedNode_);
+}
+
+void GraphPanel::highlightKernel(int kernelId, bool centre) {
+  if (ClusterItem* old = clusters_.value(highlightedKernel_)) old->setHighlighted(false);
+  highlightedKernel_ = kernelId;
+  ClusterItem* item = clusters_.value(kernelId);
+  if (!item) return;
+  item->setHighlighted(true);
+  if (centre) view_->centerOn(item);
+}
+
+void GraphPanel::highlightNode(const QString& key) {
+  if (NodeItem* old = nodes_.value(highlightedNode_)) old->setHighlighted(false);
+  highlightedNode_ = key;
+  if (NodeItem* item = nodes_.value(key)) item->setHighlighted(true);
+}
+
+void GraphPanel::fitGraph() { view_->fitAll(); }
+
+void GraphPanel::onClicked(const QPointF& scenePos) {
+  // The topmost node wins over the cluster around it; edges are not selectable.
+  ClusterItem* cluster = nullptr;
+  for (QGraphicsItem* item : scene_->items(scenePos)) {
+    if (item->type() == NodeItem::Type) {
+      auto* node = static_cast<NodeItem*>(item);
+      const GraphSpecNode& spec = layout_.spec->nodes[node->index()];
+      highlightNode(spec.key);
+      Q_EMIT nodeClicked(spec);
+      return;
+    }
+    if (!cluster && item->type() == ClusterItem::Type) cluster = static_cast<ClusterItem*>(item);
+  }
+  highlightNode({});
+  if (cluster) Q_EMIT kernelClicked(cluster->kernelId());
+}
+
+}  // namespace tsui

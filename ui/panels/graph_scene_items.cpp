@@ -1,0 +1,126 @@
+#include "panels/graph_scene_items.h"
+
+#include <QPainter>
+#include <QPainterPathStroker>
+
+#include "core/graph_spec.h"
+#include "core/op_palette.h"
+
+namespace tsui {
+namespace {
+
+// Scene units are points; fonts are sized in pixels so that text scales with the zoom exactly
+// like the boxes graphviz sized for it.
+QFont sceneFont(int pixelSize, bool bold = false, bool monospace = false) {
+  QFont font(monospace ? "DejaVu Sans Mono" : "Helvetica");
+  font.setStyleHint(monospace ? QFont::Monospace : QFont::SansSerif);
+  font.setPixelSize(pixelSize);
+  font.setBold(bold);
+  return font;
+}
+
+}  // namespace
+
+NodeItem::NodeItem(const GraphSpecNode& node, int index, const QRectF& rect)
+    : rect_(rect),
+      fill_(opClassColor(QString::fromStdString(node.info.op_class))),
+      op_(QString::fromStdString(node.info.op)),
+      shape_(shapeText(node.info.shape)),
+      index_(index),
+      kernelId_(node.kernelId) {
+  setAcceptHoverEvents(true);
+  setZValue(2);
+  QString tip = QString("<b>%1</b> %2 %3").arg(op_, shape_, QString::fromStdString(node.info.dtype));
+  if (!node.info.arg.empty()) tip += "<br>arg: " + QString::fromStdString(node.info.arg).toHtmlEscaped();
+  tip += QString("<br>uid %%1").arg(node.info.uid);
+  setToolTip(tip);
+}
+
+void NodeItem::setHighlighted(bool on) {
+  highlighted_ = on;
+  update();
+}
+
+QRectF NodeItem::boundingRect() const { return rect_.adjusted(-3, -3, 3, 3); }
+
+void NodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
+  painter->setRenderHint(QPainter::Antialiasing);
+  QPen pen(highlighted_ ? selectionColor() : QColor(0x4a, 0x4a, 0x4a), highlighted_ ? 2.5 : (hovered_ ? 1.6 : 0.8));
+  painter->setPen(pen);
+  painter->setBrush(hovered_ ? fill_.lighter(108) : fill_);
+  painter->drawRoundedRect(rect_, 4, 4);
+  painter->setPen(Qt::black);
+  const QRectF top(rect_.left(), rect_.top() + 1, rect_.width(), rect_.height() / 2);
+  const QRectF bottom(rect_.left(), rect_.center().y() - 1, rect_.width(), rect_.height() / 2);
+  painter->setFont(sceneFont(10, true));
+  painter->drawText(top, Qt::AlignHCenter | Qt::AlignBottom | Qt::TextDontClip, op_);
+  painter->setFont(sceneFont(9));
+  painter->setPen(QColor(0x33, 0x33, 0x33));
+  painter->drawText(bottom, Qt::AlignHCenter | Qt::AlignTop | Qt::TextDontClip, shape_);
+}
+
+void NodeItem::hoverEnterEvent(QGraphicsSceneHoverEvent*) {
+  hovered_ = true;
+  update();
+}
+
+void NodeItem::hoverLeaveEvent(QGraphicsSceneHoverEvent*) {
+  hovered_ = false;
+  update();
+}
+
+EdgeItem::EdgeItem(const QPainterPath& path, const QPolygonF& arrowhead) : path_(path), arrowhead_(arrowhead) {
+  bounds_ = path_.boundingRect().united(arrowhead_.boundingRect()).adjusted(-2, -2, 2, 2);
+  setZValue(1);
+}
+
+QPainterPath EdgeItem::shape() const {
+  QPainterPathStroker stroker;
+  stroker.setWidth(4);
+  QPainterPath shape = stroker.createStroke(path_);
+  shape.addPolygon(arrowhead_);
+  return shape;
+}
+
+void EdgeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
+  painter->setRenderHint(QPainter::Antialiasing);
+  const QColor colour(0x60, 0x60, 0x60);
+  painter->setPen(QPen(colour, 0.9));
+  painter->setBrush(Qt::NoBrush);
+  painter->drawPath(path_);
+  if (!arrowhead_.isEmpty()) {
+    painter->setBrush(colour);
+    painter->drawPolygon(arrowhead_);
+  }
+}
+
+ClusterItem::ClusterItem(int kernelId, const QString& label, const QRectF& rect, const QRectF& labelRect)
+    : kernelId_(kernelId), label_(label), rect_(rect), labelRect_(labelRect) {
+  setZValue(0);
+  setToolTip(QString("kernel #%1 %2").arg(kernelId).arg(label));
+}
+
+void ClusterItem::setHighlighted(bool on) {
+  highlighted_ = on;
+  setZValue(on ? 0.5 : 0);  // a highlighted border is not hidden under a neighbour's fill
+  update();
+}
+
+QRectF ClusterItem::boundingRect() const { return rect_.adjusted(-3, -3, 3, 3); }
+
+void ClusterItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
+  painter->setRenderHint(QPainter::Antialiasing);
+  painter->setPen(highlighted_ ? QPen(selectionColor(), 3) : QPen(kernelBorderColor(), 1, Qt::DashLine));
+  painter->setBrush(highlighted_ ? QColor(0xff, 0xf4, 0xec) : kernelFillColor());
+  painter->drawRoundedRect(rect_, 6, 6);
+  painter->setFont(sceneFont(10, true, true));  // kernel names are identifiers: monospace, as in the list
+  painter->setPen(highlighted_ ? selectionColor().darker(130) : QColor(0x44, 0x50, 0x5c));
+  // dot reserved room for the label at the top; draw it left-aligned there (labeljust=l). Its box
+  // is as tall as dot's font, so descenders (the '_' of kernel names) must not be clipped.
+  const QRectF labelBox = labelRect_.isEmpty() ? QRectF(rect_.left() + 6, rect_.top() + 2, rect_.width() - 12, 14)
+                                               : QRectF(rect_.left() + 6, labelRect_.top(), rect_.width() - 12,
+                                                        labelRect_.height());
+  painter->drawText(labelBox, Qt::AlignLeft | Qt::AlignVCenter | Qt::TextDontClip, label_);
+}
+
+}  // namespace tsui

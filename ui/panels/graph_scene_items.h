@@ -1,0 +1,69 @@
+// The items of the graph scene: a node box, an edge, and a kernel cluster. They only paint; the
+// graph panel decides what is selected or highlighted.
+#pragma once
+#include <QGraphicsItem>
+#include <QPainterPath>
+#include <QPolygonF>
+
+namespace tsui {
+
+struct GraphSpecNode;
+
+class NodeItem : public QGraphicsItem {
+ public:
+  enum { Type = UserType + 1 };
+  NodeItem(const GraphSpecNode& node, int index, const QRectF& rect);
+
+  int type() const override { return Type; }
+  int index() const { return index_; }  // into GraphSpec::nodes
+  int kernelId() const { return kernelId_; }
+  void setHighlighted(bool on);
+
+  QRectF boundingRect() const override;
+  void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
+
+ protected:
+  void hoverEnterEvent(QGraphicsSceneHoverEvent* event) override;
+  void hoverLeaveEvent(QGraphicsSceneHoverEvent* event) override;
+
+ private:
+  QRectF rect_;
+  QColor fill_;
+  QString op_, shape_;
+  int index_, kernelId_;
+  bool highlighted_ = false, hovered_ = false;
+};
+
+class EdgeItem : public QGraphicsItem {
+ public:
+  EdgeItem(const QPainterPath& path, const QPolygonF& arrowhead);
+  QRectF boundingRect() const override { return bounds_; }
+  QPainterPath shape() const override;  // the stroke, not the box: clicks pass through to clusters
+  void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
+
+ private:
+  QPainterPath path_;
+  QPolygonF arrowhead_;
+  QRectF bounds_;
+};
+
+class ClusterItem : public QGraphicsItem {
+ public:
+  enum { Type = UserType + 2 };
+  ClusterItem(int kernelId, const QString& label, const QRectF& rect, const QRectF& labelRect);
+
+  int type() const override { return Type; }
+  int kernelId() const { return kernelId_; }
+  void setHighlighted(bool on);
+
+  QRectF boundingRect() const override;
+  void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
+
+ private:
+  int kernelId_;
+  QString label_;
+  QRectF rect_, labelRect_;
+  bool highlighted_ = false;
+};
+
+}  // namespace tsui

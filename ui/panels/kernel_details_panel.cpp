@@ -1,0 +1,168 @@
+#include "panels/kernel_details_panel.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QLabel>
+#include <QSplitter>
+#include <QVBoxLayout>
+
+#include "widgets/code_view.h"
+
+namespace tsui {
+namespace {
+
+// A titled column: a header row (caption + combo) over a code view.
+QWidget* column(const QString& caption, QComboBox* combo, CodeView* view, QWidget* extra = nullptr) {
+  auto* box = new QWidget;
+  auto* header = new QHBoxLayout;
+  header->setContentsMargins(4, 2, 4, 2);
+  auto* label = new QLabel(caption);
+  label->setStyleSheet("font-weight: 600;");
+  header->addWidget(label);
+  header->addWidget(combo, 1);
+  if (extra) header->addWidget(extra);
+  auto* layout = new QVBoxLayout(box);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(0);
+  layout->addLayout(header);
+  layout->addWidget(view, 1);
+  return box;
+}
+
+}  // namespace
+
+KernelDetailsPanel::KernelDetailsPanel(QWidget* parent)
+    : QWidget(parent),
+      title_(new QLabel),
+      passCombo_(new QComboBox),
+      rendererCombo_(new QComboBox),
+      linkHint_(new QLabel),
+      ir_(new CodeView),
+      source_(new CodeView) {
+  source_->setLanguage(CodeView::Language::Cpp);
+  passCombo_->setToolTip("The kernel's IR after lowering and after each optimization pass");
+  rendererCombo_->setToolTip("The renderer (target language) of the generated source");
+  linkHint_->setStyleSheet("color: #6b7280;");
+  title_->setTextFormat(Qt::RichText);
+  title_->setContentsMargins(6, 4, 6, 2);
+
+  auto* splitter = new QSplitter(Qt::Horizontal);
+  splitter->addWidget(column("IR after", passCombo_, ir_));
+  splitter->addWidget(column("Source", rendererCombo_, source_, linkHint_));
+  splitter->setChildrenCollapsible(false);
+
+  auto* layout = new QVBoxLayout(this);
+  layout->setContentsMargins(0, 0, 0, 0);
+  layout->setSpacing(0);
+  layout->addWidget(title_);
+  layout->addWidget(splitter, 1);
+
+  connect(passCombo_, &QComboBox::currentIndexChanged, this, &KernelDetailsPanel::showPass);
+  connect(rendererCombo_, &QComboBox::currentIndexChanged, this, [this](int index) {
+    if (index >= 0) preferredRenderer_ = rendererCombo_->itemText(index);
+    showSource(index);
+  });
+  connect(ir_, &CodeView::lineHovered, this, &KernelDetailsPanel::linkFromIr);
+  connect(ir_, &CodeView::lineClicked, this, &KernelDetailsPanel::linkFromIr);
+  connect(source_, &CodeView::lineHovered, this, &KernelDetailsPanel::linkFromSource);
+  connect(source_, &CodeView::lineClicked, this, &KernelDetailsPanel::linkFromSource);
+  clearKernel();
+}
+
+void KernelDetailsPanel::clearKernel() {
+  kernelId_ = -1;
+  run_ = {};
+  title_->setText("<span style='color:#6b7280'>Select a kernel in the list or the graph.</span>");
+  const QSignalBlocker b1(passCombo_), b2(rendererCombo_);
+  passCombo_->clear();
+  rendererCombo_->clear();
+  ir_->setCode("");
+  source_->setCode("");
+  map_ = {};
+  linkHint_->clear();
+}
+
+void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts::KernelRunEvent* run) {
+  const bool sameKernel = kernelId == kernelId_ && run && run_.kernel_id == kernelId;
+  const int keepPass = sameKernel ? passCombo_->currentIndex() : -1;
+  clearKernel();
+  kernelId_ = kernelId;
+  if (!run) {
+    title_->setText(QString("<b>#%1 %2</b> <span style='color:#6b7280'>— scheduled, not launched yet</span>")
+                        .arg(kernelId)
+                        .arg(name.toHtmlEscaped()));
+    return;
+  }
+  run_ = *run;
+  title_->setText(QString("<b>#%1 %2</b> <span style='color:#6b7280'>— %3, %4 ms%5</span>")
+                      .arg(kernelId)
+                      .arg(QString::fromStdString(run->name).toHtmlEscaped())
+                      .arg(QString::fromStdString(run->device))
+                      .arg(run->time_ms, 0, 'f', 3)
+                      .arg(run->compile_cache_hit ? ", cached program"
+                                                  : QString(", compiled in %1 ms").arg(run->compile_ms, 0, 'f', 1)));
+
+  const QSignalBlocker b1(passCombo_), b2(rendererCombo_);
+  for (int i = 0; i < static_cast<int>(run_.ir.size()); ++i) {
+    const bool unchanged = i > 0 && run_.ir[i].ir == run_.ir[i - 1].ir;
+    passCombo_->addItem(QString("%1 · %2%3").arg(i).arg(QString::fromStdString(run_.ir[i].pass),
+                                                         unchanged ? "  (no change)" : ""));
+  }
+  int preferred = 0;
+  for (int i = 0; i < static_cast<int>(run_.sources.size()); ++i) {
+    const QString renderer = QString::fromStdString(run_.sources[i].renderer);
+    rendererCombo_->addItem(renderer);
+    if (renderer == preferredRenderer_) preferred = i;
+  }
+  // The last snapshot is the IR that was rendered, the one the source lines map to.
+  passCombo_->setCurrentIndex(keepPass >= 0 ? keepPass : passCombo_->count() - 1);
+  rendererCombo_->setCurrentIndex(preferred);
+  showPass(passCombo_->currentIndex());
+  showSource(rendererCombo_->currentIndex());
+}
+
+void KernelDetailsPanel::showPass(int index) {
+  ir_->setCode(index >= 0 && index < static_cast<int>(run_.ir.size()) ? QString::fromStdString(run_.ir[index].ir)
+                                                                      : QString());
+  updateLinking();
+}
+
+void KernelDetailsPanel::showSource(int index) {
+  source_->setCode(index >= 0 && index < static_cast<int>(run_.sources.size())
+                       ? QString::fromStdString(run_.sources[index].code)
+                       : QString());
+  updateLinking();
+}
+
+void KernelDetailsPanel::updateLinking() {
+  map_ = {};
+  ir_->setLinkedLines({});
+  source_->setLinkedLines({});
+  const int pass = passCombo_->currentIndex(), renderer = rendererCombo_->currentIndex();
+  if (pass < 0 || renderer < 0 || renderer >= static_cast<int>(run_.sources.size())) {
+    linkHint_->clear();
+    return;
+  }
+  if (pass != passCombo_->count() - 1) {
+    linkHint_->setText("lines linked after the last pass only");
+    return;
+  }
+  map_ = IrSourceMap(QString::fromStdString(run_.ir[pass].ir), run_.sources[renderer].ir_op_line);
+  linkHint_->setText(map_.empty() ? "no line map" : "hover to link lines");
+}
+
+void KernelDetailsPanel::linkFromIr(int irLine) {
+  if (map_.empty() || irLine < 0) return;
+  const int sourceLine = map_.sourceLineOf(irLine);
+  ir_->setLinkedLines(sourceLine >= 0 ? QList<int>{irLine} : QList<int>{});
+  source_->setLinkedLines(sourceLine >= 0 ? QList<int>{sourceLine} : QList<int>{});
+}
+
+void KernelDetailsPanel::linkFromSource(int sourceLine) {
+  if (map_.empty() || sourceLine < 0) return;
+  const QList<int> irLines = map_.irLinesOf(sourceLine);
+  source_->setLinkedLines(irLines.isEmpty() ? QList<int>{} : QList<int>{sourceLine});
+  ir_->setLinkedLines(irLines);
+}
+
+}  // namespace tsui

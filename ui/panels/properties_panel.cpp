@@ -1,0 +1,95 @@
+#include "panels/properties_panel.h"
+
+#include "core/op_palette.h"
+#include "core/run_model.h"
+
+namespace tsui {
+namespace {
+
+QString esc(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
+
+QString section(const QString& title) {
+  return QString("<p style='margin-top:10px; margin-bottom:3px; color:#6b7280; font-size:small;'>%1</p>")
+      .arg(title.toUpper());
+}
+
+QString row(const QString& name, const QString& value) {
+  return QString("<tr><td style='color:#6b7280; padding-right:10px;'>%1</td><td>%2</td></tr>").arg(name, value);
+}
+
+QString mono(const QString& text) { return QString("<code>%1</code>").arg(text); }
+
+QString bufferRow(const ts::BufferInfo& b) {
+  return row(QString("%%1").arg(b.node_uid), mono(shapeText(b.shape) + " " + esc(b.dtype)));
+}
+
+}  // namespace
+
+PropertiesPanel::PropertiesPanel(const RunModel* model, QWidget* parent) : QTextBrowser(parent), model_(model) {
+  setOpenLinks(false);
+  clearSelection();
+}
+
+void PropertiesPanel::clearSelection() {
+  setHtml("<p style='color:#6b7280'>Click a node or a kernel in the graph, or a kernel in the list, "
+          "to see its properties.</p>");
+}
+
+QString PropertiesPanel::nodeSummary(uint64_t uid) const {
+  const ts::GraphNodeInfo* n = model_->node(uid);
+  if (!n) return mono(QString("%%1").arg(uid));
+  return mono(QString("%%1 %2 %3").arg(uid).arg(esc(n->op), shapeText(n->shape)));
+}
+
+void PropertiesPanel::showKernel(int kernelId) {
+  const ts::KernelInfo* k = model_->kernel(kernelId);
+  const ts::KernelRunEvent* run = model_->kernelRun(kernelId);
+  if (!k && !run) return clearSelection();
+  QString html = section("Kernel") + "<table>";
+  html += row("id", QString::number(kernelId));
+  html += row("name", mono(k ? esc(k->name) : esc(run->name)));
+  html += row("device", esc(run ? run->device : k->device));
+  if (run) {
+    html += row("time", QString("%1 ms").arg(run->time_ms, 0, 'f', 3));
+    html += row("compile", run->compile_cache_hit ? QString("cached") : QString("%1 ms").arg(run->compile_ms, 0, 'f', 1));
+  }
+  html += "</table>";
+  if (k) {
+    QStringList ops;
+    for (const std::string& op : k->ops) ops << esc(op);
+    html += section(QString("Fused ops (%1)").arg(k->ops.size())) + mono(ops.join(" → "));
+    html += section("Inputs") + "<table>";
+    for (const ts::BufferInfo& b : k->inputs) html += bufferRow(b);
+    html += "</table>" + section("Outputs") + "<table>";
+    for (const ts::BufferInfo& b : k->outputs) html += bufferRow(b);
+    html += "</table>" + section("Boundary reasons") + "<ul style='margin-left:-20px'>";
+    for (const std::string& r : k->boundary_reasons) html += "<li>" + esc(r) + "</li>";
+    if (k->boundary_reasons.empty()) html += "<li style='color:#6b7280'>none reported</li>";
+    html += "</ul>";
+  }
+  setHtml(html);
+}
+
+void PropertiesPanel::showNode(const GraphSpecNode& node) {
+  const ts::GraphNodeInfo& n = node.info;
+  const QColor colour = opClassColor(QString::fromStdString(n.op_class));
+  QString html = section("Node") + "<table>";
+  html += row("op", QString("<span style='background:%1'>&nbsp;<b>%2</b>&nbsp;</span>").arg(colour.name(), esc(n.op)));
+  html += row("class", esc(n.op_class));
+  html += row("uid", mono(QString("%%1").arg(n.uid)));
+  html += row("shape", mono(shapeText(n.shape)));
+  html += row("dtype", mono(esc(n.dtype)));
+  if (!n.arg.empty()) html += row("arg", mono(esc(n.arg)));
+  if (node.kernelId >= 0) {
+    const ts::KernelInfo* k = model_->kernel(node.kernelId);
+    html += row("kernel", QString("#%1 %2").arg(node.kernelId).arg(k ? mono(esc(k->name)) : QString()));
+  } else {
+    html += row("kernel", "<span style='color:#6b7280'>none: an input buffer</span>");
+  }
+  html += "</table>" + section(QString("Inputs (%1)").arg(n.srcs.size())) + "<table>";
+  for (size_t i = 0; i < n.srcs.size(); ++i) html += row(QString::number(i), nodeSummary(n.srcs[i]));
+  html += "</table>";
+  setHtml(html);
+}
+
+}  // namespace tsui

@@ -1,0 +1,108 @@
+#include "panels/script_editor.h"
+
+#include <Qsci/qscilexerpython.h>
+#include <Qsci/qscistyle.h>
+#include <QFile>
+#include <QSaveFile>
+
+#include "widgets/code_view.h"
+
+namespace tsui {
+
+ScriptEditor::ScriptEditor(QWidget* parent) : QsciScintilla(parent) {
+  const QFont font = CodeView::codeFont();
+  auto* lexer = new QsciLexerPython(this);
+  lexer->setDefaultFont(font);
+  lexer->setFont(font, -1);
+  // Python's lexer flags tab/space mixtures by default; scripts here are lessons, not lint targets.
+  lexer->setIndentationWarning(QsciLexerPython::NoWarning);
+  setLexer(lexer);
+  setUtf8(true);
+  setMarginsFont(font);
+
+  setMarginType(0, NumberMargin);
+  setMarginLineNumbers(0, true);
+  setMarginWidth(0, "00000");
+  setMarginsBackgroundColor(QColor(0xf3, 0xf4, 0xf6));
+  setMarginsForegroundColor(QColor(0x9a, 0xa0, 0xa6));
+  setMarginType(1, SymbolMargin);
+  setMarginWidth(1, 14);
+
+  setIndentationsUseTabs(false);
+  setIndentationWidth(4);
+  setTabWidth(4);
+  setAutoIndent(true);
+  setBraceMatching(SloppyBraceMatch);
+  setCaretLineVisible(true);
+  setCaretLineBackgroundColor(QColor(0xf5, 0xf8, 0xff));
+  setEdgeMode(EdgeLine);
+  setEdgeColumn(100);
+  setEdgeColor(QColor(0xe5, 0xe7, 0xeb));
+
+  errorMarker_ = markerDefine(Circle);
+  setMarkerBackgroundColor(QColor(0xd3, 0x2f, 0x2f), errorMarker_);
+  setMarkerForegroundColor(QColor(0xd3, 0x2f, 0x2f), errorMarker_);
+  errorLineMarker_ = markerDefine(Background);
+  setMarkerBackgroundColor(QColor(0xfd, 0xe2, 0xe2), errorLineMarker_);
+  errorIndicator_ = indicatorDefine(SquiggleIndicator);
+  setIndicatorForegroundColor(QColor(0xd3, 0x2f, 0x2f), errorIndicator_);
+  setAnnotationDisplay(AnnotationBoxed);
+
+  // The mark belongs to the text that failed; once the user edits, it would point at the wrong line.
+  connect(this, &QsciScintilla::textChanged, this, &ScriptEditor::clearError);
+}
+
+bool ScriptEditor::loadFile(const QString& path, QString* error) {
+  QFile file(path);
+  if (!file.open(QIODevice::ReadOnly)) {
+    if (error) *error = file.errorString();
+    return false;
+  }
+  setText(QString::fromUtf8(file.readAll()));
+  filePath_ = path;
+  clearError();
+  setModified(false);
+  return true;
+}
+
+bool ScriptEditor::saveFile(const QString& path, QString* error) {
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly)) {
+    if (error) *error = file.errorString();
+    return false;
+  }
+  file.write(text().toUtf8());
+  if (!file.commit()) {  // the rename happens here; on failure the original is untouched
+    if (error) *error = file.errorString();
+    return false;
+  }
+  filePath_ = path;
+  setModified(false);
+  return true;
+}
+
+void ScriptEditor::markError(int line, const QString& message) {
+  clearError();
+  if (line < 1 || line > lines()) return;
+  const int l = line - 1;
+  markerAdd(l, errorMarker_);
+  markerAdd(l, errorLineMarker_);
+  const QString lineText = text(l);
+  int start = 0;
+  while (start < lineText.size() && lineText[start].isSpace()) ++start;
+  const int end = start + static_cast<int>(lineText.trimmed().size());
+  fillIndicatorRange(l, start, l, end, errorIndicator_);
+  static const QsciStyle style(-1, "error annotation", QColor(0xb7, 0x1c, 0x1c), QColor(0xff, 0xf5, 0xf5),
+                               CodeView::codeFont());
+  annotate(l, message, style);
+  ensureLineVisible(l);
+}
+
+void ScriptEditor::clearError() {
+  markerDeleteAll(errorMarker_);
+  markerDeleteAll(errorLineMarker_);
+  clearIndicatorRange(0, 0, qMax(0, lines() - 1), qMax(0, lineLength(qMax(0, lines() - 1))), errorIndicator_);
+  clearAnnotations();
+}
+
+}  // namespace tsui

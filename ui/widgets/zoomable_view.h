@@ -1,0 +1,34 @@
+// A QGraphicsView that zooms with the wheel (around the cursor), pans by dragging, fits the
+// scene on request, and reports plain clicks (a press and release without a drag in between).
+#pragma once
+#include <QGraphicsView>
+
+namespace tsui {
+
+class ZoomableView : public QGraphicsView {
+  Q_OBJECT
+ public:
+  explicit ZoomableView(QWidget* parent = nullptr);
+
+  // Fits the whole scene, never magnifying beyond `maxScale` (a 3-node graph should not fill a
+  // 4K screen with 80-pixel letters).
+  void fitAll(double maxScale = 1.5);
+  void zoomBy(double factor);
+  // True once the user zoomed or panned since the last fitAll().
+  bool userNavigated() const { return userNavigated_; }
+
+ signals:
+  void clicked(const QPointF& scenePos);
+
+ protected:
+  void wheelEvent(QWheelEvent* event) override;
+  void mousePressEvent(QMouseEvent* event) override;
+  void mouseReleaseEvent(QMouseEvent* event) override;
+  void resizeEvent(QResizeEvent* event) override;
+
+ private:
+  QPoint pressPos_;
+  bool userNavigated_ = false;
+};
+
+}  // namespace tsui
