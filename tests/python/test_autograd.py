@@ -1,0 +1,130 @@
+# Autograd semantics, checked against PyTorch: the quickstart's gradients, accumulation over
+# several backward() calls, detach, explicit output gradients, and laziness of the gradient graph.
+import numpy as np
+import pytest
+import torch
+
+from tensorscope import GlobalCounters, Tensor
+
+DEVICES = ["C", "INTERP"]
+devices = pytest.mark.parametrize("dev", DEVICES)
+
+
+@devices
+def test_quickstart_gradients(dev):
+    x = Tensor.eye(3, requires_grad=True, device=dev)
+    y = Tensor([[2.0, 0, -2.0]], requires_grad=True, device=dev)
+    z = y.matmul(x).sum()
+    z.backward()
+
+    tx = torch.eye(3, requires_grad=True)
+    ty = torch.tensor([[2.0, 0, -2.0]], requires_grad=True)
+    tz = ty.matmul(tx).sum()
+    tz.backward()
+
+    np.testing.assert_allclose(z.numpy(), tz.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=1e-6)
+    assert x.grad.shape == (3, 3) and y.grad.shape == (1, 3)
+    assert x.grad.device == dev and y.grad.device == dev
+
+
+@devices
+def test_grad_accumulates_over_backward_calls(dev):
+    rng = np.random.default_rng(0)
+    v = rng.uniform(-2, 2, size=(3, 4)).astype(np.float32)
+    x = Tensor(v, requires_grad=True, device=dev)
+    tx = torch.tensor(v, requires_grad=True)
+
+    (x * x).sum().backward()
+    (tx * tx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5)
+
+    # A second, different graph: its gradient adds to the first one.
+    (x.sin() * 3.0).mean().backward()
+    (tx.sin() * 3.0).mean().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@devices
+def test_setting_grad_to_none_restarts_accumulation(dev):
+    x = Tensor(np.array([1.0, -2.0, 3.0], dtype=np.float32), requires_grad=True, device=dev)
+    (x * 2.0).sum().backward()
+    x.grad = None
+    (x * x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2.0 * x.numpy(), rtol=1e-6)
+
+
+@devices
+def test_detach_cuts_the_graph(dev):
+    rng = np.random.default_rng(1)
+    v = rng.uniform(-2, 2, size=(5,)).astype(np.float32)
+    x = Tensor(v, requires_grad=True, device=dev)
+    tx = torch.tensor(v, requires_grad=True)
+
+    d = x.detach()
+    assert not d.requires_grad
+    np.testing.assert_array_equal(d.numpy(), v)
+
+    (x * x.detach()).sum().backward()      # d/dx of x * c is c, not 2x
+    (tx * tx.detach()).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+    assert not np.allclose(x.grad.numpy(), 2 * v)  # guards against detach being a no-op
+
+
+@devices
+def test_backward_with_explicit_gradient(dev):
+    rng = np.random.default_rng(2)
+    v = rng.uniform(-2, 2, size=(2, 3)).astype(np.float32)
+    g = rng.uniform(-1, 1, size=(2, 3)).astype(np.float32)
+    x = Tensor(v, requires_grad=True, device=dev)
+    tx = torch.tensor(v, requires_grad=True)
+    x.exp().backward(Tensor(g, device=dev))
+    tx.exp().backward(torch.tensor(g))
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5)
+
+
+@devices
+def test_tensor_used_twice_sums_gradients(dev):
+    rng = np.random.default_rng(3)
+    v = rng.uniform(-2, 2, size=(4, 4)).astype(np.float32)
+    x = Tensor(v, requires_grad=True, device=dev)
+    tx = torch.tensor(v, requires_grad=True)
+    (x @ x + x.relu() * x).sum().backward()
+    (tx @ tx + tx.relu() * tx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+@devices
+def test_inputs_without_requires_grad_get_no_gradient(dev):
+    x = Tensor([1.0, 2.0], requires_grad=True, device=dev)
+    c = Tensor([3.0, 4.0], device=dev)
+    (x * c).sum().backward()
+    assert c.grad is None
+    np.testing.assert_allclose(x.grad.numpy(), np.array([3.0, 4.0], dtype=np.float32))
+
+
+@devices
+def test_requires_grad_propagates(dev):
+    x = Tensor([1.0, 2.0], requires_grad=True, device=dev)
+    c = Tensor([3.0, 4.0], requires_grad=False, device=dev)
+    assert (x * c).requires_grad
+    assert not (c * 2.0).requires_grad
+
+
+@devices
+def test_gradient_graph_is_lazy(dev):
+    # backward() only builds the gradient graph; the kernels that compute x.grad run when it is read.
+    rng = np.random.default_rng(4)
+    x = Tensor(rng.uniform(-2, 2, size=(8, 8)).astype(np.float32), requires_grad=True, device=dev).realize()
+    loss = (x.exp() * x).sum()
+    loss.backward()
+    assert isinstance(x.grad, Tensor)
+    GlobalCounters.reset()
+    g = x.grad.numpy()
+    assert GlobalCounters.kernel_count >= 1, "x.grad was already computed when backward() returned"
+    GlobalCounters.reset()
+    np.testing.assert_array_equal(x.grad.numpy(), g)
+    assert GlobalCounters.kernel_count == 0, "reading a realized gradient again must not launch kernels"
+    v = x.numpy()
+    np.testing.assert_allclose(g, np.exp(v) * (v + 1), rtol=1e-5)

@@ -1,0 +1,105 @@
+# How many kernels the scheduler makes: fusion is the engine's job, and these are its basic lessons.
+# Inputs are realized first, so only the kernels of the expression itself are counted.
+import numpy as np
+import pytest
+
+from tensorscope import GlobalCounters, Tensor
+
+DEVICES = ["C", "INTERP"]
+devices = pytest.mark.parametrize("dev", DEVICES)
+
+
+def _realized(dev, *shape, seed=0):
+    v = np.random.default_rng(seed).uniform(-2, 2, size=shape).astype(np.float32)
+    return Tensor(v, device=dev).realize(), v
+
+
+def _count(fn):
+    GlobalCounters.reset()
+    out = fn()
+    out.realize()
+    n = GlobalCounters.kernel_count
+    return n, out
+
+
+@devices
+def test_elementwise_fuses_into_one_kernel(dev):
+    (x, xv), (y, yv) = _realized(dev, 4, 5, seed=0), _realized(dev, 4, 5, seed=1)
+    n, out = _count(lambda: (x + y) * x.sin())
+    assert n == 1
+    np.testing.assert_allclose(out.numpy(), (xv + yv) * np.sin(xv), rtol=1e-5, atol=1e-6)
+
+
+@devices
+def test_realized_inputs_launch_nothing(dev):
+    x, _ = _realized(dev, 3)
+    GlobalCounters.reset()
+    x.realize()
+    x.numpy()
+    assert GlobalCounters.kernel_count == 0
+
+
+@devices
+def test_quickstart_matmul_sum_is_one_kernel(dev):
+    x = Tensor.eye(3, requires_grad=True, device=dev)
+    y = Tensor([[2.0, 0, -2.0]], requires_grad=True, device=dev)
+    n, z = _count(lambda: y.matmul(x).sum())
+    assert n == 1
+    np.testing.assert_allclose(z.numpy(), (np.array([[2.0, 0, -2.0]]) @ np.eye(3)).sum(), rtol=1e-6)
+    assert z.shape == ()
+
+
+@devices
+def test_chain_of_ten_elementwise_ops_is_one_kernel(dev):
+    x, xv = _realized(dev, 16, 16)
+
+    def chain(t):
+        t = t + 1.0          # 1
+        t = t * 0.5          # 2
+        t = t.sin()          # 3
+        t = t - 0.25         # 4
+        t = t.exp()          # 5
+        t = t / 3.0          # 6
+        t = t.relu()         # 7
+        t = t.sqrt()         # 8
+        t = -t               # 9
+        return t.tanh()      # 10
+
+    n, out = _count(lambda: chain(x))
+    assert n == 1
+    expected = np.tanh(-np.sqrt(np.maximum(np.exp(np.sin((xv + 1.0) * 0.5) - 0.25) / 3.0, 0)))
+    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-5, atol=1e-6)
+
+
+@devices
+def test_reduce_is_one_kernel(dev):
+    x, xv = _realized(dev, 6, 7)
+    n, out = _count(lambda: x.sum(axis=1))
+    assert n == 1
+    np.testing.assert_allclose(out.numpy(), xv.sum(axis=1), rtol=1e-5, atol=1e-6)
+
+
+@devices
+def test_elementwise_before_a_reduce_fuses_into_it(dev):
+    x, xv = _realized(dev, 6, 7)
+    n, out = _count(lambda: (x * 2.0).exp().sum(axis=0))
+    assert n == 1
+    np.testing.assert_allclose(out.numpy(), np.exp(xv * 2.0).sum(axis=0), rtol=1e-5)
+
+
+@devices
+def test_expanded_reduce_output_ends_a_kernel(dev):
+    # The max must be stored before it can be broadcast back over the row: two kernels.
+    x, xv = _realized(dev, 6, 7)
+    n, out = _count(lambda: x - x.max(axis=1, keepdim=True))
+    assert n == 2
+    np.testing.assert_allclose(out.numpy(), xv - xv.max(axis=1, keepdims=True), rtol=1e-6)
+
+
+def test_kernel_count_resets():
+    x = Tensor([1.0, 2.0]).realize()
+    GlobalCounters.reset()
+    (x * 3.0).realize()
+    assert GlobalCounters.kernel_count == 1
+    GlobalCounters.reset()
+    assert GlobalCounters.kernel_count == 0
