@@ -31,6 +31,7 @@ if [ -n "${DISPLAY:-}" ] || [ -n "${WAYLAND_DISPLAY:-}" ]; then
 fi
 
 echo "==> no display: running $script headless"
+rm -rf out   # out/ holds only this script's outputs; stale kernels of an earlier run would mislead
 mkdir -p out
 build/bin/tensorscope-cli run "$script" --out out --svg out/graph.svg
 [ -x build/bin/tensorscope ] || die "build/bin/tensorscope (the GUI) was not built; no screenshot"
@@ -41,6 +42,7 @@ echo "==> outputs"
 echo "  kernel manifest:  out/kernels.json"
 echo "  graph (SVG):      out/graph.svg"
 echo "  GUI screenshot:   out/tensorscope.png"
+echo "  per kernel: final IR, generated source (IR after each pass: out/kNNN_<name>.<i>_<pass>.ir.txt)"
 # The IR listings and generated sources named in the manifest, one line per kernel.
 /usr/bin/python3 - <<'PY'
 import json, os
