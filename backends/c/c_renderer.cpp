@@ -8,8 +8,14 @@ static CStyleLanguage c_language() {
   l.prelude =
       "#include <math.h>\n"
       "#include <stdint.h>\n"
+      "#include \"ts_math.h\"  /* ts_exp2f, ts_log2f: vectorizable polynomials (engine/src/ir/ts_math.h) */\n"
       "/* NaN-propagating max, as torch.maximum (fmaxf would drop the NaN) */\n"
-      "static inline float ts_fmaxf(float a, float b) { return (a != a || a > b) ? a : b; }\n";
+      "static inline float ts_fmaxf(float a, float b) { return (a != a || a > b) ? a : b; }\n"
+      "/* THREADS: thread ts_core of ts_cores runs rows [TS_LO(n), TS_HI(n)) of the outermost global loop */\n"
+      "#define TS_LO(n) ((int)(((long long)(n) * ts_core) / ts_cores))\n"
+      "#define TS_HI(n) ((int)(((long long)(n) * (ts_core + 1)) / ts_cores))\n";
+  l.exp2 = "ts_exp2f";
+  l.log2 = "ts_log2f";
   l.kernel_prefix = "void";
   l.buffer_qualifier = "restrict";
   return l;
@@ -18,7 +24,7 @@ static CStyleLanguage c_language() {
 CRenderer::CRenderer() : CStyleRenderer(c_language()) {}
 
 std::string CRenderer::signature(const ir::Kernel& k) const {
-  std::string s = "void " + k.name + "(void** bufs) {\n";
+  std::string s = "void " + k.name + "(void** bufs, int ts_core, int ts_cores) {\n";
   for (size_t i = 0; i < k.globals.size(); i++) {
     std::string t = type_name(k.globals[i].dtype);
     std::string cq = k.globals[i].is_output ? "" : "const ";
@@ -27,6 +33,24 @@ std::string CRenderer::signature(const ir::Kernel& k) const {
          " elements */\n";
   }
   return s;
+}
+
+SourceListing CRenderer::render(const ir::Kernel& k) const {
+  SourceListing out = CStyleRenderer::render(k);
+  // The outermost global loop (the first RANGE, if it is global) gets its bounds from the thread's
+  // block: contiguous blocks keep each thread's stores in its own cache lines and vectorizable.
+  for (size_t i = 0; i < k.insts.size(); i++) {
+    if (k.insts[i].op != ir::Op::Range) continue;
+    if (!k.insts[i].arg) break;
+    std::string var = "ridx" + std::to_string(i);
+    std::string bound = literal(k.insts[k.insts[i].src[0]].value, DType::Int32);
+    std::string from = var + " = 0; " + var + " < " + bound + ";";
+    std::string to = var + " = TS_LO(" + bound + "); " + var + " < TS_HI(" + bound + ");";
+    size_t pos = out.code.find(from);
+    if (pos != std::string::npos) out.code.replace(pos, from.size(), to);
+    break;
+  }
+  return out;
 }
 
 const CRenderer& c_renderer() {

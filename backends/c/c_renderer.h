@@ -1,4 +1,5 @@
-// The C renderer: C99 for the system C compiler, one function `void <name>(void** bufs)`.
+// The C renderer: C99 for the system C compiler, one function
+// `void <name>(void** bufs, int ts_core, int ts_cores)` run once per thread (THREADS).
 #pragma once
 #include "cstyle.h"
 
@@ -10,6 +11,8 @@ class CRenderer : public CStyleRenderer {
 
  protected:
   std::string signature(const ir::Kernel& kernel) const override;
+  // THREADS: the outermost global loop runs only this thread's block [TS_LO, TS_HI) of its range.
+  SourceListing render(const ir::Kernel& kernel) const override;
 };
 
 const CRenderer& c_renderer();

@@ -1,10 +1,12 @@
 // The IR interpreter: executes a kernel one instruction at a time with C semantics in float32 / int32,
-// using the same libm functions the C backend calls. It is the oracle for every backend.
+// using the same math functions as the C backend (ts_math.h, libm's sinf/sqrtf). It is the oracle for
+// every backend.
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 
+#include "ir/ts_math.h"
 #include "tensorscope/ir.h"
 
 namespace ts::ir {
@@ -96,8 +98,8 @@ void interpret(const Kernel& k, const std::vector<void*>& buffers) {
       case Op::Store: store(ptr[in.src[0]], k.insts[in.src[0]].dtype, S(1).i, S(2)); pc++; continue;
       case Op::Assign: v[in.src[0]] = S(1); pc++; continue;
       case Op::Neg: if (dt == DType::Float32) r.f = -S(0).f; else r.i = -S(0).i; break;
-      case Op::Exp2: r.f = exp2f(S(0).f); break;
-      case Op::Log2: r.f = log2f(S(0).f); break;
+      case Op::Exp2: r.f = ts_exp2f(S(0).f); break;
+      case Op::Log2: r.f = ts_log2f(S(0).f); break;
       case Op::Sin: r.f = sinf(S(0).f); break;
       case Op::Sqrt: r.f = sqrtf(S(0).f); break;
       case Op::Recip: r.f = 1.0f / S(0).f; break;
