@@ -1,10 +1,14 @@
-"""Optimizers with tinygrad's semantics (``tinygrad.nn.optim``): SGD and Adam.
+"""Optimizers with tinygrad's semantics (``tinygrad.nn.optim``) and PyTorch's numbers: SGD, Adam,
+AdamW and LAMB.
 
 ``zero_grad()`` drops the gradients (``p.grad = None``); ``backward()`` then builds fresh ones.
-``step()`` writes the updated values into the parameters with ``assign`` and realizes them (and the
-optimizer state) at once, so each step runs a fixed set of kernels and the graph does not grow from
-step to step. All math is lazy Tensor ops: the update of each parameter fuses into few kernels and
-never goes through NumPy.
+``step()`` writes the updated values into the parameters with ``assign`` and realizes the
+parameters, the optimizer state and the buffers in one schedule, so each step runs a fixed set of
+kernels and the graph does not grow from step to step. All math is lazy Tensor ops: the update of
+each parameter fuses into few kernels and never goes through NumPy.
+
+Hyperparameters (lr, momentum, betas, ...) are python floats baked into the kernels as constants;
+changing ``opt.lr`` between steps works (the kernels recompile once for each new value).
 """
 from __future__ import annotations
 
@@ -14,17 +18,27 @@ from tensorscope import Tensor
 
 
 def _zeros_like(t: Tensor) -> Tensor:
-    """A realized float32 buffer of zeros on t's device (optimizer state must be a real buffer to assign to)."""
+    """A realized float32 buffer of zeros on t's device (optimizer state starts as a real buffer)."""
     return Tensor(np.zeros(t.shape, dtype=np.float32), device=t.device, requires_grad=False)
 
 
+def _dedup(tensors: list[Tensor]) -> list[Tensor]:
+    seen: set[int] = set()
+    return [t for t in tensors if not (id(t) in seen or seen.add(id(t)))]
+
+
 class Optimizer:
+    """The base: ``params`` with ``requires_grad`` are trained; the others (BatchNorm's running
+    statistics, when the list comes from ``nn.get_parameters(model)``) are buffers that ``step()``
+    realizes together with the parameters, as in tinygrad. A Tensor listed twice counts once.
+
+    Raises: ValueError when no Tensor in ``params`` has ``requires_grad=True``.
+    """
+
     def __init__(self, params: list[Tensor], lr: float):
-        # tinygrad: a parameter whose requires_grad is undecided (None) becomes trainable.
-        for p in params:
-            if p.requires_grad is None:
-                p.requires_grad = True
+        params = _dedup(list(params))
         self.params = [p for p in params if p.requires_grad]
+        self.buffers = [p for p in params if not p.requires_grad]
         if not self.params:
             raise ValueError("optimizer got no parameters with requires_grad=True")
         self.lr = lr
@@ -34,22 +48,28 @@ class Optimizer:
         for p in self.params:
             p.grad = None
 
+    def step(self) -> None:
+        """Updates every parameter from its ``.grad`` and realizes parameters, state and buffers together."""
+        state = self.schedule_step()
+        everything = self.params + state + self.buffers
+        everything[0].realize(*everything[1:])
+
+    def schedule_step(self) -> list[Tensor]:
+        """Assigns the new (lazy) values to the parameters and the state; returns the state Tensors."""
+        raise NotImplementedError
+
     def _grads(self) -> list[Tensor]:
         missing = [i for i, p in enumerate(self.params) if p.grad is None]
         if missing:
-            raise RuntimeError(f"parameters {missing} have no gradient: call backward() before step()")
+            raise RuntimeError(f"parameters {missing} (shapes {[self.params[i].shape for i in missing]}) have no "
+                               "gradient: call backward() on a loss that depends on them before step()")
         return [p.grad for p in self.params]
-
-    @staticmethod
-    def _realize(tensors: list[Tensor]) -> None:
-        for t in tensors:
-            t.realize()
 
 
 class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum, Nesterov momentum and weight decay.
 
-    Per parameter p with gradient g (PyTorch's and tinygrad's formulation):
+    Per parameter p with gradient g (PyTorch's ``torch.optim.SGD`` with dampening 0, and tinygrad's):
         g = g + weight_decay * p
         b = momentum * b + g                      (b starts at 0; only when momentum != 0)
         g = g + momentum * b if nesterov else b
@@ -59,10 +79,12 @@ class SGD(Optimizer):
     def __init__(self, params: list[Tensor], lr: float = 0.001, momentum: float = 0.0,
                  weight_decay: float = 0.0, nesterov: bool = False):
         super().__init__(params, lr)
+        if nesterov and momentum <= 0:
+            raise ValueError("SGD: nesterov momentum needs momentum > 0")
         self.momentum, self.wd, self.nesterov = momentum, weight_decay, nesterov
         self.b = [_zeros_like(p) for p in self.params] if momentum else []
 
-    def step(self) -> None:
+    def schedule_step(self) -> list[Tensor]:
         for i, (p, g) in enumerate(zip(self.params, self._grads())):
             if self.wd:
                 g = g + self.wd * p.detach()
@@ -70,40 +92,65 @@ class SGD(Optimizer):
                 self.b[i].assign(self.momentum * self.b[i] + g)
                 g = g + self.momentum * self.b[i] if self.nesterov else self.b[i]
             p.assign(p.detach() - self.lr * g)
-        self._realize(self.b + self.params)
+        return self.b
 
 
-class Adam(Optimizer):
-    """Adam (Kingma & Ba, 2015, https://arxiv.org/abs/1412.6980), as tinygrad's and PyTorch's:
+class LAMB(Optimizer):
+    """LAMB (You et al., 2019, https://arxiv.org/abs/1904.00962), and with ``adam=True`` Adam/AdamW,
+    as tinygrad's ``LAMB``:
 
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
-        p = p - lr * (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps)
+        u = (m / (1 - b1^t)) / (sqrt(v / (1 - b2^t)) + eps) + weight_decay * p
+        r = ||p|| / ||u|| (LAMB's trust ratio; 1 for Adam, or when either norm is 0)
+        p = p - lr * r * u
+
+    With ``adam=True`` this is exactly ``torch.optim.AdamW``'s decoupled weight decay
+    (p ← p - lr·wd·p - lr·adam_update), and ``torch.optim.Adam`` when weight_decay is 0.
 
     The powers b1^t and b2^t are kept as 0-d tensors multiplied by b1, b2 each step, so the step
     count never becomes a constant baked into a kernel (which would recompile every step).
     """
 
-    def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999,
-                 eps: float = 1e-8):
+    def __init__(self, params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-6,
+                 weight_decay: float = 0.0, adam: bool = False):
         super().__init__(params, lr)
-        self.b1, self.b2, self.eps = b1, b2, eps
-        self.m = [_zeros_like(p) for p in self.params]
-        self.v = [_zeros_like(p) for p in self.params]
+        self.b1, self.b2, self.eps, self.wd, self.adam = b1, b2, eps, weight_decay, adam
         device = self.params[0].device
         self.b1_t = Tensor(np.array(1.0, dtype=np.float32), device=device, requires_grad=False)
         self.b2_t = Tensor(np.array(1.0, dtype=np.float32), device=device, requires_grad=False)
+        self.m = [_zeros_like(p) for p in self.params]
+        self.v = [_zeros_like(p) for p in self.params]
 
-    def step(self) -> None:
-        self.b1_t.assign(self.b1_t * self.b1).realize()
-        self.b2_t.assign(self.b2_t * self.b2).realize()
+    def schedule_step(self) -> list[Tensor]:
+        self.b1_t.assign(self.b1_t * self.b1)
+        self.b2_t.assign(self.b2_t * self.b2)
         for p, g, m, v in zip(self.params, self._grads(), self.m, self.v):
             m.assign(self.b1 * m + (1.0 - self.b1) * g)
             v.assign(self.b2 * v + (1.0 - self.b2) * (g * g))
             m_hat = m / (1.0 - self.b1_t)
             v_hat = v / (1.0 - self.b2_t)
-            p.assign(p.detach() - self.lr * (m_hat / (v_hat.sqrt() + self.eps)))
-        self._realize(self.m + self.v + self.params)
+            up = m_hat / (v_hat.sqrt() + self.eps)
+            if self.wd:
+                up = up + self.wd * p.detach()
+            if not self.adam:
+                r1, r2 = p.detach().square().sum().sqrt(), up.square().sum().sqrt()
+                up = up * ((r1 > 0) & (r2 > 0)).where(r1 / r2, 1.0)
+            p.assign(p.detach() - self.lr * up)
+        return [self.b1_t, self.b2_t] + self.m + self.v
 
 
-__all__ = ["Optimizer", "SGD", "Adam"]
+def Adam(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8) -> LAMB:
+    """Adam (Kingma & Ba, 2015, https://arxiv.org/abs/1412.6980) = ``torch.optim.Adam`` without weight decay
+    (tinygrad spells it as LAMB with adam=True). torch's ``betas=(b1, b2)`` are ``b1``, ``b2`` here."""
+    return LAMB(params, lr, b1, b2, eps, 0.0, adam=True)
+
+
+def AdamW(params: list[Tensor], lr: float = 0.001, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
+          weight_decay: float = 0.01) -> LAMB:
+    """AdamW (Loshchilov & Hutter, 2019, https://arxiv.org/abs/1711.05101): Adam with decoupled weight decay,
+    = ``torch.optim.AdamW`` (same defaults)."""
+    return LAMB(params, lr, b1, b2, eps, weight_decay, adam=True)
+
+
+__all__ = ["Optimizer", "SGD", "LAMB", "Adam", "AdamW"]
