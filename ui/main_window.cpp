@@ -33,7 +33,10 @@
 namespace tsui {
 namespace {
 
-constexpr int kGraphRebuildMs = 80;  // schedules in a burst become one graph rebuild
+// While a script runs, schedules can arrive by the thousand (a training loop): rebuild and lay
+// out the graph at most this often, so that the GUI and the layout thread leave the CPU to the
+// script. The final graph is built as soon as the run ends.
+constexpr int kGraphRebuildMs = 400;
 
 QDockWidget* dock(QMainWindow* window, const QString& title, const QString& name, QWidget* content,
                   Qt::DockWidgetArea area) {
@@ -205,6 +208,7 @@ void MainWindow::resetRun() {
 }
 
 void MainWindow::onRunFinished(const ScriptOutcome& outcome) {
+  bridge_->deliverPending();  // the run's last events, so that the summary below counts them
   lastRunOk_ = outcome.ok;
   const int kernels = static_cast<int>(model_->kernelIds().size());
   const QString summary = QString("%1 kernel%2, %3 s").arg(kernels).arg(kernels == 1 ? "" : "s").arg(outcome.seconds, 0, 'f', 2);
@@ -223,6 +227,13 @@ void MainWindow::onRunFinished(const ScriptOutcome& outcome) {
     const QString where = outcome.errorLine > 0 ? QString(" (line %1)").arg(outcome.errorLine) : QString();
     console_->append("✗ " + outcome.error + where, ConsolePanel::Stream::Info);
     runStatus_->setText("Failed: " + outcome.error + where);
+  }
+  if (graphTimer_->isActive()) {
+    graphTimer_->stop();
+    rebuildGraph();
+  } else if (model_->schedules().empty()) {
+    graph_->clearGraph(outcome.ok ? "The script realized no tensor: there is no graph to show."
+                                  : "The script stopped before realizing any tensor.");
   }
   // Show something in the kernel panels right away: the last kernel is where a run ends.
   if (selectedKernel_ < 0 && kernels > 0) selectKernel(model_->kernelIds().back(), false);

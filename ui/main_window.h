@@ -48,6 +48,7 @@ class MainWindow : public QMainWindow {
   bool isLayoutPending() const;
   bool isBusy() const { return isRunning() || isLayoutPending(); }
   int kernelCount() const;
+  int selectedKernel() const { return selectedKernel_; }
   int clusterCount() const;
   QString consoleText() const;
   bool lastRunOk() const { return lastRunOk_; }

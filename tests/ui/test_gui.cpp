@@ -10,7 +10,12 @@
 #include "core/ir_line_map.h"
 #include "core/layout_scheduler.h"
 #include "main_window.h"
+#include "panels/graph_panel.h"
+#include "panels/graph_scene_items.h"
+#include "panels/kernel_list_panel.h"
 #include "panels/script_editor.h"
+#include "widgets/code_view.h"
+#include "widgets/zoomable_view.h"
 #include "runner.h"
 
 namespace {
@@ -170,6 +175,43 @@ class GuiTest : public QObject {
     QVERIFY2(window.exportSvg(svg, &error), qPrintable(error));
     QCOMPARE(svgClusterCount(svg), window.kernelCount());
     QCOMPARE(window.clusterCount(), window.kernelCount());
+
+    // Linking: a click on a fused node selects its kernel everywhere...
+    auto* graph = window.findChild<tsui::GraphPanel*>();
+    auto* view = graph->findChild<tsui::ZoomableView*>();
+    QVERIFY(graph && view);
+    tsui::NodeItem* target = nullptr;
+    for (QGraphicsItem* item : view->scene()->items()) {
+      if (item->type() != tsui::NodeItem::Type) continue;
+      auto* n = static_cast<tsui::NodeItem*>(item);
+      if (n->kernelId() >= 0 && n->kernelId() != window.selectedKernel()) target = n;
+    }
+    QVERIFY(target);
+    view->centerOn(target);
+    QTest::mouseClick(view->viewport(), Qt::LeftButton, {}, view->mapFromScene(target->boundingRect().center()));
+    QCOMPARE(window.selectedKernel(), target->kernelId());
+    QCOMPARE(graph->highlightedKernel(), target->kernelId());
+    // ... and picking a kernel in the list highlights its cluster.
+    auto* list = window.findChild<tsui::KernelListPanel*>();
+    list->selectRow(0);
+    const int first = list->item(0, 0)->data(Qt::UserRole).toInt();
+    QCOMPARE(window.selectedKernel(), first);
+    QCOMPARE(graph->highlightedKernel(), first);
+
+    // Clicking an IR op highlights the source line rendered from it.
+    auto* ir = window.findChild<tsui::CodeView*>("ir");
+    auto* source = window.findChild<tsui::CodeView*>("source");
+    QVERIFY(ir && source && ir->lines() > 1 && source->lines() > 1);
+    int opLine = -1;
+    for (int l = 0; l < ir->lines() && opLine < 0; ++l)
+      if (tsui::irOpIndexOfLine(ir->text(l)) > 0 && ir->text(l).contains("= MUL")) opLine = l;  // not inlined
+    QVERIFY2(opLine >= 0, qPrintable(ir->text()));
+    const int y = static_cast<int>(ir->SendScintilla(QsciScintillaBase::SCI_POINTYFROMPOSITION, 0,
+                                                     ir->positionFromLineIndex(opLine, 0)));
+    QTest::mouseClick(ir->viewport(), Qt::LeftButton, {}, QPoint(60, y + 3));
+    int linked = 0;
+    for (int l = 0; l < source->lines(); ++l) linked += source->markersAtLine(l) != 0;
+    QCOMPARE(linked, 1);
   }
 
   void brokenScriptShowsTheErrorAndTheAppKeepsWorking() {
@@ -196,6 +238,25 @@ class GuiTest : public QObject {
     QVERIFY(window.consoleText().contains("[[ 2.  2.  2.]"));
     QVERIFY(!window.consoleText().contains("boom"));  // cleared on run
     QVERIFY(window.kernelCount() >= 1);
+  }
+
+  void stopInterruptsARunningScript() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("forever.py");
+    QFile file(path);
+    QVERIFY(file.open(QIODevice::WriteOnly));
+    file.write("import time\nprint('started')\nwhile True:\n    time.sleep(0.01)\n");
+    file.close();
+
+    tsui::MainWindow window;
+    window.show();
+    QVERIFY(window.openScript(path));
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(window.consoleText().contains("started"), 20000);
+    QVERIFY(window.isRunning());
+    window.stopScript();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), 10000);
+    QVERIFY2(window.consoleText().contains("stopped"), qPrintable(window.consoleText()));
   }
 };
 

@@ -79,6 +79,7 @@ GraphSpec buildViewGraph(const RunModel& model, bool unionMode, int focusKernelI
     GraphSpec merged = mergeSchedules(schedules, 0, count);
     if (static_cast<int>(merged.nodes.size()) <= kUnionNodeLimit) {
       merged.description = count == 1 ? QString("1 schedule") : QString("all %1 schedules").arg(count);
+      merged.description += QString(" · %1 nodes · %2 kernels").arg(merged.nodes.size()).arg(merged.clusters.size());
       return merged;
     }
     tooLarge = true;
@@ -87,7 +88,11 @@ GraphSpec buildViewGraph(const RunModel& model, bool unionMode, int focusKernelI
   if (s < 0) s = count - 1;
   GraphSpec one = mergeSchedules(schedules, s, s + 1);
   one.schedule = s;
-  one.description = QString("schedule %1 of %2").arg(s + 1).arg(count);
+  one.description = QString("schedule %1 of %2 · %3 nodes · %4 kernels")
+                        .arg(s + 1)
+                        .arg(count)
+                        .arg(one.nodes.size())
+                        .arg(one.clusters.size());
   if (tooLarge)
     one.description += QString(" — all schedules together exceed %1 nodes").arg(kUnionNodeLimit);
   return one;

@@ -7,6 +7,7 @@
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QPainter>
+#include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
 
@@ -103,6 +104,10 @@ GraphPanel::GraphPanel(QWidget* parent)
   busy->hide();
   busyOverlay_ = busy;
   view_->installEventFilter(this);
+  busyDelay_ = new QTimer(this);
+  busyDelay_->setSingleShot(true);
+  busyDelay_->setInterval(250);
+  connect(busyDelay_, &QTimer::timeout, this, [this] { showBusy(true); });
 
   connect(view_, &ZoomableView::clicked, this, &GraphPanel::onClicked);
   connect(fit, &QToolButton::clicked, this, &GraphPanel::fitGraph);
@@ -132,6 +137,7 @@ void GraphPanel::clearGraph(const QString& message) {
   nodes_.clear();
   layout_ = {};
   description_->clear();
+  legend_->hide();
   auto* text = scene_->addSimpleText(message);
   text->setBrush(QColor(0x9a, 0xa0, 0xa6));
   scene_->setSceneRect(text->boundingRect().adjusted(-20, -20, 20, 20));
@@ -142,6 +148,17 @@ void GraphPanel::clearGraph(const QString& message) {
 void GraphPanel::setDescription(const QString& text) { description_->setText(text); }
 
 void GraphPanel::setLayoutBusy(bool busy) {
+  // Most layouts take a few milliseconds; saying "laying out…" only for the slow ones keeps the
+  // header from flickering while a training loop streams schedules.
+  if (busy) {
+    if (!busyDelay_->isActive() && !busyOverlay_->isVisible()) busyDelay_->start();
+    return;
+  }
+  busyDelay_->stop();
+  showBusy(false);
+}
+
+void GraphPanel::showBusy(bool busy) {
   status_->setText(busy ? "laying out…" : QString());
   cancel_->setVisible(busy);
   busyOverlay_->setVisible(busy);
@@ -160,6 +177,7 @@ void GraphPanel::showLayout(const GraphLayout& layout) {
     scene_->setSceneRect(text->boundingRect().adjusted(-20, -20, 20, 20));
     return;
   }
+  legend_->show();
   for (const LaidOutCluster& c : layout.clusters) {
     auto* item = new ClusterItem(c.kernelId, c.label, c.rect, c.labelRect);
     scene_->addItem(item);

@@ -12,6 +12,7 @@
 class QCheckBox;
 class QGraphicsScene;
 class QLabel;
+class QTimer;
 class QToolButton;
 
 namespace tsui {
@@ -38,6 +39,7 @@ class GraphPanel : public QWidget {
   bool leftToRight() const;
   int clusterCount() const { return static_cast<int>(clusters_.size()); }
   int nodeCount() const { return static_cast<int>(nodes_.size()); }
+  int highlightedKernel() const { return highlightedKernel_; }
   const GraphLayout& layout() const { return layout_; }
 
  signals:
@@ -53,6 +55,7 @@ class GraphPanel : public QWidget {
  private:
   void onClicked(const QPointF& scenePos);
   void placeOverlays();
+  void showBusy(bool busy);
 
   ZoomableView* view_;
   QGraphicsScene* scene_;
@@ -63,6 +66,7 @@ class GraphPanel : public QWidget {
   QToolButton* direction_;
   QWidget* legend_;
   QWidget* busyOverlay_;
+  QTimer* busyDelay_;
 
   GraphLayout layout_;
   QHash<int, ClusterItem*> clusters_;  // by kernel id

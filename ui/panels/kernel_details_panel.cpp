@@ -40,6 +40,8 @@ KernelDetailsPanel::KernelDetailsPanel(QWidget* parent)
       ir_(new CodeView),
       source_(new CodeView) {
   source_->setLanguage(CodeView::Language::Cpp);
+  ir_->setObjectName("ir");  // names for tests and style sheets
+  source_->setObjectName("source");
   passCombo_->setToolTip("The kernel's IR after lowering and after each optimization pass");
   rendererCombo_->setToolTip("The renderer (target language) of the generated source");
   linkHint_->setStyleSheet("color: #6b7280;");

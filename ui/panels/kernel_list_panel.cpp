@@ -35,7 +35,7 @@ KernelListPanel::KernelListPanel(const RunModel* model, QWidget* parent) : QTabl
   horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
   horizontalHeader()->setSectionResizeMode(Name, QHeaderView::Stretch);  // names vary most in length
   horizontalHeader()->setMinimumSectionSize(30);
-  setColumnWidth(Id, 32);
+  setColumnWidth(Id, fontMetrics().horizontalAdvance("000000"));  // ids grow over a long session
   setColumnWidth(FusedOps, 64);
   setColumnWidth(OutputShape, 84);
   setColumnWidth(Device, 52);
