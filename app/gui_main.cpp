@@ -78,8 +78,8 @@ int main(int argc, char** argv) {
   parser.addPositionalArgument("script", "Tensor script (.py) to open", "[script.py]");
   QCommandLineOption device("device", "Device to realize on: C or INTERP (default C)", "device", "C");
   QCommandLineOption run("run", "Run the script at startup");
-  QCommandLineOption screenshot("screenshot", "Run, wait for the run and the graph layout, save the window as PNG, quit",
-                                "file.png");
+  QCommandLineOption screenshot("screenshot",
+                                "Run, wait for the run and the graph layout, save the window as PNG, quit", "file.png");
   QCommandLineOption svg("export-svg", "Run, wait for the run and the graph layout, export the graph as SVG, quit",
                          "file.svg");
   QCommandLineOption timeout("timeout", "Longest wait of --screenshot/--export-svg, in seconds (default 120)",
@@ -100,7 +100,8 @@ int main(int argc, char** argv) {
 
   BatchTasks tasks{parser.value(screenshot), parser.value(svg), parser.value(timeout).toInt()};
   if (tasks.timeoutSeconds <= 0) tasks.timeoutSeconds = 120;
-  if (!args.isEmpty() && (parser.isSet(run) || tasks.any())) QTimer::singleShot(0, &window, &tsui::MainWindow::runScript);
+  if (!args.isEmpty() && (parser.isSet(run) || tasks.any()))
+    QTimer::singleShot(0, &window, &tsui::MainWindow::runScript);
   if (tasks.any()) QTimer::singleShot(0, &window, [&window, tasks] { runBatchTasks(&window, tasks); });
   return QApplication::exec();
 }

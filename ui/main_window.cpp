@@ -102,18 +102,24 @@ void MainWindow::buildPanels() {
 void MainWindow::buildActions() {
   QStyle* s = style();
   QMenu* file = menuBar()->addMenu("&File");
-  QAction* newAction = file->addAction(s->standardIcon(QStyle::SP_FileIcon), "&New", QKeySequence::New, this, &MainWindow::newScript);
-  QAction* openAction = file->addAction(s->standardIcon(QStyle::SP_DialogOpenButton), "&Open…", QKeySequence::Open, this, &MainWindow::openDialog);
-  QAction* saveAction = file->addAction(s->standardIcon(QStyle::SP_DialogSaveButton), "&Save", QKeySequence::Save, this, &MainWindow::save);
+  QAction* newAction =
+      file->addAction(s->standardIcon(QStyle::SP_FileIcon), "&New", QKeySequence::New, this, &MainWindow::newScript);
+  QAction* openAction = file->addAction(s->standardIcon(QStyle::SP_DialogOpenButton), "&Open…", QKeySequence::Open,
+                                        this, &MainWindow::openDialog);
+  QAction* saveAction = file->addAction(s->standardIcon(QStyle::SP_DialogSaveButton), "&Save", QKeySequence::Save, this,
+                                        &MainWindow::save);
   file->addAction("Save &As…", QKeySequence::SaveAs, this, &MainWindow::saveAs);
   file->addSeparator();
-  exportAction_ = file->addAction("&Export Graph as SVG…", QKeySequence(Qt::CTRL | Qt::Key_E), this, &MainWindow::exportSvgDialog);
+  exportAction_ =
+      file->addAction("&Export Graph as SVG…", QKeySequence(Qt::CTRL | Qt::Key_E), this, &MainWindow::exportSvgDialog);
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
 
   QMenu* run = menuBar()->addMenu("&Run");
-  runAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaPlay), "&Run", QKeySequence(Qt::Key_F5), this, &MainWindow::runScript);
-  stopAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaStop), "&Stop", QKeySequence(Qt::SHIFT | Qt::Key_F5), this, &MainWindow::stopScript);
+  runAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaPlay), "&Run", QKeySequence(Qt::Key_F5), this,
+                              &MainWindow::runScript);
+  stopAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaStop), "&Stop", QKeySequence(Qt::SHIFT | Qt::Key_F5),
+                               this, &MainWindow::stopScript);
 
   QMenu* view = menuBar()->addMenu("&View");
   view->addAction("&Fit Graph", QKeySequence(Qt::CTRL | Qt::Key_0), graph_, &GraphPanel::fitGraph);
@@ -211,7 +217,8 @@ void MainWindow::onRunFinished(const ScriptOutcome& outcome) {
   bridge_->deliverPending();  // the run's last events, so that the summary below counts them
   lastRunOk_ = outcome.ok;
   const int kernels = static_cast<int>(model_->kernelIds().size());
-  const QString summary = QString("%1 kernel%2, %3 s").arg(kernels).arg(kernels == 1 ? "" : "s").arg(outcome.seconds, 0, 'f', 2);
+  const QString summary =
+      QString("%1 kernel%2, %3 s").arg(kernels).arg(kernels == 1 ? "" : "s").arg(outcome.seconds, 0, 'f', 2);
   if (outcome.ok) {
     console_->append("✓ finished: " + summary, ConsolePanel::Stream::Info);
     runStatus_->setText("Finished: " + summary);
@@ -320,7 +327,8 @@ bool MainWindow::save() {
 }
 
 bool MainWindow::saveAs() {
-  const QString path = QFileDialog::getSaveFileName(this, "Save script as", editor_->filePath(), "Python scripts (*.py)");
+  const QString path =
+      QFileDialog::getSaveFileName(this, "Save script as", editor_->filePath(), "Python scripts (*.py)");
   if (path.isEmpty()) return false;
   editor_->setFilePath(path);
   return save();
@@ -330,7 +338,8 @@ bool MainWindow::maybeSave() {
   if (!editor_->isModified()) return true;
   const auto answer = QMessageBox::question(
       this, "Unsaved changes",
-      QString("Save the changes to %1?").arg(editor_->filePath().isEmpty() ? "the new script" : QFileInfo(editor_->filePath()).fileName()),
+      QString("Save the changes to %1?")
+          .arg(editor_->filePath().isEmpty() ? "the new script" : QFileInfo(editor_->filePath()).fileName()),
       QMessageBox::Save | QMessageBox::Discard | QMessageBox::Cancel, QMessageBox::Save);
   if (answer == QMessageBox::Save) return save();
   return answer == QMessageBox::Discard;

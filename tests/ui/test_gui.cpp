@@ -14,9 +14,9 @@
 #include "panels/graph_scene_items.h"
 #include "panels/kernel_list_panel.h"
 #include "panels/script_editor.h"
+#include "runner.h"
 #include "widgets/code_view.h"
 #include "widgets/zoomable_view.h"
-#include "runner.h"
 
 namespace {
 
@@ -206,8 +206,8 @@ class GuiTest : public QObject {
     for (int l = 0; l < ir->lines() && opLine < 0; ++l)
       if (tsui::irOpIndexOfLine(ir->text(l)) > 0 && ir->text(l).contains("= MUL")) opLine = l;  // not inlined
     QVERIFY2(opLine >= 0, qPrintable(ir->text()));
-    const int y = static_cast<int>(ir->SendScintilla(QsciScintillaBase::SCI_POINTYFROMPOSITION, 0,
-                                                     ir->positionFromLineIndex(opLine, 0)));
+    const int y = static_cast<int>(
+        ir->SendScintilla(QsciScintillaBase::SCI_POINTYFROMPOSITION, 0, ir->positionFromLineIndex(opLine, 0)));
     QTest::mouseClick(ir->viewport(), Qt::LeftButton, {}, QPoint(60, y + 3));
     int linked = 0;
     for (int l = 0; l < source->lines(); ++l) linked += source->markersAtLine(l) != 0;

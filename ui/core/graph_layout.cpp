@@ -74,8 +74,8 @@ void readClusters(Agraph_t* g, const Flip& flip, std::vector<LaidOutCluster>& ou
     if (textlabel_t* label = GD_label(sg)) {
       c.label = QString::fromUtf8(label->text);
       const QPointF centre = flip(label->pos);
-      c.labelRect = QRectF(centre.x() - label->dimen.x / 2, centre.y() - label->dimen.y / 2, label->dimen.x,
-                           label->dimen.y);
+      c.labelRect =
+          QRectF(centre.x() - label->dimen.x / 2, centre.y() - label->dimen.y / 2, label->dimen.x, label->dimen.y);
     }
     out.push_back(c);
     readClusters(sg, flip, out);

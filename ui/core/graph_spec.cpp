@@ -93,7 +93,7 @@ GraphSpec buildViewGraph(const RunModel& model, bool unionMode, int focusKernelI
                         .arg(count)
                         .arg(one.nodes.size())
                         .arg(one.clusters.size());
-  if (tooLarge)
+  if (tooLarge && count > 1)
     one.description += QString(" — all schedules together exceed %1 nodes").arg(kUnionNodeLimit);
   return one;
 }
@@ -111,8 +111,8 @@ QByteArray nodeStatement(const GraphSpecNode& n) {
   if (!n.info.arg.empty()) tooltip += " " + QString::fromStdString(n.info.arg);
   tooltip += QString(" %1 %2").arg(shapeText(n.info.shape), QString::fromStdString(n.info.dtype));
   return "    " + quoted(n.key) + " [label=" + quoted(n.label) + ", fillcolor=\"" +
-         opClassColor(QString::fromStdString(n.info.op_class)).name().toLatin1() + "\", tooltip=" +
-         quoted(tooltip) + ", id=" + quoted(n.key) + "];\n";
+         opClassColor(QString::fromStdString(n.info.op_class)).name().toLatin1() + "\", tooltip=" + quoted(tooltip) +
+         ", id=" + quoted(n.key) + "];\n";
 }
 
 }  // namespace
@@ -121,16 +121,16 @@ QByteArray toDot(const GraphSpec& spec) {
   QByteArray dot = "digraph tensorscope {\n";
   dot += QByteArray("  graph [rankdir=") + (spec.leftToRight ? "LR" : "TB") +
          ", nodesep=0.2, ranksep=0.3, fontname=\"Helvetica\", fontsize=10];\n";
-  dot += "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10, "
-         "margin=\"0.10,0.04\", height=0.32, penwidth=0.8, color=\"#4a4a4a\"];\n";
+  dot +=
+      "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10, "
+      "margin=\"0.10,0.04\", height=0.32, penwidth=0.8, color=\"#4a4a4a\"];\n";
   dot += "  edge [arrowsize=0.6, penwidth=0.9, color=\"#606060\"];\n";
   // Measured: dot's network simplex dominates beyond ~1500 nodes; capping it keeps 10k nodes at
   // seconds instead of minutes, with slightly less straight edges.
   if (spec.nodes.size() > 1500) dot += "  graph [nslimit=0.02, mclimit=0.5];\n";
 
   QHash<int, QList<int>> members;  // kernel id -> node indices
-  for (int i = 0; i < static_cast<int>(spec.nodes.size()); ++i)
-    members[spec.nodes[i].kernelId].append(i);
+  for (int i = 0; i < static_cast<int>(spec.nodes.size()); ++i) members[spec.nodes[i].kernelId].append(i);
 
   for (const GraphSpecCluster& c : spec.clusters) {
     dot += QString("  subgraph cluster_k%1 {\n").arg(c.kernelId).toUtf8();

@@ -41,8 +41,8 @@ void LayoutScheduler::startJob() {
   (void)QtConcurrent::run(&pool_, [this, spec, generation] {
     if (generation != generation_) return;  // a newer graph arrived while this one waited
     GraphLayout layout = layoutGraph(spec);
-    QMetaObject::invokeMethod(this, [this, generation, layout] { deliver(generation, layout); },
-                              Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        this, [this, generation, layout] { deliver(generation, layout); }, Qt::QueuedConnection);
   });
 }
 

@@ -4,8 +4,8 @@
 // thread). Panels read it; they never keep engine objects themselves. Kernel ids are session-wide,
 // so they keep growing from run to run; the model maps them to rows in launch order.
 #pragma once
-#include <QObject>
 #include <QHash>
+#include <QObject>
 #include <optional>
 #include <vector>
 

@@ -2,7 +2,6 @@
 
 #include <QMetaObject>
 #include <QMutexLocker>
-
 #include <QThreadPool>
 
 #include "core/python_thread.h"
@@ -28,24 +27,29 @@ bool ScriptController::start(const QString& path, const QString& source, const Q
   if (running_) return false;
   running_ = true;
   Q_EMIT started();
-  QMetaObject::invokeMethod(threadContext_, [this, path, source, device] {
-    QElapsedTimer clock;
-    clock.start();
-    const PythonThreadScope python;
-    ts::ScriptResult r = ts::ScriptRunner::run(
-        path.toStdString(), source.toStdString(), device.toStdString(),
-        [this](bool isStderr, std::string_view text) {
-          appendOutput(isStderr, QString::fromUtf8(text.data(), static_cast<qsizetype>(text.size())));
-        });
-    ScriptOutcome outcome{r.ok, QString::fromStdString(r.error), QString::fromStdString(r.traceback),
-                          r.error_line, clock.elapsed() / 1000.0};
-    QMetaObject::invokeMethod(this, [this, outcome] {
-      flushOutput();  // every byte the script wrote is shown before its end is reported
-      running_ = false;
-      Q_EMIT finished(outcome);
-    }, Qt::QueuedConnection);
-  }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      threadContext_, [this, path, source, device] { runOnScriptThread(path, source, device); }, Qt::QueuedConnection);
   return true;
+}
+
+void ScriptController::runOnScriptThread(const QString& path, const QString& source, const QString& device) {
+  QElapsedTimer clock;
+  clock.start();
+  const PythonThreadScope python;
+  const ts::ScriptResult r = ts::ScriptRunner::run(
+      path.toStdString(), source.toStdString(), device.toStdString(), [this](bool isStderr, std::string_view text) {
+        appendOutput(isStderr, QString::fromUtf8(text.data(), qsizetype(text.size())));
+      });
+  const ScriptOutcome outcome{r.ok, QString::fromStdString(r.error), QString::fromStdString(r.traceback), r.error_line,
+                              clock.elapsed() / 1000.0};
+  QMetaObject::invokeMethod(
+      this,
+      [this, outcome] {
+        flushOutput();  // every byte the script wrote is shown before its end is reported
+        running_ = false;
+        Q_EMIT finished(outcome);
+      },
+      Qt::QueuedConnection);
 }
 
 void ScriptController::stop() {
@@ -62,7 +66,8 @@ void ScriptController::appendOutput(bool isStderr, QString text) {
     pendingOutput_.emplace_back(isStderr, std::move(text));
   if (flushScheduled_) return;
   flushScheduled_ = true;
-  QMetaObject::invokeMethod(this, [this] { flushOutput(); }, Qt::QueuedConnection);
+  QMetaObject::invokeMethod(
+      this, [this] { flushOutput(); }, Qt::QueuedConnection);
 }
 
 void ScriptController::flushOutput() {

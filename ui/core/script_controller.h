@@ -41,6 +41,7 @@ class ScriptController : public QObject {
   void finished(const tsui::ScriptOutcome& outcome);
 
  private:
+  void runOnScriptThread(const QString& path, const QString& source, const QString& device);
   void appendOutput(bool isStderr, QString text);  // script thread
   void flushOutput();                              // GUI thread
 

@@ -19,7 +19,9 @@ ConsolePanel::ConsolePanel(QWidget* parent) : QPlainTextEdit(parent) {
 void ConsolePanel::append(const QString& text, Stream stream) {
   QTextCharFormat format;
   switch (stream) {
-    case Stream::Stdout: format.setForeground(palette().text()); break;
+    case Stream::Stdout:
+      format.setForeground(palette().text());
+      break;
     case Stream::Stderr:
       format.setForeground(QColor(0xc6, 0x28, 0x28));
       stderrText_ += text;

@@ -21,8 +21,9 @@ namespace {
 QWidget* makeLegend(QWidget* parent) {
   auto* legend = new QFrame(parent);
   legend->setObjectName("legend");
-  legend->setStyleSheet("#legend { background: rgba(255,255,255,225); border: 1px solid #d0d4d9; border-radius: 4px; }"
-                        "QLabel { font-size: 11px; color: #333; }");
+  legend->setStyleSheet(
+      "#legend { background: rgba(255,255,255,225); border: 1px solid #d0d4d9; border-radius: 4px; }"
+      "QLabel { font-size: 11px; color: #333; }");
   auto* layout = new QHBoxLayout(legend);
   layout->setContentsMargins(8, 4, 8, 4);
   layout->setSpacing(10);
@@ -98,8 +99,9 @@ GraphPanel::GraphPanel(QWidget* parent)
 
   legend_ = makeLegend(view_);
   auto* busy = new QLabel("laying out…", view_);
-  busy->setStyleSheet("background: rgba(255,247,230,235); color: #92400e; border: 1px solid #f5c27a; "
-                      "border-radius: 4px; padding: 4px 10px; font-weight: 600;");
+  busy->setStyleSheet(
+      "background: rgba(255,247,230,235); color: #92400e; border: 1px solid #f5c27a; "
+      "border-radius: 4px; padding: 4px 10px; font-weight: 600;");
   busy->adjustSize();
   busy->hide();
   busyOverlay_ = busy;

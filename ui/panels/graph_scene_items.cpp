@@ -2,6 +2,7 @@
 
 #include <QPainter>
 #include <QPainterPathStroker>
+#include <QStyleOptionGraphicsItem>
 
 #include "core/graph_spec.h"
 #include "core/op_palette.h"
@@ -43,12 +44,14 @@ void NodeItem::setHighlighted(bool on) {
 
 QRectF NodeItem::boundingRect() const { return rect_.adjusted(-3, -3, 3, 3); }
 
-void NodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
+void NodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) {
   painter->setRenderHint(QPainter::Antialiasing);
   QPen pen(highlighted_ ? selectionColor() : QColor(0x4a, 0x4a, 0x4a), highlighted_ ? 2.5 : (hovered_ ? 1.6 : 0.8));
   painter->setPen(pen);
   painter->setBrush(hovered_ ? fill_.lighter(108) : fill_);
   painter->drawRoundedRect(rect_, 4, 4);
+  // Below ~3-pixel letters text is noise, and shaping it is what makes big graphs slow to pan.
+  if (option->levelOfDetailFromTransform(painter->worldTransform()) < 0.35) return;
   painter->setPen(Qt::black);
   const QRectF top(rect_.left(), rect_.top() + 1, rect_.width(), rect_.height() / 2);
   const QRectF bottom(rect_.left(), rect_.center().y() - 1, rect_.width(), rect_.height() / 2);
@@ -117,9 +120,9 @@ void ClusterItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWid
   painter->setPen(highlighted_ ? selectionColor().darker(130) : QColor(0x44, 0x50, 0x5c));
   // dot reserved room for the label at the top; draw it left-aligned there (labeljust=l). Its box
   // is as tall as dot's font, so descenders (the '_' of kernel names) must not be clipped.
-  const QRectF labelBox = labelRect_.isEmpty() ? QRectF(rect_.left() + 6, rect_.top() + 2, rect_.width() - 12, 14)
-                                               : QRectF(rect_.left() + 6, labelRect_.top(), rect_.width() - 12,
-                                                        labelRect_.height());
+  const QRectF labelBox = labelRect_.isEmpty()
+                              ? QRectF(rect_.left() + 6, rect_.top() + 2, rect_.width() - 12, 14)
+                              : QRectF(rect_.left() + 6, labelRect_.top(), rect_.width() - 12, labelRect_.height());
   painter->drawText(labelBox, Qt::AlignLeft | Qt::AlignVCenter | Qt::TextDontClip, label_);
 }
 

@@ -107,8 +107,8 @@ void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts:
   const QSignalBlocker b1(passCombo_), b2(rendererCombo_);
   for (int i = 0; i < static_cast<int>(run_.ir.size()); ++i) {
     const bool unchanged = i > 0 && run_.ir[i].ir == run_.ir[i - 1].ir;
-    passCombo_->addItem(QString("%1 · %2%3").arg(i).arg(QString::fromStdString(run_.ir[i].pass),
-                                                         unchanged ? "  (no change)" : ""));
+    passCombo_->addItem(
+        QString("%1 · %2%3").arg(i).arg(QString::fromStdString(run_.ir[i].pass), unchanged ? "  (no change)" : ""));
   }
   int preferred = 0;
   for (int i = 0; i < static_cast<int>(run_.sources.size()); ++i) {

@@ -60,7 +60,8 @@ int KernelListPanel::rowFor(int kernelId) {
   auto* id = cell(QString::number(kernelId), kNumber);
   id->setData(Qt::UserRole, kernelId);
   setItem(row, Id, id);
-  for (int c = Name; c < ColumnCount; ++c) setItem(row, c, cell("", c == Time || c == FusedOps ? kNumber : Qt::AlignLeft | Qt::AlignVCenter));
+  for (int c = Name; c < ColumnCount; ++c)
+    setItem(row, c, cell("", c == Time || c == FusedOps ? kNumber : Qt::AlignLeft | Qt::AlignVCenter));
   item(row, Name)->setFont(CodeView::codeFont());
   rowOfKernel_.insert(kernelId, row);
   return row;
@@ -96,9 +97,8 @@ void KernelListPanel::updateKernelRun(int kernelId) {
   if (item(row, Name)->text().isEmpty()) item(row, Name)->setText(QString::fromStdString(run->name));
   item(row, Device)->setText(QString::fromStdString(run->device));
   item(row, Time)->setText(QString::number(run->time_ms, 'f', 3));
-  item(row, Time)->setToolTip(run->compile_cache_hit
-                                  ? QString("compiled program taken from the cache")
-                                  : QString("compile: %1 ms").arg(run->compile_ms, 0, 'f', 1));
+  item(row, Time)->setToolTip(run->compile_cache_hit ? QString("compiled program taken from the cache")
+                                                     : QString("compile: %1 ms").arg(run->compile_ms, 0, 'f', 1));
 }
 
 void KernelListPanel::selectKernel(int kernelId) {

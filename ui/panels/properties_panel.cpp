@@ -1,5 +1,7 @@
 #include "panels/properties_panel.h"
 
+#include <QMap>
+
 #include "core/op_palette.h"
 #include "core/run_model.h"
 
@@ -19,6 +21,20 @@ QString row(const QString& name, const QString& value) {
 
 QString mono(const QString& text) { return QString("<code>%1</code>").arg(text); }
 
+// The chain of fused ops, or for a long chain how many of each op (a 2000-op chain is unreadable).
+QString fusedOpsText(const std::vector<std::string>& ops) {
+  constexpr size_t kChainMax = 16;
+  QStringList parts;
+  if (ops.size() <= kChainMax) {
+    for (const std::string& op : ops) parts << esc(op);
+    return parts.join(" → ");
+  }
+  QMap<QString, int> counts;
+  for (const std::string& op : ops) ++counts[esc(op)];
+  for (auto it = counts.begin(); it != counts.end(); ++it) parts << QString("%1 ×%2").arg(it.key()).arg(it.value());
+  return parts.join(", ");
+}
+
 QString bufferRow(const ts::BufferInfo& b) {
   return row(QString("%%1").arg(b.node_uid), mono(shapeText(b.shape) + " " + esc(b.dtype)));
 }
@@ -31,8 +47,9 @@ PropertiesPanel::PropertiesPanel(const RunModel* model, QWidget* parent) : QText
 }
 
 void PropertiesPanel::clearSelection() {
-  setHtml("<p style='color:#6b7280'>Click a node or a kernel in the graph, or a kernel in the list, "
-          "to see its properties.</p>");
+  setHtml(
+      "<p style='color:#6b7280'>Click a node or a kernel in the graph, or a kernel in the list, "
+      "to see its properties.</p>");
 }
 
 QString PropertiesPanel::nodeSummary(uint64_t uid) const {
@@ -51,13 +68,12 @@ void PropertiesPanel::showKernel(int kernelId) {
   html += row("device", esc(run ? run->device : k->device));
   if (run) {
     html += row("time", QString("%1 ms").arg(run->time_ms, 0, 'f', 3));
-    html += row("compile", run->compile_cache_hit ? QString("cached") : QString("%1 ms").arg(run->compile_ms, 0, 'f', 1));
+    html +=
+        row("compile", run->compile_cache_hit ? QString("cached") : QString("%1 ms").arg(run->compile_ms, 0, 'f', 1));
   }
   html += "</table>";
   if (k) {
-    QStringList ops;
-    for (const std::string& op : k->ops) ops << esc(op);
-    html += section(QString("Fused ops (%1)").arg(k->ops.size())) + mono(ops.join(" → "));
+    html += section(QString("Fused ops (%1)").arg(k->ops.size())) + mono(fusedOpsText(k->ops));
     html += section("Inputs") + "<table>";
     for (const ts::BufferInfo& b : k->inputs) html += bufferRow(b);
     html += "</table>" + section("Outputs") + "<table>";

@@ -2,6 +2,7 @@
 
 #include <Qsci/qscilexerpython.h>
 #include <Qsci/qscistyle.h>
+
 #include <QFile>
 #include <QSaveFile>
 

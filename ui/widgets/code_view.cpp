@@ -1,6 +1,7 @@
 #include "widgets/code_view.h"
 
 #include <Qsci/qscilexercpp.h>
+
 #include <QFontDatabase>
 #include <QMouseEvent>
 

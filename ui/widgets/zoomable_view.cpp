@@ -16,11 +16,18 @@ ZoomableView::ZoomableView(QWidget* parent) : QGraphicsView(parent) {
   setBackgroundBrush(Qt::white);
 }
 
-void ZoomableView::fitAll(double maxScale) {
+void ZoomableView::fitAll(double maxScale, double minScale) {
   if (!scene() || scene()->itemsBoundingRect().isEmpty()) return;
   fitInView(sceneRect(), Qt::KeepAspectRatio);
-  if (transform().m11() > maxScale) setTransform(QTransform::fromScale(maxScale, maxScale));
-  centerOn(sceneRect().center());
+  const double fitted = transform().m11();
+  if (fitted > maxScale) setTransform(QTransform::fromScale(maxScale, maxScale));
+  if (fitted < minScale) {
+    setTransform(QTransform::fromScale(minScale, minScale));
+    horizontalScrollBar()->setValue(horizontalScrollBar()->minimum());
+    verticalScrollBar()->setValue(verticalScrollBar()->minimum());
+  } else {
+    centerOn(sceneRect().center());
+  }
   userNavigated_ = false;
 }
 

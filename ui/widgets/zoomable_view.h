@@ -11,8 +11,10 @@ class ZoomableView : public QGraphicsView {
   explicit ZoomableView(QWidget* parent = nullptr);
 
   // Fits the whole scene, never magnifying beyond `maxScale` (a 3-node graph should not fill a
-  // 4K screen with 80-pixel letters).
-  void fitAll(double maxScale = 1.5);
+  // 4K screen with 80-pixel letters) nor shrinking below `minScale` (a 2000-node chain fitted
+  // into a window is a hairline); a scene that does not fit is shown from its top-left corner,
+  // where the graph's inputs are.
+  void fitAll(double maxScale = 1.5, double minScale = 0.3);
   void zoomBy(double factor);
   // True once the user zoomed or panned since the last fitAll().
   bool userNavigated() const { return userNavigated_; }
