@@ -196,7 +196,7 @@ def safe_save(tensors: dict[str, Tensor], path: str, metadata: Optional[dict[str
         if t.dtype not in _INVERSE_SAFE_DTYPES:
             raise TypeError(f"safe_save: '{name}' has dtype {t.dtype}, which safetensors cannot store")
         code = _INVERSE_SAFE_DTYPES[t.dtype]
-        arr = np.ascontiguousarray(t.numpy(), dtype=_NUMPY_OF[code])
+        arr = np.array(t.numpy(), dtype=_NUMPY_OF[code], order="C")  # (ascontiguousarray would make 0-d 1-d)
         header[name] = {"dtype": code, "shape": list(t.shape), "data_offsets": [offset, offset + arr.nbytes]}
         arrays.append(arr)
         offset += arr.nbytes
@@ -279,8 +279,8 @@ def safe_load(path: str, device: Optional[str] = None) -> dict[str, Tensor]:
         arr = arr.reshape(shape)
         if code in _LOAD_CONVERT:
             arr = _to_int32(name, arr) if _LOAD_CONVERT[code] is np.int32 else arr.astype(np.float32)
-        # Tensor copies the bytes into an engine buffer; .copy() also drops the read-only flag.
-        out[name] = Tensor(np.ascontiguousarray(arr).copy(), device=device,
+        # a writable C-ordered copy (frombuffer's array is read-only); keeps 0-d arrays 0-d
+        out[name] = Tensor(np.array(arr, order="C"), device=device,
                            dtype=_SAFE_DTYPES.get(code, dtypes.float32 if arr.dtype.kind == "f" else dtypes.int32))
     return out
 
