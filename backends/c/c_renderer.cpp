@@ -43,7 +43,7 @@ SourceListing CRenderer::render(const ir::Kernel& k) const {
     if (k.insts[i].op != ir::Op::Range) continue;
     if (!k.insts[i].arg) break;
     std::string var = "ridx" + std::to_string(i);
-    std::string bound = literal(k.insts[k.insts[i].src[0]].value, DType::Int32);
+    std::string bound = std::to_string(static_cast<int64_t>(k.insts[k.insts[i].src[0]].value));
     std::string from = var + " = 0; " + var + " < " + bound + ";";
     std::string to = var + " = TS_LO(" + bound + "); " + var + " < TS_HI(" + bound + ");";
     size_t pos = out.code.find(from);
