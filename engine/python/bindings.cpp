@@ -86,23 +86,18 @@ PYBIND11_MODULE(_C, m) {
       .def("sub", py::overload_cast<const Tensor&>(&Tensor::sub, py::const_))
       .def("mul", py::overload_cast<const Tensor&>(&Tensor::mul, py::const_))
       .def("div", py::overload_cast<const Tensor&>(&Tensor::div, py::const_))
+      .def("div_mode", py::overload_cast<const Tensor&, const std::string&>(&Tensor::div, py::const_))
+      .def("mod", &Tensor::mod)
+      .def("fmod", &Tensor::fmod)
       .def("maximum", &Tensor::maximum)
       .def("minimum", &Tensor::minimum)
       .def("pow", &Tensor::pow)
-      .def("neg", &Tensor::neg)
-      .def("exp", &Tensor::exp)
-      .def("exp2", &Tensor::exp2)
-      .def("log", &Tensor::log)
-      .def("log2", &Tensor::log2)
-      .def("sin", &Tensor::sin)
-      .def("cos", &Tensor::cos)
-      .def("sqrt", &Tensor::sqrt)
-      .def("reciprocal", &Tensor::reciprocal)
-      .def("relu", &Tensor::relu)
-      .def("sigmoid", &Tensor::sigmoid)
-      .def("tanh", &Tensor::tanh)
-      .def("abs", &Tensor::abs)
-      .def("square", &Tensor::square)
+      .def("copysign", &Tensor::copysign)
+      .def("logaddexp", &Tensor::logaddexp)
+      .def("lerp", &Tensor::lerp)
+      .def("clip", [](const Tensor& t, std::optional<Tensor> lo, std::optional<Tensor> hi) {
+        return t.clip(lo ? &*lo : nullptr, hi ? &*hi : nullptr);
+      })
       .def("lt", &Tensor::lt)
       .def("gt", &Tensor::gt)
       .def("le", &Tensor::le)
@@ -110,30 +105,142 @@ PYBIND11_MODULE(_C, m) {
       .def("eq", &Tensor::eq)
       .def("ne", &Tensor::ne)
       .def("logical_not", &Tensor::logical_not)
+      .def("logical_and", &Tensor::logical_and)
+      .def("logical_or", &Tensor::logical_or)
+      .def("logical_xor", &Tensor::logical_xor)
+      .def("isnan", &Tensor::isnan)
+      .def("isinf", &Tensor::isinf)
+      .def("isfinite", &Tensor::isfinite)
+      .def("isclose", &Tensor::isclose)
       .def("where", &Tensor::where)
+      .def("masked_fill", &Tensor::masked_fill)
       .def("cast", [](const Tensor& t, const std::string& dt) { return t.cast(ts::dtype_from_name(dt)); })
       .def("scalar_like", &Tensor::scalar_like)
+      // unary math and activations: no arguments
+#define TS_UNARY(name) .def(#name, &Tensor::name)
+      TS_UNARY(neg) TS_UNARY(exp) TS_UNARY(exp2) TS_UNARY(log) TS_UNARY(log2) TS_UNARY(log10) TS_UNARY(sin) TS_UNARY(cos)
+      TS_UNARY(tan) TS_UNARY(asin) TS_UNARY(acos) TS_UNARY(atan) TS_UNARY(sinh) TS_UNARY(cosh) TS_UNARY(asinh) TS_UNARY(acosh)
+      TS_UNARY(atanh) TS_UNARY(sqrt) TS_UNARY(rsqrt) TS_UNARY(reciprocal) TS_UNARY(relu) TS_UNARY(sigmoid) TS_UNARY(tanh)
+      TS_UNARY(abs) TS_UNARY(square) TS_UNARY(sign) TS_UNARY(erf) TS_UNARY(trunc) TS_UNARY(floor) TS_UNARY(ceil) TS_UNARY(round)
+      TS_UNARY(relu6) TS_UNARY(logsigmoid) TS_UNARY(hardsigmoid) TS_UNARY(hardswish) TS_UNARY(silu) TS_UNARY(mish)
+      TS_UNARY(softsign) TS_UNARY(quick_gelu) TS_UNARY(selu) TS_UNARY(contiguous) TS_UNARY(diag)
+#undef TS_UNARY
+      .def("hardtanh", &Tensor::hardtanh)
+      .def("leaky_relu", &Tensor::leaky_relu)
+      .def("elu", &Tensor::elu)
+      .def("celu", &Tensor::celu)
+      .def("gelu", &Tensor::gelu)
+      .def("softplus", &Tensor::softplus)
       .def("sum", &Tensor::sum)
+      .def("prod", &Tensor::prod)
       .def("max", &Tensor::max)
       .def("min", &Tensor::min)
       .def("mean", &Tensor::mean)
+      .def("var", &Tensor::var)
+      .def("std", &Tensor::std)
+      .def("var_mean", &Tensor::var_mean)
+      .def("std_mean", &Tensor::std_mean)
       .def("softmax", &Tensor::softmax)
       .def("log_softmax", &Tensor::log_softmax)
+      .def("softmin", &Tensor::softmin)
       .def("logsumexp", &Tensor::logsumexp)
+      .def("argmax", &Tensor::argmax)
+      .def("argmin", &Tensor::argmin)
+      .def("any", &Tensor::any)
+      .def("all", &Tensor::all)
+      .def("normalize", &Tensor::normalize)
+      .def("cumsum", &Tensor::cumsum)
+      .def("cumprod", &Tensor::cumprod)
+      .def("cummax", &Tensor::cummax)
+      .def("cummin", &Tensor::cummin)
+      .def("logcumsumexp", &Tensor::logcumsumexp)
+      .def("sort", &Tensor::sort)
+      .def("argsort", &Tensor::argsort)
+      .def("topk", &Tensor::topk)
       .def("reshape", &Tensor::reshape)
       .def("permute", &Tensor::permute)
       .def("transpose", &Tensor::transpose)
       .def("expand", &Tensor::expand)
-      .def("pad", &Tensor::pad)
+      .def("pad", py::overload_cast<const std::vector<std::pair<int64_t, int64_t>>&, const std::string&, double>(&Tensor::pad, py::const_))
       .def("shrink", &Tensor::shrink)
       .def("flip", &Tensor::flip)
       .def("flatten", &Tensor::flatten)
+      .def("unflatten", &Tensor::unflatten)
       .def("unsqueeze", &Tensor::unsqueeze)
       .def("squeeze", &Tensor::squeeze)
-      .def("contiguous", &Tensor::contiguous)
-      .def("matmul", &Tensor::matmul)
+      .def_static("cat", &Tensor::cat_all)
+      .def_static("stack", &Tensor::stack)
+      .def("repeat", &Tensor::repeat)
+      .def("repeat_interleave", &Tensor::repeat_interleave)
+      .def("roll", &Tensor::roll)
+      .def("split", py::overload_cast<const std::vector<int64_t>&, int64_t>(&Tensor::split, py::const_))
+      .def("chunk", &Tensor::chunk)
+      .def("tril", &Tensor::tril)
+      .def("triu", &Tensor::triu)
+      .def("diagonal", &Tensor::diagonal)
+      .def("unfold", &Tensor::unfold)
+      .def_static("meshgrid", &Tensor::meshgrid)
+      .def("getitem", [](const Tensor& t, const py::list& items) {
+        std::vector<Tensor::Index> idx;
+        for (py::handle h : items) {
+          Tensor::Index ix;
+          if (h.is_none()) {
+            ix.kind = Tensor::Index::NewAxis;
+          } else if (h.is(py::ellipsis())) {
+            ix.kind = Tensor::Index::Ellipsis;
+          } else if (py::isinstance<py::slice>(h)) {
+            ix.kind = Tensor::Index::Slice;
+            auto part = [&](const char* name) -> std::optional<int64_t> {
+              py::object v = h.attr(name);
+              return v.is_none() ? std::nullopt : std::optional<int64_t>(v.cast<int64_t>());
+            };
+            ix.start = part("start");
+            ix.stop = part("stop");
+            ix.step = part("step");
+          } else if (py::isinstance<Tensor>(h)) {
+            ix.kind = Tensor::Index::Tensor_;
+            ix.tensor = h.cast<Tensor>().impl();
+          } else {
+            ix.kind = Tensor::Index::Int;
+            ix.i = h.cast<int64_t>();
+          }
+          idx.push_back(ix);
+        }
+        return t.getitem(idx);
+      })
+      .def("gather", &Tensor::gather)
+      .def("scatter", &Tensor::scatter)
+      .def("scatter_reduce", &Tensor::scatter_reduce)
       .def("one_hot", &Tensor::one_hot)
+      .def("matmul", &Tensor::matmul)
+      .def_static("einsum", &Tensor::einsum)
+      .def("conv2d", [](const Tensor& x, const Tensor& w, std::optional<Tensor> b, int64_t groups, std::vector<int64_t> stride,
+                        std::vector<int64_t> dilation, std::vector<int64_t> padding) {
+        return x.conv2d(w, b ? &*b : nullptr, groups, stride, dilation, padding);
+      })
+      .def("conv_transpose2d", [](const Tensor& x, const Tensor& w, std::optional<Tensor> b, int64_t groups, std::vector<int64_t> stride,
+                                  std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> output_padding) {
+        return x.conv_transpose2d(w, b ? &*b : nullptr, groups, stride, dilation, padding, output_padding);
+      })
+      .def("max_pool2d", &Tensor::max_pool2d)
+      .def("max_pool2d_with_indices", &Tensor::max_pool2d_with_indices)
+      .def("avg_pool2d", &Tensor::avg_pool2d)
+      .def("max_unpool2d", &Tensor::max_unpool2d)
+      .def("interpolate", &Tensor::interpolate)
+      .def("layernorm", &Tensor::layernorm)
+      .def("dropout", &Tensor::dropout)
+      .def("scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v, std::optional<Tensor> mask,
+                                              double dropout_p, bool is_causal) {
+        return q.scaled_dot_product_attention(k, v, mask ? &*mask : nullptr, dropout_p, is_causal);
+      })
+      .def("binary_crossentropy", &Tensor::binary_crossentropy)
+      .def("binary_crossentropy_logits", [](const Tensor& x, const Tensor& y, const std::string& reduction, std::optional<Tensor> pw) {
+        return x.binary_crossentropy_logits(y, reduction, pw ? &*pw : nullptr);
+      })
+      .def("cross_entropy", &Tensor::cross_entropy)
       .def("sparse_categorical_crossentropy", &Tensor::sparse_categorical_crossentropy)
+      .def("nll_loss", [](const Tensor& x, const Tensor& y, std::optional<Tensor> w, std::optional<int64_t> ignore_index,
+                          const std::string& reduction) { return x.nll_loss(y, w ? &*w : nullptr, ignore_index, reduction); })
       .def("normalize_axis", &Tensor::normalize_axis);
 
   m.def("kernel_count", &ts::kernel_count);

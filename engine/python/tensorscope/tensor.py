@@ -162,6 +162,24 @@ class Tensor:
     def uniform(*shape, low=0.0, high=1.0, device=None, requires_grad=None) -> "Tensor":
         return Tensor(_C.Tensor.uniform(list(_shape_args(shape)), float(low), float(high), _device(device))).requires_grad_(requires_grad)
 
+    @staticmethod
+    def linspace(start, stop, steps: int, device=None, requires_grad=None) -> "Tensor":
+        """`steps` evenly spaced float32 values from start to stop inclusive (torch.linspace)."""
+        if steps < 0:
+            raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+        values = np.linspace(float(start), float(stop), int(steps), dtype=np.float64).astype(np.float32)
+        return Tensor(values, device=device).requires_grad_(requires_grad)
+
+    @staticmethod
+    def randint(*shape, low=0, high=10, device=None) -> "Tensor":
+        """int32 samples uniform in [low, high) from the seeded generator."""
+        u = Tensor.rand(*shape, device=device)
+        return (u * (high - low)).floor().int() + int(low)
+
+    @staticmethod
+    def empty(*shape, device=None, dtype=None) -> "Tensor":
+        return Tensor.zeros(*shape, device=device, dtype=dtype)
+
     def zeros_like(self, **kw) -> "Tensor":
         return Tensor.zeros(self.shape, device=kw.get("device", self.device), dtype=kw.get("dtype", self.dtype))
 
@@ -277,35 +295,119 @@ class Tensor:
         return self.cast(dtypes.bool)
 
     # ---- elementwise ---------------------------------------------------------------------------
+    # Binary ops broadcast (NumPy rules) and accept a Tensor or a python scalar on either side; they are
+    # also callable as `Tensor.add(a, b)`. ValueError when the shapes do not broadcast.
     def add(self, x) -> "Tensor": return Tensor(self._t.add(_wrap(x, self)._t))
     def sub(self, x) -> "Tensor": return Tensor(self._t.sub(_wrap(x, self)._t))
     def mul(self, x) -> "Tensor": return Tensor(self._t.mul(_wrap(x, self)._t))
-    def div(self, x) -> "Tensor": return Tensor(self._t.div(_wrap(x, self)._t))
-    def pow(self, x) -> "Tensor": return Tensor(self._t.pow(_wrap(x, self)._t))
+
+    def div(self, x, rounding_mode: Optional[str] = None) -> "Tensor":
+        """True division (float result); rounding_mode "trunc" or "floor" rounds the quotient (torch.div)."""
+        if rounding_mode is None:
+            return Tensor(self._t.div(_wrap(x, self)._t))
+        return Tensor(self._t.div_mode(_wrap(x, self)._t, str(rounding_mode)))
+
+    def pow(self, x) -> "Tensor":
+        """torch.pow: negative bases with integral exponents keep their sign; 0**0 = 1."""
+        return Tensor(self._t.pow(_wrap(x, self, exponent=True)._t))
+
+    def mod(self, x) -> "Tensor": return Tensor(self._t.mod(_wrap(x, self)._t))
+    def fmod(self, x) -> "Tensor": return Tensor(self._t.fmod(_wrap(x, self)._t))
     def maximum(self, x) -> "Tensor": return Tensor(self._t.maximum(_wrap(x, self)._t))
     def minimum(self, x) -> "Tensor": return Tensor(self._t.minimum(_wrap(x, self)._t))
+    def copysign(self, x) -> "Tensor": return Tensor(self._t.copysign(_wrap(x, self, exponent=True)._t))
+    def logaddexp(self, x) -> "Tensor": return Tensor(self._t.logaddexp(_wrap(x, self, exponent=True)._t))
+
+    def lerp(self, end, weight) -> "Tensor":
+        """self + weight * (end - self); weight a Tensor or a scalar."""
+        return Tensor(self._t.lerp(_wrap(end, self, exponent=True)._t, _wrap(weight, self, exponent=True)._t))
+
+    def where(self, x, y) -> "Tensor":
+        """Called on a bool condition: `cond.where(a, b)` (tinygrad spelling); branches Tensor or scalar."""
+        ref = x if isinstance(x, Tensor) else y if isinstance(y, Tensor) else None
+        if ref is None:
+            fdt = dtypes.float32 if isinstance(x, float) or isinstance(y, float) else dtypes.int32
+            ref = Tensor(_C.Tensor.scalar(0.0, _C.DType.__members__[fdt], self.device))
+        return Tensor(self._t.where(_wrap(x, ref)._t, _wrap(y, ref)._t))
+
+    def masked_fill(self, mask, value) -> "Tensor":
+        """`value` where the boolean `mask` is true, else self (mask broadcasts)."""
+        return Tensor(self._t.masked_fill(_wrap(mask, self, integer=True)._t, _wrap(value, self)._t))
+
+    def clip(self, min_=None, max_=None) -> "Tensor":
+        """torch.clamp: min(max(x, min_), max_); the gradient passes at the boundaries; min_ > max_ gives max_."""
+        if min_ is None and max_ is None:
+            raise ValueError("clip: at least one of min_ and max_ must be given")
+        return Tensor(self._t.clip(None if min_ is None else _wrap(min_, self)._t, None if max_ is None else _wrap(max_, self)._t))
+
+    clamp = clip
+
     def neg(self) -> "Tensor": return Tensor(self._t.neg())
     def exp(self) -> "Tensor": return Tensor(self._t.exp())
     def exp2(self) -> "Tensor": return Tensor(self._t.exp2())
     def log(self) -> "Tensor": return Tensor(self._t.log())
     def log2(self) -> "Tensor": return Tensor(self._t.log2())
+    def log10(self) -> "Tensor": return Tensor(self._t.log10())
     def sin(self) -> "Tensor": return Tensor(self._t.sin())
     def cos(self) -> "Tensor": return Tensor(self._t.cos())
+    def tan(self) -> "Tensor": return Tensor(self._t.tan())
+    def asin(self) -> "Tensor": return Tensor(self._t.asin())
+    def acos(self) -> "Tensor": return Tensor(self._t.acos())
+    def atan(self) -> "Tensor": return Tensor(self._t.atan())
+    def sinh(self) -> "Tensor": return Tensor(self._t.sinh())
+    def cosh(self) -> "Tensor": return Tensor(self._t.cosh())
+    def asinh(self) -> "Tensor": return Tensor(self._t.asinh())
+    def acosh(self) -> "Tensor": return Tensor(self._t.acosh())
+    def atanh(self) -> "Tensor": return Tensor(self._t.atanh())
     def sqrt(self) -> "Tensor": return Tensor(self._t.sqrt())
-    def rsqrt(self) -> "Tensor": return self.sqrt().reciprocal()
+    def rsqrt(self) -> "Tensor": return Tensor(self._t.rsqrt())
     def reciprocal(self) -> "Tensor": return Tensor(self._t.reciprocal())
-    def relu(self) -> "Tensor": return Tensor(self._t.relu())
-    def sigmoid(self) -> "Tensor": return Tensor(self._t.sigmoid())
-    def tanh(self) -> "Tensor": return Tensor(self._t.tanh())
+    def sign(self) -> "Tensor": return Tensor(self._t.sign())
     def abs(self) -> "Tensor": return Tensor(self._t.abs())
     def square(self) -> "Tensor": return Tensor(self._t.square())
+    def erf(self) -> "Tensor": return Tensor(self._t.erf())
+    def trunc(self) -> "Tensor": return Tensor(self._t.trunc())
+    def floor(self) -> "Tensor": return Tensor(self._t.floor())
+    def ceil(self) -> "Tensor": return Tensor(self._t.ceil())
+    def round(self) -> "Tensor": return Tensor(self._t.round())  # half to even
     def logical_not(self) -> "Tensor": return Tensor(self._t.logical_not())
+    def logical_and(self, x) -> "Tensor": return Tensor(self._t.logical_and(_wrap(x, self)._t))
+    def logical_or(self, x) -> "Tensor": return Tensor(self._t.logical_or(_wrap(x, self)._t))
+    def logical_xor(self, x) -> "Tensor": return Tensor(self._t.logical_xor(_wrap(x, self)._t))
+    def isnan(self) -> "Tensor": return Tensor(self._t.isnan())
+    def isfinite(self) -> "Tensor": return Tensor(self._t.isfinite())
 
-    def where(self, x, y) -> "Tensor":
-        """Called on a bool condition: `cond.where(a, b)` (tinygrad spelling)."""
-        ref = x if isinstance(x, Tensor) else y if isinstance(y, Tensor) else self.float()
-        return Tensor(self._t.where(_wrap(x, ref)._t, _wrap(y, ref)._t))
+    def isinf(self, detect_positive=True, detect_negative=True) -> "Tensor":
+        return Tensor(self._t.isinf(bool(detect_positive), bool(detect_negative)))
 
+    def isclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False) -> "Tensor":
+        return Tensor(self._t.isclose(_wrap(other, self, exponent=True)._t, float(rtol), float(atol), bool(equal_nan)))
+
+    # ---- activations (torch.nn.functional definitions; tinygrad names and defaults) ---------------
+    def relu(self) -> "Tensor": return Tensor(self._t.relu())
+    def relu6(self) -> "Tensor": return Tensor(self._t.relu6())
+    def sigmoid(self) -> "Tensor": return Tensor(self._t.sigmoid())
+    def logsigmoid(self) -> "Tensor": return Tensor(self._t.logsigmoid())
+    def hardsigmoid(self) -> "Tensor": return Tensor(self._t.hardsigmoid())
+    def hardswish(self) -> "Tensor": return Tensor(self._t.hardswish())
+    def silu(self) -> "Tensor": return Tensor(self._t.silu())
+    swish = silu
+    def mish(self) -> "Tensor": return Tensor(self._t.mish())
+    def softsign(self) -> "Tensor": return Tensor(self._t.softsign())
+    def quick_gelu(self) -> "Tensor": return Tensor(self._t.quick_gelu())
+    def tanh(self) -> "Tensor": return Tensor(self._t.tanh())
+    def selu(self) -> "Tensor": return Tensor(self._t.selu())
+    def leaky_relu(self, neg_slope=0.01) -> "Tensor": return Tensor(self._t.leaky_relu(float(neg_slope)))
+    def elu(self, alpha=1.0) -> "Tensor": return Tensor(self._t.elu(float(alpha)))
+    def celu(self, alpha=1.0) -> "Tensor": return Tensor(self._t.celu(float(alpha)))
+    def softplus(self, beta=1.0) -> "Tensor": return Tensor(self._t.softplus(float(beta)))
+    def hardtanh(self, min_val=-1, max_val=1) -> "Tensor": return Tensor(self._t.hardtanh(float(min_val), float(max_val)))
+
+    def gelu(self, approximate: str = "tanh") -> "Tensor":
+        """Default is the tanh approximation (tinygrad); approximate="none" is the exact erf form (torch's default)."""
+        return Tensor(self._t.gelu(str(approximate)))
+
+    # ---- operators -------------------------------------------------------------------------------
     def __add__(self, x): return self.add(x)
     def __radd__(self, x): return _wrap(x, self).add(self)
     def __sub__(self, x): return self.sub(x)
@@ -314,11 +416,20 @@ class Tensor:
     def __rmul__(self, x): return _wrap(x, self).mul(self)
     def __truediv__(self, x): return self.div(x)
     def __rtruediv__(self, x): return _wrap(x, self).div(self)
+    def __floordiv__(self, x): return self.div(x, rounding_mode="floor")
+    def __rfloordiv__(self, x): return _wrap(x, self).div(self, rounding_mode="floor")
+    def __mod__(self, x): return self.mod(x)
+    def __rmod__(self, x): return _wrap(x, self).mod(self)
     def __pow__(self, x): return self.pow(x)
-    def __rpow__(self, x): return _wrap(x, self).pow(self)
+    def __rpow__(self, x): return _wrap(x, self, exponent=True).pow(self)
     def __neg__(self): return self.neg()
+    def __abs__(self): return self.abs()
     def __matmul__(self, x): return self.matmul(x)
     def __rmatmul__(self, x): return _wrap(x, self).matmul(self)
+    def __and__(self, x): return self.logical_and(x)
+    def __or__(self, x): return self.logical_or(x)
+    def __xor__(self, x): return self.logical_xor(x)
+    def __invert__(self): return self.logical_not()
     def __lt__(self, x): return Tensor(self._t.lt(_wrap(x, self)._t))
     def __gt__(self, x): return Tensor(self._t.gt(_wrap(x, self)._t))
     def __le__(self, x): return Tensor(self._t.le(_wrap(x, self)._t))
@@ -326,18 +437,72 @@ class Tensor:
     def __eq__(self, x): return Tensor(self._t.eq(_wrap(x, self)._t))  # type: ignore[override]
     def __ne__(self, x): return Tensor(self._t.ne(_wrap(x, self)._t))  # type: ignore[override]
 
-    # ---- reductions ----------------------------------------------------------------------------
+    # ---- reductions (keyword `axis=`; int, negative int, or tuple; full reductions give 0-d) -------
     def sum(self, axis=None, keepdim=False) -> "Tensor": return Tensor(self._t.sum(_axes(axis), keepdim))
+    def prod(self, axis=None, keepdim=False) -> "Tensor": return Tensor(self._t.prod(_axes(axis), keepdim))
     def max(self, axis=None, keepdim=False) -> "Tensor": return Tensor(self._t.max(_axes(axis), keepdim))
     def min(self, axis=None, keepdim=False) -> "Tensor": return Tensor(self._t.min(_axes(axis), keepdim))
     def mean(self, axis=None, keepdim=False) -> "Tensor": return Tensor(self._t.mean(_axes(axis), keepdim))
+    def var(self, axis=None, keepdim=False, correction=1) -> "Tensor": return Tensor(self._t.var(_axes(axis), keepdim, float(correction)))
+    def std(self, axis=None, keepdim=False, correction=1) -> "Tensor": return Tensor(self._t.std(_axes(axis), keepdim, float(correction)))
+
+    def var_mean(self, axis=None, keepdim=False, correction=1):
+        v, m = self._t.var_mean(_axes(axis), keepdim, float(correction))
+        return Tensor(v), Tensor(m)
+
+    def std_mean(self, axis=None, keepdim=False, correction=1):
+        s, m = self._t.std_mean(_axes(axis), keepdim, float(correction))
+        return Tensor(s), Tensor(m)
+
     def softmax(self, axis=-1) -> "Tensor": return Tensor(self._t.softmax(int(axis)))
     def log_softmax(self, axis=-1) -> "Tensor": return Tensor(self._t.log_softmax(int(axis)))
+    def softmin(self, axis=-1) -> "Tensor": return Tensor(self._t.softmin(int(axis)))
     def logsumexp(self, axis=None, keepdim=False) -> "Tensor": return Tensor(self._t.logsumexp(_axes(axis), keepdim))
+
+    def argmax(self, axis=None, keepdim=False) -> "Tensor":
+        """int32 index of the first maximum; axis=None: over the flattened tensor."""
+        return Tensor(self._t.argmax(None if axis is None else int(axis), bool(keepdim)))
+
+    def argmin(self, axis=None, keepdim=False) -> "Tensor":
+        return Tensor(self._t.argmin(None if axis is None else int(axis), bool(keepdim)))
+
+    def any(self, axis=None, keepdim=False) -> "Tensor": return Tensor(self._t.any(_axes(axis), keepdim))
+    def all(self, axis=None, keepdim=False) -> "Tensor": return Tensor(self._t.all(_axes(axis), keepdim))
+
+    def normalize(self, p=2.0, dim=1, eps=1e-12) -> "Tensor":
+        """x / max(||x||_p over dim, eps) (torch.nn.functional.normalize)."""
+        return Tensor(self._t.normalize(float(p), int(dim), float(eps)))
+
+    # ---- scans and sorting -------------------------------------------------------------------------
+    def cumsum(self, axis=0) -> "Tensor": return Tensor(self._t.cumsum(int(axis)))
+    def cumprod(self, axis) -> "Tensor": return Tensor(self._t.cumprod(int(axis)))
+    def logcumsumexp(self, axis=0) -> "Tensor": return Tensor(self._t.logcumsumexp(int(axis)))
+
+    def cummax(self, axis=0):
+        """(values, int32 indices) of the running maximum (torch.cummax)."""
+        v, i = self._t.cummax(int(axis))
+        return Tensor(v), Tensor(i)
+
+    def cummin(self, axis=0):
+        v, i = self._t.cummin(int(axis))
+        return Tensor(v), Tensor(i)
+
+    def sort(self, dim=-1, descending=False):
+        """(values, int32 indices), stable for ties; NaN sorts as the largest value."""
+        v, i = self._t.sort(int(dim), bool(descending))
+        return Tensor(v), Tensor(i)
+
+    def argsort(self, dim=-1, descending=False) -> "Tensor": return Tensor(self._t.argsort(int(dim), bool(descending)))
+
+    def topk(self, k, dim=-1, largest=True, sorted_=True):
+        """(values, int32 indices) of the k largest (smallest) along dim; ValueError when k > size of dim."""
+        v, i = self._t.topk(int(k), int(dim), bool(largest), bool(sorted_))
+        return Tensor(v), Tensor(i)
 
     # ---- movement ------------------------------------------------------------------------------
     def reshape(self, *shape) -> "Tensor":
-        """`reshape(2, 3)` or `reshape((2, 3))`; `-1` infers one dim; `None` keeps the existing size (tinygrad)."""
+        """`reshape(2, 3)` or `reshape((2, 3))`; `-1` infers one dim; `None` keeps the existing size (tinygrad).
+        RuntimeError/ValueError when the sizes do not match."""
         new = tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
         new = [self.shape[i] if s is None else int(s) for i, s in enumerate(new)]
         return Tensor(self._t.reshape(new))
@@ -357,18 +522,22 @@ class Tensor:
         new = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,) + args
         return Tensor(self._t.expand([-1 if s is None else int(s) for s in new]))
 
-    def pad(self, padding, value: float = 0.0) -> "Tensor":
+    def pad(self, padding, mode: str = "constant", value: float = 0.0) -> "Tensor":
         """`padding` per dim `((before, after) | None, ...)` (numpy order) or flat torch order
-        `(left, right, top, bottom, ...)` starting from the last dim."""
+        `(left, right, top, bottom, ...)` starting from the last dim. Negative amounts crop.
+        mode: "constant", "reflect", "replicate", "circular". ValueError for malformed padding."""
+        padding = tuple(padding)
         if all(isinstance(p, (tuple, list)) or p is None for p in padding):
+            if len(padding) != self.ndim:
+                raise ValueError(f"pad: {len(padding)} (before, after) pairs for the {self.ndim} dims of {self.shape}")
             pairs = [(0, 0) if p is None else (int(p[0]), int(p[1])) for p in padding]
         else:
-            if len(padding) % 2:
-                raise ValueError(f"pad: flat padding needs an even number of values, got {len(padding)}")
+            if len(padding) % 2 or len(padding) // 2 > self.ndim:
+                raise ValueError(f"pad: flat padding needs an even number of values, at most 2 per dim, got {len(padding)} for {self.shape}")
             pairs = [(0, 0)] * self.ndim
             for i in range(len(padding) // 2):
                 pairs[self.ndim - 1 - i] = (int(padding[2 * i]), int(padding[2 * i + 1]))
-        return Tensor(self._t.pad(pairs, float(value)))
+        return Tensor(self._t.pad(pairs, str(mode), float(value)))
 
     def shrink(self, arg) -> "Tensor":
         return Tensor(self._t.shrink([(0, s) if a is None else (int(a[0]), int(a[1])) for a, s in zip(arg, self.shape)]))
@@ -378,30 +547,208 @@ class Tensor:
         return Tensor(self._t.flip([int(a) for a in axes]))
 
     def flatten(self, start_dim=0, end_dim=-1) -> "Tensor": return Tensor(self._t.flatten(int(start_dim), int(end_dim)))
+    def unflatten(self, dim, sizes) -> "Tensor": return Tensor(self._t.unflatten(int(dim), [int(s) for s in sizes]))
     def unsqueeze(self, dim) -> "Tensor": return Tensor(self._t.unsqueeze(int(dim)))
     def squeeze(self, dim=None) -> "Tensor": return Tensor(self._t.squeeze(None if dim is None else int(dim)))
 
-    # ---- linear algebra and nn -----------------------------------------------------------------
+    def cat(self, *others, dim=0) -> "Tensor":
+        """`a.cat(b, c, dim=1)` (method on the first tensor, tinygrad)."""
+        return Tensor(_C.Tensor.cat([self._t] + [_wrap(o, self)._t for o in others], int(dim)))
+
+    def stack(self, *others, dim=0) -> "Tensor":
+        """`Tensor.stack(a, b, c, dim=1)` or `a.stack(b, c, dim=1)`; a list as the first argument works too."""
+        ts = list(self) if isinstance(self, (list, tuple)) else [self]
+        ts += list(others)
+        return Tensor(_C.Tensor.stack([t._t for t in ts], int(dim)))
+
+    def repeat(self, repeats, *args) -> "Tensor":
+        reps = tuple(repeats) if isinstance(repeats, (tuple, list)) else (repeats,) + args
+        return Tensor(self._t.repeat([int(r) for r in reps]))
+
+    def repeat_interleave(self, repeats: int, dim=None) -> "Tensor":
+        return Tensor(self._t.repeat_interleave(int(repeats), None if dim is None else int(dim)))
+
+    def roll(self, shifts, dims=None) -> "Tensor":
+        """torch.roll; with dims=None the tensor is rolled as if flattened. RuntimeError for mismatched shifts/dims."""
+        shifts = [int(s) for s in shifts] if isinstance(shifts, (tuple, list)) else [int(shifts)]
+        dims = [] if dims is None else [int(d) for d in dims] if isinstance(dims, (tuple, list)) else [int(dims)]
+        if dims == [] and len(shifts) != 1:
+            raise RuntimeError(f"roll: with dims=None, shifts must be a single value, got {shifts}")
+        return Tensor(self._t.roll(shifts, dims))
+
+    def split(self, sizes, dim=0):
+        """A tuple of views: chunks of `sizes` (int) or one piece per entry of `sizes` (list)."""
+        d = int(self._t.normalize_axis(int(dim)))
+        if isinstance(sizes, int):
+            if sizes <= 0:
+                raise ValueError(f"split: split_size must be positive, got {sizes}")
+            n = self.shape[d]
+            sizes = [min(sizes, n - o) for o in range(0, n, sizes)] or [0]
+        return tuple(Tensor(t) for t in self._t.split([int(s) for s in sizes], d))
+
+    def chunk(self, chunks: int, dim=0):
+        return tuple(Tensor(t) for t in self._t.chunk(int(chunks), int(dim)))
+
+    def tril(self, diagonal=0) -> "Tensor": return Tensor(self._t.tril(int(diagonal)))
+    def triu(self, diagonal=0) -> "Tensor": return Tensor(self._t.triu(int(diagonal)))
+    def diag(self) -> "Tensor": return Tensor(self._t.diag())
+    def diagonal(self, offset=0, dim1=0, dim2=1) -> "Tensor": return Tensor(self._t.diagonal(int(offset), int(dim1), int(dim2)))
+    def unfold(self, dim, size, step) -> "Tensor": return Tensor(self._t.unfold(int(dim), int(size), int(step)))
+
+    def meshgrid(self, *others, indexing="ij"):
+        """`x.meshgrid(y, indexing="xy")` (method on the first tensor); returns a tuple."""
+        return tuple(Tensor(t) for t in _C.Tensor.meshgrid([self._t] + [o._t for o in others], str(indexing)))
+
+    # ---- indexing ------------------------------------------------------------------------------
+    def __getitem__(self, key) -> "Tensor":
+        """ints, slices (any step, clamped like Python), None, ..., lists of ints and integer Tensors
+        (advanced indexing with NumPy placement). IndexError for out-of-range ints and too many indices."""
+        items = list(key) if isinstance(key, tuple) else [key]
+        conv = []
+        for k in items:
+            if k is None or k is Ellipsis:
+                conv.append(k)
+            elif isinstance(k, slice):
+                conv.append(slice(*(None if v is None else _index_int(v) for v in (k.start, k.stop, k.step))))
+            elif isinstance(k, Tensor):
+                conv.append(k.to(self.device)._t if k.device != self.device else k._t)
+            elif isinstance(k, (list, np.ndarray)):
+                arr = np.asarray(k)
+                if arr.dtype == np.bool_:
+                    raise IndexError("indexing with a boolean mask is not supported (its result shape depends on the data)")
+                if arr.size and arr.dtype.kind not in "iu":
+                    raise IndexError(f"tensors used as indices must be integers, got {arr.dtype}")
+                conv.append(Tensor(arr.astype(np.int32), device=self.device)._t)
+            else:
+                conv.append(_index_int(k))
+        return Tensor(self._t.getitem(conv))
+
+    def gather(self, dim, index) -> "Tensor":
+        """torch.gather: out[i][j] = self[i][index[i][j]] (dim=1); index an integer Tensor of the same rank."""
+        return Tensor(self._t.gather(int(dim), _wrap(index, self, integer=True)._t))
+
+    def scatter(self, dim, index, src) -> "Tensor":
+        """torch.scatter (out of place): self[i][index[i][j]] = src[i][j] (dim=1); src a Tensor or a scalar."""
+        return Tensor(self._t.scatter(int(dim), _wrap(index, self, integer=True)._t, _wrap(src, self)._t))
+
+    def scatter_reduce(self, dim, index, src, reduce, include_self=True) -> "Tensor":
+        """torch.scatter_reduce with reduce "sum", "prod", "mean", "amax" or "amin"."""
+        return Tensor(self._t.scatter_reduce(int(dim), _wrap(index, self, integer=True)._t, _wrap(src, self)._t, str(reduce), bool(include_self)))
+
+    def one_hot(self, num_classes: int = -1) -> "Tensor":
+        """(..., num_classes) int32 one-hot of an integer tensor (num_classes=-1: max + 1)."""
+        return Tensor(self._t.one_hot(int(num_classes)))
+
+    # ---- linear algebra ------------------------------------------------------------------------
     def matmul(self, x) -> "Tensor":
-        """Batched matmul with NumPy semantics, as reshape + expand + mul + sum (never a materialized expand)."""
+        """Batched matmul with NumPy semantics, as reshape + expand + mul + sum (never a materialized expand).
+        RuntimeError for mismatched inner dims or 0-d operands."""
         return Tensor(self._t.matmul(_wrap(x, self)._t))
 
-    dot = matmul
+    def dot(self, w) -> "Tensor": return self.matmul(w)
 
     def linear(self, weight: "Tensor", bias: Optional["Tensor"] = None) -> "Tensor":
         """`self @ weight + bias` with weight laid out (in_features, out_features) (tinygrad)."""
         y = self.matmul(weight)
         return y if bias is None else y + bias
 
-    def one_hot(self, num_classes: int) -> "Tensor":
-        return Tensor(self._t.one_hot(int(num_classes)))
+    @staticmethod
+    def einsum(formula: str, *operands) -> "Tensor":
+        """torch.einsum semantics (implicit output, '...', repeated indices); operands as varargs or one list."""
+        if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+            operands = tuple(operands[0])
+        return Tensor(_C.Tensor.einsum(str(formula), [o._t for o in operands]))
+
+    # ---- neural-network ops (NCHW) -----------------------------------------------------------------
+    def conv2d(self, weight, bias=None, groups=1, stride=1, dilation=1, padding=0) -> "Tensor":
+        """Convolution with 1-3 spatial dims (the weight's rank selects). padding: int, one per spatial dim, or
+        flat torch order (left, right, top, bottom, ...). RuntimeError when the channels do not match."""
+        return Tensor(self._t.conv2d(weight._t, None if bias is None else bias._t, int(groups), _ints(stride), _ints(dilation), _ints(padding)))
+
+    def conv_transpose2d(self, weight, bias=None, groups=1, stride=1, dilation=1, padding=0, output_padding=0) -> "Tensor":
+        """Weight (in, out/groups, *kernel) as torch; 1-3 spatial dims."""
+        return Tensor(self._t.conv_transpose2d(weight._t, None if bias is None else bias._t, int(groups), _ints(stride),
+                                               _ints(dilation), _ints(padding), _ints(output_padding)))
+
+    def max_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, return_indices=False):
+        """The kernel tuple's length selects 1-3 spatial dims; stride=None means stride = kernel.
+        return_indices=True gives (values, int32 flat spatial indices), as torch."""
+        k = _kernel(kernel_size)
+        args = (k, [] if stride is None else _ints(stride), _ints(dilation), _ints(padding), bool(ceil_mode))
+        if return_indices:
+            v, i = self._t.max_pool2d_with_indices(*args)
+            return Tensor(v), Tensor(i)
+        return Tensor(self._t.max_pool2d(*args))
+
+    def avg_pool2d(self, kernel_size=(2, 2), stride=None, dilation=1, padding=0, ceil_mode=False, count_include_pad=True) -> "Tensor":
+        k = _kernel(kernel_size)
+        return Tensor(self._t.avg_pool2d(k, [] if stride is None else _ints(stride), _ints(dilation), _ints(padding),
+                                         bool(ceil_mode), bool(count_include_pad)))
+
+    def max_unpool2d(self, indices, kernel_size=(2, 2), stride=None, dilation=1, padding=0, output_size=None) -> "Tensor":
+        """`Tensor.max_unpool2d(values, indices, ...)`: scatters values to their max_pool2d indices."""
+        k = _kernel(kernel_size)
+        return Tensor(self._t.max_unpool2d(indices._t, k, [] if stride is None else _ints(stride), _ints(dilation), _ints(padding),
+                                           [] if output_size is None else [int(s) for s in output_size]))
+
+    def interpolate(self, size, mode="linear", align_corners=False) -> "Tensor":
+        """Resizes the last len(size) dims; "linear" is (bi/tri)linear; also "nearest", "nearest-exact"."""
+        return Tensor(self._t.interpolate([int(s) for s in size], str(mode), bool(align_corners)))
+
+    def layernorm(self, axis=-1, eps=1e-5) -> "Tensor": return Tensor(self._t.layernorm(int(axis), float(eps)))
+
+    def dropout(self, p=0.5) -> "Tensor":
+        """Inverted dropout while `Tensor.training` is true; the identity otherwise."""
+        if not Tensor.training or p == 0:
+            return self
+        return Tensor(self._t.dropout(float(p)))
+
+    def scaled_dot_product_attention(self, key, value, attn_mask=None, dropout_p=0.0, is_causal=False) -> "Tensor":
+        """softmax(q k^T / sqrt(d) + mask) v; float masks are added, boolean masks select."""
+        mask = None if attn_mask is None else _wrap(attn_mask, self)._t
+        return Tensor(self._t.scaled_dot_product_attention(key._t, value._t, mask, float(dropout_p) if Tensor.training else 0.0,
+                                                           bool(is_causal)))
+
+    # ---- losses (reduction: "mean" | "sum" | "none"; anything else raises ValueError) ---------------
+    def binary_crossentropy(self, Y, reduction: str = "mean") -> "Tensor":
+        """Input is probabilities; each log is clamped at -100 as torch."""
+        return Tensor(self._t.binary_crossentropy(_wrap(Y, self)._t, str(reduction)))
+
+    def binary_crossentropy_logits(self, Y, reduction: str = "mean", pos_weight=None) -> "Tensor":
+        return Tensor(self._t.binary_crossentropy_logits(_wrap(Y, self)._t, str(reduction),
+                                                         None if pos_weight is None else _wrap(pos_weight, self)._t))
+
+    def cross_entropy(self, Y, reduction: str = "mean", label_smoothing: float = 0.0) -> "Tensor":
+        """Class axis 1 (0 for 1-D input); Y class probabilities (input's shape) or integer class indices."""
+        return Tensor(self._t.cross_entropy(_wrap(Y, self, integer=True)._t, str(reduction), float(label_smoothing)))
 
     def sparse_categorical_crossentropy(self, Y, ignore_index: int = -1, label_smoothing: float = 0.0, reduction: str = "mean") -> "Tensor":
         """Cross-entropy of logits (class axis last) against integer labels `Y` (tinygrad semantics).
         `reduction`: "mean" (over non-ignored labels), "sum" or "none"; anything else raises ValueError."""
-        if label_smoothing != 0.0:
-            raise NotImplementedError("label_smoothing arrives with the full loss family")
-        return Tensor(self._t.sparse_categorical_crossentropy(_wrap(Y, self, integer=True)._t, str(reduction), int(ignore_index)))
+        return Tensor(self._t.sparse_categorical_crossentropy(_wrap(Y, self, integer=True)._t, str(reduction), int(ignore_index),
+                                                              float(label_smoothing)))
+
+    def nll_loss(self, Y, weight=None, ignore_index=None, reduction: str = "mean") -> "Tensor":
+        """Input is log-probabilities, class axis 1; weighted "mean" divides by the summed weights (torch)."""
+        return Tensor(self._t.nll_loss(_wrap(Y, self, integer=True)._t, None if weight is None else weight._t,
+                                       None if ignore_index is None else int(ignore_index), str(reduction)))
+
+
+def _index_int(v) -> int:
+    if isinstance(v, Tensor):
+        return int(v.item())
+    try:
+        return int(v.__index__())
+    except AttributeError:
+        raise IndexError(f"only integers, slices, None, ..., lists and integer tensors are valid indices (got {type(v).__name__})")
+
+
+def _ints(v) -> list:
+    return [int(x) for x in v] if isinstance(v, (tuple, list)) else [int(v)]
+
+
+def _kernel(k) -> list:
+    return [int(x) for x in k] if isinstance(k, (tuple, list)) else [int(k), int(k)]
 
 
 def Device_canonical(device) -> str:
@@ -409,10 +756,13 @@ def Device_canonical(device) -> str:
     return d[:-2] if d in ("C:0", "INTERP:0") else d
 
 
-def _wrap(x, like: Tensor, integer: bool = False) -> Tensor:
-    """Python scalars become 0-d constants of `like`'s dtype on its device; arrays become tensors."""
+def _wrap(x, like: Tensor, integer: bool = False, exponent: bool = False) -> Tensor:
+    """Python scalars become 0-d constants of `like`'s dtype on its device (float32 with `exponent`,
+    or when `like` is not float and x is a float); arrays become tensors."""
     if isinstance(x, Tensor):
         return x
+    if exponent and isinstance(x, (bool, int, float)):
+        return Tensor(_C.Tensor.scalar(float(x), _C.DType.float32, like.device))
     if isinstance(x, float) and like.dtype != dtypes.float32:
         return Tensor(_C.Tensor.scalar(x, _C.DType.float32, like.device))
     if isinstance(x, (bool, int, float)) and not integer:

@@ -1,21 +1,15 @@
 // High-level tensor operations as compositions of the primitive ops (tinygrad's decompositions).
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <stdexcept>
 
-#include "tensor/tensor_impl.h"
+#include "tensor/ops_common.h"
 
 namespace ts {
 
-namespace {
-
-constexpr double kLog2E = 1.4426950408889634;  // 1 / ln 2
-constexpr double kLn2 = 0.6931471805599453;
-
-std::string shape_text(const Shape& s) {
-  return "(" + shape_str(s) + (s.size() == 1 ? ",)" : ")");
-}
+namespace detail {
 
 DType promote(DType a, DType b) {
   if (a == b) return a;
@@ -23,7 +17,6 @@ DType promote(DType a, DType b) {
   return DType::Int32;
 }
 
-// NumPy broadcasting: align trailing dims; each pair equal or one of them 1.
 Shape broadcast_shape(const Shape& a, const Shape& b) {
   size_t n = std::max(a.size(), b.size());
   Shape out(n);
@@ -51,6 +44,171 @@ std::vector<Tensor> broadcast_all(std::vector<Tensor> ts) {
   return ts;
 }
 
+std::vector<int64_t> reduce_axes(const Tensor& t, const Axes& axes) {
+  std::vector<int64_t> out;
+  if (!axes) {
+    for (int64_t i = 0; i < t.ndim(); i++) out.push_back(i);
+  } else {
+    for (int64_t a : *axes) out.push_back(t.normalize_axis(a));
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    if (t.ndim() == 0) out.clear();  // axis 0 / -1 of a 0-d tensor is the tensor itself, as torch
+  }
+  return out;
+}
+
+Shape drop_axes(const Shape& s, const std::vector<int64_t>& axes) {
+  Shape out;
+  for (int64_t i = 0; i < static_cast<int64_t>(s.size()); i++)
+    if (!std::binary_search(axes.begin(), axes.end(), i)) out.push_back(s[i]);
+  return out;
+}
+
+Tensor fnan(const Tensor& like) {
+  const double inf = std::numeric_limits<double>::infinity();
+  return fconst(like, inf).add(fconst(like, -inf));
+}
+
+Tensor arange_int(int64_t n, const std::string& device) {
+  std::vector<int32_t> v(n);
+  std::iota(v.begin(), v.end(), 0);
+  return Tensor::from_data(v.data(), DType::Int32, {n}, device);
+}
+
+Tensor move_axis_last(const Tensor& x, int64_t axis) {
+  int64_t a = x.normalize_axis(axis);
+  if (x.ndim() == 0 || a == x.ndim() - 1) return x;
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < x.ndim(); i++)
+    if (i != a) order.push_back(i);
+  order.push_back(a);
+  return x.permute(order);
+}
+
+Tensor move_last_to(const Tensor& x, int64_t axis) {
+  int64_t a = x.normalize_axis(axis);
+  if (x.ndim() == 0 || a == x.ndim() - 1) return x;
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < x.ndim() - 1; i++) {
+    if (i == a) order.push_back(x.ndim() - 1);
+    order.push_back(i);
+  }
+  return x.permute(order);
+}
+
+Tensor one_hot_mask(const Tensor& idx, int64_t n) {
+  Tensor i = idx.dtype() == DType::Int32 ? idx : idx.cast(DType::Int32);
+  return i.unsqueeze(-1).eq(arange_int(n, idx.device()));
+}
+
+Tensor zero_grad_op(const Tensor& x, const std::function<Tensor(const Tensor&)>& f) {
+  return with_custom_backward({x}, [&] { return f(x); },
+                              [](const Tensor&, const Tensor& g) { return std::vector<Tensor>{Tensor::zeros(g.shape(), DType::Float32, g.device())}; });
+}
+
+Tensor pool(const Tensor& x, const std::vector<int64_t>& k, const std::vector<int64_t>& s, const std::vector<int64_t>& d) {
+  size_t n = k.size();
+  if (static_cast<size_t>(x.ndim()) < n)
+    throw std::invalid_argument("pool: cannot pool " + shape_text(x.shape()) + " with a " + std::to_string(n) + "-d kernel");
+  size_t lead = x.ndim() - n;
+  Shape noop(x.shape().begin(), x.shape().begin() + lead);
+  std::vector<int64_t> i_(x.shape().begin() + lead, x.shape().end()), o_(n);
+  for (size_t j = 0; j < n; j++) {
+    int64_t span = d[j] * (k[j] - 1) + 1;
+    if (span > i_[j])
+      throw std::invalid_argument("pool: kernel size " + std::to_string(k[j]) + " (dilation " + std::to_string(d[j]) +
+                                  ") is larger than the input size " + std::to_string(i_[j]));
+    o_[j] = (i_[j] - span + s[j]) / s[j];  // ceil((i − d(k−1)) / s)
+  }
+  auto keep = [&](Pairs p) {
+    Pairs out;
+    for (size_t j = 0; j < lead; j++) out.push_back({0, noop[j]});
+    out.insert(out.end(), p.begin(), p.end());
+    return out;
+  };
+  auto with_lead = [&](const Shape& tail) {
+    Shape out = noop;
+    out.insert(out.end(), tail.begin(), tail.end());
+    return out;
+  };
+  // tinygrad's general path: repeat the input so that window starts can be taken by shrink+reshape
+  std::vector<int64_t> f_(n), reps(lead, 1);
+  for (size_t j = 0; j < n; j++) {
+    f_[j] = 1 + (o_[j] * s[j] > i_[j] - d[j] * (k[j] - 1) ? 1 : 0);
+    int64_t len = i_[j] * f_[j] + d[j];
+    reps.push_back((k[j] * len + i_[j] - 1) / i_[j]);
+  }
+  Tensor r = x.repeat(reps);
+  Pairs b;
+  Shape sh;
+  for (size_t j = 0; j < n; j++) {
+    int64_t len = i_[j] * f_[j] + d[j];
+    b.push_back({0, k[j] * len});
+    sh.push_back(k[j]);
+    sh.push_back(len);
+  }
+  r = r.shrink(keep(b)).reshape(with_lead(sh));
+  b.clear();
+  sh.clear();
+  for (size_t j = 0; j < n; j++) {
+    b.push_back({0, k[j]});
+    b.push_back({0, o_[j] * s[j]});
+    sh.push_back(k[j]);
+    sh.push_back(o_[j]);
+    sh.push_back(s[j]);
+  }
+  r = r.shrink(keep(b)).reshape(with_lead(sh));
+  b.clear();
+  sh.clear();
+  for (size_t j = 0; j < n; j++) {
+    b.push_back({0, k[j]});
+    b.push_back({0, o_[j]});
+    b.push_back({0, 1});
+    sh.push_back(k[j]);
+    sh.push_back(o_[j]);
+  }
+  r = r.shrink(keep(b)).reshape(with_lead(sh));
+  std::vector<int64_t> order;
+  for (size_t j = 0; j < lead; j++) order.push_back(static_cast<int64_t>(j));
+  for (size_t j = 0; j < n; j++) order.push_back(static_cast<int64_t>(lead + 2 * j + 1));
+  for (size_t j = 0; j < n; j++) order.push_back(static_cast<int64_t>(lead + 2 * j));
+  return r.permute(order);
+}
+
+Tensor prod_last(const Tensor& x, bool keepdim) {
+  Tensor r = x;
+  int64_t nd = x.ndim();
+  if (r.shape().back() == 0) {
+    Shape s = r.shape();
+    s.back() = 1;
+    r = Tensor::full(s, 1, x.dtype(), x.device());
+  }
+  while (r.shape().back() > 1) {
+    int64_t len = r.shape().back();
+    if (len % 2) {
+      Pairs p(nd, {0, 0});
+      p.back() = {0, 1};
+      r = r.pad(p, 1.0);
+      len++;
+    }
+    Pairs lo, hi;
+    for (int64_t j = 0; j < nd - 1; j++) {
+      lo.push_back({0, r.shape()[j]});
+      hi.push_back({0, r.shape()[j]});
+    }
+    lo.push_back({0, len / 2});
+    hi.push_back({len / 2, len});
+    r = r.shrink(lo).mul(r.shrink(hi));
+  }
+  return keepdim ? r : r.squeeze(-1);
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+namespace {
+
 Tensor binary(Op op, Tensor a, Tensor b, bool bool_result = false) {
   DType dt = promote(a.dtype(), b.dtype());
   if (a.dtype() != dt) a = a.cast(dt);
@@ -64,29 +222,29 @@ Tensor unary(Op op, const Tensor& x) {
   return primitive(op, {f}, f.shape(), DType::Float32);
 }
 
-std::vector<int64_t> reduce_axes(const Tensor& t, const Axes& axes) {
-  std::vector<int64_t> out;
-  if (!axes) {
-    for (int64_t i = 0; i < t.ndim(); i++) out.push_back(i);
-  } else {
-    for (int64_t a : *axes) out.push_back(t.normalize_axis(a));
-    std::sort(out.begin(), out.end());
-    out.erase(std::unique(out.begin(), out.end()), out.end());
-  }
-  return out;
-}
-
 Tensor reduce(Op op, const Tensor& x, const Axes& axes, bool keepdim) {
   std::vector<int64_t> ax = reduce_axes(x, axes);
   Tensor src = x.dtype() == DType::Bool ? x.cast(DType::Int32) : x;
   Shape kept = src.shape();
   for (int64_t a : ax) kept[a] = 1;
-  Tensor r = ax.empty() ? src : primitive(op, {src}, kept, src.dtype(), ax);
+  Tensor r;
+  if (ax.empty()) {
+    r = src;
+  } else if (src.numel() == 0 && op == Op::ReduceSum) {
+    // an empty sum is 0 (with a gradient: the input's, zero-size, so that backward reaches it)
+    Shape in_shape = src.shape();
+    r = with_custom_backward({src}, [&] { return Tensor::zeros(kept, src.dtype(), src.device()); },
+                             [in_shape](const Tensor&, const Tensor& g) { return std::vector<Tensor>{g.expand(in_shape)}; });
+  } else if (src.numel() == 0 && op == Op::ReduceMax) {
+    for (int64_t a : ax)
+      if (src.shape()[a] == 0)
+        throw std::runtime_error("max(): cannot reduce over a zero-size dimension of " + shape_text(src.shape()));
+    r = src.reshape(kept);
+  } else {
+    r = primitive(op, {src}, kept, src.dtype(), ax);
+  }
   if (keepdim) return r;
-  Shape out;
-  for (int64_t i = 0; i < src.ndim(); i++)
-    if (!std::binary_search(ax.begin(), ax.end(), i)) out.push_back(src.shape()[i]);
-  return r.reshape(out);
+  return r.reshape(drop_axes(src.shape(), ax));
 }
 
 }  // namespace
@@ -111,12 +269,11 @@ Tensor Tensor::div(const Tensor& x) const {
 }
 Tensor Tensor::maximum(const Tensor& x) const { return binary(Op::Max, *this, x); }
 Tensor Tensor::minimum(const Tensor& x) const { return neg().maximum(x.neg()).neg(); }
-Tensor Tensor::pow(const Tensor& x) const {
-  // x^y = 2^(y·log2 x) for x > 0; negative bases with integer exponents arrive with issue 3
-  return log2().mul(x).exp2();
-}
 Tensor Tensor::neg() const {
   if (dtype() == DType::Bool) return logical_not();
+  // constant folding: −c is the constant −c (keeps graphs small, and the C renderer would print −(−1) as "--1")
+  if (node(*this).op == Op::Const && !requires_grad())
+    return Tensor::full(shape(), -node(*this).value, dtype(), device());
   return primitive(Op::Neg, {*this}, shape(), dtype());
 }
 Tensor Tensor::exp2() const { return unary(Op::Exp2, *this); }
@@ -127,7 +284,11 @@ Tensor Tensor::sin() const { return unary(Op::Sin, *this); }
 Tensor Tensor::cos() const { return scalar_like(M_PI / 2).sub(*this).sin(); }  // cos x = sin(π/2 − x)
 Tensor Tensor::sqrt() const { return unary(Op::Sqrt, *this); }
 Tensor Tensor::reciprocal() const { return unary(Op::Recip, *this); }
-Tensor Tensor::relu() const { return gt(scalar_like(0)).where(*this, scalar_like(0)); }
+// relu'(0) = 0 (the zero branch); NaN passes through (x != x selects x), as torch
+Tensor Tensor::relu() const {
+  Tensor zero = scalar_like(0);
+  return gt(zero).where(*this, ne(*this).where(*this, zero));
+}
 Tensor Tensor::sigmoid() const {
   // forward 1 / (1 + e^-x) saturates cleanly to 0 or 1; the backward σ(1 − σ) avoids the 0·inf of the
   // chain rule through exp in the tails (PyTorch's sigmoid_backward)
@@ -142,8 +303,9 @@ Tensor Tensor::lt(const Tensor& x) const { return binary(Op::CmpLt, *this, x, tr
 Tensor Tensor::gt(const Tensor& x) const { return binary(Op::CmpLt, x, *this, true); }
 Tensor Tensor::eq(const Tensor& x) const { return binary(Op::CmpEq, *this, x, true); }
 Tensor Tensor::ne(const Tensor& x) const { return eq(x).logical_not(); }
-Tensor Tensor::le(const Tensor& x) const { return gt(x).logical_not(); }
-Tensor Tensor::ge(const Tensor& x) const { return lt(x).logical_not(); }
+// not "!(a > b)": comparisons with NaN are false, as in IEEE and torch
+Tensor Tensor::le(const Tensor& x) const { return lt(x).logical_or(eq(x)); }
+Tensor Tensor::ge(const Tensor& x) const { return gt(x).logical_or(eq(x)); }
 Tensor Tensor::logical_not() const {
   Tensor b = dtype() == DType::Bool ? *this : cast(DType::Bool);
   return binary(Op::CmpEq, b, Tensor::scalar(0, DType::Bool, device()), true);
@@ -167,7 +329,7 @@ Tensor Tensor::min(const Axes& axes, bool keepdim) const { return neg().max(axes
 Tensor Tensor::mean(const Axes& axes, bool keepdim) const {
   Tensor s = (dtype() == DType::Float32 ? *this : cast(DType::Float32)).sum(axes, keepdim);
   int64_t count = s.numel() ? numel() / s.numel() : 0;
-  return s.mul(count ? 1.0 / static_cast<double>(count) : NAN);
+  return count ? s.mul(1.0 / static_cast<double>(count)) : s.mul(fnan(s));
 }
 Tensor Tensor::softmax(int64_t axis) const {
   // subtracting the (detached) max keeps exp from overflowing; it cancels in the quotient
@@ -180,14 +342,12 @@ Tensor Tensor::log_softmax(int64_t axis) const {
   return m.sub(m.exp().sum(std::vector<int64_t>{axis}, true).log());
 }
 Tensor Tensor::logsumexp(const Axes& axes, bool keepdim) const {
+  // an infinite max is replaced by 0 so that x − m stays defined (all −inf gives −inf, any +inf gives +inf)
   Tensor m = max(axes, true).detach();
+  m = m.isinf().where(m.scalar_like(0), m);
   Tensor r = sub(m).exp().sum(axes, true).log().add(m);
   if (keepdim) return r;
-  std::vector<int64_t> ax = reduce_axes(*this, axes);
-  Shape out;
-  for (int64_t i = 0; i < ndim(); i++)
-    if (!std::binary_search(ax.begin(), ax.end(), i)) out.push_back(shape()[i]);
-  return r.reshape(out);
+  return r.reshape(drop_axes(shape(), reduce_axes(*this, axes)));
 }
 
 // ---- movement -----------------------------------------------------------------------------------
@@ -259,26 +419,41 @@ Tensor Tensor::expand(const Shape& new_shape) const {
   return primitive(Op::Expand, {t}, s, dtype(), s);
 }
 
+// PAD fills with zeros; another value is selected with WHERE on a padded all-true mask (a multiply
+// would turn 0·inf into NaN). Negative amounts crop, as a SHRINK after the pad.
 Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding, double value) const {
   if (static_cast<int64_t>(padding.size()) != ndim())
-    throw std::invalid_argument("pad: " + std::to_string(padding.size()) + " (before, after) pairs for " + std::to_string(ndim()) + " dims");
+    throw std::invalid_argument("pad: " + std::to_string(padding.size()) + " (before, after) pairs for " +
+                                std::to_string(ndim()) + " dims of " + shape_text(shape()));
   std::vector<int64_t> arg;
   Shape s;
-  bool any = false;
+  Pairs crop;
+  bool any = false, any_crop = false;
   for (size_t i = 0; i < padding.size(); i++) {
     auto [b, a] = padding[i];
-    if (b < 0 || a < 0) throw std::invalid_argument("pad: negative padding is not supported yet (use shrink)");
-    arg.push_back(b);
-    arg.push_back(a);
-    s.push_back(shape()[i] + b + a);
-    any = any || b || a;
+    int64_t pb = std::max<int64_t>(b, 0), pa = std::max<int64_t>(a, 0);
+    arg.push_back(pb);
+    arg.push_back(pa);
+    s.push_back(shape()[i] + pb + pa);
+    any = any || pb || pa;
+    int64_t cb = std::max<int64_t>(-b, 0), ca = std::max<int64_t>(-a, 0);
+    if (cb + ca > shape()[i])
+      throw std::invalid_argument("pad: padding (" + std::to_string(b) + ", " + std::to_string(a) + ") crops more than the size " +
+                                  std::to_string(shape()[i]) + " of dim " + std::to_string(i));
+    crop.push_back({cb, s.back() - ca});
+    any_crop = any_crop || cb || ca;
   }
-  if (!any) return *this;
-  Tensor padded = primitive(Op::Pad, {*this}, s, dtype(), arg);
-  if (value == 0) return padded;
-  // pads are zeros; add `value` where a padded ones-tensor is zero
-  Tensor inside = Tensor::full(shape(), 1, dtype(), device()).pad(padding);
-  return padded.add(inside.scalar_like(1).sub(inside).mul(value));
+  Tensor out = *this;
+  if (any) {
+    out = primitive(Op::Pad, {*this}, s, dtype(), arg);
+    if (value != 0) {
+      Pairs grow;
+      for (size_t i = 0; i < padding.size(); i++) grow.push_back({arg[2 * i], arg[2 * i + 1]});
+      Tensor inside = Tensor::full(shape(), 1, DType::Bool, device()).pad(grow);
+      out = inside.where(out, Tensor::scalar(value, dtype(), device()));
+    }
+  }
+  return any_crop ? out.shrink(crop) : out;
 }
 
 Tensor Tensor::shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds) const {
@@ -372,33 +547,6 @@ Tensor Tensor::matmul(const Tensor& w) const {
 Tensor Tensor::linear(const Tensor& weight, const Tensor* bias) const {
   Tensor y = matmul(weight);
   return bias ? y.add(*bias) : y;
-}
-
-Tensor Tensor::one_hot(int64_t num_classes) const {
-  if (dtype() == DType::Float32) throw std::invalid_argument("one_hot: expected an integer tensor of class indices");
-  std::vector<int32_t> classes(num_classes);
-  std::iota(classes.begin(), classes.end(), 0);
-  Tensor counter = Tensor::from_data(classes.data(), DType::Int32, {num_classes}, device());
-  return unsqueeze(-1).cast(DType::Int32).eq(counter).cast(DType::Float32);
-}
-
-Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::string& reduction, int64_t ignore_index) const {
-  if (reduction != "mean" && reduction != "sum" && reduction != "none")
-    throw std::invalid_argument("reduction must be 'mean', 'sum' or 'none', got '" + reduction + "'");
-  if (ndim() < 1) throw std::invalid_argument("sparse_categorical_crossentropy: logits need a class axis (last)");
-  Shape expect(shape().begin(), shape().end() - 1);
-  if (y.shape() != expect)
-    throw std::invalid_argument("sparse_categorical_crossentropy: labels of shape " + shape_text(y.shape()) +
-                                " do not match logits " + shape_text(shape()) + " (expected " + shape_text(expect) + ")");
-  int64_t classes = shape().back();
-  Tensor log_probs = log_softmax(-1);
-  Tensor labels = y.cast(DType::Int32);
-  Tensor mask = ignore_index != -1 ? labels.ne(Tensor::scalar(static_cast<double>(ignore_index), DType::Int32, device())).cast(DType::Float32)
-                                   : Tensor::ones(y.shape(), DType::Float32, device());
-  Tensor picked = log_probs.mul(labels.one_hot(classes)).sum(std::vector<int64_t>{-1}).mul(mask);
-  if (reduction == "none") return picked.neg();
-  if (reduction == "sum") return picked.sum().neg();
-  return picked.sum().div(mask.sum()).neg();
 }
 
 }  // namespace ts

@@ -1,0 +1,118 @@
+// Losses as compositions (torch.nn.functional semantics; tinygrad's spellings: the loss is a method of
+// the prediction). reduction: "mean" | "sum" | "none"; anything else throws std::invalid_argument
+// (ValueError). Class labels are integer tensors, turned into one-hot masks (index == arange(C)).
+#include "tensor/ops_common.h"
+
+namespace ts {
+
+using namespace detail;
+
+namespace {
+void check_reduction(const std::string& reduction) {
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    throw std::invalid_argument("reduction must be 'mean', 'sum' or 'none', got '" + reduction + "'");
+}
+Tensor reduce_loss(const Tensor& loss, const std::string& reduction) {
+  if (reduction == "none") return loss;
+  return reduction == "sum" ? loss.sum() : loss.mean();
+}
+void check_same_shape(const Tensor& x, const Tensor& y, const char* what) {
+  if (x.shape() != y.shape())
+    throw std::invalid_argument(std::string(what) + ": target " + shape_text(y.shape()) + " must have the shape of the input " +
+                                shape_text(x.shape()));
+}
+// one-hot of integer labels y (shape of x without the class axis) with the class axis at `axis`
+Tensor labels_one_hot(const Tensor& x, const Tensor& y, int64_t axis, const char* what) {
+  Shape expect = x.shape();
+  expect.erase(expect.begin() + axis);
+  if (y.shape() != expect)
+    throw std::invalid_argument(std::string(what) + ": labels of shape " + shape_text(y.shape()) + " do not match the input " +
+                                shape_text(x.shape()) + " (expected " + shape_text(expect) + ")");
+  if (y.dtype() == DType::Float32) throw std::invalid_argument(std::string(what) + ": class labels must be an integer tensor");
+  return move_last_to(one_hot_mask(y, x.shape()[axis]), axis);
+}
+}  // namespace
+
+// −(y·log x + (1 − y)·log(1 − x)), each log clamped at −100 as torch
+Tensor Tensor::binary_crossentropy(const Tensor& y, const std::string& reduction) const {
+  check_reduction(reduction);
+  check_same_shape(*this, y, "binary_crossentropy");
+  Tensor lo = fconst(*this, -100);
+  Tensor lx = log().clip(&lo, nullptr), l1x = scalar_like(1).sub(*this).log().clip(&lo, nullptr);
+  Tensor yf = as_float(y);
+  return reduce_loss(yf.mul(lx).add(fconst(yf, 1).sub(yf).mul(l1x)).neg(), reduction);
+}
+
+// pos_weight·y·softplus(−x) + (1 − y)·softplus(x) = −(pw·y·logσ(x) + (1 − y)·logσ(−x)): stable for any x
+Tensor Tensor::binary_crossentropy_logits(const Tensor& y, const std::string& reduction, const Tensor* pos_weight) const {
+  check_reduction(reduction);
+  check_same_shape(*this, y, "binary_crossentropy_logits");
+  Tensor yf = as_float(y);
+  Tensor pos = yf.mul(neg().softplus());
+  if (pos_weight) pos = pos.mul(*pos_weight);
+  return reduce_loss(pos.add(fconst(yf, 1).sub(yf).mul(softplus())), reduction);
+}
+
+// −Σ_c log_softmax(x)_c · ((1 − ls)·y_c + ls/C) over the class axis (1, or 0 for 1-D input)
+Tensor Tensor::cross_entropy(const Tensor& y, const std::string& reduction, double label_smoothing) const {
+  check_reduction(reduction);
+  if (label_smoothing < 0 || label_smoothing > 1)
+    throw std::invalid_argument("cross_entropy: label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
+  if (ndim() < 1) throw std::invalid_argument("cross_entropy: the input needs a class axis, got a 0-d tensor");
+  int64_t axis = ndim() == 1 ? 0 : 1;
+  int64_t C = shape()[axis];
+  Tensor target = y.dtype() == DType::Float32 ? y : labels_one_hot(*this, y, axis, "cross_entropy").cast(DType::Float32);
+  if (y.dtype() == DType::Float32) check_same_shape(*this, y, "cross_entropy");
+  if (label_smoothing > 0) target = target.mul(1 - label_smoothing).add(label_smoothing / static_cast<double>(C));
+  Tensor loss = log_softmax(axis).mul(target).sum(std::vector<int64_t>{axis}).neg();
+  return reduce_loss(loss, reduction);
+}
+
+// tinygrad's sparse_categorical_crossentropy: class axis last; ignore_index = −1 ignores nothing;
+// "mean" averages over the labels that are not ignored
+Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::string& reduction, int64_t ignore_index,
+                                               double label_smoothing) const {
+  check_reduction(reduction);
+  if (ndim() < 1) throw std::invalid_argument("sparse_categorical_crossentropy: logits need a class axis (last)");
+  Tensor y_one_hot = labels_one_hot(*this, y, ndim() - 1, "sparse_categorical_crossentropy");
+  Tensor log_probs = log_softmax(-1);
+  Tensor labels = y.cast(DType::Int32);
+  Tensor mask = ignore_index != -1 ? labels.ne(iconst(labels, static_cast<double>(ignore_index))).cast(DType::Float32)
+                                   : Tensor::ones(y.shape(), DType::Float32, device());
+  std::vector<int64_t> last{-1};
+  Tensor picked = y_one_hot.where(log_probs, fconst(log_probs, 0)).sum(last).mul(mask);
+  Tensor loss = picked.mul(1 - label_smoothing);
+  if (label_smoothing > 0) loss = loss.add(log_probs.mean(last).mul(mask).mul(label_smoothing));
+  if (reduction == "none") return loss.neg();
+  if (reduction == "sum") return loss.sum().neg();
+  return loss.sum().div(mask.sum()).neg();
+}
+
+// −w[y]·x[y] along the class axis 1 (0 for 1-D input); ignored labels weigh 0; "mean" divides by Σ w[y]
+Tensor Tensor::nll_loss(const Tensor& y, const Tensor* weight, std::optional<int64_t> ignore_index, const std::string& reduction) const {
+  check_reduction(reduction);
+  if (ndim() < 1) throw std::invalid_argument("nll_loss: the input needs a class axis, got a 0-d tensor");
+  int64_t axis = ndim() == 1 ? 0 : 1;
+  int64_t C = shape()[axis];
+  Tensor mask = labels_one_hot(*this, y, axis, "nll_loss");
+  std::vector<int64_t> ax{axis};
+  Tensor picked = mask.where(*this, scalar_like(0)).sum(ax);
+  Tensor w;
+  if (weight) {
+    if (weight->shape() != Shape{C})
+      throw std::invalid_argument("nll_loss: weight " + shape_text(weight->shape()) + " must have one entry per class (" +
+                                  std::to_string(C) + ")");
+    Shape ws(ndim(), 1);
+    ws[axis] = C;
+    w = mask.where(weight->reshape(ws), fconst(*this, 0)).sum(ax);
+  } else {
+    w = Tensor::ones(y.shape(), DType::Float32, device());
+  }
+  if (ignore_index) w = y.cast(DType::Int32).ne(iconst(y, static_cast<double>(*ignore_index))).where(w, fconst(w, 0));
+  Tensor loss = picked.mul(w).neg();
+  if (reduction == "none") return loss;
+  if (reduction == "sum") return loss.sum();
+  return loss.sum().div(w.sum());
+}
+
+}  // namespace ts

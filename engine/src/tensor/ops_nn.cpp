@@ -1,0 +1,343 @@
+// Neural-network ops (NCHW) as compositions, following tinygrad: convolution and pooling are a PAD and
+// a _pool (windows from movement ops), then MUL + SUM (conv), MAX (max pool) or SUM / count (avg pool);
+// transposed convolution is a conv over a zero-stuffed input with a flipped kernel; interpolation is a
+// per-axis weighted selection (host-computed weights, as torch's upsample kernels compute them).
+// Semantics: torch.nn.functional. Shapes: input (N, C, *spatial) with 1-3 spatial dims.
+#include <cmath>
+#include <limits>
+
+#include "tensor/ops_common.h"
+
+namespace ts {
+
+using namespace detail;
+
+namespace {
+const double kInf = std::numeric_limits<double>::infinity();
+
+std::vector<int64_t> make_tuple(const std::vector<int64_t>& v, size_t n, const char* what) {
+  if (v.size() == 1) return std::vector<int64_t>(n, v[0]);
+  if (v.size() != n)
+    throw std::invalid_argument(std::string(what) + ": expected 1 or " + std::to_string(n) + " values, got " + std::to_string(v.size()));
+  return v;
+}
+
+// padding: {p} for every side, one value per spatial dim, or flat torch order (last dim first) → (before, after) per spatial dim
+Pairs resolve_pads(const std::vector<int64_t>& padding, size_t n) {
+  Pairs out(n);
+  if (padding.empty()) return Pairs(n, {0, 0});
+  if (padding.size() == 1) return Pairs(n, {padding[0], padding[0]});
+  if (padding.size() == n) {
+    for (size_t i = 0; i < n; i++) out[i] = {padding[i], padding[i]};
+    return out;
+  }
+  if (padding.size() == 2 * n) {
+    for (size_t i = 0; i < n; i++) out[n - 1 - i] = {padding[2 * i], padding[2 * i + 1]};
+    return out;
+  }
+  throw std::invalid_argument("padding must have 1, " + std::to_string(n) + " or " + std::to_string(2 * n) + " values, got " +
+                              std::to_string(padding.size()));
+}
+
+// the pads of the spatial dims, (0, 0) for N and C
+Pairs full_pads(const Tensor& x, const Pairs& spatial) {
+  Pairs p(x.ndim() - spatial.size(), {0, 0});
+  p.insert(p.end(), spatial.begin(), spatial.end());
+  return p;
+}
+
+// ceil_mode: extra padding after each dim so that a last partial window exists, but never a window that
+// starts in the padding (arXiv:1603.07285 §5.1, tinygrad's _apply_ceil_mode)
+Pairs ceil_pads(const Pairs& pads, const Shape& in, const std::vector<int64_t>& k, const std::vector<int64_t>& s,
+                const std::vector<int64_t>& d) {
+  Pairs out = pads;
+  for (size_t i = 0; i < k.size(); i++) {
+    int64_t span = d[i] * (k[i] - 1) + 1, total = in[i] + pads[i].first + pads[i].second;
+    int64_t o = (total - span + s[i] - 1) / s[i] + 1;
+    out[i].second += s[i] * (o - 1) + span - total - std::max<int64_t>(s[i] * (o - 1) - (pads[i].first + in[i] - 1), 0);
+  }
+  return out;
+}
+
+Shape spatial_of(const Tensor& x, size_t n) { return Shape(x.shape().end() - n, x.shape().end()); }
+std::vector<int64_t> last_axes(size_t n) {
+  std::vector<int64_t> ax;
+  for (size_t i = 0; i < n; i++) ax.push_back(-static_cast<int64_t>(n - i));
+  return ax;
+}
+void check_pool_input(const Tensor& x, size_t n, const char* what) {
+  if (n < 1 || n > 3) throw std::invalid_argument(std::string(what) + ": kernel must have 1 to 3 dims, got " + std::to_string(n));
+  if (static_cast<size_t>(x.ndim()) < n + 1)
+    throw std::invalid_argument(std::string(what) + ": input " + shape_text(x.shape()) + " has too few dims for a " +
+                                std::to_string(n) + "-d kernel");
+}
+
+Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride_,
+            const std::vector<int64_t>& dilation_, const Pairs& pads) {
+  size_t n = weight.ndim() - 2;
+  if (weight.ndim() < 3 || x.ndim() != weight.ndim())
+    throw std::runtime_error("conv2d: input " + shape_text(x.shape()) + " and weight " + shape_text(weight.shape()) +
+                             " must both be (N, C, *spatial) and (C_out, C_in/groups, *kernel) with 1-3 spatial dims");
+  int64_t bs = x.shape()[0], cin_ = x.shape()[1], cout = weight.shape()[0], cin = weight.shape()[1];
+  if (groups <= 0 || groups * cin != cin_ || cout % groups)
+    throw std::runtime_error("conv2d: input " + shape_text(x.shape()) + " does not match the weight " + shape_text(weight.shape()) +
+                             " with groups=" + std::to_string(groups) + " (" + std::to_string(groups * cin) + " != " +
+                             std::to_string(cin_) + " input channels)");
+  auto stride = make_tuple(stride_, n, "conv2d stride"), dilation = make_tuple(dilation_, n, "conv2d dilation");
+  std::vector<int64_t> HW(weight.shape().begin() + 2, weight.shape().end());
+  Tensor p = pool(x.pad(full_pads(x, pads)), HW, stride, dilation);  // (bs, cin_, *o, *HW)
+  Shape o(p.shape().begin() + 2, p.shape().begin() + 2 + n);
+  int64_t rcout = cout / groups;
+  Shape s1{bs, groups, cin, 1}, e1{bs, groups, cin, rcout};
+  s1.insert(s1.end(), o.begin(), o.end());
+  e1.insert(e1.end(), o.begin(), o.end());
+  s1.insert(s1.end(), HW.begin(), HW.end());
+  e1.insert(e1.end(), HW.begin(), HW.end());
+  std::vector<int64_t> order{0, 1, 3};
+  for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(4 + i));
+  order.push_back(2);
+  for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(4 + n + i));
+  Tensor xs = p.reshape(s1).expand(e1).permute(order);  // (bs, groups, rcout, *o, cin, *HW)
+  Shape ws{1, groups, rcout};
+  for (size_t i = 0; i < n; i++) ws.push_back(1);
+  ws.push_back(cin);
+  ws.insert(ws.end(), HW.begin(), HW.end());
+  std::vector<int64_t> red;
+  for (size_t i = 0; i <= n; i++) red.push_back(-1 - static_cast<int64_t>(i));
+  Shape out{bs, cout};
+  out.insert(out.end(), o.begin(), o.end());
+  Tensor r = xs.mul(weight.reshape(ws)).sum(red).reshape(out);
+  if (!bias) return r;
+  Shape bsh{1, cout};
+  for (size_t i = 0; i < n; i++) bsh.push_back(1);
+  return r.add(bias->reshape(bsh));
+}
+}  // namespace
+
+Tensor Tensor::conv2d(const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride,
+                      const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding) const {
+  if (weight.ndim() < 3) throw std::runtime_error("conv2d: weight " + shape_text(weight.shape()) + " needs at least 3 dims");
+  return conv(*this, weight, bias, groups, stride, dilation, resolve_pads(padding, weight.ndim() - 2));
+}
+
+// weight (C_in, C_out/groups, *kernel) as torch. Stride s: each input element is followed by s−1 zeros
+// (reshape (k,1) → pad (k,s) → reshape → shrink); then a stride-1 conv with the flipped, group-transposed
+// kernel and padding (k−1)·d − p before, (k−1)·d − p + output_padding after.
+Tensor Tensor::conv_transpose2d(const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride_,
+                                const std::vector<int64_t>& dilation_, const std::vector<int64_t>& padding,
+                                const std::vector<int64_t>& output_padding) const {
+  if (weight.ndim() < 3 || ndim() != weight.ndim())
+    throw std::runtime_error("conv_transpose2d: input " + shape_text(shape()) + " and weight " + shape_text(weight.shape()) +
+                             " must both have 1-3 spatial dims");
+  size_t n = weight.ndim() - 2;
+  if (groups <= 0 || weight.shape()[0] != shape()[1] || weight.shape()[0] % groups)
+    throw std::runtime_error("conv_transpose2d: input " + shape_text(shape()) + " does not match the weight " +
+                             shape_text(weight.shape()) + " with groups=" + std::to_string(groups));
+  auto stride = make_tuple(stride_, n, "conv_transpose2d stride"), dilation = make_tuple(dilation_, n, "conv_transpose2d dilation");
+  auto op = make_tuple(output_padding, n, "conv_transpose2d output_padding");
+  Pairs pads = resolve_pads(padding, n);
+  std::vector<int64_t> HW(weight.shape().begin() + 2, weight.shape().end());
+  // (C_in, C_out/g, *k) → (g, C_in/g, C_out/g, *k) → (g, C_out/g, C_in/g, *k), flipped, → (C_out, C_in/g, *k)
+  std::vector<int64_t> flips;
+  for (size_t i = 0; i < n; i++) flips.push_back(static_cast<int64_t>(3 + i));
+  Tensor w = weight.unflatten(0, {groups, -1}).transpose(1, 2).flip(flips).flatten(0, 1);
+  Tensor x = *this;
+  bool strided = false;
+  for (int64_t s : stride) strided = strided || s > 1;
+  if (strided) {
+    Shape s1(x.shape().begin(), x.shape().begin() + 2), s2 = s1;
+    Pairs p{{0, 0}, {0, 0}};
+    for (size_t i = 0; i < n; i++) {
+      int64_t k = x.shape()[2 + i];
+      s1.push_back(k);
+      s1.push_back(1);
+      p.push_back({0, 0});
+      p.push_back({0, stride[i] - 1});
+      s2.push_back(k * stride[i]);
+    }
+    x = x.reshape(s1).pad(p).reshape(s2);
+    Pairs b{{0, x.shape()[0]}, {0, x.shape()[1]}};
+    for (size_t i = 0; i < n; i++) b.push_back({0, x.shape()[2 + i] - (stride[i] - 1)});
+    x = x.shrink(b);
+  }
+  Pairs cp;
+  for (size_t i = 0; i < n; i++) {
+    int64_t e = (HW[i] - 1) * dilation[i];
+    cp.push_back({e - pads[i].first, e - pads[i].second + op[i]});
+  }
+  return conv(x, w, bias, groups, {1}, dilation, cp);
+}
+
+namespace {
+struct PoolArgs {
+  size_t n;
+  std::vector<int64_t> k, s, d;
+  Pairs pads;       // as given
+  Pairs eff_pads;   // with ceil_mode's extra padding
+};
+PoolArgs pool_args(const Tensor& x, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                   const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding, bool ceil_mode, const char* what) {
+  PoolArgs a;
+  a.n = kernel.size();
+  check_pool_input(x, a.n, what);
+  a.k = kernel;
+  a.s = stride.empty() ? kernel : make_tuple(stride, a.n, what);
+  a.d = make_tuple(dilation, a.n, what);
+  a.pads = resolve_pads(padding, a.n);
+  a.eff_pads = ceil_mode ? ceil_pads(a.pads, spatial_of(x, a.n), a.k, a.s, a.d) : a.pads;
+  return a;
+}
+}  // namespace
+
+// padded with −inf (so padding never wins), windows, MAX over the kernel axes
+Tensor Tensor::max_pool2d(const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation,
+                          const std::vector<int64_t>& padding, bool ceil_mode) const {
+  PoolArgs a = pool_args(*this, kernel, stride, dilation, padding, ceil_mode, "max_pool2d");
+  double lowest = dtype() == DType::Float32 ? -kInf : -2147483648.0;
+  return pool(pad(full_pads(*this, a.eff_pads), lowest), a.k, a.s, a.d).max(last_axes(a.n));
+}
+
+// indices: the first maximum of each window, as a flat index into the (unpadded) spatial plane —
+// windows of (size − position) compared against the max, as tinygrad
+std::pair<Tensor, Tensor> Tensor::max_pool2d_with_indices(const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                                                          const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding,
+                                                          bool ceil_mode) const {
+  PoolArgs a = pool_args(*this, kernel, stride, dilation, padding, ceil_mode, "max_pool2d");
+  double lowest = dtype() == DType::Float32 ? -kInf : -2147483648.0;
+  Tensor pooled = pool(pad(full_pads(*this, a.eff_pads), lowest), a.k, a.s, a.d);
+  auto ax = last_axes(a.n);
+  Tensor values = pooled.max(ax);
+  Shape sp = spatial_of(*this, a.n);
+  int64_t size = shape_numel(sp);
+  Tensor rev = iconst(*this, static_cast<double>(size)).sub(arange_int(size, device())).reshape(sp);  // size, ..., 1
+  Tensor rev_pooled = pool(rev.pad(a.eff_pads), a.k, a.s, a.d);
+  Tensor hit = pooled.eq(pooled.max(ax, true).detach());
+  Tensor best = hit.where(rev_pooled, iconst(*this, 0)).max(ax);
+  return {values, iconst(*this, static_cast<double>(size)).sub(best)};
+}
+
+// count_include_pad: divide by the window size (padding counted, ceil_mode's extra padding not);
+// otherwise by the number of real elements (a pooled ones-tensor), as torch
+Tensor Tensor::avg_pool2d(const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation,
+                          const std::vector<int64_t>& padding, bool ceil_mode, bool count_include_pad) const {
+  PoolArgs a = pool_args(*this, kernel, stride, dilation, padding, ceil_mode, "avg_pool2d");
+  auto ax = last_axes(a.n);
+  Tensor x = as_float(*this);
+  Tensor sums = pool(x.pad(full_pads(x, a.eff_pads)), a.k, a.s, a.d).sum(ax);
+  Shape sp = spatial_of(x, a.n);
+  Tensor ones = Tensor::ones(sp, DType::Float32, device());
+  Tensor counts;
+  if (count_include_pad) {
+    Pairs extra;
+    for (size_t i = 0; i < a.n; i++) extra.push_back({0, a.eff_pads[i].second - a.pads[i].second});
+    counts = pool(ones.pad(a.pads, 1.0).pad(extra), a.k, a.s, a.d).sum(ax);
+  } else {
+    counts = pool(ones.pad(a.eff_pads), a.k, a.s, a.d).sum(ax);
+  }
+  return sums.div(counts);
+}
+
+// values at the flat spatial indices of a max_pool2d(return_indices=True): one-hot masks over the
+// output plane, WHERE + SUM (tinygrad's max_unpool2d)
+Tensor Tensor::max_unpool2d(const Tensor& indices, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
+                            const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding, const Shape& output_size) const {
+  size_t n = kernel.size();
+  check_pool_input(*this, n, "max_unpool2d");
+  if (indices.shape() != shape())
+    throw std::invalid_argument("max_unpool2d: indices " + shape_text(indices.shape()) + " must have the shape of the values " +
+                                shape_text(shape()));
+  Shape out;
+  if (output_size.empty()) {
+    auto s = stride.empty() ? kernel : make_tuple(stride, n, "max_unpool2d stride");
+    auto d = make_tuple(dilation, n, "max_unpool2d dilation");
+    Pairs p = resolve_pads(padding, n);
+    Shape in = spatial_of(*this, n);
+    for (size_t i = 0; i < n; i++) out.push_back((in[i] - 1) * s[i] - (p[i].first + p[i].second) + d[i] * (kernel[i] - 1) + 1);
+  } else {
+    if (output_size.size() < n) throw std::invalid_argument("max_unpool2d: output_size " + shape_text(output_size) + " is too short");
+    out.assign(output_size.end() - n, output_size.end());
+  }
+  Shape lead(shape().begin(), shape().end() - n);
+  int64_t plane = shape_numel(out);
+  Shape flat = lead;
+  flat.push_back(-1);
+  Tensor mask = one_hot_mask(indices.reshape(flat), plane);  // (..., L, plane)
+  Tensor r = mask.where(reshape(flat).unsqueeze(-1), scalar_like(0)).sum(std::vector<int64_t>{-2});
+  Shape full = lead;
+  full.insert(full.end(), out.begin(), out.end());
+  return r.reshape(full);
+}
+
+// Separable: one axis at a time, from the last, each a (out, in) selection with torch's source-index
+// arithmetic (area_pixel_compute_source_index, nearest_idx), computed on the host in float32.
+Tensor Tensor::interpolate(const Shape& size, const std::string& mode, bool align_corners) const {
+  if (mode != "linear" && mode != "nearest" && mode != "nearest-exact")
+    throw std::invalid_argument("interpolate: mode must be 'linear', 'nearest' or 'nearest-exact', got '" + mode + "'");
+  if (align_corners && mode != "linear")
+    throw std::invalid_argument("interpolate: align_corners can only be set with mode 'linear'");
+  if (size.empty() || static_cast<int64_t>(size.size()) > ndim())
+    throw std::invalid_argument("interpolate: size " + shape_text(size) + " does not fit the input " + shape_text(shape()));
+  Tensor x = as_float(*this);
+  for (int64_t i = -1; i >= -static_cast<int64_t>(size.size()); i--) {
+    int64_t in = x.shape()[x.ndim() + i], outn = size[size.size() + i];
+    std::vector<float> w(outn * in, 0.0f);
+    for (int64_t o = 0; o < outn; o++) {
+      if (mode == "linear") {
+        float scale = align_corners ? (outn > 1 ? static_cast<float>(in - 1) / static_cast<float>(outn - 1) : 0.0f)
+                                    : static_cast<float>(in) / static_cast<float>(outn);
+        float src = align_corners ? scale * static_cast<float>(o) : std::max(scale * (static_cast<float>(o) + 0.5f) - 0.5f, 0.0f);
+        int64_t i0 = static_cast<int64_t>(src);
+        int64_t i1 = i0 < in - 1 ? i0 + 1 : i0;
+        float l1 = src - static_cast<float>(i0), l0 = 1.0f - l1;
+        w[o * in + i0] += l0;
+        w[o * in + i1] += l1;
+      } else {
+        float scale = static_cast<float>(in) / static_cast<float>(outn);
+        float src = mode == "nearest" ? static_cast<float>(o) * scale : (static_cast<float>(o) + 0.5f) * scale;
+        int64_t i0 = std::min<int64_t>(static_cast<int64_t>(std::floor(src)), in - 1);
+        w[o * in + i0] = 1.0f;
+      }
+    }
+    Tensor wt = Tensor::from_data(w.data(), DType::Float32, {outn, in}, device());
+    Tensor xl = move_axis_last(x, x.ndim() + i).unsqueeze(-2);  // (..., 1, in)
+    Tensor r = mode == "linear" ? xl.mul(wt).sum(std::vector<int64_t>{-1})
+                                : wt.ne(fconst(wt, 0)).where(xl, fconst(xl, 0)).sum(std::vector<int64_t>{-1});
+    x = move_last_to(r, x.ndim() + i);
+  }
+  return x;
+}
+
+// (x − mean) · rsqrt(mean((x − mean)²) + eps), no affine parameters (tinygrad's layernorm)
+Tensor Tensor::layernorm(int64_t axis, double eps) const {
+  std::vector<int64_t> ax{axis};
+  Tensor y = as_float(*this).sub(mean(ax, true));
+  return y.mul(y.square().mean(ax, true).add(eps).rsqrt());
+}
+
+// inverted dropout: keep with probability 1 − p and scale by 1/(1 − p)
+Tensor Tensor::dropout(double p) const {
+  if (p < 0 || p > 1) throw std::invalid_argument("dropout: p must be in [0, 1], got " + std::to_string(p));
+  if (p == 0) return *this;
+  if (p == 1) return mul(0.0);
+  Tensor keep = Tensor::rand(shape(), device()).ge(Tensor::scalar(p, DType::Float32, device()));
+  return keep.where(as_float(*this).mul(1.0 / (1.0 - p)), fconst(*this, 0));
+}
+
+Tensor Tensor::scaled_dot_product_attention(const Tensor& key, const Tensor& value, const Tensor* attn_mask, double dropout_p,
+                                            bool is_causal) const {
+  if (ndim() < 2 || key.ndim() < 2 || value.ndim() < 2)
+    throw std::runtime_error("scaled_dot_product_attention: query " + shape_text(shape()) + ", key " + shape_text(key.shape()) +
+                             " and value " + shape_text(value.shape()) + " need at least 2 dims");
+  Tensor qk = matmul(key.transpose(-2, -1)).div(std::sqrt(static_cast<double>(shape().back())));
+  if (is_causal) {
+    int64_t L = shape()[ndim() - 2], S = key.shape()[key.ndim() - 2];
+    Tensor causal = Tensor::ones({L, S}, DType::Bool, device()).tril(0);
+    qk = causal.where(qk, fconst(qk, -kInf));
+  }
+  if (attn_mask) qk = attn_mask->dtype() == DType::Bool ? attn_mask->where(qk, fconst(qk, -kInf)) : qk.add(*attn_mask);
+  Tensor a = qk.softmax(-1);
+  if (dropout_p > 0) a = a.dropout(dropout_p);
+  return a.matmul(value);
+}
+
+}  // namespace ts
