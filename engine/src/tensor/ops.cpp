@@ -343,11 +343,25 @@ Tensor Tensor::log_softmax(int64_t axis) const {
 }
 Tensor Tensor::logsumexp(const Axes& axes, bool keepdim) const {
   // an infinite max is replaced by 0 so that x − m stays defined (all −inf gives −inf, any +inf gives +inf)
-  Tensor m = max(axes, true).detach();
-  m = m.isinf().where(m.scalar_like(0), m);
-  Tensor r = sub(m).exp().sum(axes, true).log().add(m);
+  std::vector<int64_t> ax = reduce_axes(*this, axes);
+  for (int64_t a : ax)
+    if (shape()[a] == 0) {  // an empty sum of exponentials: log 0 = −inf
+      Shape s = keepdim ? shape() : drop_axes(shape(), ax);
+      if (keepdim) for (int64_t b : ax) s[b] = 1;
+      Shape in = shape();
+      return with_custom_backward(
+          {*this}, [&] { return Tensor::full(s, -std::numeric_limits<double>::infinity(), DType::Float32, device()); },
+          [in](const Tensor&, const Tensor& g) { return std::vector<Tensor>{Tensor::zeros(in, DType::Float32, g.device())}; });
+    }
+  // the max clamped to ±FLT_MAX: an infinite max would make x − m NaN; with the clamp, all −inf gives −inf
+  // and any +inf gives +inf
+  const double big = std::numeric_limits<float>::max();
+  Tensor m = max(axes, true).detach().maximum(scalar_like(-big)).minimum(scalar_like(big));
+  // the shift added back after the SUM reads m through fresh (no-op) movement nodes: works around a lowering
+  // bug (ir/lower.cpp) that reuses a load first made inside the reduce loop after that loop
+  Tensor r = sub(m).exp().sum(axes, true).log().add(m.unsqueeze(0).squeeze(0));
   if (keepdim) return r;
-  return r.reshape(drop_axes(shape(), reduce_axes(*this, axes)));
+  return r.reshape(drop_axes(shape(), ax));
 }
 
 // ---- movement -----------------------------------------------------------------------------------
