@@ -458,7 +458,12 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding, doub
     any_crop = any_crop || cb || ca;
   }
   Tensor out = *this;
-  if (any) {
+  if (any && numel() == 0) {
+    // padding nothing is a constant (also sidesteps the view index math dividing by the zero-size dim)
+    Shape in = shape();
+    out = with_custom_backward({*this}, [&] { return Tensor::full(s, value, dtype(), device()); },
+                               [in](const Tensor&, const Tensor& g) { return std::vector<Tensor>{Tensor::zeros(in, DType::Float32, g.device())}; });
+  } else if (any) {
     out = primitive(Op::Pad, {*this}, s, dtype(), arg);
     if (value != 0) {
       Pairs grow;
