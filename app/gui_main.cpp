@@ -9,6 +9,7 @@
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
+#include <QFileInfo>
 #include <QTimer>
 #include <cstdio>
 
@@ -92,9 +93,14 @@ int main(int argc, char** argv) {
   const std::string pythonPath = ts::ScriptRunner::default_python_path();
   ts::ScriptRunner::initialize(pythonPath.empty() ? std::vector<std::string>{} : std::vector<std::string>{pythonPath});
 
+  const QStringList args = parser.positionalArguments();
+  // Checked before the window exists: a message box would wait forever in a batch run.
+  if (!args.isEmpty() && !QFileInfo(args.first()).isReadable()) {
+    std::fprintf(stderr, "tensorscope: cannot read %s\n", qPrintable(args.first()));
+    return 1;
+  }
   tsui::MainWindow window;
   window.setDevice(parser.value(device).toUpper());
-  const QStringList args = parser.positionalArguments();
   if (!args.isEmpty() && !window.openScript(args.first())) return 1;
   window.show();
 
