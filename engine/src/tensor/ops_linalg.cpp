@@ -62,6 +62,7 @@ Tensor Tensor::einsum(const std::string& formula_in, const std::vector<Tensor>& 
   std::vector<Tensor> ops;
   for (size_t i = 0; i < terms.size(); i++) {
     std::string lab = expand_ellipsis(terms[i], operands[i].ndim(), E, ell);
+    for (char c : lab) count[c]++;  // before diagonals: "ii" uses i twice, so its implicit output is ()
     Tensor x = operands[i];
     // a repeated letter takes the diagonal of its two dims (appended last by diagonal())
     for (bool again = true; again;) {
@@ -78,7 +79,6 @@ Tensor Tensor::einsum(const std::string& formula_in, const std::vector<Tensor>& 
           }
     }
     for (size_t a = 0; a < lab.size(); a++) {
-      count[lab[a]]++;
       int64_t s = x.shape()[a];
       auto [it, fresh] = size.try_emplace(lab[a], s);
       if (!fresh && it->second != s && it->second != 1 && s != 1)

@@ -261,11 +261,25 @@ Tensor Tensor::max_unpool2d(const Tensor& indices, const std::vector<int64_t>& k
   int64_t plane = shape_numel(out);
   Shape flat = lead;
   flat.push_back(-1);
-  Tensor mask = one_hot_mask(indices.reshape(flat), plane);  // (..., L, plane)
-  Tensor r = mask.where(reshape(flat).unsqueeze(-1), scalar_like(0)).sum(std::vector<int64_t>{-2});
   Shape full = lead;
   full.insert(full.end(), out.begin(), out.end());
-  return r.reshape(full);
+  Tensor idx = indices.reshape(flat), vals = reshape(flat);
+  // overlapping windows can name one position twice (with the same value): divide by the count; the
+  // backward reads the output gradient at each index, as torch's max_unpool (a gather)
+  return with_custom_backward(
+      {vals},
+      [&] {
+        Tensor mask = one_hot_mask(idx, plane);  // (..., L, plane)
+        std::vector<int64_t> ax{-2};
+        Tensor sum = mask.where(vals.unsqueeze(-1), vals.scalar_like(0)).sum(ax);
+        Tensor count = mask.sum(ax).maximum(iconst(vals, 1));
+        return sum.div(count).reshape(full);
+      },
+      [idx, flat, plane, self_shape = shape()](const Tensor&, const Tensor& g) {
+        Shape gs = flat;
+        gs.back() = plane;
+        return std::vector<Tensor>{g.reshape(gs).gather(-1, idx).reshape(self_shape)};
+      });
 }
 
 // Separable: one axis at a time, from the last, each a (out, in) selection with torch's source-index
