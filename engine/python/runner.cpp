@@ -63,7 +63,13 @@ std::string ScriptRunner::default_python_path() {
 ScriptResult ScriptRunner::run(const std::string& path, const std::string& source, const std::string& device,
                                std::function<void(bool, std::string_view)> on_output) {
   ScriptResult result;
-  py::gil_scoped_acquire gil;
+  // PyGILState_Ensure, not pybind11's gil_scoped_acquire: on a thread other than the main one the
+  // latter makes a thread state that PyGILState does not know, and the first import then deadlocks
+  // on the import lock this thread already holds.
+  struct GilState {
+    PyGILState_STATE state = PyGILState_Ensure();
+    ~GilState() { PyGILState_Release(state); }
+  } gil;
   g_script_thread = PyThread_get_thread_ident();
   py::module_ sys = py::module_::import("sys");
   py::object old_out = sys.attr("stdout"), old_err = sys.attr("stderr"), old_argv = sys.attr("argv");

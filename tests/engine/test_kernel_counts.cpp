@@ -55,10 +55,25 @@ TEST(KernelCount, MatmulAndSumIsOneKernel) {
 
 TEST(KernelCount, ExpandedReduceEndsAKernel) {
   Tensor x = realized({32, 32});
-  // x - x.max(axis=1, keepdim=True): the max is broadcast back over the rows
-  EXPECT_EQ(kernels_for([&] { return x.sub(x.max(std::vector<int64_t>{1}, true)); }), 2);
-  // softmax: max, sum of exp, then the division (3 kernels, as tinygrad's default)
-  EXPECT_EQ(kernels_for([&] { return x.softmax(-1); }), 3);
+  // x - x.mean(axis=0, keepdim=True): the column means are broadcast down the columns, across rows
+  EXPECT_EQ(kernels_for([&] { return x.sub(x.mean(std::vector<int64_t>{0}, true)); }), 2);
+  // a full reduce broadcast back over everything
+  EXPECT_EQ(kernels_for([&] { return x.div(x.sum()); }), 2);
+}
+
+TEST(KernelCount, RowReductionsFuseIntoOneKernel) {
+  Tensor x = realized({32, 48});
+  // x - x.max(axis=1, keepdim=True): the max is broadcast back along its own row
+  EXPECT_EQ(kernels_for([&] { return x.sub(x.max(std::vector<int64_t>{1}, true)); }), 1);
+  // softmax: max, sum of exp and the division, all per row (tinygrad's default needs 3 kernels)
+  EXPECT_EQ(kernels_for([&] { return x.softmax(-1); }), 1);
+  EXPECT_EQ(kernels_for([&] { return x.log_softmax(-1); }), 1);
+  // layernorm without affine parameters: mean, variance, normalize
+  EXPECT_EQ(kernels_for([&] {
+              Tensor xc = x.sub(x.mean(std::vector<int64_t>{-1}, true));
+              return xc.div(xc.square().mean(std::vector<int64_t>{-1}, true).add(1e-5).sqrt());
+            }),
+            1);
 }
 
 TEST(KernelCount, ContiguousEndsAKernel) {
@@ -74,7 +89,7 @@ TEST(KernelCount, ExpensiveSharedValueIsStoredOnce) {
               for (int i = 0; i < 20; i++) h = h.mul(1.01).add(0.01);
               return h.add(h.sum(std::vector<int64_t>{1}, true));
             }),
-            3);
+            2);
 }
 
 TEST(KernelCount, RealizedTensorIsFree) {

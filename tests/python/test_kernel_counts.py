@@ -89,11 +89,24 @@ def test_elementwise_before_a_reduce_fuses_into_it(dev):
 
 @devices
 def test_expanded_reduce_output_ends_a_kernel(dev):
-    # The max must be stored before it can be broadcast back over the row: two kernels.
+    # Column means broadcast across the rows: the reduce must be stored first, two kernels.
+    x, xv = _realized(dev, 6, 7)
+    n, out = _count(lambda: x - x.mean(axis=0, keepdim=True))
+    assert n == 2
+    np.testing.assert_allclose(out.numpy(), xv - xv.mean(axis=0, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+@devices
+def test_row_reduce_broadcast_along_its_row_fuses(dev):
+    # The row max broadcast back along its own row fuses as a second reduction over the row: one kernel.
     x, xv = _realized(dev, 6, 7)
     n, out = _count(lambda: x - x.max(axis=1, keepdim=True))
-    assert n == 2
+    assert n == 1
     np.testing.assert_allclose(out.numpy(), xv - xv.max(axis=1, keepdims=True), rtol=1e-6)
+    n, out = _count(lambda: x.softmax(-1))
+    assert n == 1
+    e = np.exp(xv - xv.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
 def test_kernel_count_resets():

@@ -11,6 +11,8 @@ const std::vector<Pass>& pipeline() {
   static const std::vector<Pass> passes = {
       {"hoist_constants", "move constants to the top of the kernel, out of every loop", hoist_constants},
       {"dead_code_elimination", "drop instructions whose value is never used", dead_code_elimination},
+      {"loop_invariant_code_motion", "compute values (and whole reductions) that do not change in a loop before it",
+       loop_invariant_code_motion},
   };
   return passes;
 }

@@ -42,6 +42,29 @@ std::vector<NodeId> toposort(const Graph& g, const std::vector<NodeId>& targets)
   return order;
 }
 
+// An expand that broadcasts a value only along trailing dims, keeping at least one leading dim of size
+// > 1 — a reduce's result over the rows (x.max(-1, keepdim=True).expand(x.shape)). A reduce read
+// this way fuses into its consumer: in the consumer's loop nest the reduce depends only on the outer
+// (row) loops, so loop-invariant code motion computes it once per row, before the loop over the row
+// (softmax, log_softmax and layernorm become one kernel per row: beyond tinygrad's default fusion).
+bool is_row_local_expand(const Graph& g, NodeId id) {
+  const Node& e = g[id];
+  const Shape& in = g[e.src[0]].shape;
+  const Shape& out = e.shape;
+  size_t first_broadcast = out.size();
+  for (size_t d = 0; d < out.size(); d++)
+    if (in[d] != out[d]) {
+      first_broadcast = d;
+      break;
+    }
+  if (first_broadcast == 0 || first_broadcast == out.size()) return false;
+  for (size_t d = first_broadcast; d < out.size(); d++)
+    if (in[d] != 1 && in[d] != out[d]) return false;
+  int64_t rows = 1;
+  for (size_t d = 0; d < first_broadcast; d++) rows *= out[d];
+  return rows > 1;
+}
+
 std::string kernel_name(const Graph& g, const ScheduleItem& item) {
   const Node& out = g[item.output];
   std::string name;
@@ -80,7 +103,8 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
   }
 
   // Which values are read through an expand (broadcast)? Walk each consumer's operand down its chain
-  // of movement ops to the value underneath.
+  // of movement ops to the value underneath. A row-local expand (see is_row_local_expand) does not
+  // count: the reduce it broadcasts is fused as a second reduction over the same rows.
   std::map<NodeId, std::string> expanded_by;
   for (NodeId id : sched.nodes) {
     const Node& n = g[id];
@@ -89,7 +113,9 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       NodeId cur = n.src[i];
       bool expands = false;
       while (!g[cur].realized() && is_movement(g[cur].op)) {
-        if (g[cur].op == Op::Expand && shape_numel(g[cur].shape) > shape_numel(g[g[cur].src[0]].shape)) expands = true;
+        if (g[cur].op == Op::Expand && shape_numel(g[cur].shape) > shape_numel(g[g[cur].src[0]].shape) &&
+            !is_row_local_expand(g, cur))
+          expands = true;
         cur = g[cur].src[0];
       }
       if (expands && !expanded_by.count(cur)) expanded_by[cur] = node_label(g, id);
@@ -110,7 +136,8 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     for (int i = 0; i < n.num_src; i++) {
       NodeId s = n.src[i];
       if (is_input(s)) continue;
-      red = red || has_reduce[s];
+      // a row-local broadcast of a reduce costs a few ops per element: the reduce runs once per row
+      if (!(n.op == Op::Expand && is_row_local_expand(g, id))) red = red || has_reduce[s];
       c = std::min<int64_t>(c + cost[s], 1 << 20);
     }
     has_reduce[id] = red;

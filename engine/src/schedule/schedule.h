@@ -6,7 +6,10 @@
 //     arithmetic, broadcasting is a zero stride.
 //  2. A reduce fuses its elementwise producers (the loop body) and its consumers, as long as its output
 //     is not broadcast to them: a reduce whose output is expanded ends a kernel ("reduce output is
-//     expanded"), since fusing it would recompute the whole reduction once per broadcast element.
+//     expanded"), since fusing it would recompute the whole reduction once per broadcast element —
+//     except when the broadcast runs along the trailing dims of rows (x - x.max(-1, keepdim=True)):
+//     then the reduce fuses as a second reduction over the same rows, and loop-invariant code motion
+//     computes it once per row. Softmax, log_softmax and layernorm are one kernel.
 //  3. A node with several consumers is recomputed by each of them when that is cheap — it contains no
 //     reduce and at most kRecomputeLimit ALU ops — and stored otherwise.
 //  4. A realize()/numpy() target, contiguous() and a realized buffer are always kernel boundaries.

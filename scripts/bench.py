@@ -1,0 +1,172 @@
+"""Tensorscope benchmarks against NumPy and PyTorch, measured side by side in one run.
+
+Each workload runs in Tensorscope, NumPy and PyTorch with the same inputs; results are checked against
+NumPy; the table shows medians (ms) and ratios. Thread counts are set explicitly for all three
+(TENSORSCOPE_THREADS, OPENBLAS_NUM_THREADS / OMP_NUM_THREADS, torch.set_num_threads) and
+OPENBLAS_CORETYPE is unset, so that OpenBLAS picks its best kernels (the environment may force
+Haswell, which halves its sgemm speed). Run: scripts/bench.sh [--quick] [--json FILE]
+"""
+import json
+import os
+import statistics
+import sys
+import time
+
+THREADS = int(os.environ.get("BENCH_THREADS", "1"))
+os.environ.pop("OPENBLAS_CORETYPE", None)
+for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TENSORSCOPE_THREADS"):
+    os.environ[var] = str(THREADS)
+
+import numpy as np  # noqa: E402  (after the thread variables)
+import torch  # noqa: E402
+
+import tensorscope  # noqa: E402
+from tensorscope import GlobalCounters, Tensor  # noqa: E402
+
+torch.set_num_threads(THREADS)
+QUICK = "--quick" in sys.argv
+REPEATS = 3 if QUICK else 7
+
+
+def median_ms(fn, repeats=REPEATS):
+    fn()  # warm-up: compiles, fills caches and the buffer pool
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t0) * 1e3)
+    return statistics.median(times)
+
+
+def check(name, got, want, rtol=1e-3, atol=1e-4):
+    if not np.allclose(got, want, rtol=rtol, atol=atol):
+        raise SystemExit(f"bench: {name}: Tensorscope's result differs from NumPy's (max abs err {np.abs(got - want).max()})")
+
+
+rows = []
+
+
+def row(name, ts_ms, np_ms=None, torch_ms=None, extra=""):
+    rows.append({"workload": name, "threads": THREADS, "tensorscope_ms": ts_ms, "numpy_ms": np_ms, "torch_ms": torch_ms, "note": extra})
+
+
+rng = np.random.default_rng(0)
+
+# ---- relu(a*b+c)*2 + exp(-a), 16M floats ------------------------------------------------------
+n = 1 << 22 if QUICK else 1 << 24
+a, b, c = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+ta, tb, tc = Tensor(a), Tensor(b), Tensor(c)
+pa, pb, pc = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
+GlobalCounters.reset()
+out = ((ta * tb + tc).relu() * 2 + (-ta).exp()).realize()
+kernels = GlobalCounters.kernel_count
+check("elementwise", out.numpy(), np.maximum(a * b + c, 0) * 2 + np.exp(-a))
+row(f"relu(a*b+c)*2+exp(-a), {n >> 20}M", median_ms(lambda: ((ta * tb + tc).relu() * 2 + (-ta).exp()).realize()),
+    median_ms(lambda: np.maximum(a * b + c, 0) * 2 + np.exp(-a)),
+    median_ms(lambda: torch.relu(pa * pb + pc) * 2 + torch.exp(-pa)), f"{kernels} kernel(s)")
+
+# ---- row softmax 4096x4096 --------------------------------------------------------------------
+m = 1024 if QUICK else 4096
+x = rng.standard_normal((m, m), dtype=np.float32)
+tx, px = Tensor(x), torch.from_numpy(x)
+
+
+def np_softmax(v):
+    e = np.exp(v - v.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+GlobalCounters.reset()
+out = tx.softmax(-1).realize()
+kernels = GlobalCounters.kernel_count
+check("softmax", out.numpy(), np_softmax(x), atol=1e-6)
+row(f"softmax rows {m}x{m}", median_ms(lambda: tx.softmax(-1).realize()), median_ms(lambda: np_softmax(x)),
+    median_ms(lambda: torch.softmax(px, -1)), f"{kernels} kernel(s)")
+
+# ---- sum of 16M ---------------------------------------------------------------------------------
+# float32 summation error grows with n: compare against the float64 sum within 1e-6 of sum|a|
+check("sum", ta.sum().numpy(), np.sum(a, dtype=np.float64), rtol=0, atol=1e-6 * float(np.abs(a).sum()))
+row(f"sum of {n >> 20}M", median_ms(lambda: ta.sum().realize()), median_ms(lambda: a.sum()), median_ms(lambda: pa.sum()))
+
+# ---- matmul -----------------------------------------------------------------------------------
+for size in ([256] if QUICK else [1024, 2048]):
+    p = rng.standard_normal((size, size), dtype=np.float32)
+    q = rng.standard_normal((size, size), dtype=np.float32)
+    tp, tq, pp, pq = Tensor(p), Tensor(q), torch.from_numpy(p), torch.from_numpy(q)
+    check("matmul", (tp @ tq).numpy(), p @ q, rtol=1e-3, atol=1e-2)
+    flop = 2 * size ** 3
+    ts_ms = median_ms(lambda: (tp @ tq).realize(), repeats=3)
+    np_ms = median_ms(lambda: p @ q, repeats=3)
+    row(f"matmul {size}", ts_ms, np_ms, median_ms(lambda: pp @ pq, repeats=3),
+        f"{flop / ts_ms / 1e6:.0f} GFLOP/s vs NumPy {flop / np_ms / 1e6:.0f}")
+
+# ---- 1000 chained tiny adds, realized once -------------------------------------------------------
+one = Tensor(np.ones(4, dtype=np.float32))
+
+
+def chain():
+    t = one
+    for _ in range(1000):
+        t = t + 1.0
+    return t.realize()
+
+
+check("chain", chain().numpy(), np.full(4, 1001, dtype=np.float32))
+row("1000 chained tiny adds (per op)", median_ms(chain) / 1000, median_ms(lambda: [np.add(o, 1.0) for o in [np.ones(4, np.float32)] * 1000]) / 1000,
+    median_ms(lambda: [torch.add(t, 1.0) for t in [torch.ones(4)] * 1000]) / 1000, "build + schedule + run, warm cache")
+
+# ---- MLP 64-128-10 train step, batch 128 -----------------------------------------------------------
+from tensorscope import nn  # noqa: E402
+from tensorscope.nn import optim  # noqa: E402
+
+X = rng.standard_normal((128, 64), dtype=np.float32)
+Y = rng.integers(0, 10, 128).astype(np.int32)
+l1, l2 = nn.Linear(64, 128), nn.Linear(128, 10)
+opt = optim.SGD(nn.get_parameters([l1, l2]), lr=0.01)
+tX, tY = Tensor(X), Tensor(Y)
+
+
+def ts_step():
+    opt.zero_grad()
+    loss = l2(l1(tX).relu()).sparse_categorical_crossentropy(tY)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+Tensor.training = True
+ts_step()
+GlobalCounters.reset()
+ts_step()
+step_kernels = GlobalCounters.kernel_count
+pl1, pl2 = torch.nn.Linear(64, 128), torch.nn.Linear(128, 10)
+popt = torch.optim.SGD(list(pl1.parameters()) + list(pl2.parameters()), lr=0.01)
+pX, pY = torch.from_numpy(X), torch.from_numpy(Y).long()
+
+
+def torch_step():
+    popt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(pl2(torch.relu(pl1(pX))), pY)
+    loss.backward()
+    popt.step()
+
+
+row("MLP 64-128-10 train step, batch 128", median_ms(ts_step, repeats=20), None, median_ms(torch_step, repeats=20),
+    f"{step_kernels} kernels per step (tinygrad: 16)")
+
+# ---- table -------------------------------------------------------------------------------------------
+def fmt(v):
+    return "-" if v is None else f"{v:.3f}"
+
+
+print(f"\nTensorscope benchmarks — {THREADS} thread(s), OPENBLAS_CORETYPE unset, medians in ms")
+print(f"{'workload':42} {'tensorscope':>12} {'numpy':>10} {'torch':>10} {'np/ts':>7} {'torch/ts':>8}  note")
+for r in rows:
+    ratio_np = f"{r['numpy_ms'] / r['tensorscope_ms']:.2f}" if r["numpy_ms"] else "-"
+    ratio_t = f"{r['torch_ms'] / r['tensorscope_ms']:.2f}" if r["torch_ms"] else "-"
+    print(f"{r['workload']:42} {fmt(r['tensorscope_ms']):>12} {fmt(r['numpy_ms']):>10} {fmt(r['torch_ms']):>10} {ratio_np:>7} {ratio_t:>8}  {r['note']}")
+if "--json" in sys.argv:
+    path = sys.argv[sys.argv.index("--json") + 1]
+    with open(path, "w") as f:
+        json.dump({"threads": THREADS, "rows": rows}, f, indent=2)
+    print(f"wrote {path}")

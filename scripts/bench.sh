@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Benchmarks Tensorscope against NumPy and PyTorch side by side (see scripts/bench.py).
+#   scripts/bench.sh [--quick]      builds, then runs with 1 and with 2 threads; JSON in out/bench-*.json
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/deps.sh
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPython_EXECUTABLE=/usr/bin/python3 >/dev/null
+cmake --build build -j2 --target _C
+mkdir -p out
+for threads in 1 2; do
+  BENCH_THREADS=$threads PYTHONPATH=build/python /usr/bin/python3 scripts/bench.py "$@" --json "out/bench-${threads}t.json"
+done
