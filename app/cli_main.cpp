@@ -27,10 +27,32 @@ int usage(int code) {
   return code;
 }
 
+// "7.2 GiB", "64 KiB"; "-" when the driver did not say.
+std::string bytes_str(uint64_t b) {
+  if (b == 0) return "-";
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) v /= 1024, u++;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, u == 0 || v >= 100 ? "%.0f %s" : "%.1f %s", v, units[u]);
+  return buf;
+}
+
+// The device registry as a table: what each device is, its limits, and whether it can run kernels or
+// only compile them (CUDA without a GPU); a second line gives the driver and any note.
 int cmd_devices() {
-  for (const std::string& name : ts::DeviceRegistry::names()) {
-    ts::Device& d = ts::DeviceRegistry::at(ts::DeviceRegistry::index(name));
-    std::printf("%-10s %s\n", name.c_str(), d.renderer() ? ("renderer: " + d.renderer()->language()).c_str() : "runs the IR directly");
+  std::printf("%-10s %-12s %-14s %10s %8s %10s %8s  %s\n", "DEVICE", "STATUS", "VENDOR", "MEMORY", "WG SIZE",
+              "LOCAL MEM", "SUBGROUP", "NAME");
+  for (const ts::DeviceProperties& p : ts::DeviceRegistry::list()) {
+    std::string wg = p.max_workgroup_size ? std::to_string(p.max_workgroup_size) : "-";
+    std::string sub = p.subgroup_size ? std::to_string(p.subgroup_size) : "-";
+    std::printf("%-10s %-12s %-14s %10s %8s %10s %8s  %s\n", p.name.c_str(), p.can_run ? "run" : "compile-only",
+                p.vendor.substr(0, 14).c_str(), bytes_str(p.memory_bytes).c_str(), wg.c_str(),
+                bytes_str(p.local_memory_bytes).c_str(), sub.c_str(), p.description.c_str());
+    std::string detail = p.driver;
+    if (!p.note.empty()) detail += (detail.empty() ? "" : "; ") + p.note;
+    if (!detail.empty()) std::printf("%-10s   %s\n", "", detail.c_str());
   }
   return 0;
 }

@@ -15,19 +15,58 @@ std::string CStyleRenderer::type_name(DType dt) const {
   return "?";
 }
 
-static std::string literal(double v, DType dt) {
-  if (dt == DType::Bool) return v != 0 ? "1" : "0";
+std::string CStyleRenderer::literal(double v, DType dt) const {
+  if (dt == DType::Bool) return v != 0 ? lang_.true_literal : lang_.false_literal;
   if (dt == DType::Int32) {
     int64_t i = static_cast<int64_t>(v);
     return i == INT32_MIN ? "(-2147483647-1)" : std::to_string(i);
   }
-  if (std::isnan(v)) return "(0.0f/0.0f)";
-  if (std::isinf(v)) return v > 0 ? "(1.0f/0.0f)" : "(-1.0f/0.0f)";
+  if (std::isnan(v)) return lang_.nan;
+  if (std::isinf(v)) return v > 0 ? lang_.infinity : lang_.neg_infinity;
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", static_cast<float>(v));  // shortest text that round-trips a float
   std::string s = buf;
   if (s.find_first_of(".e") == std::string::npos) s += ".0";
   return s + "f";
+}
+
+std::string CStyleRenderer::cast(const std::string& x, DType from, DType to) const {
+  return to == DType::Bool ? "(" + x + " != 0)" : "((" + type_name(to) + ")" + x + ")";
+}
+
+std::string CStyleRenderer::load(const std::string& buf, const std::string& index, DType) const {
+  return buf + "[" + index + "]";
+}
+
+std::string CStyleRenderer::store(const std::string& buf, const std::string& index, const std::string& value,
+                                  DType) const {
+  return buf + "[" + index + "] = " + value + ";";
+}
+
+std::string CStyleRenderer::alu(const ir::Inst& in, const std::vector<std::string>& s,
+                                const std::vector<DType>& sdt) const {
+  using ir::Op;
+  bool f = in.dtype == DType::Float32;
+  switch (in.op) {
+    case Op::Neg: return "(-" + s[0] + ")";
+    case Op::Exp2: return lang_.exp2 + "(" + s[0] + ")";
+    case Op::Log2: return lang_.log2 + "(" + s[0] + ")";
+    case Op::Sin: return lang_.sin + "(" + s[0] + ")";
+    case Op::Sqrt: return lang_.sqrt + "(" + s[0] + ")";
+    case Op::Recip: return "(1.0f/" + s[0] + ")";
+    case Op::Cast: return cast(s[0], sdt[0], in.dtype);
+    case Op::Add: return "(" + s[0] + " + " + s[1] + ")";
+    case Op::Mul: return "(" + s[0] + " * " + s[1] + ")";
+    case Op::Max: return f ? lang_.max + "(" + s[0] + ", " + s[1] + ")"
+                           : "(" + s[0] + " > " + s[1] + " ? " + s[0] + " : " + s[1] + ")";
+    case Op::CmpLt: return "(" + s[0] + " < " + s[1] + ")";
+    case Op::CmpEq: return "(" + s[0] + " == " + s[1] + ")";
+    case Op::IDiv: return "(" + s[0] + " / " + s[1] + ")";
+    case Op::Mod: return "(" + s[0] + " % " + s[1] + ")";
+    case Op::And: return "(" + s[0] + " && " + s[1] + ")";
+    case Op::Where: return "(" + s[0] + " ? " + s[1] + " : " + s[2] + ")";
+    default: return "/* ? */";
+  }
 }
 
 SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
@@ -48,6 +87,8 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
   for (char c : sig) if (c == '\n') line++;
   o << sig;
   int depth = 1;
+  const bool gpu = !lang_.global_id[0].empty();
+  const gpu::Grid grid = gpu ? this->grid(k) : gpu::Grid{};
   std::vector<std::string> name(k.insts.size());
   for (size_t i = 0; i < k.insts.size(); i++) {
     const ir::Inst& in = k.insts[i];
@@ -62,48 +103,42 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
         name[i] = "acc" + std::to_string(i);
         emit(t + " " + name[i] + " = " + literal(in.value, in.dtype) + ";", depth, op);
         break;
-      case Op::Range:
+      case Op::Range: {
         name[i] = "ridx" + std::to_string(i);
-        emit("for (int " + name[i] + " = 0; " + name[i] + " < " + src(0) + "; " + name[i] + "++) {", depth, op);
+        const std::string& r = name[i];
+        int dim = gpu ? grid.dim_of(static_cast<ir::ValueId>(i)) : -1;
+        if (dim >= 0 && grid.strided[dim]) {  // more iterations than threads: each takes every n-th
+          emit("for (int " + r + " = " + lang_.global_id[dim] + "; " + r + " < " + src(0) + "; " + r + " += " +
+                   lang_.global_size[dim] + ") {", depth, op);
+        } else if (dim >= 0) {  // one iteration per thread; the last workgroup may stick out
+          emit("int " + r + " = " + lang_.global_id[dim] + ";", depth, op);
+          emit("if (" + r + " < " + src(0) + ") {", depth, -1);
+        } else {
+          emit("for (int " + r + " = 0; " + r + " < " + src(0) + "; " + r + "++) {", depth, op);
+        }
         depth++;
         break;
+      }
       case Op::EndRange: depth--; emit("}", depth, op); break;
       case Op::Load: {
-        std::string ld = src(0) + "[" + src(1) + "]";
-        if (in.num_src == 3) ld = "(" + src(2) + " ? " + src(0) + "[" + src(1) + "] : " + literal(0, in.dtype) + ")";
+        DType bt = k.insts[in.src[0]].dtype;
+        std::string ld = load(src(0), src(1), bt);
+        if (in.num_src == 3) ld = "(" + src(2) + " ? " + ld + " : " + literal(0, in.dtype) + ")";
         name[i] = v;
         emit(t + " " + v + " = " + ld + ";", depth, op);
         break;
       }
-      case Op::Store: emit(src(0) + "[" + src(1) + "] = " + src(2) + ";", depth, op); break;
+      case Op::Store: emit(store(src(0), src(1), src(2), k.insts[in.src[0]].dtype), depth, op); break;
       case Op::Assign: emit(src(0) + " = " + src(1) + ";", depth, op); break;
       default: {
-        std::string e;
-        bool f = in.dtype == DType::Float32;
-        switch (in.op) {
-          case Op::Neg: e = "(-" + src(0) + ")"; break;
-          case Op::Exp2: e = lang_.exp2 + "(" + src(0) + ")"; break;
-          case Op::Log2: e = lang_.log2 + "(" + src(0) + ")"; break;
-          case Op::Sin: e = lang_.sin + "(" + src(0) + ")"; break;
-          case Op::Sqrt: e = lang_.sqrt + "(" + src(0) + ")"; break;
-          case Op::Recip: e = "(1.0f/" + src(0) + ")"; break;
-          case Op::Cast:
-            e = in.dtype == DType::Bool ? "(" + src(0) + " != 0)" : "((" + t + ")" + src(0) + ")";
-            break;
-          case Op::Add: e = "(" + src(0) + " + " + src(1) + ")"; break;
-          case Op::Mul: e = "(" + src(0) + " * " + src(1) + ")"; break;
-          case Op::Max: e = f ? lang_.max + "(" + src(0) + ", " + src(1) + ")"
-                              : "(" + src(0) + " > " + src(1) + " ? " + src(0) + " : " + src(1) + ")"; break;
-          case Op::CmpLt: e = "(" + src(0) + " < " + src(1) + ")"; break;
-          case Op::CmpEq: e = "(" + src(0) + " == " + src(1) + ")"; break;
-          case Op::IDiv: e = "(" + src(0) + " / " + src(1) + ")"; break;
-          case Op::Mod: e = "(" + src(0) + " % " + src(1) + ")"; break;
-          case Op::And: e = "(" + src(0) + " && " + src(1) + ")"; break;
-          case Op::Where: e = "(" + src(0) + " ? " + src(1) + " : " + src(2) + ")"; break;
-          default: e = "/* ? */"; break;
+        std::vector<std::string> s;
+        std::vector<DType> sdt;
+        for (int j = 0; j < in.num_src; j++) {
+          s.push_back(src(j));
+          sdt.push_back(k.insts[in.src[j]].dtype);
         }
         name[i] = v;
-        emit(t + " " + v + " = " + e + ";", depth, op);
+        emit(t + " " + v + " = " + alu(in, s, sdt) + ";", depth, op);
       }
     }
   }

@@ -1,9 +1,12 @@
 // The C-family renderer base (after tinygrad's cstyle renderer): a straight walk over the IR that
-// prints one statement per instruction. Targets (C, OpenCL C, CUDA C, GLSL) differ only in the small
-// table of spellings in CStyleLanguage.
+// prints one statement per instruction. Targets (C, OpenCL C, CUDA C, GLSL) differ in the small table
+// of spellings in CStyleLanguage, and in a few hooks where a table entry is not enough (the kernel's
+// signature everywhere; casts, bool buffers and bool arithmetic in GLSL).
 #pragma once
 #include <string>
+#include <vector>
 
+#include "gpu_launch.h"
 #include "tensorscope/device.h"
 
 namespace ts {
@@ -16,6 +19,13 @@ struct CStyleLanguage {
   std::string float_type = "float", int_type = "int", bool_type = "_Bool";
   std::string exp2 = "exp2f", log2 = "log2f", sin = "sinf", sqrt = "sqrtf";
   std::string max = "ts_fmaxf";         // must propagate NaN like torch.maximum
+  std::string true_literal = "1", false_literal = "0";
+  std::string infinity = "(1.0f/0.0f)", neg_infinity = "(-1.0f/0.0f)", nan = "(0.0f/0.0f)";
+  // GPU targets: the thread's global id and the grid's global size per dimension (x, y, z), and how many
+  // workgroups one launch may have per dimension. When set, the outermost global RANGEs become the
+  // grid's dimensions (see gpu_launch.h); when empty (C), every RANGE is a plain for loop.
+  std::string global_id[3], global_size[3];
+  uint32_t max_groups[3] = {65535, 65535, 65535};
 };
 
 class CStyleRenderer : public Renderer {
@@ -23,11 +33,24 @@ class CStyleRenderer : public Renderer {
   explicit CStyleRenderer(CStyleLanguage lang) : lang_(std::move(lang)) {}
   std::string language() const override { return lang_.name; }
   SourceListing render(const ir::Kernel& kernel) const override;
+  // GPU targets: the grid that render() assumes; the device launches exactly this grid.
+  gpu::Grid grid(const ir::Kernel& kernel) const { return gpu::plan_grid(kernel, lang_.max_groups); }
 
  protected:
   // The kernel's signature and the lines that bind the arguments to named buffers.
   virtual std::string signature(const ir::Kernel& kernel) const = 0;
+  // `expr` (of type `from`) converted to `to`.
+  virtual std::string cast(const std::string& expr, DType from, DType to) const;
+  // Reading element `index` of buffer `buf` whose elements are `dtype`, as a value of that dtype.
+  virtual std::string load(const std::string& buf, const std::string& index, DType dtype) const;
+  // The statement writing `value` to element `index` of buffer `buf`.
+  virtual std::string store(const std::string& buf, const std::string& index, const std::string& value,
+                            DType dtype) const;
+  // The expression of an ALU instruction; `src` are its operands' names, `src_dtype` their dtypes.
+  virtual std::string alu(const ir::Inst& in, const std::vector<std::string>& src,
+                          const std::vector<DType>& src_dtype) const;
   std::string type_name(DType dt) const;
+  std::string literal(double value, DType dt) const;
   CStyleLanguage lang_;
 };
 

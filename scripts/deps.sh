@@ -13,6 +13,10 @@ PACKAGES=(
   libgtest-dev googletest python3-pytest python3-torch python3-sklearn
   # headless GUI checks and screenshots
   xvfb xauth x11-apps imagemagick
+  # GPU backends, tested on CPU drivers: OpenCL (ICD loader + PoCL) and Vulkan (loader + lavapipe,
+  # glslang in-process for GLSL -> SPIR-V, SPIRV-Tools for the disassembly); clinfo/vulkan-tools to inspect
+  ocl-icd-opencl-dev opencl-c-headers opencl-clhpp-headers pocl-opencl-icd clinfo
+  libvulkan-dev mesa-vulkan-drivers glslang-dev glslang-tools spirv-tools vulkan-tools
 )
 
 missing=()

@@ -3,7 +3,7 @@
 // A backend registers a Device (memory, compile, launch) and, for compiled targets, a Renderer
 // (IR → source). The engine never includes a backend; it finds devices by name in the DeviceRegistry.
 // Device names follow tinygrad: "C" (CPU via the system C compiler), "INTERP" (the IR interpreter);
-// "OPENCL:0", "VULKAN:0", "CUDA:0" when those backends exist.
+// "OPENCL:0", "VULKAN:0", "CUDA:0", ... — one per device the OpenCL, Vulkan and CUDA drivers report.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -46,7 +46,9 @@ class Renderer {
 class Program {
  public:
   virtual ~Program() = default;
-  // Runs the kernel on `buffers` (in ir::Kernel::globals order). Returns the kernel time in ms.
+  // Runs the kernel on `buffers` (in ir::Kernel::globals order) and waits for it to finish, so the output
+  // can be copied out right away. Returns the kernel time in ms (device timers where the device has them:
+  // OpenCL profiling events, Vulkan timestamp queries, CUDA events).
   virtual double launch(const std::vector<Buffer*>& buffers) = 0;
 };
 
@@ -60,6 +62,8 @@ class Device {
  public:
   virtual ~Device() = default;
   virtual std::string name() const = 0;
+  // Memory. alloc throws std::runtime_error when the device cannot run (a compile-only device, e.g. CUDA
+  // without a GPU): realizing anything there needs a buffer, so this is where the user hears why.
   virtual void* alloc(size_t bytes) = 0;
   virtual void free(void* handle, size_t bytes) = 0;
   virtual void copy_in(void* handle, const void* host, size_t bytes) = 0;   // host → device
@@ -71,16 +75,47 @@ class Device {
   virtual CompileResult compile(const ir::Kernel& kernel, const SourceListing* source) = 0;
 };
 
+// What a device is and what it can do, as the driver reports it (for `tensorscope-cli devices`, the GUI's
+// device picker and the tests). Sizes are in bytes; 0 means "not reported".
+struct DeviceProperties {
+  std::string name;                 // registry name: "C", "INTERP", "OPENCL:0", "VULKAN:0", "CUDA:0"
+  std::string backend;              // "C", "INTERP", "OPENCL", "VULKAN", "CUDA"
+  std::string description;          // the driver's device name, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string vendor;               // e.g. "Mesa", "NVIDIA Corporation"
+  std::string driver;               // driver / platform version text
+  uint64_t memory_bytes = 0;        // global (device) memory
+  uint64_t max_workgroup_size = 0;  // threads per workgroup (OpenCL work-group, CUDA block)
+  uint64_t local_memory_bytes = 0;  // shared / local memory per workgroup
+  uint32_t subgroup_size = 0;       // SIMD width: warp, wavefront, subgroup
+  bool can_run = true;              // false: compile-only (renders and compiles kernels, cannot launch them)
+  std::string note;                 // why it is compile-only, or anything else the user should know
+};
+
 class DeviceRegistry {
  public:
   using Factory = std::function<std::unique_ptr<Device>()>;
-  // Called by backends from static initializers.
+  struct Offer {
+    DeviceProperties properties;
+    Factory factory;
+  };
+  // Enumerates the devices of one backend (e.g. every OpenCL device behind the ICD loader). Called at most
+  // once, on the first registry query that needs that backend, so that loading the library stays fast.
+  using Provider = std::function<std::vector<Offer>()>;
+
+  // Called by backends from static initializers. add() registers one device (properties default to the
+  // host CPU's); add_provider() registers a backend whose devices are enumerated lazily.
   static bool add(const std::string& name, Factory factory);
-  // Index of a device by name (case-insensitive; "C:0" == "C"). Creates the device on first use.
+  static bool add_provider(const std::string& backend, Provider provider);
+  // Index of a device by name: case-insensitive; "C:0" == "C", and a backend name alone means its first
+  // device ("opencl" == "OPENCL:0"). The device object is created on first use.
   // Throws std::invalid_argument listing the known devices when the name is unknown.
   static int index(const std::string& name);
   static Device& at(int index);
+  // Every device, in a stable order: C, INTERP, then each backend's devices in registration order.
   static std::vector<std::string> names();
+  // Properties of a device, without creating it; list() gives every device's, in names() order.
+  static DeviceProperties properties(int index);
+  static std::vector<DeviceProperties> list();
   // Default device: TENSORSCOPE_DEVICE from the environment, else "C".
   static int default_index();
   static void set_default(const std::string& name);

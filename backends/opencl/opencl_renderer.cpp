@@ -1,0 +1,50 @@
+#include "opencl/opencl_renderer.h"
+
+namespace ts {
+
+static CStyleLanguage opencl_language() {
+  CStyleLanguage l;
+  l.name = "OpenCL C";
+  l.prelude =
+      "/* no fused multiply-add: results match the interpreter bit for bit where IEEE allows */\n"
+      "#pragma OPENCL FP_CONTRACT OFF\n"
+      "/* NaN-propagating max, as torch.maximum (OpenCL's fmax would drop the NaN) */\n"
+      "float ts_fmaxf(float a, float b) { return (isnan(a) || a > b) ? a : b; }\n";
+  l.kernel_prefix = "__kernel void";
+  l.buffer_qualifier = "restrict";
+  l.bool_type = "bool";
+  l.exp2 = "exp2", l.log2 = "log2", l.sin = "sin", l.sqrt = "sqrt";  // overloaded builtins
+  l.infinity = "INFINITY", l.neg_infinity = "(-INFINITY)", l.nan = "NAN";
+  for (int d = 0; d < 3; d++) {
+    l.global_id[d] = "(int)get_global_id(" + std::to_string(d) + ")";
+    l.global_size[d] = "(int)get_global_size(" + std::to_string(d) + ")";
+    l.max_groups[d] = 1u << 31;  // OpenCL sets no limit (the global size is a size_t); ids are int here
+  }
+  return l;
+}
+
+OpenCLRenderer::OpenCLRenderer() : CStyleRenderer(opencl_language()) {}
+
+std::string OpenCLRenderer::signature(const ir::Kernel& k) const {
+  std::string args, doc;
+  for (size_t i = 0; i < k.globals.size(); i++) {
+    const ir::GlobalArg& g = k.globals[i];
+    // OpenCL forbids bool in buffers (its size is up to the driver): a bool buffer holds one uchar per
+    // element, which C's conversions turn into bool and back
+    std::string t = g.dtype == DType::Bool ? "uchar" : type_name(g.dtype);
+    std::string data = "data" + std::to_string(i);
+    args += std::string(i ? ", " : "") + "__global " + (g.is_output ? "" : "const ") + t + "* restrict " + data;
+    doc += std::string(i ? "; " : "") + data + ": " + (g.is_output ? "output, " : "input, ") +
+           std::to_string(g.numel) + " elements";
+  }
+  return "/* " + doc + " */\n" + lang_.kernel_prefix + " " + k.name + "(" + args + ") {\n";
+}
+
+const OpenCLRenderer& opencl_renderer() {
+  static OpenCLRenderer r;
+  return r;
+}
+
+static const bool registered = DeviceRegistry::add_renderer(&opencl_renderer());
+
+}  // namespace ts

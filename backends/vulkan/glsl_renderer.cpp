@@ -1,0 +1,90 @@
+#include "vulkan/glsl_renderer.h"
+
+namespace ts {
+
+static CStyleLanguage glsl_language() {
+  CStyleLanguage l;
+  l.name = "GLSL";
+  l.prelude = "#version 450\n";
+  l.kernel_prefix = "void main()";
+  l.bool_type = "bool";
+  l.exp2 = "exp2", l.log2 = "log2", l.sin = "sin", l.sqrt = "sqrt";
+  l.true_literal = "true", l.false_literal = "false";
+  // GLSL has no INFINITY/NAN and may fold 1.0/0.0 to anything: spell the IEEE bit patterns
+  l.infinity = "uintBitsToFloat(0x7F800000u)", l.neg_infinity = "uintBitsToFloat(0xFF800000u)";
+  l.nan = "uintBitsToFloat(0x7FC00000u)";
+  const char* xyz[3] = {"x", "y", "z"};
+  for (int d = 0; d < 3; d++) {
+    l.global_id[d] = std::string("int(gl_GlobalInvocationID.") + xyz[d] + ")";
+    l.global_size[d] = std::string("int(gl_NumWorkGroups.") + xyz[d] + " * gl_WorkGroupSize." + xyz[d] + ")";
+  }
+  // max_groups stays 65535: the maxComputeWorkGroupCount every Vulkan device guarantees
+  return l;
+}
+
+GLSLRenderer::GLSLRenderer() : CStyleRenderer(glsl_language()) {}
+
+std::string GLSLRenderer::signature(const ir::Kernel& k) const {
+  std::string s;
+  bool has_bool = false;
+  for (const ir::GlobalArg& g : k.globals) has_bool |= g.dtype == DType::Bool;
+  // bool buffers hold one byte per element (as on the host): that needs 8-bit storage
+  if (has_bool) s += "#extension GL_EXT_shader_8bit_storage : require\n";
+  s += "layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;\n";
+  for (size_t i = 0; i < k.globals.size(); i++) {
+    const ir::GlobalArg& g = k.globals[i];
+    std::string n = std::to_string(i);
+    std::string t = g.dtype == DType::Bool ? "uint8_t" : type_name(g.dtype);
+    s += "layout(std430, set = 0, binding = " + n + ") " + (g.is_output ? "writeonly" : "readonly") + " buffer Buffer" +
+         n + " { " + t + " data" + n + "[]; };  // " + (g.is_output ? "output, " : "input, ") +
+         std::to_string(g.numel) + " elements\n";
+  }
+  s += "// NaN-propagating max, as torch.maximum (GLSL's max may return either operand for a NaN)\n";
+  s += "float ts_fmaxf(float a, float b) { return (isnan(a) || a > b) ? a : b; }\n";
+  s += "// kernel " + k.name + "\n";
+  return s + lang_.kernel_prefix + " {\n";
+}
+
+std::string GLSLRenderer::cast(const std::string& x, DType, DType to) const {
+  return type_name(to) + "(" + x + ")";  // constructor casts; bool(x) is x != 0
+}
+
+std::string GLSLRenderer::load(const std::string& buf, const std::string& index, DType dtype) const {
+  if (dtype == DType::Bool) return "(uint(" + buf + "[" + index + "]) != 0u)";
+  return buf + "[" + index + "]";
+}
+
+std::string GLSLRenderer::store(const std::string& buf, const std::string& index, const std::string& value,
+                                DType dtype) const {
+  // via uint: lavapipe turns uint8_t(true) into 255 (a sign-extended 1-bit value)
+  if (dtype == DType::Bool) return buf + "[" + index + "] = uint8_t(" + value + " ? 1u : 0u);";
+  return buf + "[" + index + "] = " + value + ";";
+}
+
+std::string GLSLRenderer::alu(const ir::Inst& in, const std::vector<std::string>& s,
+                              const std::vector<DType>& sdt) const {
+  using ir::Op;
+  bool bool_args = !sdt.empty() && sdt[0] == DType::Bool;
+  if (in.dtype == DType::Bool && bool_args) {
+    // arithmetic on bools, with C's meaning (the result converted back to bool)
+    switch (in.op) {
+      case Op::Add: case Op::Max: return "(" + s[0] + " || " + s[1] + ")";
+      case Op::Mul: return "(" + s[0] + " && " + s[1] + ")";
+      case Op::Neg: return s[0];
+      case Op::CmpLt: return "(int(" + s[0] + ") < int(" + s[1] + "))";
+      default: break;
+    }
+  }
+  // GLSL's % follows the divisor's sign (SPIR-V OpSMod); C's and the interpreter's follow the dividend
+  if (in.op == Op::Mod) return "(" + s[0] + " - (" + s[0] + " / " + s[1] + ") * " + s[1] + ")";
+  return CStyleRenderer::alu(in, s, sdt);
+}
+
+const GLSLRenderer& glsl_renderer() {
+  static GLSLRenderer r;
+  return r;
+}
+
+static const bool registered = DeviceRegistry::add_renderer(&glsl_renderer());
+
+}  // namespace ts

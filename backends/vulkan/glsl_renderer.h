@@ -1,0 +1,27 @@
+// The GLSL renderer: a GLSL 4.50 compute shader for Vulkan. Buffers are storage buffers (set 0, binding
+// = slot); the workgroup size comes from specialization constants 0, 1, 2, chosen when the pipeline is
+// created (see gpu_launch.h); array sizes are constants in the source, so no push constants are needed.
+// GLSL is stricter than C (no implicit bool/int/float conversions, constructor casts, no bool buffers),
+// which is what the hooks below spell out.
+#pragma once
+#include "cstyle.h"
+
+namespace ts {
+
+class GLSLRenderer : public CStyleRenderer {
+ public:
+  GLSLRenderer();
+
+ protected:
+  std::string signature(const ir::Kernel& kernel) const override;
+  std::string cast(const std::string& expr, DType from, DType to) const override;
+  std::string load(const std::string& buf, const std::string& index, DType dtype) const override;
+  std::string store(const std::string& buf, const std::string& index, const std::string& value,
+                    DType dtype) const override;
+  std::string alu(const ir::Inst& in, const std::vector<std::string>& src,
+                  const std::vector<DType>& src_dtype) const override;
+};
+
+const GLSLRenderer& glsl_renderer();
+
+}  // namespace ts
