@@ -1,12 +1,15 @@
 #include "ir/builder.h"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace ts::ir {
 
 ValueId Builder::push(const Inst& in, bool cse) {
-  Key key{static_cast<int>(in.op), static_cast<int>(in.dtype), in.src[0], in.src[1], in.src[2], in.arg, in.value};
+  uint64_t value_bits;
+  std::memcpy(&value_bits, &in.value, sizeof value_bits);
+  Key key{static_cast<int>(in.op), static_cast<int>(in.dtype), in.src[0], in.src[1], in.src[2], in.arg, value_bits};
   if (cse) {
     auto it = cse_.find(key);
     if (it != cse_.end()) return it->second;
@@ -144,6 +147,8 @@ ValueId Builder::alu(Op op, DType dt, ValueId a, ValueId b, ValueId c) {
       default: break;
     }
   }
+  // negating a float constant is exact: fold it (also keeps "--1.0f" out of C sources)
+  if (op == Op::Neg && dt == DType::Float32 && is_const(a)) return constant(-const_value(a), dt);
   // x * 1 == x exactly in IEEE arithmetic (x + 0 is not: -0 + 0 = +0)
   if (op == Op::Mul && dt == DType::Float32 && b != kNone && is_const(b) && const_value(b) == 1.0) return a;
   if (op == Op::Mul && dt == DType::Float32 && is_const(a) && const_value(a) == 1.0) return b;

@@ -40,7 +40,8 @@ class Builder {
  private:
   ValueId push(const Inst& in, bool cse);
   Kernel& k_;
-  using Key = std::tuple<int, int, ValueId, ValueId, ValueId, int64_t, double>;
+  // the value enters the key as its bit pattern: NaN != NaN would break the map's ordering
+  using Key = std::tuple<int, int, ValueId, ValueId, ValueId, int64_t, uint64_t>;
   std::map<Key, ValueId> cse_;
   std::map<ValueId, std::pair<int64_t, int64_t>> bounds_;
 };

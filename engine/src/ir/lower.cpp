@@ -74,6 +74,10 @@ class Lowerer {
 
   std::vector<ValueId> unflatten(ValueId pos, const Shape& shape) {
     std::vector<ValueId> out(shape.size());
+    if (shape_numel(shape) == 0) {  // nothing is valid in an empty view: any coordinates do (loads are gated off)
+      for (auto& o : out) o = b_.cint(0);
+      return out;
+    }
     int64_t acc = 1;
     for (size_t d = shape.size(); d-- > 0;) {
       ValueId q = b_.alu(ir::Op::IDiv, DType::Int32, pos, b_.cint(acc));
@@ -223,6 +227,8 @@ class Lowerer {
       ValueId v = value_of(n.src[0], sidx, gate);
       b_.assign(acc, b_.alu(is_sum ? ir::Op::Add : ir::Op::Max, n.dtype, acc, v));
       for (size_t i = loops.size(); i-- > 0;) b_.end_range(loops[i]);
+      // values computed inside the reduce loop are out of scope after it: forget them
+      for (auto it = memo_.begin(); it != memo_.end();) it = it->second > loops.front() ? memo_.erase(it) : std::next(it);
       return acc;
     }
     if (n.op == Op::Contiguous) return value_of(n.src[0], idx, gate);

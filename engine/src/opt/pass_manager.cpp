@@ -33,10 +33,8 @@ void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots) {
   for (const Pass& p : pipeline()) {
     if (disabled.count(p.name)) continue;
     p.run(kernel);
-#ifndef NDEBUG
     if (auto errors = ir::verify(kernel); !errors.empty())
       throw std::logic_error(std::string("IR verifier failed after pass ") + p.name + " in " + kernel.name + ": " + errors.front());
-#endif
     if (snapshots) snapshots->push_back({p.name, ir::print(kernel)});
   }
 }

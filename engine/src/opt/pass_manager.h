@@ -1,5 +1,5 @@
 // The pass pipeline: named IR → IR transforms, one file each. The manager runs them in order, checks
-// the IR with the verifier after each one (in debug builds), and keeps a snapshot of the IR after
+// the IR with the verifier after each one, and keeps a snapshot of the IR after
 // every pass for the GUI's "IR after pass N" view and the CLI's --out.
 //
 // TENSORSCOPE_DISABLE_PASSES=name1,name2 turns passes off; results must never change with any subset

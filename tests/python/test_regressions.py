@@ -1,0 +1,38 @@
+"""Regression tests: each bug found in the engine keeps a test that reproduces it (NumPy is the reference)."""
+import numpy as np
+import pytest
+
+from tensorscope import Tensor
+
+DEVICES = ["C", "INTERP"]
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_value_from_inside_a_reduce_loop_is_not_reused_after_it(dev):
+    # lowering once reused a load made inside the max's loop after the loop ended ("v12 undeclared" in C)
+    xv = np.arange(5, dtype=np.float32)
+    x = Tensor(xv, device=dev)
+    m = x.max(0, keepdim=True).detach()
+    got = (x - m).exp().sum(0, keepdim=True).log().add(m).numpy()
+    np.testing.assert_allclose(got, np.log(np.exp(xv - xv.max()).sum(keepdims=True)) + xv.max(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_nan_constant_survives_common_subexpression_elimination(dev):
+    t = Tensor(np.array([np.nan, 0.5], dtype=np.float32), device=dev)
+    got = (t.abs() <= 1).where(t, float("nan")).numpy()
+    assert np.isnan(got[0]) and got[1] == 0.5
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_negative_constant_is_negated_in_c(dev):
+    xv = np.array([0.5, 2.0, -4.0], dtype=np.float32)
+    x = Tensor(xv, device=dev)
+    np.testing.assert_allclose((x * -1.0).neg().numpy(), xv, rtol=0)
+    np.testing.assert_allclose(x.neg().mul(-2.0).numpy(), xv * 2, rtol=0)
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_pad_of_a_zero_size_tensor(dev):
+    x = Tensor(np.zeros((0, 3), dtype=np.float32), device=dev)
+    np.testing.assert_array_equal(x.pad(((1, 1), (0, 0))).numpy(), np.zeros((2, 3), dtype=np.float32))
