@@ -53,6 +53,13 @@ SourceListing CRenderer::render(const ir::Kernel& k) const {
   return out;
 }
 
+std::string CRenderer::alu(const ir::Inst& in, const std::vector<std::string>& s,
+                           const std::vector<DType>& src_dtype) const {
+  if (in.op == ir::Op::Where && in.dtype == DType::Bool)
+    return "((" + s[0] + " & " + s[1] + ") | (!" + s[0] + " & " + s[2] + "))";
+  return CStyleRenderer::alu(in, s, src_dtype);
+}
+
 const CRenderer& c_renderer() {
   static CRenderer r;
   return r;

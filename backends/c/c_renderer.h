@@ -13,6 +13,10 @@ class CRenderer : public CStyleRenderer {
   std::string signature(const ir::Kernel& kernel) const override;
   // THREADS: the outermost global loop runs only this thread's block [TS_LO, TS_HI) of its range.
   SourceListing render(const ir::Kernel& kernel) const override;
+  // A bool-valued WHERE renders as bit arithmetic: gcc 12 at -O3 mis-vectorizes `c ? 1 : b` on bools
+  // (tests/python/test_regressions.py::test_bool_select_feeding_a_float_select).
+  std::string alu(const ir::Inst& in, const std::vector<std::string>& src,
+                  const std::vector<DType>& src_dtype) const override;
 };
 
 const CRenderer& c_renderer();

@@ -36,3 +36,14 @@ def test_negative_constant_is_negated_in_c(dev):
 def test_pad_of_a_zero_size_tensor(dev):
     x = Tensor(np.zeros((0, 3), dtype=np.float32), device=dev)
     np.testing.assert_array_equal(x.pad(((1, 1), (0, 0))).numpy(), np.zeros((2, 3), dtype=np.float32))
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_bool_select_feeding_a_float_select(dev):
+    # gcc 12 -O3 vectorizes `c ? 1 : b` on bools wrongly; the C renderer avoids that pattern
+    rng = np.random.default_rng(0)
+    xv = rng.uniform(-2, 2, (3, 4, 5)).astype(np.float32)
+    wv = rng.uniform(-2, 2, (3, 4, 5)).astype(np.float32)
+    x, w = Tensor(xv, device=dev), Tensor(wv, device=dev)
+    got = ((x < 0) | (x == 0)).where(0.0, w).numpy()
+    np.testing.assert_array_equal(got, np.where(xv <= 0, 0, wv))
