@@ -2,8 +2,9 @@
 // the IR with the verifier after each one, and keeps a snapshot of the IR after
 // every pass for the GUI's "IR after pass N" view and the CLI's --out.
 //
-// TENSORSCOPE_DISABLE_PASSES=name1,name2 turns passes off; results must never change with any subset
-// disabled (every pass only removes or rearranges work).
+// TENSORSCOPE_DISABLE_PASSES=name1,name2 turns passes off; TENSORSCOPE_RANDOM_PASSES=<seed> turns a
+// random subset off for each kernel (the test mode CI runs the op tests in). Results must never change
+// with any subset disabled: every pass only removes or rearranges work.
 #pragma once
 #include <functional>
 #include <string>
