@@ -116,3 +116,40 @@ def test_kernel_count_resets():
     assert GlobalCounters.kernel_count == 1
     GlobalCounters.reset()
     assert GlobalCounters.kernel_count == 0
+
+
+def test_layernorm_and_conv2d_kernel_counts():
+    rng = np.random.default_rng(0)
+    t = Tensor(rng.standard_normal((16, 32), dtype=np.float32)).realize()
+    n, _ = _count(lambda: t.layernorm())
+    assert n == 1  # mean, variance and normalization fused per row
+    x = Tensor(rng.standard_normal((2, 3, 8, 8), dtype=np.float32), requires_grad=True).realize()
+    w = Tensor(rng.standard_normal((4, 3, 3, 3), dtype=np.float32), requires_grad=True).realize()
+    n, y = _count(lambda: x.conv2d(w, padding=1))
+    assert n == 1  # pad + pool (movement) + mul + sum: one kernel
+    y.sum().backward()
+    GlobalCounters.reset()
+    x.grad.realize(w.grad)
+    assert GlobalCounters.kernel_count == 2  # one kernel per gradient
+
+
+def test_mlp_train_step_kernel_count():
+    # forward, backward and the SGD update of a 64-128-10 MLP: tinygrad needs 16 kernels
+    from tensorscope import nn
+    from tensorscope.nn import optim
+    rng = np.random.default_rng(0)
+    X = Tensor(rng.standard_normal((128, 64), dtype=np.float32))
+    Y = Tensor(rng.integers(0, 10, 128).astype(np.int32))
+    l1, l2 = nn.Linear(64, 128), nn.Linear(128, 10)
+    opt = optim.SGD(nn.get_parameters([l1, l2]), lr=0.01)
+
+    def step():
+        opt.zero_grad()
+        loss = l2(l1(X).relu()).sparse_categorical_crossentropy(Y)
+        loss.backward()
+        opt.step()
+
+    step()
+    GlobalCounters.reset()
+    step()
+    assert GlobalCounters.kernel_count == 10
