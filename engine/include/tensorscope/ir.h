@@ -27,7 +27,7 @@ enum class Op : uint8_t {
   EndRange,      // src0: the RANGE it closes
   Load,          // src0: DEFINE_GLOBAL, src1: index, [src2: gate]       → element, or 0 when gate is false
   Store,         // src0: DEFINE_GLOBAL, src1: index, src2: value
-  Assign,        // src0: DEFINE_ACC, src1: new value
+  Assign,        // src0: DEFINE_ACC, src1: new value (inside its loop; after it, to combine partial sums)
   // ALU (dtype is the result type)
   Neg, Exp2, Log2, Sin, Sqrt, Recip, Cast,
   Add, Mul, Max, CmpLt, CmpEq, IDiv, Mod, And,

@@ -65,7 +65,7 @@ std::vector<std::string> verify(const Kernel& k) {
       case Op::Assign:
         if (in.num_src != 2 || k.insts[in.src[0]].op != Op::DefineAcc) fail(i, "ASSIGN needs a DEFINE_ACC");
         else if (dt(1) != k.insts[in.src[0]].dtype) fail(i, "ASSIGN value dtype differs from the accumulator's");
-        else if (open_ranges.empty()) fail(i, "ASSIGN outside any loop");
+
         break;
       case Op::Where:
         if (dt(0) != DType::Bool) fail(i, "WHERE condition must be bool");

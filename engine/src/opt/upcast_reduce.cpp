@@ -1,0 +1,130 @@
+// UPCAST of a reduce loop (tinygrad's name): the innermost reduce loop runs U iterations per trip,
+// each into its own accumulator, and the U partial results are combined after the loop.
+//
+//   acc = 0                          acc0 = acc1 = … = acc15 = 0
+//   for r in 0..N:                   for r in 0..N/16:
+//     acc += x[r]             →        acc0 += x[16r+0]; acc1 += x[16r+1]; … acc15 += x[16r+15]
+//                                    acc = (acc0 + acc1) + … (a tree)
+//
+// A single accumulator chains every addition to the previous one (4 cycles each on this CPU) and
+// cannot be vectorized without reassociating floating-point sums, which C compilers may not do. U
+// independent accumulators are U independent chains that the compiler turns into one vector add per
+// trip. The sum is reassociated, so results change in the last bits (well within float32 tolerance),
+// identically on every device, since every device runs this same IR.
+#include <map>
+
+#include "opt/pass_manager.h"
+
+namespace ts {
+namespace {
+
+using ir::Inst;
+using ir::Op;
+using ir::ValueId;
+
+constexpr int kMaxUpcast = 16;  // floats in one AVX-512 register
+
+int upcast_factor(int64_t n) {
+  for (int u = kMaxUpcast; u >= 4; u /= 2)
+    if (n % u == 0 && n >= 2 * u) return u;
+  return 1;
+}
+
+}  // namespace
+
+void upcast_reduce(ir::Kernel& k) {
+  const std::vector<Inst> old = k.insts;
+  std::vector<Inst> out;
+  std::vector<ValueId> remap(old.size(), ir::kNone);
+  auto emit = [&](Inst in) {
+    out.push_back(in);
+    return static_cast<ValueId>(out.size() - 1);
+  };
+  auto constant = [&](double v, DType dt) {
+    Inst c;
+    c.op = Op::Const;
+    c.dtype = dt;
+    c.value = v;
+    return emit(c);
+  };
+  size_t i = 0;
+  while (i < old.size()) {
+    // candidate: DEFINE_ACC, RANGE (reduce, constant bound), a body without loops that ends with the
+    // accumulator's only ASSIGN, END_RANGE
+    bool done = false;
+    if (old[i].op == Op::DefineAcc && i + 1 < old.size() && old[i + 1].op == Op::Range && old[i + 1].arg == 0 &&
+        old[old[i + 1].src[0]].op == Op::Const) {
+      size_t r = i + 1, end = r + 1;
+      int assigns = 0;
+      bool simple = true;
+      while (end < old.size() && old[end].op != Op::EndRange) {
+        if (old[end].op == Op::Range || old[end].op == Op::DefineAcc) simple = false;
+        if (old[end].op == Op::Assign) assigns++;
+        end++;
+      }
+      const int64_t n = static_cast<int64_t>(old[old[r].src[0]].value);
+      const int u_count = upcast_factor(n);
+      simple = simple && end < old.size() && old[end].src[0] == r && assigns == 1 && old[end - 1].op == Op::Assign &&
+               old[end - 1].src[0] == i && u_count > 1;
+      if (simple) {
+        const Op combine = old[old[end - 1].src[1]].op;  // ADD or MAX
+        simple = combine == Op::Add || combine == Op::Max;
+        if (simple) {
+          std::vector<ValueId> acc(u_count);
+          for (int u = 0; u < u_count; u++) acc[u] = emit(old[i]);  // acc[0] keeps the old accumulator's role
+          remap[i] = acc[0];
+          Inst range = old[r];
+          range.src[0] = constant(static_cast<double>(n / u_count), DType::Int32);
+          ValueId r2 = emit(range);
+          remap[r] = r2;
+          // the unrolled indices r2·U + u
+          std::vector<ValueId> idx(u_count);
+          ValueId scaled = emit(Inst{Op::Mul, DType::Int32, 2, {r2, constant(u_count, DType::Int32), ir::kNone}, 0, 0});
+          for (int u = 0; u < u_count; u++)
+            idx[u] = emit(Inst{Op::Add, DType::Int32, 2, {scaled, constant(u, DType::Int32), ir::kNone}, 0, 0});
+          // the body, instruction by instruction, U copies side by side (so the compiler sees U
+          // isomorphic statements next to each other)
+          std::map<ValueId, std::vector<ValueId>> copies;
+          for (size_t b = r + 1; b < end; b++) {
+            std::vector<ValueId> ids(u_count);
+            for (int u = 0; u < u_count; u++) {
+              Inst in = old[b];
+              for (int s = 0; s < in.num_src; s++) {
+                ValueId v = in.src[s];
+                if (v == r) in.src[s] = idx[u];
+                else if (v == i) in.src[s] = acc[u];
+                else if (copies.count(v)) in.src[s] = copies[v][u];
+                else in.src[s] = remap[v];
+              }
+              ids[u] = emit(in);
+            }
+            copies[static_cast<ValueId>(b)] = ids;
+          }
+          Inst close = old[end];
+          close.src[0] = r2;
+          emit(close);
+          // combine the partial accumulators pairwise, and leave the result in acc[0]
+          std::vector<ValueId> level = acc;
+          while (level.size() > 1) {
+            std::vector<ValueId> next;
+            for (size_t p = 0; p + 1 < level.size(); p += 2)
+              next.push_back(emit(Inst{combine, old[i].dtype, 2, {level[p], level[p + 1], ir::kNone}, 0, 0}));
+            level = next;
+          }
+          emit(Inst{Op::Assign, old[i].dtype, 2, {acc[0], level[0], ir::kNone}, 0, 0});
+          i = end + 1;
+          done = true;
+        }
+      }
+    }
+    if (!done) {
+      Inst in = old[i];
+      for (int s = 0; s < in.num_src; s++) in.src[s] = remap[in.src[s]];
+      remap[i] = emit(in);
+      i++;
+    }
+  }
+  k.insts = std::move(out);
+}
+
+}  // namespace ts
