@@ -14,6 +14,8 @@ const std::vector<Pass>& pipeline() {
       {"dead_code_elimination", "drop instructions whose value is never used", dead_code_elimination},
       {"loop_invariant_code_motion", "compute values (and whole reductions) that do not change in a loop before it",
        loop_invariant_code_motion},
+      {"upcast_global", "UPCAST: 16 neighbouring outputs share one pass of their reduce loop (matmul tiling)",
+       upcast_global},
       {"upcast_reduce", "UPCAST: the innermost reduce loop keeps up to 16 partial accumulators (vectorizable)",
        upcast_reduce},
   };

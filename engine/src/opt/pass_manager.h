@@ -31,6 +31,7 @@ void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots);
 void dead_code_elimination(ir::Kernel& kernel);
 void hoist_constants(ir::Kernel& kernel);
 void loop_invariant_code_motion(ir::Kernel& kernel);
+void upcast_global(ir::Kernel& kernel);
 void upcast_reduce(ir::Kernel& kernel);
 
 // Rebuilds `kernel` keeping instructions in `order` (old ids), renumbering operands. Shared by passes.
