@@ -19,6 +19,7 @@ import math
 from typing import Optional, Union
 
 from tensorscope import Tensor, dtypes
+from tensorscope.nn import optim, state  # noqa: F401  (tinygrad: nn.optim, nn.state as attributes)
 from tensorscope.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_save
 
 
