@@ -1,9 +1,12 @@
 #include "main_window.h"
 
+#include "tensorscope/device.h"
+
 #include <QAction>
 #include <QApplication>
 #include <QCloseEvent>
 #include <QComboBox>
+#include <QStandardItemModel>
 #include <QDockWidget>
 #include <QEventLoop>
 #include <QFileDialog>
@@ -147,8 +150,19 @@ void MainWindow::buildActions() {
   bar->addSeparator();
   bar->addWidget(new QLabel(" Device "));
   device_ = new QComboBox;
-  device_->addItems({"C", "INTERP"});
-  device_->setToolTip("Device the script's tensors realize on (C: compiled C kernels; INTERP: the IR interpreter)");
+  // every device the registry offers; compile-only ones (CUDA without a GPU) are listed but disabled
+  for (const ts::DeviceProperties& d : ts::DeviceRegistry::list()) {
+    QString label = QString::fromStdString(d.name);
+    if (!d.description.empty() && d.name != "C" && d.name != "INTERP") label += " — " + QString::fromStdString(d.description);
+    device_->addItem(label, QString::fromStdString(d.name));
+    if (!d.can_run) {
+      auto* model = qobject_cast<QStandardItemModel*>(device_->model());
+      if (model) model->item(device_->count() - 1)->setEnabled(false);
+      device_->setItemData(device_->count() - 1, QString::fromStdString("compile-only: " + d.note), Qt::ToolTipRole);
+    }
+  }
+  device_->setToolTip("Device the script's tensors realize on (C: compiled C kernels; INTERP: the IR interpreter; "
+                      "OPENCL / VULKAN: GPU APIs, here on PoCL and lavapipe)");
   bar->addWidget(device_);
 }
 
@@ -185,10 +199,10 @@ void MainWindow::runScript() {
   if (script_->isRunning()) return;
   resetRun();
   const QString path = editor_->filePath().isEmpty() ? "untitled.py" : editor_->filePath();
-  console_->append(QString("▶ %1 on %2").arg(QFileInfo(path).fileName(), device_->currentText()),
+  console_->append(QString("▶ %1 on %2").arg(QFileInfo(path).fileName(), device_->currentData().toString()),
                    ConsolePanel::Stream::Info);
   runStatus_->setText("Running…");
-  script_->start(path, editor_->text(), device_->currentText());
+  script_->start(path, editor_->text(), device_->currentData().toString());
   updateActions();
 }
 
@@ -389,8 +403,15 @@ bool MainWindow::exportSvg(const QString& path, QString* error) {
 // ---- window state -----------------------------------------------------------------------------
 
 void MainWindow::setDevice(const QString& device) {
-  if (device_->findText(device) < 0) device_->addItem(device);
-  device_->setCurrentText(device);
+  // by registry name ("OPENCL" selects "OPENCL:0")
+  QString want = device.toUpper();
+  int found = device_->findData(want);
+  if (found < 0) found = device_->findData(want + ":0");
+  if (found < 0) {
+    device_->addItem(device, device);
+    found = device_->count() - 1;
+  }
+  device_->setCurrentIndex(found);
 }
 
 void MainWindow::updateTitle() {
