@@ -24,12 +24,18 @@ static CStyleLanguage glsl_language() {
 
 GLSLRenderer::GLSLRenderer() : CStyleRenderer(glsl_language()) {}
 
+const char* const GLSLRenderer::kPreserveInfNan =
+    "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = [4466], 4461, 32);"
+    "  // IEEE inf/NaN\n";
+
 std::string GLSLRenderer::signature(const ir::Kernel& k) const {
   std::string s;
   bool has_bool = false;
   for (const ir::GlobalArg& g : k.globals) has_bool |= g.dtype == DType::Bool;
   // bool buffers hold one byte per element (as on the host): that needs 8-bit storage
   if (has_bool) s += "#extension GL_EXT_shader_8bit_storage : require\n";
+  s += "#extension GL_EXT_spirv_intrinsics : require\n";
+  s += kPreserveInfNan;
   s += "layout(local_size_x_id = 0, local_size_y_id = 1, local_size_z_id = 2) in;\n";
   for (size_t i = 0; i < k.globals.size(); i++) {
     const ir::GlobalArg& g = k.globals[i];

@@ -11,6 +11,10 @@ namespace ts {
 class GLSLRenderer : public CStyleRenderer {
  public:
   GLSLRenderer();
+  // The line that asks for IEEE infinities, NaNs and signed zeros (SPIR-V SignedZeroInfNanPreserve).
+  // Without it Vulkan lets the compiler assume there are none (x - x == 0, 0 * x == 0, isinf(x) == false);
+  // a device that cannot keep them compiles the source with this line removed.
+  static const char* const kPreserveInfNan;
 
  protected:
   std::string signature(const ir::Kernel& kernel) const override;

@@ -87,6 +87,18 @@ int compute_queue_family(VkPhysicalDevice pd) {
   return -1;
 }
 
+// Whether shaders may ask to keep IEEE infinities and NaNs in float32 (Vulkan 1.2 float controls).
+bool supports_inf_nan_preserve(VkPhysicalDevice pd) {
+  VkPhysicalDeviceProperties base;
+  vkGetPhysicalDeviceProperties(pd, &base);
+  if (base.apiVersion < VK_API_VERSION_1_2) return false;
+  VkPhysicalDeviceFloatControlsProperties fc{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES};
+  VkPhysicalDeviceProperties2 props{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  props.pNext = &fc;
+  vkGetPhysicalDeviceProperties2(pd, &props);
+  return fc.shaderSignedZeroInfNanPreserveFloat32;
+}
+
 bool supports_8bit_storage(VkPhysicalDevice pd) {
   VkPhysicalDevice8BitStorageFeatures f8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
   VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
@@ -141,6 +153,7 @@ class VulkanDevice : public Device {
     vkGetPhysicalDeviceFeatures(pd, &supported);
     VkPhysicalDevice8BitStorageFeatures f8{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES};
     has_8bit_ = supports_8bit_storage(pd);
+    has_inf_nan_ = supports_inf_nan_preserve(pd);
     f8.storageBuffer8BitAccess = has_8bit_;
     VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
     features.features.robustBufferAccess = supported.robustBufferAccess;
@@ -248,7 +261,12 @@ class VulkanDevice : public Device {
         throw std::runtime_error(name_ + ": kernel " + kernel.name +
                                  " uses a bool buffer, which needs the storageBuffer8BitAccess feature this device lacks");
     auto t0 = std::chrono::steady_clock::now();
-    SpirvModule spirv = compile_glsl(source->code, name_ + " kernel " + kernel.name);
+    std::string glsl = source->code;
+    if (!has_inf_nan_) {  // this device cannot promise IEEE specials: compile without asking for them
+      size_t at = glsl.find(GLSLRenderer::kPreserveInfNan);
+      if (at != std::string::npos) glsl.erase(at, std::strlen(GLSLRenderer::kPreserveInfNan));
+    }
+    SpirvModule spirv = compile_glsl(glsl, name_ + " kernel " + kernel.name);
     CompileResult r;
     r.program = std::make_unique<VulkanProgram>(*this, kernel, spirv.words);
     r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -352,6 +370,7 @@ class VulkanDevice : public Device {
   uint32_t timestamp_bits_ = 0;
   int direct_type_ = -1;
   bool has_8bit_ = false;
+  bool has_inf_nan_ = false;
 };
 
 VulkanProgram::VulkanProgram(VulkanDevice& dev, const ir::Kernel& kernel, const std::vector<uint32_t>& spirv)
@@ -492,6 +511,8 @@ std::vector<DeviceRegistry::Offer> enumerate_vulkan() {
     p.local_memory_bytes = base.limits.maxComputeSharedMemorySize;
     p.subgroup_size = subgroup.subgroupSize;
     if (!supports_8bit_storage(pd)) p.note = "no 8-bit storage: kernels with bool buffers cannot run";
+    if (!supports_inf_nan_preserve(pd))
+      p.note += std::string(p.note.empty() ? "" : "; ") + "infinities and NaNs may not survive arithmetic";
     std::string name = p.name;
     offers.push_back({p, [name, pd] { return std::make_unique<VulkanDevice>(name, pd); }});
   }
