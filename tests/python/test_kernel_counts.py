@@ -152,4 +152,18 @@ def test_mlp_train_step_kernel_count():
     step()
     GlobalCounters.reset()
     step()
-    assert GlobalCounters.kernel_count == 10
+    assert GlobalCounters.kernel_count == 11
+
+
+def test_chained_matmuls_are_two_kernels_and_relu_fuses_into_matmul():
+    # (a @ b) @ d: the first product is broadcast along a middle dim of the second: it must be stored,
+    # not recomputed inside the second matmul (a regression of the row-reduction fusion)
+    rng = np.random.default_rng(0)
+    a, b, d = (Tensor(rng.standard_normal((16, 16), dtype=np.float32)).realize() for _ in range(3))
+    n, out = _count(lambda: (a @ b) @ d)
+    assert n == 2
+    np.testing.assert_allclose(out.numpy(), (a.numpy() @ b.numpy()) @ d.numpy(), rtol=1e-4, atol=1e-4)
+    # relu reads its input three times (x <= 0, x == 0, WHERE); all three fuse with the matmul
+    n, out = _count(lambda: (a @ b).relu())
+    assert n == 1
+    np.testing.assert_allclose(out.numpy(), np.maximum(a.numpy() @ b.numpy(), 0), rtol=1e-4, atol=1e-5)

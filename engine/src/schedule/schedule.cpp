@@ -59,10 +59,33 @@ bool is_row_local_expand(const Graph& g, NodeId id) {
     }
   if (first_broadcast == 0 || first_broadcast == out.size()) return false;
   for (size_t d = first_broadcast; d < out.size(); d++)
-    if (in[d] != 1 && in[d] != out[d]) return false;
+    if (in[d] != 1) return false;  // every trailing dim broadcast (a matmul operand's middle dim is not)
   int64_t rows = 1;
   for (size_t d = 0; d < first_broadcast; d++) rows *= out[d];
   return rows > 1;
+}
+
+// Do the consumers of `id` all feed, each through a chain of single-consumer elementwise ops, into one
+// common node? Then they end up in one kernel and the value is computed there once (a tie-aware relu
+// reads its input three times: x <= 0, x == 0, and the WHERE).
+bool consumers_converge(const Graph& g, std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id) {
+  std::map<NodeId, int> hits;
+  const auto& cs = consumers[id];
+  for (NodeId c : cs) {
+    std::set<NodeId> seen;
+    NodeId cur = c;
+    for (int step = 0; step < 64; step++) {
+      if (!seen.insert(cur).second) break;
+      hits[cur]++;
+      const Node& n = g[cur];
+      auto it = consumers.find(cur);
+      if (!(is_alu(n.op) || is_movement(n.op)) || it == consumers.end() || it->second.size() != 1) break;
+      cur = it->second[0];
+    }
+  }
+  for (auto& [node, count] : hits)
+    if (count == static_cast<int>(cs.size())) return true;
+  return false;
 }
 
 std::string kernel_name(const Graph& g, const ScheduleItem& item) {
@@ -156,7 +179,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     } else if (red && !is_movement(n.op) && expanded_by.count(id)) {
       stored[id] = "reduce output is expanded (broadcast) by " + expanded_by[id] +
                    ": fusing would recompute the reduction for every broadcast element";
-    } else if (ncons > 1 && red && !is_movement(n.op)) {
+    } else if (ncons > 1 && red && !is_movement(n.op) && !consumers_converge(g, consumers, id)) {
       stored[id] = "value with a reduce has " + std::to_string(ncons) +
                    " consumers: recomputing the reduction costs more than storing it";
     } else if (ncons > 1 && c > kRecomputeLimit && !is_movement(n.op)) {
