@@ -47,7 +47,7 @@ std::vector<NodeId> toposort(const Graph& g, const std::vector<NodeId>& targets)
 // this way fuses into its consumer: in the consumer's loop nest the reduce depends only on the outer
 // (row) loops, so loop-invariant code motion computes it once per row, before the loop over the row
 // (softmax, log_softmax and layernorm become one kernel per row: beyond tinygrad's default fusion).
-bool is_row_local_expand(const Graph& g, NodeId id) {
+bool is_row_local_expand(const Graph& g, const std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id) {
   const Node& e = g[id];
   const Shape& in = g[e.src[0]].shape;
   const Shape& out = e.shape;
@@ -62,12 +62,37 @@ bool is_row_local_expand(const Graph& g, NodeId id) {
     if (in[d] != 1) return false;  // every trailing dim broadcast (a matmul operand's middle dim is not)
   int64_t rows = 1;
   for (size_t d = 0; d < first_broadcast; d++) rows *= out[d];
-  return rows > 1;
+  if (rows <= 1) return false;
+  // Downstream, the broadcast value may only meet elementwise ops and reduces over the broadcast dims
+  // themselves: then the row stays innermost in the consumer's loops. A reduce over another axis (a
+  // matmul's backward summing over rows) would put the row loop outside the reduce and recompute the
+  // broadcast reduction in every iteration; a movement op could reorder the loops.
+  std::vector<NodeId> stack{id};
+  std::set<NodeId> seen{id};
+  while (!stack.empty()) {
+    NodeId cur = stack.back();
+    stack.pop_back();
+    auto it = consumers.find(cur);
+    if (it == consumers.end()) continue;
+    for (NodeId c : it->second) {
+      if (!seen.insert(c).second) continue;
+      if (seen.size() > 256) return false;
+      const Node& n = g[c];
+      if (is_reduce(n.op)) {
+        for (int64_t a : n.arg)
+          if (a < static_cast<int64_t>(first_broadcast)) return false;
+        continue;  // the reduce's own output is judged by its own expand
+      }
+      if (!is_alu(n.op)) return false;
+      stack.push_back(c);
+    }
+  }
+  return true;
 }
 
-// Do the consumers of `id` all feed, each through a chain of single-consumer elementwise ops, into one
-// common node? Then they end up in one kernel and the value is computed there once (a tie-aware relu
-// reads its input three times: x <= 0, x == 0, and the WHERE).
+// Do the consumers of `id` all feed, each through a chain of single-consumer ops, into one common node?
+// Then they end up in one kernel and the value is computed there once: a tie-aware relu reads its input
+// three times (x <= 0, x == 0, the WHERE); softmax reads exp(x - max) in its sum and in its division.
 bool consumers_converge(const Graph& g, std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id) {
   std::map<NodeId, int> hits;
   const auto& cs = consumers[id];
@@ -79,7 +104,7 @@ bool consumers_converge(const Graph& g, std::map<NodeId, std::vector<NodeId>>& c
       hits[cur]++;
       const Node& n = g[cur];
       auto it = consumers.find(cur);
-      if (!(is_alu(n.op) || is_movement(n.op)) || it == consumers.end() || it->second.size() != 1) break;
+      if (!(is_alu(n.op) || is_movement(n.op) || is_reduce(n.op)) || it == consumers.end() || it->second.size() != 1) break;
       cur = it->second[0];
     }
   }
@@ -137,7 +162,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       bool expands = false;
       while (!g[cur].realized() && is_movement(g[cur].op)) {
         if (g[cur].op == Op::Expand && shape_numel(g[cur].shape) > shape_numel(g[g[cur].src[0]].shape) &&
-            !is_row_local_expand(g, cur))
+            !is_row_local_expand(g, consumers, cur))
           expands = true;
         cur = g[cur].src[0];
       }
@@ -159,8 +184,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     for (int i = 0; i < n.num_src; i++) {
       NodeId s = n.src[i];
       if (is_input(s)) continue;
-      // a row-local broadcast of a reduce costs a few ops per element: the reduce runs once per row
-      if (!(n.op == Op::Expand && is_row_local_expand(g, id))) red = red || has_reduce[s];
+      red = red || has_reduce[s];
       c = std::min<int64_t>(c + cost[s], 1 << 20);
     }
     has_reduce[id] = red;
