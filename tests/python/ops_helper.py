@@ -2,9 +2,10 @@
 with the same seeded inputs, and compares forward values, shapes, dtypes and the gradients of a random-weighted
 sum of the outputs (tinygrad's test_ops style).
 
-Devices come from TENSORSCOPE_TEST_DEVICES (comma-separated), default "C,INTERP", so the suites grow with the
-backends. Tolerances: forward atol=1e-6, rtol=1e-3; gradients atol=1e-4, rtol=1e-3 (callers loosen atol only
-where float32 accumulation order differs, and say why).
+Devices come from TENSORSCOPE_TEST_DEVICES (comma-separated), default every device here that can run kernels
+(C, INTERP, OPENCL:0, VULKAN:0, ...), so the suites grow with the backends. Tolerances: forward atol=1e-6,
+rtol=1e-3; gradients atol=1e-4, rtol=1e-3 (callers loosen atol only where float32 accumulation order differs,
+and say why).
 """
 import os
 
@@ -12,9 +13,24 @@ import numpy as np
 import pytest
 import torch
 
-from tensorscope import Tensor
+from tensorscope import Device, Tensor
 
-DEVICES = [d for d in os.environ.get("TENSORSCOPE_TEST_DEVICES", "C,INTERP").split(",") if d]
+
+def _runnable_devices():
+    """Every registered device that can run kernels: a compile-only one (CUDA without a GPU) refuses its
+    first allocation."""
+    names = []
+    for name in Device.names():
+        try:
+            Tensor([0.0], device=name).numpy()
+            names.append(name)
+        except RuntimeError:
+            pass
+    return names
+
+
+_env_devices = os.environ.get("TENSORSCOPE_TEST_DEVICES")
+DEVICES = [d for d in _env_devices.split(",") if d] if _env_devices else _runnable_devices()
 devices = pytest.mark.parametrize("dev", DEVICES)
 
 

@@ -6,9 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from ops_helper import DEVICES
 from tensorscope import Tensor, dtypes
-
-DEVICES = ["C", "INTERP"]
 
 
 def _rand(rng, shape, low, high):
