@@ -1,7 +1,7 @@
 # Devices: every runnable device (C, INTERP, OPENCL:n, VULKAN:n, CUDA:n where a GPU exists) computes
 # the same forward values and gradients as PyTorch; a graph may span two devices through .to(); the
 # digits MLP sample trains to the same accuracy on each device; a compile-only device (CUDA without a
-# GPU) refuses to run with a clear error.
+# GPU) refuses to run with a clear error, yet every kernel of the op suite compiles to PTX with NVRTC.
 import functools
 import os
 import re
@@ -12,9 +12,13 @@ import numpy as np
 import pytest
 import torch
 
+import tensorscope
 from tensorscope import Device, Tensor
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+# the CLI of the build whose Python package is under test: <build>/python/tensorscope → <build>/bin
+BUILD = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(tensorscope.__file__))))
+CLI = os.path.join(os.environ.get("TS_BUILD_DIR", BUILD), "bin", "tensorscope-cli")
 
 
 def _runnable(name):
@@ -144,3 +148,40 @@ def test_digits_mlp_sample_trains_to_the_same_accuracy_on_every_device(dev):
         pytest.skip("the interpreter is the reference executor, too slow to train on (see test_mlp.py)")
     want = _sample_accuracy("C")
     assert abs(_sample_accuracy(dev) - want) <= 0.02
+
+
+OP_SUITE_UNDER_CLI = """
+import sys
+import pytest
+sys.path.insert(0, {tests!r})
+print("pytest exit code", int(pytest.main(["-q", "-p", "no:cacheprovider", {suite!r}])))
+"""
+
+
+@pytest.mark.skipif(not any(d.startswith("CUDA") for d in ALL), reason="built without CUDA")
+@pytest.mark.skipif(not os.access(CLI, os.X_OK), reason=f"{CLI} is not built")
+def test_every_kernel_of_the_op_suite_has_every_listing_and_compiles_with_nvrtc(tmp_path):
+    """The op suite on C, run inside `tensorscope-cli run --out`: the CLI writes every kernel in every
+    renderer's language, whichever device ran it. A PTX listing is NVRTC's output and a SPIR-V listing
+    glslang's; a compile error would become the listing's text instead."""
+    tests = os.path.join(ROOT, "tests", "python")
+    suite = os.path.join(tests, "test_ops.py")
+    if not os.path.exists(suite):
+        suite = os.path.join(tests, "test_ops_elementwise.py")
+    script = tmp_path / "op_suite.py"
+    script.write_text(OP_SUITE_UNDER_CLI.format(tests=tests, suite=suite))
+    out = tmp_path / "out"
+    env = dict(os.environ, TENSORSCOPE_TEST_DEVICES="C")
+    env.pop("DEBUG", None)
+    run = subprocess.run([CLI, "run", str(script), "--out", str(out)], env=env, capture_output=True, text=True,
+                         timeout=900, cwd=ROOT)
+    assert run.returncode == 0 and "pytest exit code 0" in run.stdout, run.stdout[-3000:] + run.stderr[-3000:]
+    kernels = sorted(f[:-3] for f in os.listdir(out) if f.endswith(".cu"))
+    assert len(kernels) > 100, f"only {len(kernels)} kernels written"
+    for k in kernels:
+        for ext in (".c", ".cl", ".comp"):
+            assert (out / (k + ext)).exists(), f"{k}{ext} missing"
+        ptx = (out / (k + ".ptx")).read_text()
+        assert ".entry " in ptx, f"{k}: NVRTC did not compile the CUDA C:\n{ptx[:2000]}"
+        spirv = (out / (k + ".spvasm")).read_text()
+        assert "OpEntryPoint" in spirv, f"{k}: glslang did not compile the GLSL:\n{spirv[:2000]}"
