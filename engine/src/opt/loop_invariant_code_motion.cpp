@@ -18,19 +18,9 @@ namespace {
 using ir::Op;
 using ir::ValueId;
 
-// The END_RANGE closing the RANGE at `r`.
-size_t end_of(const ir::Kernel& k, size_t r) {
-  int depth = 0;
-  for (size_t i = r; i < k.insts.size(); i++) {
-    if (k.insts[i].op == Op::Range) depth++;
-    if (k.insts[i].op == Op::EndRange && --depth == 0) return i;
-  }
-  return k.insts.size();
-}
-
 // One loop: moves its invariant instructions and blocks in front of it. Returns true if it moved any.
 bool hoist_from(ir::Kernel& k, size_t start) {
-  size_t end = end_of(k, start);
+  size_t end = end_of_range(k.insts, start);
   // a loop that may not run at all keeps its body: hoisting could execute a load it never would
   const ir::Inst& bound = k.insts[k.insts[start].src[0]];
   if (bound.op != Op::Const || bound.value <= 0) return false;
@@ -53,13 +43,13 @@ bool hoist_from(ir::Kernel& k, size_t start) {
     const ir::Inst& in = k.insts[i];
     if (in.op == Op::DefineAcc && i + 1 < end && k.insts[i + 1].op == Op::Range) {
       // an accumulator and the loop that fills it: one unit
-      size_t block_end = end_of(k, i + 1);
+      size_t block_end = end_of_range(k.insts, i + 1);
       bool moves = !reads_variant(i, block_end);
       for (size_t j = i; j <= block_end; j++) (moves ? hoisted : kept).push_back(static_cast<ValueId>(j));
       if (!moves) mark_variant(i, block_end);
       i = block_end + 1;
     } else if (in.op == Op::Range) {
-      size_t block_end = end_of(k, i);  // a nested loop of another kind stays (its own pass handles it)
+      size_t block_end = end_of_range(k.insts, i);  // a nested loop of another kind stays (its own pass handles it)
       for (size_t j = i; j <= block_end; j++) kept.push_back(static_cast<ValueId>(j));
       mark_variant(i, block_end);
       i = block_end + 1;

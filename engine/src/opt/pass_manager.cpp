@@ -54,6 +54,15 @@ void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots) {
   }
 }
 
+size_t end_of_range(const std::vector<ir::Inst>& insts, size_t range) {
+  int depth = 0;
+  for (size_t i = range; i < insts.size(); i++) {
+    if (insts[i].op == ir::Op::Range) depth++;
+    if (insts[i].op == ir::Op::EndRange && --depth == 0) return i;
+  }
+  return insts.size();
+}
+
 void reorder_instructions(ir::Kernel& kernel, const std::vector<ir::ValueId>& order) {
   std::vector<ir::ValueId> new_id(kernel.insts.size(), ir::kNone);
   std::vector<ir::Inst> out;

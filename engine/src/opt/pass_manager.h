@@ -34,6 +34,9 @@ void loop_invariant_code_motion(ir::Kernel& kernel);
 void upcast_global(ir::Kernel& kernel);
 void upcast_reduce(ir::Kernel& kernel);
 
+// Index of the END_RANGE that closes the RANGE at `range` (insts.size() if unbalanced). Shared by passes.
+size_t end_of_range(const std::vector<ir::Inst>& insts, size_t range);
+
 // Rebuilds `kernel` keeping instructions in `order` (old ids), renumbering operands. Shared by passes.
 void reorder_instructions(ir::Kernel& kernel, const std::vector<ir::ValueId>& order);
 

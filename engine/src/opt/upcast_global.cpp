@@ -27,15 +27,6 @@ using ir::ValueId;
 constexpr int kMaxUpcast = 16;
 constexpr size_t kMaxUnrolledInsts = 4000;  // keeps generated sources (and compile times) reasonable
 
-size_t end_of(const std::vector<Inst>& insts, size_t r) {
-  int depth = 0;
-  for (size_t i = r; i < insts.size(); i++) {
-    if (insts[i].op == Op::Range) depth++;
-    if (insts[i].op == Op::EndRange && --depth == 0) return i;
-  }
-  return insts.size();
-}
-
 // Value of an int32 index expression with loop `var` = `at` and every other loop index 0.
 int64_t eval_index(const std::vector<Inst>& insts, ValueId v, ValueId var, int64_t at, int depth = 0) {
   const Inst& in = insts[v];
@@ -62,14 +53,14 @@ void upcast_global(ir::Kernel& k) {
   for (size_t i = 0; i < old.size(); i++)
     if (old[i].op == Op::Range && old[i].arg == 1) g = i;
   if (g == old.size() || old[old[g].src[0]].op != Op::Const) return;
-  const size_t g_end = end_of(old, g);
+  const size_t g_end = end_of_range(old, g);
   const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
   // the body: plain instructions and simple reduce blocks (DEFINE_ACC, RANGE, body, its ASSIGN, END)
   bool has_block = false, contiguous = false;
   for (size_t i = g + 1; i < g_end; i++) {
     if (old[i].op == Op::DefineAcc) {
       if (i + 1 >= g_end || old[i + 1].op != Op::Range) return;
-      size_t e = end_of(old, i + 1);
+      size_t e = end_of_range(old, i + 1);
       for (size_t b = i + 2; b < e; b++) {
         if (old[b].op == Op::Range || old[b].op == Op::DefineAcc) return;
         if (old[b].op == Op::Assign && (old[b].src[0] != i || b != e - 1)) return;
@@ -131,7 +122,7 @@ void upcast_global(ir::Kernel& k) {
   for (int u = 0; u < u_count; u++) idx[u] = emit(Inst{Op::Add, DType::Int32, 2, {scaled, constant(u), ir::kNone}, 0, 0});
   for (size_t i = g + 1; i < g_end; i++) {
     if (old[i].op == Op::DefineAcc) {
-      size_t r = i + 1, e = end_of(old, r);
+      size_t r = i + 1, e = end_of_range(old, r);
       clone_all(i);                         // U accumulators
       Inst inner = old[r];                  // one shared reduce loop
       inner.src[0] = remap[inner.src[0]] != ir::kNone ? remap[inner.src[0]] : inner.src[0];
