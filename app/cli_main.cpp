@@ -1,5 +1,5 @@
 // tensorscope-cli: the headless face of Tensorscope.
-//   tensorscope-cli run SCRIPT [--device C|INTERP] [--out DIR] [--svg FILE]
+//   tensorscope-cli run SCRIPT [--device NAME] [--out DIR] [--svg FILE]   (NAME: see `devices`)
 //   tensorscope-cli devices
 #include <cstdio>
 #include <cstring>
@@ -19,7 +19,7 @@ namespace {
 int usage(int code) {
   std::fprintf(code ? stderr : stdout,
                "usage:\n"
-               "  tensorscope-cli run SCRIPT [--device C|INTERP] [--out DIR] [--svg FILE]\n"
+               "  tensorscope-cli run SCRIPT [--device C|INTERP|OPENCL|VULKAN|CUDA] [--out DIR] [--svg FILE]\n"
                "      runs a tensor script headless; --out writes kernels.json with every kernel's IR and\n"
                "      source beside it; --svg writes the lazy graph with one cluster per kernel\n"
                "  tensorscope-cli devices\n"
