@@ -65,6 +65,8 @@ std::string CStyleRenderer::alu(const ir::Inst& in, const std::vector<std::strin
     case Op::Mod: return "(" + s[0] + " % " + s[1] + ")";
     case Op::And: return "(" + s[0] + " && " + s[1] + ")";
     case Op::Where: return "(" + s[0] + " ? " + s[1] + " : " + s[2] + ")";
+    case Op::MulAcc: return f ? lang_.fma + "(" + s[0] + ", " + s[1] + ", " + s[2] + ")"
+                              : "(" + s[0] + " * " + s[1] + " + " + s[2] + ")";
     default: return "/* ? */";
   }
 }

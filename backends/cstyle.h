@@ -19,6 +19,7 @@ struct CStyleLanguage {
   std::string float_type = "float", int_type = "int", bool_type = "_Bool";
   std::string exp2 = "exp2f", log2 = "log2f", sin = "sinf", sqrt = "sqrtf";
   std::string max = "ts_fmaxf";         // must propagate NaN like torch.maximum
+  std::string fma = "fmaf";             // a * b + c with one rounding (MULACC)
   std::string true_literal = "1", false_literal = "0";
   std::string infinity = "(1.0f/0.0f)", neg_infinity = "(-1.0f/0.0f)", nan = "(0.0f/0.0f)";
   // GPU targets: the thread's global id and the grid's global size per dimension (x, y, z), and how many

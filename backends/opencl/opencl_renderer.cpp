@@ -13,7 +13,7 @@ static CStyleLanguage opencl_language() {
   l.kernel_prefix = "__kernel void";
   l.buffer_qualifier = "restrict";
   l.bool_type = "bool";
-  l.exp2 = "exp2", l.log2 = "log2", l.sin = "sin", l.sqrt = "sqrt";  // overloaded builtins
+  l.exp2 = "exp2", l.log2 = "log2", l.sin = "sin", l.sqrt = "sqrt", l.fma = "fma";  // overloaded builtins
   l.infinity = "INFINITY", l.neg_infinity = "(-INFINITY)", l.nan = "NAN";
   for (int d = 0; d < 3; d++) {
     l.global_id[d] = "(int)get_global_id(" + std::to_string(d) + ")";

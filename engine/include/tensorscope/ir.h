@@ -32,6 +32,8 @@ enum class Op : uint8_t {
   Neg, Exp2, Log2, Sin, Sqrt, Recip, Cast,
   Add, Mul, Max, CmpLt, CmpEq, IDiv, Mod, And,
   Where,         // src0: bool condition, src1: if true, src2: if false
+  MulAcc,        // src0 * src1 + src2 with one rounding (fused multiply-add; tinygrad's MULACC). Made by
+                 // the fuse_multiply_add pass, never by lowering.
 };
 
 struct Inst {
@@ -49,11 +51,21 @@ struct GlobalArg {
   bool is_output = false;
 };
 
+// An optimization a pass applied (tinygrad's Opt / applied_opts): shown in the IR header, and read by
+// renderers that write code differently for it (the C renderer for register-tiled kernels).
+struct AppliedOpt {
+  enum Kind : uint8_t { UpcastGlobal, RegisterTile, UpcastReduce } kind;
+  int amount;  // the upcast factor
+};
+
 struct Kernel {
   std::string name;
   std::vector<GlobalArg> globals;  // slot 0..n-1; outputs first
   std::vector<Inst> insts;         // the arena; ValueId = index
+  std::vector<AppliedOpt> opts;    // in the order the passes applied them
 };
+
+const char* opt_name(AppliedOpt::Kind kind);
 
 const char* op_name(Op op);
 bool is_alu(Op op);

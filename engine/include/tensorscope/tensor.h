@@ -259,8 +259,12 @@ class Tensor {
 
   // ---- linear algebra (ops.cpp, ops_linalg.cpp) ----------------------------------------------------
   // (..., n, k) @ (..., k, m) with broadcast batch dims; 1-D operands as in NumPy.
-  // Lowered as reshape + expand + mul + sum: the expand is never materialized.
+  // Lowered as reshape + expand + mul + sum: the expand is never materialized. On the C device a large
+  // 2-D w is first copied into 32-column panels (one extra kernel; see packs_panels).
   Tensor matmul(const Tensor& w) const;
+  // True when matmul(x, w) on `device` packs w into panels (N/32, K, 32) first: device "C", w (K, N)
+  // with N a multiple of 32 and at least 1 MiB, x with at least 64 rows.
+  static bool packs_panels(const Shape& x, const Shape& w, const std::string& device);
   Tensor dot(const Tensor& w) const { return matmul(w); }
   Tensor linear(const Tensor& weight, const Tensor* bias = nullptr) const;  // weight (in, out)
   // "ij,jk->ik"; implicit output, "...", repeated indices (diagonals) supported.
@@ -315,6 +319,7 @@ class Tensor {
   explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
 
  private:
+  Tensor matmul_packed(const Tensor& w) const;  // matmul through w's panels (ops.cpp)
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <numeric>
 
 namespace ts::ir {
 
@@ -161,6 +162,9 @@ ValueId Builder::alu(Op op, DType dt, ValueId a, ValueId b, ValueId c) {
     if (op == Op::Mul && (is(b, 1))) return a;
     if (op == Op::Mul && (is(a, 1))) return b;
     if (op == Op::Mul && (is(a, 0) || is(b, 0))) return cint(0);
+    // (a + b) · c = a·c + b·c: index arithmetic stays a flat sum of products, which divide_terms needs
+    if (op == Op::Mul && dt == DType::Int32 && b != kNone && is_const(b) && k_.insts[a].op == Op::Add)
+      return add(mul(k_.insts[a].src[0], b), mul(k_.insts[a].src[1], b));
     if (op == Op::IDiv && is(b, 1)) return a;
     if (op == Op::Mod && is(b, 1)) return cint(0);
     if (op == Op::And && is(a, 1)) return b;
@@ -170,6 +174,7 @@ ValueId Builder::alu(Op op, DType dt, ValueId a, ValueId b, ValueId c) {
       auto [lo, hi] = bounds(a);
       int64_t d = static_cast<int64_t>(const_value(b));
       if (lo >= 0 && hi < d) return op == Op::IDiv ? cint(0) : a;
+      if (ValueId v = divide_terms(op, a, d); v != kNone) return v;
     }
   }
   if (op == Op::CmpLt && dtype(a) == DType::Int32) {
@@ -203,6 +208,68 @@ ValueId Builder::alu(Op op, DType dt, ValueId a, ValueId b, ValueId c) {
     }
   }
   return id;
+}
+
+}  // namespace ts::ir
+
+namespace ts::ir {
+
+int64_t Builder::const_factor(ValueId v) const {
+  const Inst& in = k_.insts[v];
+  if (in.op == Op::Const) return std::abs(static_cast<int64_t>(in.value));
+  if (in.op == Op::Mul) return const_factor(in.src[0]) * const_factor(in.src[1]);
+  if (in.op == Op::Add) return std::gcd(const_factor(in.src[0]), const_factor(in.src[1]));
+  return 1;
+}
+
+// Division by a constant d > 0 of a sum of non-negative terms (tinygrad's symbolic rules): the terms
+// that d divides leave the remainder alone, so with M = those terms and R = the rest,
+//   (M + R) % d = R % d          (M + R) / d = M / d + R / d
+// and for a product, (p · c) / d = p · (c/d) when d | c, or p / (d/c) when c | d. R % d and R / d
+// then fold to R and 0 when R is known to lie in [0, d). This turns the div/mod of an unflattened
+// index back into plain loop indices after an UPCAST, e.g. with j < 16:
+//   (512·m + 32·j + 5) % 32 = 5        (512·m + 32·j + 5) / 32 = 16·m + j
+ValueId Builder::divide_terms(Op op, ValueId x, int64_t d) {
+  std::vector<ValueId> terms, multiples, rest;
+  std::vector<ValueId> todo{x};
+  while (!todo.empty()) {  // flatten the sum
+    ValueId t = todo.back();
+    todo.pop_back();
+    if (k_.insts[t].op == Op::Add) {
+      todo.push_back(k_.insts[t].src[0]);
+      todo.push_back(k_.insts[t].src[1]);
+    } else {
+      terms.push_back(t);
+    }
+  }
+  for (ValueId t : terms) {
+    if (bounds(t).first < 0) return kNone;
+    (const_factor(t) % d == 0 ? multiples : rest).push_back(t);
+  }
+  if (terms.size() == 1 && k_.insts[x].op == Op::Mul) {  // a single product
+    const Inst in = k_.insts[x];
+    for (int side = 0; side < 2; side++) {
+      if (!is_const(in.src[side])) continue;
+      const int64_t c = static_cast<int64_t>(const_value(in.src[side]));
+      const ValueId p = in.src[1 - side];
+      if (c <= 0 || bounds(p).first < 0) continue;
+      if (c % d == 0) return op == Op::Mod ? cint(0) : mul(p, cint(c / d));
+      if (d % c == 0)
+        return op == Op::Mod ? mul(alu(Op::Mod, DType::Int32, p, cint(d / c)), cint(c)) : alu(Op::IDiv, DType::Int32, p, cint(d / c));
+    }
+    return kNone;
+  }
+  if (multiples.empty()) return kNone;
+  auto sum = [&](const std::vector<ValueId>& vs) {
+    ValueId acc = cint(0);
+    for (ValueId v : vs) acc = add(acc, v);
+    return acc;
+  };
+  const ValueId r = sum(rest);
+  if (op == Op::Mod) return alu(Op::Mod, DType::Int32, r, cint(d));
+  std::vector<ValueId> quotients;
+  for (ValueId m : multiples) quotients.push_back(alu(Op::IDiv, DType::Int32, m, cint(d)));
+  return add(sum(quotients), alu(Op::IDiv, DType::Int32, r, cint(d)));
 }
 
 }  // namespace ts::ir

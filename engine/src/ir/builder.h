@@ -34,11 +34,19 @@ class Builder {
   DType dtype(ValueId v) const { return k_.insts[v].dtype; }
   bool is_const(ValueId v) const { return k_.insts[v].op == Op::Const; }
   double const_value(ValueId v) const { return k_.insts[v].value; }
+  // Appends `in` as it is: no folding, no CSE (for instructions a pass copies unchanged).
+  ValueId raw(const Inst& in) { return push(in, false); }
+
   // Known value range of an int32 value [lo, hi] (from constants and loop bounds), for folding % and /.
   std::pair<int64_t, int64_t> bounds(ValueId v) const;
 
  private:
   ValueId push(const Inst& in, bool cse);
+  // x / d and x % d for a constant d > 0 through sums and products whose terms are multiples of d
+  // (tinygrad's symbolic rules); kNone when no rule applies.
+  ValueId divide_terms(Op op, ValueId x, int64_t d);
+  // The largest constant known to divide v (1 when nothing is known).
+  int64_t const_factor(ValueId v) const;
   Kernel& k_;
   // the value enters the key as its bit pattern: NaN != NaN would break the map's ordering
   using Key = std::tuple<int, int, ValueId, ValueId, ValueId, int64_t, uint64_t>;

@@ -123,6 +123,9 @@ void interpret(const Kernel& k, const std::vector<void*>& buffers) {
         break;
       case Op::And: r.i = S(0).i && S(1).i; break;
       case Op::Where: r = S(0).i ? S(1) : S(2); break;
+      case Op::MulAcc:  // one rounding, as the FMA instruction every backend emits for it
+        if (dt == DType::Float32) r.f = std::fma(S(0).f, S(1).f, S(2).f); else r.i = S(0).i * S(1).i + S(2).i;
+        break;
     }
     v[pc] = r;
     pc++;

@@ -8,15 +8,24 @@ namespace ts::ir {
 const char* op_name(Op op) {
   static const char* names[] = {"DEFINE_GLOBAL", "DEFINE_ACC", "CONST", "RANGE", "END_RANGE", "LOAD", "STORE",
                                 "ASSIGN", "NEG", "EXP2", "LOG2", "SIN", "SQRT", "RECIP", "CAST", "ADD", "MUL",
-                                "MAX", "CMPLT", "CMPEQ", "IDIV", "MOD", "AND", "WHERE"};
+                                "MAX", "CMPLT", "CMPEQ", "IDIV", "MOD", "AND", "WHERE", "MULACC"};
   return names[static_cast<int>(op)];
+}
+
+const char* opt_name(AppliedOpt::Kind kind) {
+  switch (kind) {
+    case AppliedOpt::UpcastGlobal: return "UPCAST_GLOBAL";
+    case AppliedOpt::RegisterTile: return "REGISTER_TILE";
+    case AppliedOpt::UpcastReduce: return "UPCAST_REDUCE";
+  }
+  return "?";
 }
 
 bool is_alu(Op op) { return op >= Op::Neg; }
 
 int alu_arity(Op op) {
   if (op >= Op::Neg && op <= Op::Cast) return 1;
-  if (op == Op::Where) return 3;
+  if (op == Op::Where || op == Op::MulAcc) return 3;
   if (op >= Op::Add) return 2;
   return 0;
 }
@@ -41,7 +50,12 @@ std::string print(const Kernel& k) {
   for (size_t i = 0; i < k.globals.size(); i++)
     o << (i ? ", " : "") << (k.globals[i].is_output ? "out " : "in ") << dtype_name(k.globals[i].dtype) << "["
       << k.globals[i].numel << "]";
-  o << ")\n";
+  o << ")";
+  if (!k.opts.empty()) {
+    o << "   ; opts:";
+    for (const AppliedOpt& opt : k.opts) o << " " << opt_name(opt.kind) << "(" << opt.amount << ")";
+  }
+  o << "\n";
   int depth = 0;
   for (size_t i = 0; i < k.insts.size(); i++) {
     const Inst& in = k.insts[i];

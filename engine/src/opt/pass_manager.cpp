@@ -14,10 +14,14 @@ const std::vector<Pass>& pipeline() {
       {"dead_code_elimination", "drop instructions whose value is never used", dead_code_elimination},
       {"loop_invariant_code_motion", "compute values (and whole reductions) that do not change in a loop before it",
        loop_invariant_code_motion},
-      {"upcast_global", "UPCAST: 16 neighbouring outputs share one pass of their reduce loop (matmul tiling)",
+      {"upcast_global", "UPCAST: up to 32 neighbouring outputs share one pass of their reduce loop",
        upcast_global},
+      {"register_tile", "UPCAST a second output axis by 8 and move it innermost (matmul register tile)",
+       register_tile},
+      {"simplify", "fold constants, simplify index arithmetic and merge equal values again (after UPCAST)", simplify},
       {"upcast_reduce", "UPCAST: the innermost reduce loop keeps up to 16 partial accumulators (vectorizable)",
        upcast_reduce},
+      {"fuse_multiply_add", "acc = acc + a*b becomes one fused multiply-add (MULACC)", fuse_multiply_add},
   };
   return passes;
 }

@@ -33,6 +33,27 @@ void hoist_constants(ir::Kernel& kernel);
 void loop_invariant_code_motion(ir::Kernel& kernel);
 void upcast_global(ir::Kernel& kernel);
 void upcast_reduce(ir::Kernel& kernel);
+void register_tile(ir::Kernel& kernel);
+void simplify(ir::Kernel& kernel);
+void fuse_multiply_add(ir::Kernel& kernel);
+
+// Generated sources stay reasonable (and compile in well under a second): an UPCAST that would make a
+// loop body longer than this many instructions is not done.
+constexpr size_t kMaxUnrolledInsts = 4000;
+
+// A reduce block inside a global loop: DEFINE_ACC × n (first_acc..range-1), RANGE (reduce) at `range`,
+// a body without loops that ASSIGNs only those accumulators, END_RANGE at `end`.
+struct ReduceBlock {
+  size_t first_acc, range, end;
+};
+// The reduce blocks of global loop `g` if its body holds only plain instructions and reduce blocks
+// (the shape the UPCAST passes rewrite); empty otherwise.
+std::vector<ReduceBlock> upcastable_body(const std::vector<ir::Inst>& insts, size_t g);
+// UPCAST global loop `g` (constant bound divisible by u): u iterations per trip, each instruction of
+// the body u times with its own accumulators; values the same in every copy are computed once. With
+// `side_by_side` the u copies of each instruction are adjacent, otherwise the body is written u times
+// in a row. With u = the bound the loop disappears. Shared by upcast_global and register_tile.
+void upcast_loop(ir::Kernel& kernel, size_t g, int u, bool side_by_side);
 
 // Index of the END_RANGE that closes the RANGE at `range` (insts.size() if unbalanced). Shared by passes.
 size_t end_of_range(const std::vector<ir::Inst>& insts, size_t range);

@@ -11,8 +11,11 @@
 //
 // For a matmul this turns a loop that reads w down a column (one cache line per element) into one that
 // reads 16 contiguous floats (one AVX-512 vector) per step of k, with 16 independent accumulators:
-// register tiling along one axis. It applies when the body has simple reduce blocks and some load in
-// them moves by exactly one element when j does (otherwise the U copies would not be contiguous).
+// register tiling along one axis (register_tile.cpp adds the second axis). It applies when the body
+// has simple reduce blocks and some load in them moves by exactly one element when j does (otherwise
+// the U copies would not be contiguous). A loop of at most 32 iterations is unrolled completely.
+//
+// upcast_loop() below does the rewriting for both UPCAST passes.
 #include <map>
 
 #include "opt/pass_manager.h"
@@ -24,8 +27,7 @@ using ir::Inst;
 using ir::Op;
 using ir::ValueId;
 
-constexpr int kMaxUpcast = 16;
-constexpr size_t kMaxUnrolledInsts = 4000;  // keeps generated sources (and compile times) reasonable
+constexpr int kMaxUpcast = 32;  // two AVX-512 registers of floats
 
 // Value of an int32 index expression with loop `var` = `at` and every other loop index 0.
 int64_t eval_index(const std::vector<Inst>& insts, ValueId v, ValueId var, int64_t at, int depth = 0) {
@@ -44,48 +46,43 @@ int64_t eval_index(const std::vector<Inst>& insts, ValueId v, ValueId var, int64
   }
 }
 
+// Between a reduce block's DEFINE_ACCs and its RANGE: more accumulators, and values that earlier
+// passes (loop-invariant code motion) moved in front of the loop.
+bool in_block_prefix(Op op) { return op == Op::DefineAcc || op == Op::Const || op == Op::Load || is_alu(op); }
+
 }  // namespace
 
-void upcast_global(ir::Kernel& k) {
-  const std::vector<Inst>& old = k.insts;
-  // the innermost global loop: the last global RANGE
-  size_t g = old.size();
-  for (size_t i = 0; i < old.size(); i++)
-    if (old[i].op == Op::Range && old[i].arg == 1) g = i;
-  if (g == old.size() || old[old[g].src[0]].op != Op::Const) return;
-  const size_t g_end = end_of_range(old, g);
-  const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
-  // the body: plain instructions and simple reduce blocks (DEFINE_ACC, RANGE, body, its ASSIGN, END)
-  bool has_block = false, contiguous = false;
+std::vector<ReduceBlock> upcastable_body(const std::vector<Inst>& insts, size_t g) {
+  const size_t g_end = end_of_range(insts, g);
+  std::vector<ReduceBlock> blocks;
   for (size_t i = g + 1; i < g_end; i++) {
-    if (old[i].op == Op::DefineAcc) {
-      if (i + 1 >= g_end || old[i + 1].op != Op::Range) return;
-      size_t e = end_of_range(old, i + 1);
-      for (size_t b = i + 2; b < e; b++) {
-        if (old[b].op == Op::Range || old[b].op == Op::DefineAcc) return;
-        if (old[b].op == Op::Assign && (old[b].src[0] != i || b != e - 1)) return;
-        if (old[b].op == Op::Load &&
-            eval_index(old, old[b].src[1], static_cast<ValueId>(g), 1) - eval_index(old, old[b].src[1], static_cast<ValueId>(g), 0) == 1)
-          contiguous = true;
+    if (insts[i].op == Op::DefineAcc) {
+      ReduceBlock b{i, i, 0};
+      while (b.range < g_end && in_block_prefix(insts[b.range].op)) b.range++;
+      if (b.range >= g_end || insts[b.range].op != Op::Range || insts[b.range].arg != 0) return {};
+      b.end = end_of_range(insts, b.range);
+      for (size_t x = b.range + 1; x < b.end; x++) {
+        if (insts[x].op == Op::Range || insts[x].op == Op::DefineAcc) return {};
+        if (insts[x].op == Op::Assign && (insts[x].src[0] < b.first_acc || insts[x].src[0] >= b.range)) return {};
       }
-      has_block = true;
-      i = e;
-    } else if (old[i].op == Op::Range || old[i].op == Op::Assign) {
-      return;
+      blocks.push_back(b);
+      i = b.end;
+    } else if (insts[i].op == Op::Range || insts[i].op == Op::Assign) {
+      return {};
     }
   }
-  if (!has_block || !contiguous) return;
-  int u_count = 1;
-  for (int u = kMaxUpcast; u >= 4; u /= 2)
-    if (n % u == 0 && (g_end - g) * u <= kMaxUnrolledInsts) {
-      u_count = u;
-      break;
-    }
-  if (u_count == 1) return;
+  return blocks;
+}
 
+void upcast_loop(ir::Kernel& k, size_t g, int u_count, bool side_by_side) {
+  const std::vector<Inst> old = k.insts;
+  const size_t g_end = end_of_range(old, g);
+  const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
   std::vector<Inst> out;
   std::vector<ValueId> remap(old.size(), ir::kNone);
-  std::map<ValueId, std::vector<ValueId>> copies;  // body value → its U copies
+  // body value → its U copies; `varying` marks values that differ between the copies
+  std::map<ValueId, std::vector<ValueId>> copies;
+  std::vector<bool> varying(old.size(), false);
   auto emit = [&](Inst in) {
     out.push_back(in);
     return static_cast<ValueId>(out.size() - 1);
@@ -107,37 +104,88 @@ void upcast_global(ir::Kernel& k) {
     }
     return emit(in);
   };
-  auto clone_all = [&](size_t b) {  // U copies side by side: isomorphic statements for the vectorizer
-    std::vector<ValueId> ids(u_count);
-    for (int u = 0; u < u_count; u++) ids[u] = clone(b, u);
-    copies[static_cast<ValueId>(b)] = ids;
+  // The U copies of the instructions in [from, to). A value that is the same in every copy (it reads
+  // nothing that varies with the loop) is computed once and shared; accumulators and stores always get
+  // their own copies. `side_by_side`: the U copies of each instruction are next to each other;
+  // otherwise the whole range is written out once per copy.
+  auto clone_range = [&](size_t from, size_t to) {
+    for (size_t b = from; b < to; b++) {
+      const Inst& in = old[b];
+      bool varies = in.op == Op::DefineAcc || in.op == Op::Assign || in.op == Op::Store;
+      for (int s = 0; s < in.num_src; s++) varies = varies || in.src[s] == g || varying[in.src[s]];
+      varying[b] = varies;
+      copies[static_cast<ValueId>(b)].assign(u_count, ir::kNone);
+    }
+    for (int pass = 0; pass < (side_by_side ? 1 : u_count); pass++)
+      for (size_t b = from; b < to; b++)
+        for (int u = side_by_side ? 0 : pass; u < (side_by_side ? u_count : pass + 1); u++) {
+          std::vector<ValueId>& ids = copies[static_cast<ValueId>(b)];
+          if (varying[b]) ids[u] = clone(b, u);
+          else if (ids[0] == ir::kNone) ids.assign(u_count, clone(b, 0));
+        }
   };
 
   for (size_t i = 0; i < g; i++) plain(i);
-  Inst range = old[g];
-  range.src[0] = constant(static_cast<double>(n / u_count));
-  ValueId g2 = emit(range);
-  remap[g] = g2;
-  ValueId scaled = emit(Inst{Op::Mul, DType::Int32, 2, {g2, constant(u_count), ir::kNone}, 0, 0});
-  for (int u = 0; u < u_count; u++) idx[u] = emit(Inst{Op::Add, DType::Int32, 2, {scaled, constant(u), ir::kNone}, 0, 0});
-  for (size_t i = g + 1; i < g_end; i++) {
+  ValueId g2 = ir::kNone;
+  if (n / u_count > 1) {  // the loop stays, with N/U trips
+    Inst range = old[g];
+    range.src[0] = constant(static_cast<double>(n / u_count));
+    g2 = emit(range);
+    remap[g] = g2;
+    ValueId scaled = emit(Inst{Op::Mul, DType::Int32, 2, {g2, constant(u_count), ir::kNone}, 0, 0});
+    for (int u = 0; u < u_count; u++) idx[u] = emit(Inst{Op::Add, DType::Int32, 2, {scaled, constant(u), ir::kNone}, 0, 0});
+  } else {  // unrolled completely: the loop disappears and the copies use the constants 0..U-1
+    for (int u = 0; u < u_count; u++) idx[u] = constant(u);
+  }
+  for (size_t i = g + 1; i < g_end;) {
     if (old[i].op == Op::DefineAcc) {
-      size_t r = i + 1, e = end_of_range(old, r);
-      clone_all(i);                         // U accumulators
-      Inst inner = old[r];                  // one shared reduce loop
+      size_t r = i;
+      while (in_block_prefix(old[r].op)) r++;
+      clone_range(i, r);                     // U copies of each accumulator (and the values before the loop)
+      size_t e = end_of_range(old, r);
+      Inst inner = old[r];                   // one shared reduce loop
       inner.src[0] = remap[inner.src[0]] != ir::kNone ? remap[inner.src[0]] : inner.src[0];
       ValueId r2 = emit(inner);
       copies[static_cast<ValueId>(r)] = std::vector<ValueId>(u_count, r2);
-      for (size_t b = r + 1; b < e; b++) clone_all(b);
+      clone_range(r + 1, e);
       emit(Inst{Op::EndRange, DType::Float32, 1, {r2, ir::kNone, ir::kNone}, 0, 0});
+      i = e + 1;
+    } else {  // a run of plain instructions up to the next reduce block or the loop's end
+      size_t e = i;
+      while (e < g_end && old[e].op != Op::DefineAcc) e++;
+      clone_range(i, e);
       i = e;
-    } else {
-      clone_all(i);
     }
   }
-  emit(Inst{Op::EndRange, DType::Float32, 1, {g2, ir::kNone, ir::kNone}, 0, 0});
+  if (g2 != ir::kNone) emit(Inst{Op::EndRange, DType::Float32, 1, {g2, ir::kNone, ir::kNone}, 0, 0});
   for (size_t i = g_end + 1; i < old.size(); i++) plain(i);
   k.insts = std::move(out);
+}
+
+void upcast_global(ir::Kernel& k) {
+  const std::vector<Inst>& insts = k.insts;
+  // the innermost global loop: the last global RANGE
+  size_t g = insts.size();
+  for (size_t i = 0; i < insts.size(); i++)
+    if (insts[i].op == Op::Range && insts[i].arg == 1) g = i;
+  if (g == insts.size() || insts[insts[g].src[0]].op != Op::Const) return;
+  const std::vector<ReduceBlock> blocks = upcastable_body(insts, g);
+  if (blocks.empty()) return;
+  bool contiguous = false;  // some load in a reduce block moves by one element when the loop does
+  for (const ReduceBlock& b : blocks)
+    for (size_t x = b.range + 1; x < b.end; x++)
+      if (insts[x].op == Op::Load &&
+          eval_index(insts, insts[x].src[1], static_cast<ValueId>(g), 1) - eval_index(insts, insts[x].src[1], static_cast<ValueId>(g), 0) == 1)
+        contiguous = true;
+  if (!contiguous) return;
+  const int64_t n = static_cast<int64_t>(insts[insts[g].src[0]].value);
+  const size_t body = end_of_range(insts, g) - g;
+  for (int u = kMaxUpcast; u >= 4; u /= 2)
+    if (n % u == 0 && body * u <= kMaxUnrolledInsts) {
+      upcast_loop(k, g, u, /*side_by_side=*/true);
+      k.opts.push_back({ir::AppliedOpt::UpcastGlobal, u});
+      return;
+    }
 }
 
 }  // namespace ts

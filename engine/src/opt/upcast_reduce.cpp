@@ -114,6 +114,7 @@ void upcast_reduce(ir::Kernel& k) {
           emit(Inst{Op::Assign, old[i].dtype, 2, {acc[0], level[0], ir::kNone}, 0, 0});
           i = end + 1;
           done = true;
+          k.opts.push_back({ir::AppliedOpt::UpcastReduce, u_count});
         }
       }
     }

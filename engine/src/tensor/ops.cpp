@@ -551,6 +551,7 @@ Tensor Tensor::matmul(const Tensor& w) const {
   if (shape().back() != k_w)
     throw std::runtime_error("matmul: shapes " + shape_text(shape()) + " and " + shape_text(w.shape()) +
                              " cannot be multiplied (" + std::to_string(shape().back()) + " != " + std::to_string(k_w) + ")");
+  if (n1 >= 2 && n2 == 2 && packs_panels(shape(), w.shape(), device())) return matmul_packed(w);
   // tinygrad's dot: x (..., n, 1, k) * wᵀ (..., 1, m, k) broadcast, then sum over k
   int64_t ones = std::min<int64_t>({n1 - 1, n2 - 1, 1});
   Shape xs(shape().begin(), shape().end() - 1);
@@ -561,6 +562,42 @@ Tensor Tensor::matmul(const Tensor& w) const {
   ws.insert(ws.end(), w.shape().end() - std::min<int64_t>(n2, 2), w.shape().end());
   Tensor wt = w.reshape(ws).transpose(-1, -std::min<int64_t>(n2, 2));
   return reshape(xs).mul(wt).sum(std::vector<int64_t>{-1});
+}
+
+// Panel packing for the CPU (the "packing" step of Goto & van de Geijn, "Anatomy of High-Performance
+// Matrix Multiplication", 2008, that every BLAS does). In a row-major w (K, N), the NR columns one
+// register tile reads are K rows apart: for N = 1024 every row of the panel is 4 KiB from the next,
+// so they all land in the same L1 cache set and evict each other. Copying w once into panels
+// (N/NR, K, NR) puts each panel's K·NR floats one after another. It costs one extra kernel that reads
+// and writes w once (O(K·N)) for a matmul that reads it M times, so it is only done when w is larger
+// than this CPU's L2 share (1 MiB) and M is large enough to amortize it. GPUs have no use for it.
+constexpr int64_t kPanelWidth = 32;  // NR: the width upcast_global unrolls, two AVX-512 vectors
+constexpr int64_t kPanelRows = 8;    // MR: the rows register_tile upcasts
+
+bool Tensor::packs_panels(const Shape& x, const Shape& w, const std::string& device) {
+  if (device != "C" || w.size() != 2 || x.size() < 2) return false;
+  const int64_t k = w[0], n = w[1], m = x[x.size() - 2];
+  return n % kPanelWidth == 0 && k * n * 4 >= (int64_t{1} << 20) && m >= 64;
+}
+
+Tensor Tensor::matmul_packed(const Tensor& w) const {
+  const int64_t k = w.shape()[0], n = w.shape()[1];
+  // w (K, N) → panels (N/NR, K, NR), realized contiguously: the one extra kernel
+  Tensor panels = w.reshape({k, n / kPanelWidth, kPanelWidth}).permute({1, 0, 2}).contiguous();
+  // A 2-D x (M, K) is packed too, into panels of MR rows (M/MR, K, MR), and read back through a view
+  // as (M, K): the MR rows one register tile reads then sit next to each other instead of K apart.
+  Tensor x = *this;
+  if (ndim() == 2 && shape()[0] % kPanelRows == 0) {
+    const int64_t m = shape()[0], kx = shape()[1];
+    x = reshape({m / kPanelRows, kPanelRows, kx}).permute({0, 2, 1}).contiguous().permute({0, 2, 1}).reshape({m, kx});
+  }
+  // x (..., M, K) → (..., M, 1, 1, K); panels → (N/NR, NR, K); product (..., M, N/NR, NR, K), summed over K
+  Shape xs = shape();
+  xs.insert(xs.end() - 1, {1, 1});
+  Tensor prod = x.reshape(xs).mul(panels.permute({0, 2, 1}));
+  Shape out = shape();
+  out.back() = n;
+  return prod.sum(std::vector<int64_t>{-1}).reshape(out);
 }
 
 Tensor Tensor::linear(const Tensor& weight, const Tensor* bias) const {

@@ -1,0 +1,99 @@
+// REGISTER TILING: the second UPCAST axis of a matmul-like reduction (BLAS's MR×NR micro-kernel,
+// Goto & van de Geijn, "Anatomy of High-Performance Matrix Multiplication", 2008; tinygrad reaches the
+// same shape with UPCAST on two output axes).
+//
+// After upcast_global, each trip of the reduce loop loads one row of w (NR = 16 or 32 contiguous
+// floats) and one element of x, and does NR multiply-adds: two loads per two FLOPs, so the loop waits
+// on memory. This pass takes the next global loop out (the rows i of x), moves it inside (loop
+// interchange), and upcasts it by MR = 8 (or 4, 2):
+//
+//   for i in 0..M:                       for j0 in 0..N/NR:             (w's panel stays in cache)
+//     for j0 in 0..N/NR:                   for i0 in 0..M/8:
+//       acc[NR] = 0                  →       acc[8][NR] = 0
+//       for k: a = x[i,k]                    for k: a0..a7 = x[8i0+0..7, k]    (8 loads)
+//              acc[:] += a * w[k, j0·NR:]           w0..wNR = w[k, j0·NR:]     (NR loads, shared)
+//                                                   acc[r][c] += a_r * w_c     (8·NR multiply-adds)
+//
+// Each w element loaded is now used 8 times and each x element NR times: 8 + NR loads feed 8·NR
+// multiply-adds (with NR = 32: 40 loads, 256 FMAs, in 16 AVX-512 registers of accumulators). The
+// interchange puts the loop that does not change w's panel innermost, so the panel (K·NR floats) is
+// reused from cache by every group of rows.
+//
+// It applies when the two innermost global loops are perfectly nested (only index arithmetic between
+// them), the inner one was upcast (its reduce block has at least 16 accumulators) and some load in the
+// reduce loop does not depend on the outer loop (that is the operand the tile reuses).
+#include "opt/pass_manager.h"
+
+namespace ts {
+namespace {
+
+using ir::Inst;
+using ir::Op;
+using ir::ValueId;
+
+constexpr int kMinAccumulators = 16;  // the inner loop must already be a vector's worth of outputs
+
+bool depends_on(const std::vector<Inst>& insts, ValueId v, ValueId var, std::vector<int8_t>& memo) {
+  if (v == var) return true;
+  if (memo[v] >= 0) return memo[v];
+  bool d = false;
+  for (int s = 0; s < insts[v].num_src && !d; s++) d = depends_on(insts, insts[v].src[s], var, memo);
+  memo[v] = d;
+  return d;
+}
+
+}  // namespace
+
+void register_tile(ir::Kernel& k) {
+  const std::vector<Inst>& insts = k.insts;
+  size_t outer = insts.size(), inner = insts.size();
+  for (size_t i = 0; i < insts.size(); i++)
+    if (insts[i].op == Op::Range && insts[i].arg == 1) {
+      outer = inner;
+      inner = i;
+    }
+  if (outer == insts.size() || insts[insts[outer].src[0]].op != Op::Const || insts[insts[inner].src[0]].op != Op::Const) return;
+  const size_t inner_end = end_of_range(insts, inner), outer_end = end_of_range(insts, outer);
+  if (outer_end != inner_end + 1) return;  // not perfectly nested: something after the inner loop
+  for (size_t i = outer + 1; i < inner; i++)
+    if (!is_alu(insts[i].op) && insts[i].op != Op::Const) return;  // only index arithmetic in between
+  const std::vector<ReduceBlock> blocks = upcastable_body(insts, inner);
+  if (blocks.size() != 1 || blocks[0].range - blocks[0].first_acc < kMinAccumulators) return;
+  std::vector<int8_t> memo(insts.size(), -1);
+  bool reused = false;
+  for (size_t x = blocks[0].range + 1; x < blocks[0].end; x++)
+    if (insts[x].op == Op::Load && !depends_on(insts, static_cast<ValueId>(x), static_cast<ValueId>(outer), memo)) reused = true;
+  if (!reused) return;
+  const int64_t m = static_cast<int64_t>(insts[insts[outer].src[0]].value);
+  int mr = 0;
+  for (int u : {8, 4, 2})
+    if (m % u == 0 && (inner_end - inner) * u <= kMaxUnrolledInsts) {
+      mr = u;
+      break;
+    }
+  if (!mr) return;
+
+  // 1. loop interchange: (constants), RANGE inner, RANGE outer, (index arithmetic), inner's body,
+  //    END outer, END inner. Constants between the loops move up: inner's bound may be one of them.
+  std::vector<ValueId> order;
+  for (size_t i = 0; i < outer; i++) order.push_back(static_cast<ValueId>(i));
+  for (size_t i = outer + 1; i < inner; i++)
+    if (insts[i].op == Op::Const) order.push_back(static_cast<ValueId>(i));
+  order.push_back(static_cast<ValueId>(inner));
+  const size_t new_outer = order.size();
+  order.push_back(static_cast<ValueId>(outer));
+  for (size_t i = outer + 1; i < inner; i++)
+    if (insts[i].op != Op::Const) order.push_back(static_cast<ValueId>(i));
+  for (size_t i = inner + 1; i < inner_end; i++) order.push_back(static_cast<ValueId>(i));
+  order.push_back(static_cast<ValueId>(outer_end));
+  order.push_back(static_cast<ValueId>(inner_end));
+  for (size_t i = outer_end + 1; i < insts.size(); i++) order.push_back(static_cast<ValueId>(i));
+  reorder_instructions(k, order);
+  // 2. upcast the loop that is now innermost
+  // 2. upcast the loop that is now innermost; each row's statements stay together (row r: its NR
+  //    multiply-adds over contiguous w), which is the order gcc's SLP vectorizer packs into vectors
+  upcast_loop(k, new_outer, mr, /*side_by_side=*/false);
+  k.opts.push_back({ir::AppliedOpt::RegisterTile, mr});
+}
+
+}  // namespace ts

@@ -1,0 +1,128 @@
+// The optimization passes: index simplification in the builder, and the matmul pipeline
+// (upcast_global → register_tile → simplify → fuse_multiply_add) checked against the interpreter
+// running the unoptimized kernel.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "ir/builder.h"
+#include "opt/pass_manager.h"
+#include "tensorscope/ir.h"
+
+using namespace ts;
+using ir::Op;
+
+namespace {
+
+// out (M, N) = x (M, K) @ w (K, N), the loop nest lowering produces: m, n global; k reduce.
+ir::Kernel matmul_kernel(int64_t m, int64_t n, int64_t k) {
+  ir::Kernel kern;
+  kern.name = "matmul";
+  kern.globals = {{DType::Float32, m * n, true}, {DType::Float32, m * k, false}, {DType::Float32, k * n, false}};
+  ir::Builder b(kern);
+  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32), w = b.global(2, DType::Float32);
+  auto rm = b.range(m, true);
+  auto rn = b.range(n, true);
+  auto acc = b.acc(0, DType::Float32);
+  auto rk = b.range(k);
+  auto xv = b.load(x, b.add(b.mul(rm, b.cint(k)), rk));
+  auto wv = b.load(w, b.add(b.mul(rk, b.cint(n)), rn));
+  b.assign(acc, b.alu(Op::Add, DType::Float32, acc, b.alu(Op::Mul, DType::Float32, xv, wv)));
+  b.end_range(rk);
+  b.store(out, b.add(b.mul(rm, b.cint(n)), rn), acc);
+  b.end_range(rn);
+  b.end_range(rm);
+  return kern;
+}
+
+int count(const ir::Kernel& k, Op op) {
+  int c = 0;
+  for (const ir::Inst& in : k.insts) c += in.op == op;
+  return c;
+}
+
+}  // namespace
+
+TEST(Builder, DivModOfAFlatIndexFoldToLoopIndices) {
+  ir::Kernel k;
+  k.globals = {{DType::Int32, 1, true}};
+  ir::Builder b(k);
+  auto m = b.range(8, true), j = b.range(16, true);
+  // flat = 512·m + 32·j + 5
+  auto flat = b.add(b.add(b.mul(m, b.cint(512)), b.mul(j, b.cint(32))), b.cint(5));
+  auto mod = b.alu(Op::Mod, DType::Int32, flat, b.cint(32));
+  ASSERT_TRUE(b.is_const(mod));
+  EXPECT_EQ(b.const_value(mod), 5);
+  auto div = b.alu(Op::IDiv, DType::Int32, flat, b.cint(32));
+  // 16·m + j: no IDIV or MOD left
+  EXPECT_EQ(count(k, Op::IDiv), 0);
+  EXPECT_EQ(count(k, Op::Mod), 0);
+  const ir::Inst& sum = k.insts[div];
+  EXPECT_EQ(sum.op, Op::Add);
+  // (8·m + 1)·1024 distributes, so / 8192 folds to m
+  auto row = b.mul(b.add(b.mul(m, b.cint(8)), b.cint(1)), b.cint(1024));
+  EXPECT_EQ(b.alu(Op::IDiv, DType::Int32, row, b.cint(8192)), m);
+}
+
+TEST(Builder, DivModKeepWhatTheyCannotProve) {
+  ir::Kernel k;
+  k.globals = {{DType::Int32, 1, true}};
+  ir::Builder b(k);
+  auto j = b.range(100, true);
+  // (j + 5) % 32 is not known to be j + 5 (j + 5 may exceed 31)
+  auto mod = b.alu(Op::Mod, DType::Int32, b.add(j, b.cint(5)), b.cint(32));
+  EXPECT_EQ(k.insts[mod].op, Op::Mod);
+}
+
+TEST(Passes, MatmulIsRegisterTiledAndMatchesTheInterpreter) {
+  const int64_t M = 16, N = 64, K = 24;
+  ir::Kernel plain = matmul_kernel(M, N, K), tiled = plain;
+  run_passes(tiled, nullptr);
+  ASSERT_TRUE(ir::verify(tiled).empty());
+  bool upcast = false, tile = false;
+  for (const ir::AppliedOpt& o : tiled.opts) {
+    upcast = upcast || (o.kind == ir::AppliedOpt::UpcastGlobal && o.amount == 32);
+    tile = tile || (o.kind == ir::AppliedOpt::RegisterTile && o.amount == 8);
+  }
+  EXPECT_TRUE(upcast) << ir::print(tiled);
+  EXPECT_TRUE(tile) << ir::print(tiled);
+  EXPECT_EQ(count(tiled, Op::DefineAcc), 8 * 32);  // the 8×32 register tile
+  EXPECT_EQ(count(tiled, Op::MulAcc), 8 * 32);     // every update one fused multiply-add
+  EXPECT_EQ(count(tiled, Op::IDiv) + count(tiled, Op::Mod), 0);
+
+  std::mt19937 rng(0);
+  std::uniform_real_distribution<float> u(-2, 2);
+  std::vector<float> x(M * K), w(K * N), want(M * N), got(M * N);
+  for (float& v : x) v = u(rng);
+  for (float& v : w) v = u(rng);
+  ir::interpret(plain, {want.data(), x.data(), w.data()});
+  ir::interpret(tiled, {got.data(), x.data(), w.data()});
+  for (int64_t i = 0; i < M * N; i++) {
+    double ref = 0;
+    for (int64_t kk = 0; kk < K; kk++) ref += static_cast<double>(x[i / N * K + kk]) * w[kk * N + i % N];
+    EXPECT_NEAR(got[i], ref, 1e-4) << "element " << i;
+    EXPECT_NEAR(got[i], want[i], 1e-4) << "element " << i;
+  }
+}
+
+TEST(Passes, FusedMultiplyAddRoundsOnce) {
+  // acc = 0 + a·b with a·b not representable: MULACC keeps the exact product's rounding once
+  ir::Kernel k;
+  k.globals = {{DType::Float32, 1, true}, {DType::Float32, 2, false}};
+  ir::Builder b(k);
+  auto out = b.global(0, DType::Float32), in = b.global(1, DType::Float32);
+  auto acc = b.acc(-1, DType::Float32);
+  auto r = b.range(1);
+  auto a = b.load(in, b.cint(0));
+  b.assign(acc, b.alu(Op::Add, DType::Float32, acc, b.alu(Op::Mul, DType::Float32, a, a)));
+  b.end_range(r);
+  b.store(out, b.cint(0), acc);
+  fuse_multiply_add(k);
+  EXPECT_EQ(count(k, Op::MulAcc), 1);
+  EXPECT_EQ(count(k, Op::Mul), 0);
+  float x[2] = {1.0f + std::ldexp(1.0f, -12), 0}, res = 0;
+  ir::interpret(k, {&res, x});
+  EXPECT_EQ(res, std::fma(x[0], x[0], -1.0f));  // 2^-11 + 2^-24, which a*a - 1 would round away
+}
