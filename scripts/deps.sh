@@ -11,6 +11,9 @@ PACKAGES=(
   pybind11-dev python3-dev python3-numpy nlohmann-json3-dev
   # tests: GoogleTest, pytest, PyTorch as the numerical reference, digits data set
   libgtest-dev googletest python3-pytest python3-torch python3-sklearn
+  # OpenBLAS for NumPy and PyTorch: the benchmarks compare with it (without it they use the
+  # reference BLAS, ~50x slower at sgemm, and the comparison would flatter Tensorscope)
+  libopenblas0-pthread
   # headless GUI checks and screenshots
   xvfb xauth x11-apps imagemagick
   # GPU backends, tested on CPU drivers: OpenCL (ICD loader + PoCL) and Vulkan (loader + lavapipe,
