@@ -41,6 +41,8 @@ class CStyleRenderer : public Renderer {
   SourceListing render(const ir::Kernel& kernel) const override;
   // GPU targets: the grid that render() assumes; the device launches exactly this grid.
   gpu::Grid grid(const ir::Kernel& kernel) const { return gpu::plan_grid(kernel, lang_.max_groups); }
+  // Whether any value of the kernel is float16 (targets add extensions or headers only for those).
+  static bool uses_float16(const ir::Kernel& kernel);
 
  protected:
   // The kernel's signature and the lines that bind the arguments to named buffers.
@@ -57,7 +59,6 @@ class CStyleRenderer : public Renderer {
                           const std::vector<DType>& src_dtype) const;
   std::string type_name(DType dt) const;    // of a value (float16 values are floats)
   std::string buffer_type(DType dt) const;  // of a buffer element (float16: lang_.half_type)
-  static bool uses_float16(const ir::Kernel& kernel);
   std::string literal(double value, DType dt) const;
   CStyleLanguage lang_;
 };
