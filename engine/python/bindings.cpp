@@ -32,7 +32,7 @@ Tensor from_numpy(const py::array& input, const std::string& device, std::option
     case DType::Int32: a = py::array_t<int32_t, py::array::c_style | py::array::forcecast>::ensure(input); break;
     case DType::Bool: a = py::array_t<bool, py::array::c_style | py::array::forcecast>::ensure(input); break;
     case DType::Float16:  // pybind11 has no C++ half type: numpy converts (round to nearest even) and lays out
-      a = py::module_::import("numpy").attr("ascontiguousarray")(input, "float16");
+      a = py::module_::import("numpy").attr("asarray")(input, "float16", "C");  // (ascontiguousarray makes 0-d 1-d)
       break;
   }
   if (!a) throw std::invalid_argument("Tensor: cannot convert the array to " + std::string(ts::dtype_name(dt)));
