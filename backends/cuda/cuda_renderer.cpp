@@ -13,7 +13,9 @@ static CStyleLanguage cuda_language() {
   l.bool_type = "bool";
   l.infinity = "__int_as_float(0x7f800000)", l.neg_infinity = "__int_as_float(0xff800000)";
   l.nan = "__int_as_float(0x7fc00000)";
-  l.half_type = "__half", l.half_to_float = "__half2float", l.float_to_half = "__float2half_rn";  // cuda_fp16.h
+  // float16 buffers hold the bit patterns; the conversions are the PTX instructions cuda_fp16.h's
+  // __half2float / __float2half_rn wrap (see signature()), so kernels need no header on NVRTC's search path
+  l.half_type = "unsigned short";
   const char* xyz[3] = {"x", "y", "z"};
   for (int d = 0; d < 3; d++) {
     std::string c = xyz[d];
@@ -36,10 +38,14 @@ std::string CUDARenderer::signature(const ir::Kernel& k) const {
     doc += std::string(i ? "; " : "") + data + ": " + (g.is_output ? "output, " : "input, ") +
            std::to_string(g.numel) + " elements";
   }
-  // float16 kernels only: NVRTC spends time on every header
-  std::string half = uses_float16(k) ? "#include <cuda_fp16.h>\n"
-                                       "__device__ inline float ts_round_half(float x) { return __half2float(__float2half_rn(x)); }\n"
-                                     : "";
+  // float16 kernels only. cuda_fp16.h is not on NVRTC's default search path (it would need the toolkit's
+  // include directory at run time); its conversions are these two instructions: cvt.rn rounds to nearest even
+  std::string half =
+      uses_float16(k)
+          ? "__device__ inline float ts_half_to_float(unsigned short h) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
+            "__device__ inline unsigned short ts_float_to_half(float f) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
+            "__device__ inline float ts_round_half(float f) { return ts_half_to_float(ts_float_to_half(f)); }\n"
+          : "";
   return half + "/* " + doc + " */\n" + lang_.kernel_prefix + " " + k.name + "(" + args + ") {\n";
 }
 
