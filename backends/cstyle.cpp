@@ -11,8 +11,17 @@ std::string CStyleRenderer::type_name(DType dt) const {
     case DType::Float32: return lang_.float_type;
     case DType::Int32: return lang_.int_type;
     case DType::Bool: return lang_.bool_type;
+    case DType::Float16: return lang_.float_type;
   }
   return "?";
+}
+
+std::string CStyleRenderer::buffer_type(DType dt) const { return dt == DType::Float16 ? lang_.half_type : type_name(dt); }
+
+bool CStyleRenderer::uses_float16(const ir::Kernel& k) {
+  for (const ir::Inst& in : k.insts)
+    if (in.dtype == DType::Float16) return true;
+  return false;
 }
 
 std::string CStyleRenderer::literal(double v, DType dt) const {
@@ -31,15 +40,19 @@ std::string CStyleRenderer::literal(double v, DType dt) const {
 }
 
 std::string CStyleRenderer::cast(const std::string& x, DType from, DType to) const {
+  if (to == DType::Float16) return lang_.round_half + "(" + (is_float(from) ? x : cast(x, from, DType::Float32)) + ")";
+  if (from == DType::Float16) return to == DType::Float32 ? x : cast(x, DType::Float32, to);  // the float holds the value
   return to == DType::Bool ? "(" + x + " != 0)" : "((" + type_name(to) + ")" + x + ")";
 }
 
-std::string CStyleRenderer::load(const std::string& buf, const std::string& index, DType) const {
+std::string CStyleRenderer::load(const std::string& buf, const std::string& index, DType dt) const {
+  if (dt == DType::Float16) return lang_.half_to_float + "(" + buf + "[" + index + "])";
   return buf + "[" + index + "]";
 }
 
 std::string CStyleRenderer::store(const std::string& buf, const std::string& index, const std::string& value,
-                                  DType) const {
+                                  DType dt) const {
+  if (dt == DType::Float16) return buf + "[" + index + "] = " + lang_.float_to_half + "(" + value + ");";
   return buf + "[" + index + "] = " + value + ";";
 }
 

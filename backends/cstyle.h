@@ -22,6 +22,12 @@ struct CStyleLanguage {
   std::string fma = "fmaf";             // a * b + c with one rounding (MULACC)
   std::string true_literal = "1", false_literal = "0";
   std::string infinity = "(1.0f/0.0f)", neg_infinity = "(-1.0f/0.0f)", nan = "(0.0f/0.0f)";
+  // float16 (see ir.h): values live in float registers, so only buffers and conversions differ. The
+  // buffer element type, the function that widens one element to float, the one that rounds a float to
+  // an element (to nearest, ties to even), and the one that rounds a float to the nearest float16 value,
+  // as a float (the CAST to float16). The C defaults are ts_math.h's exact bit-arithmetic conversions.
+  std::string half_type = "uint16_t", half_to_float = "ts_half_to_float", float_to_half = "ts_float_to_half";
+  std::string round_half = "ts_round_half";
   // GPU targets: the thread's global id and the grid's global size per dimension (x, y, z), and how many
   // workgroups one launch may have per dimension. When set, the outermost global RANGEs become the
   // grid's dimensions (see gpu_launch.h); when empty (C), every RANGE is a plain for loop.
@@ -36,6 +42,8 @@ class CStyleRenderer : public Renderer {
   SourceListing render(const ir::Kernel& kernel) const override;
   // GPU targets: the grid that render() assumes; the device launches exactly this grid.
   gpu::Grid grid(const ir::Kernel& kernel) const { return gpu::plan_grid(kernel, lang_.max_groups); }
+  // Whether any value of the kernel is float16 (targets add extensions or headers only for those).
+  static bool uses_float16(const ir::Kernel& kernel);
 
  protected:
   // The kernel's signature and the lines that bind the arguments to named buffers.
@@ -50,7 +58,8 @@ class CStyleRenderer : public Renderer {
   // The expression of an ALU instruction; `src` are its operands' names, `src_dtype` their dtypes.
   virtual std::string alu(const ir::Inst& in, const std::vector<std::string>& src,
                           const std::vector<DType>& src_dtype) const;
-  std::string type_name(DType dt) const;
+  std::string type_name(DType dt) const;    // of a value (float16 values are floats)
+  std::string buffer_type(DType dt) const;  // of a buffer element (float16: lang_.half_type)
   std::string literal(double value, DType dt) const;
   CStyleLanguage lang_;
 };

@@ -8,7 +8,7 @@ static CStyleLanguage c_language() {
   l.prelude =
       "#include <math.h>\n"
       "#include <stdint.h>\n"
-      "#include \"ts_math.h\"  /* ts_exp2f, ts_log2f: vectorizable polynomials (engine/src/ir/ts_math.h) */\n"
+      "#include \"ts_math.h\"  /* ts_exp2f, ts_log2f: vectorizable polynomials; float16 <-> float conversions */\n"
       "/* NaN-propagating max, as torch.maximum (fmaxf would drop the NaN) */\n"
       "static inline float ts_fmaxf(float a, float b) { return (a != a || a > b) ? a : b; }\n"
       "/* THREADS: thread ts_core of ts_cores runs rows [TS_LO(n), TS_HI(n)) of the outermost global loop */\n"
@@ -42,7 +42,7 @@ std::string CRenderer::signature(const ir::Kernel& k) const {
          "__attribute__((optimize(\"no-tree-loop-vectorize\")))\n";
   s += "void " + k.name + "(void** bufs, int ts_core, int ts_cores) {\n";
   for (size_t i = 0; i < k.globals.size(); i++) {
-    std::string t = type_name(k.globals[i].dtype);
+    std::string t = buffer_type(k.globals[i].dtype);
     std::string cq = k.globals[i].is_output ? "" : "const ";
     s += "  " + cq + t + "* restrict data" + std::to_string(i) + " = (" + cq + t + "*)bufs[" + std::to_string(i) +
          "];  /* " + (k.globals[i].is_output ? "output" : "input") + ", " + std::to_string(k.globals[i].numel) +

@@ -13,6 +13,9 @@ static CStyleLanguage cuda_language() {
   l.bool_type = "bool";
   l.infinity = "__int_as_float(0x7f800000)", l.neg_infinity = "__int_as_float(0xff800000)";
   l.nan = "__int_as_float(0x7fc00000)";
+  // float16 buffers hold the bit patterns; the conversions are the PTX instructions cuda_fp16.h's
+  // __half2float / __float2half_rn wrap (see signature()), so kernels need no header on NVRTC's search path
+  l.half_type = "unsigned short";
   const char* xyz[3] = {"x", "y", "z"};
   for (int d = 0; d < 3; d++) {
     std::string c = xyz[d];
@@ -30,12 +33,20 @@ std::string CUDARenderer::signature(const ir::Kernel& k) const {
   for (size_t i = 0; i < k.globals.size(); i++) {
     const ir::GlobalArg& g = k.globals[i];
     std::string data = "data" + std::to_string(i);
-    args += std::string(i ? ", " : "") + (g.is_output ? "" : "const ") + type_name(g.dtype) + "* " +
+    args += std::string(i ? ", " : "") + (g.is_output ? "" : "const ") + buffer_type(g.dtype) + "* " +
             lang_.buffer_qualifier + " " + data;
     doc += std::string(i ? "; " : "") + data + ": " + (g.is_output ? "output, " : "input, ") +
            std::to_string(g.numel) + " elements";
   }
-  return "/* " + doc + " */\n" + lang_.kernel_prefix + " " + k.name + "(" + args + ") {\n";
+  // float16 kernels only. cuda_fp16.h is not on NVRTC's default search path (it would need the toolkit's
+  // include directory at run time); its conversions are these two instructions: cvt.rn rounds to nearest even
+  std::string half =
+      uses_float16(k)
+          ? "__device__ inline float ts_half_to_float(unsigned short h) { float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f; }\n"
+            "__device__ inline unsigned short ts_float_to_half(float f) { unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h; }\n"
+            "__device__ inline float ts_round_half(float f) { return ts_half_to_float(ts_float_to_half(f)); }\n"
+          : "";
+  return half + "/* " + doc + " */\n" + lang_.kernel_prefix + " " + k.name + "(" + args + ") {\n";
 }
 
 const CUDARenderer& cuda_renderer() {

@@ -29,18 +29,26 @@ VulkanDevice::VulkanDevice(std::string name, VkPhysicalDevice pd) : name_(std::m
   has_8bit_ = vk::supports_8bit_storage(pd);
   has_inf_nan_ = vk::supports_inf_nan_preserve(pd);
   f8.storageBuffer8BitAccess = has_8bit_;
+  // float16 buffers need 16-bit storage (core 1.1) and shaderFloat16 (core 1.2) to round floats to float16
+  has_float16_ = vk::supports_float16(pd);
+  VkPhysicalDevice16BitStorageFeatures f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderFloat16Int8Features f16_arith{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  f16.storageBuffer16BitAccess = has_float16_;
+  f16_arith.shaderFloat16 = has_float16_;
+  f8.pNext = &f16;
+  f16.pNext = &f16_arith;
   VkPhysicalDeviceFeatures2 features{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
   features.features.robustBufferAccess = supported.robustBufferAccess;
   features.pNext = &f8;
-  const char* ext_8bit = "VK_KHR_8bit_storage";  // core since Vulkan 1.2
+  std::vector<const char*> extensions;  // both core since Vulkan 1.2
+  if (has_8bit_ && props_.apiVersion < VK_API_VERSION_1_2) extensions.push_back("VK_KHR_8bit_storage");
+  if (has_float16_ && props_.apiVersion < VK_API_VERSION_1_2) extensions.push_back("VK_KHR_shader_float16_int8");
   VkDeviceCreateInfo dci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   dci.pNext = &features;
   dci.queueCreateInfoCount = 1;
   dci.pQueueCreateInfos = &qci;
-  if (has_8bit_ && props_.apiVersion < VK_API_VERSION_1_2) {
-    dci.enabledExtensionCount = 1;
-    dci.ppEnabledExtensionNames = &ext_8bit;
-  }
+  dci.enabledExtensionCount = static_cast<uint32_t>(extensions.size());
+  dci.ppEnabledExtensionNames = extensions.data();
   vk::check(vkCreateDevice(pd, &dci, nullptr, &device_), name_ + ": vkCreateDevice");
   vkGetDeviceQueue(device_, qci.queueFamilyIndex, 0, &queue_);
 
@@ -131,6 +139,9 @@ CompileResult VulkanDevice::compile(const ir::Kernel& kernel, const SourceListin
     if (g.dtype == DType::Bool && !has_8bit_)
       throw std::runtime_error(name_ + ": kernel " + kernel.name +
                                " uses a bool buffer, which needs the storageBuffer8BitAccess feature this device lacks");
+  if (!has_float16_ && CStyleRenderer::uses_float16(kernel))
+    throw std::runtime_error(name_ + ": kernel " + kernel.name + " uses float16, which needs the storageBuffer16BitAccess " +
+                             "and shaderFloat16 features this device lacks");
   auto t0 = std::chrono::steady_clock::now();
   std::string glsl = source->code;
   if (!has_inf_nan_) {  // this device cannot promise IEEE specials: compile without asking for them

@@ -66,6 +66,7 @@ class VulkanDevice : public Device {
   uint32_t timestamp_bits_ = 0;
   int direct_type_ = -1;  // the mapped memory type, or -1: device-local memory with staging copies
   bool has_8bit_ = false;
+  bool has_float16_ = false;  // storageBuffer16BitAccess and shaderFloat16
   bool has_inf_nan_ = false;
 };
 

@@ -90,6 +90,16 @@ bool supports_8bit_storage(VkPhysicalDevice pd) {
   return f8.storageBuffer8BitAccess;
 }
 
+bool supports_float16(VkPhysicalDevice pd) {
+  VkPhysicalDevice16BitStorageFeatures f16{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES};
+  VkPhysicalDeviceShaderFloat16Int8Features arith{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES};
+  f16.pNext = &arith;
+  VkPhysicalDeviceFeatures2 f{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+  f.pNext = &f16;
+  vkGetPhysicalDeviceFeatures2(pd, &f);
+  return f16.storageBuffer16BitAccess && arith.shaderFloat16;
+}
+
 DeviceProperties describe(VkPhysicalDevice pd, const std::string& name) {
   VkPhysicalDeviceProperties base;
   vkGetPhysicalDeviceProperties(pd, &base);
@@ -117,6 +127,9 @@ DeviceProperties describe(VkPhysicalDevice pd, const std::string& name) {
   p.local_memory_bytes = base.limits.maxComputeSharedMemorySize;
   p.subgroup_size = subgroup.subgroupSize;
   if (!supports_8bit_storage(pd)) p.note = "no 8-bit storage: kernels with bool buffers cannot run";
+  p.float16 = supports_float16(pd);
+  if (!p.float16)
+    p.note += std::string(p.note.empty() ? "" : "; ") + "no storageBuffer16BitAccess/shaderFloat16: float16 unsupported";
   if (!supports_inf_nan_preserve(pd))
     p.note += std::string(p.note.empty() ? "" : "; ") + "infinities and NaNs may not survive arithmetic";
   return p;

@@ -21,6 +21,10 @@ int compute_queue_family(VkPhysicalDevice pd);
 // bool buffers hold one byte per element: shaders need storageBuffer8BitAccess (Vulkan 1.2 / KHR_8bit_storage).
 bool supports_8bit_storage(VkPhysicalDevice pd);
 
+// float16 buffers hold float16_t: shaders need storageBuffer16BitAccess (Vulkan 1.1) and, to round a float
+// to float16, shaderFloat16 (Vulkan 1.2 / KHR_shader_float16_int8).
+bool supports_float16(VkPhysicalDevice pd);
+
 // Whether shaders may ask to keep IEEE infinities and NaNs in float32 (Vulkan 1.2 float controls).
 bool supports_inf_nan_preserve(VkPhysicalDevice pd);
 

@@ -13,6 +13,7 @@
 
 #include "../../backends/gpu_launch.h"  // the grid mapping shared by the GPU backends (not a public header)
 #include "ir/builder.h"
+#include "ir/ts_math.h"
 #include "tensorscope/device.h"
 #include "tensorscope/ir.h"
 #include "tensorscope/tensor.h"
@@ -207,16 +208,37 @@ TestKernel full_sum() {
   return {k, 1e-6};
 }
 
+// float16 buffers: load, widen, add a float32 value, round (CAST to float16), scale, select, store; every
+// step is exact or correctly rounded in IEEE arithmetic, so every device must match the interpreter bit for bit.
+TestKernel halves() {
+  ir::Kernel k;
+  k.name = "E_1000_f16";
+  const int64_t N = 1000;
+  auto F = DType::Float32, H = DType::Float16;
+  k.globals = {{H, N, true}, {H, N, false}, {F, N, false}};
+  ir::Builder b(k);
+  ValueId out = b.global(0, H), x = b.global(1, H), y = b.global(2, F);
+  ValueId i = b.range(N, true);
+  ValueId xv = b.load(x, i);
+  ValueId xf = b.cast(xv, F);
+  ValueId sum = b.cast(b.alu(Op::Add, F, xf, b.load(y, i)), H);
+  ValueId scaled = b.cast(b.alu(Op::Mul, F, b.cast(sum, F), b.constant(1000.5, F)), H);  // overflows to inf at times
+  ValueId neg = b.alu(Op::CmpLt, DType::Bool, xf, b.constant(0, F));
+  b.store(out, i, b.alu(Op::Where, H, neg, scaled, sum));
+  b.end_range(i);
+  return {k, 0};
+}
+
 std::vector<TestKernel> all_kernels() {
   return {elementwise(), reduction(), matmul(), gated_pad(), integers(), booleans(), four_dims(), long_grid(),
-          full_sum()};
+          full_sum(), halves()};
 }
 
 // ---- running a kernel on a device and on the interpreter --------------------------------------------
 
 using Bytes = std::vector<uint8_t>;
 
-// Random inputs per global: floats in [-3, 3], ints in [-50, 50] (a divisor buffer — slot 2 of the int
+// Random inputs per global: floats in [-3, 3] (float16: [-70, 70]), ints in [-50, 50] (a divisor buffer — slot 2 of the int
 // kernel — gets nonzero values), bools 0/1. The output starts as a 0xAB pattern, so an element a device
 // forgets to write shows up.
 std::vector<Bytes> random_buffers(const ir::Kernel& k, uint32_t seed) {
@@ -230,6 +252,9 @@ std::vector<Bytes> random_buffers(const ir::Kernel& k, uint32_t seed) {
         if (g.dtype == DType::Float32) {
           float v = std::uniform_real_distribution<float>(-3, 3)(rng);
           std::memcpy(&b[e * 4], &v, 4);
+        } else if (g.dtype == DType::Float16) {
+          uint16_t v = ts_float_to_half(std::uniform_real_distribution<float>(-70, 70)(rng));
+          std::memcpy(&b[e * 2], &v, 2);
         } else if (g.dtype == DType::Int32) {
           int32_t v = std::uniform_int_distribution<int32_t>(-50, 50)(rng);
           if (s == 2) v = std::uniform_int_distribution<int32_t>(1, 7)(rng) * (v < 0 ? -1 : 1);

@@ -88,6 +88,7 @@ struct DeviceProperties {
   uint64_t local_memory_bytes = 0;  // shared / local memory per workgroup
   uint32_t subgroup_size = 0;       // SIMD width: warp, wavefront, subgroup
   bool can_run = true;              // false: compile-only (renders and compiles kernels, cannot launch them)
+  bool float16 = true;              // float16 buffers and kernels (2-byte storage, float32 arithmetic)
   std::string note;                 // why it is compile-only, or anything else the user should know
 };
 
@@ -124,6 +125,10 @@ class DeviceRegistry {
   static bool add_renderer(const Renderer* renderer);
 };
 
+// Throws std::runtime_error ("float16 is not supported on device VULKAN:0 ...") when the device cannot
+// hold `dtype` (DeviceProperties::float16); graph construction and allocation call it.
+void require_dtype(int device_index, DType dtype);
+// Throws as require_dtype, or std::runtime_error from the device (e.g. a compile-only one).
 std::shared_ptr<Buffer> allocate_buffer(int device_index, DType dtype, int64_t numel);
 
 }  // namespace ts

@@ -5,6 +5,12 @@
 // except accumulators: DEFINE_ACC defines a variable that ASSIGN updates inside a loop and that later
 // instructions read after the loop. RANGE opens a loop (`for i in 0..bound`), END_RANGE closes it.
 // Index arithmetic is int32; LOAD/STORE index a DEFINE_GLOBAL buffer in elements.
+//
+// float16 is a storage type here: a float16 value is a number exactly representable in float16, which
+// backends may hold in a float32 register. LOAD/STORE convert between the 2-byte buffer element and it,
+// CAST to float16 rounds to nearest (ties to even), CAST from float16 is exact. Only CONST, LOAD, STORE,
+// CAST, WHERE and the comparisons have float16 operands or results; arithmetic on float16 tensors is lowered to float32
+// arithmetic followed by a CAST to float16 (PyTorch's CPU rule), and the verifier enforces this.
 #pragma once
 #include <cstdint>
 #include <string>

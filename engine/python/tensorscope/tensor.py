@@ -16,9 +16,13 @@ from tensorscope import _C
 
 
 class dtypes:
-    """Element types (as tinygrad's dtypes). Values are the engine's dtype names."""
+    """Element types (as tinygrad's dtypes). Values are the engine's dtype names. float16 (alias half) is
+    IEEE binary16 storage with PyTorch's CPU numerics: each op computes in float32 and rounds its result
+    to float16; devices without it (`Device.properties(name)["float16"]` is False) raise RuntimeError."""
     float32 = "float32"
     float = "float32"
+    float16 = "float16"
+    half = "float16"
     int32 = "int32"
     int = "int32"
     bool = "bool"
@@ -41,6 +45,12 @@ class Device(metaclass=_DeviceMeta):
     @staticmethod
     def names() -> list:
         return list(_C.device_names())
+
+    @staticmethod
+    def properties(name: str) -> dict:
+        """What the driver reports: name, backend, description, vendor, driver, memory_bytes, can_run,
+        float16 (whether float16 tensors work there), note, ..."""
+        return dict(_C.device_properties(str(name)))
 
 
 class _CountersMeta(type):
@@ -87,7 +97,7 @@ def _device(device) -> str:
 class Tensor:
     """A lazy tensor. Construction: `Tensor(data, requires_grad=None, device=None, dtype=None)` where
     `data` is a numpy array (any rank, 0-d included), nested python lists or a python scalar. Float data
-    becomes float32, integer data int32, booleans bool."""
+    becomes float32 (a float16 ndarray stays float16), integer data int32, booleans bool."""
 
     __slots__ = ("_t", "__weakref__")
     training = False
@@ -104,7 +114,7 @@ class Tensor:
             if arr.dtype == object:
                 raise ValueError(f"Tensor: cannot build a tensor from {type(data).__name__} (ragged or non-numeric data)")
             if dtype is None and arr.dtype.kind == "f":
-                dtype = dtypes.float32
+                dtype = dtypes.float16 if arr.dtype == np.float16 else dtypes.float32
             if dtype is None and arr.size == 0 and arr.dtype.kind not in "biu":
                 dtype = dtypes.float32
             t = _C.Tensor.from_numpy(arr, _device(device), dtype)
@@ -287,6 +297,9 @@ class Tensor:
 
     def float(self) -> "Tensor":
         return self.cast(dtypes.float32)
+
+    def half(self) -> "Tensor":
+        return self.cast(dtypes.float16)
 
     def int(self) -> "Tensor":
         return self.cast(dtypes.int32)
@@ -758,12 +771,13 @@ def Device_canonical(device) -> str:
 
 def _wrap(x, like: Tensor, integer: bool = False, exponent: bool = False) -> Tensor:
     """Python scalars become 0-d constants of `like`'s dtype on its device (float32 with `exponent`,
-    or when `like` is not float and x is a float); arrays become tensors."""
+    or when `like` is not float and x is a float); arrays become tensors. A float16 `like` gives a float16
+    constant: torch 1.13 rounds the scalar to float16 too (half * 0.1 multiplies by 0.0999755859375)."""
     if isinstance(x, Tensor):
         return x
     if exponent and isinstance(x, (bool, int, float)):
         return Tensor(_C.Tensor.scalar(float(x), _C.DType.float32, like.device))
-    if isinstance(x, float) and like.dtype != dtypes.float32:
+    if isinstance(x, float) and like.dtype not in (dtypes.float32, dtypes.float16):
         return Tensor(_C.Tensor.scalar(x, _C.DType.float32, like.device))
     if isinstance(x, (bool, int, float)) and not integer:
         return Tensor(like._t.scalar_like(float(x)))

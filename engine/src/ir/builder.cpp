@@ -5,6 +5,8 @@
 #include <limits>
 #include <numeric>
 
+#include "ir/ts_math.h"
+
 namespace ts::ir {
 
 ValueId Builder::push(const Inst& in, bool cse) {
@@ -34,11 +36,12 @@ ValueId Builder::constant(double v, DType dt) {
   in.op = Op::Const;
   in.dtype = dt;
   if (dt == DType::Float32) v = static_cast<float>(v);
+  else if (dt == DType::Float16) v = ts_round_half(static_cast<float>(v));
   else if (dt == DType::Int32) v = static_cast<double>(static_cast<int32_t>(v));
   else v = v != 0;
   in.value = v;
   ValueId id = push(in, true);
-  if (dt != DType::Float32) bounds_[id] = {static_cast<int64_t>(v), static_cast<int64_t>(v)};
+  if (!is_float(dt)) bounds_[id] = {static_cast<int64_t>(v), static_cast<int64_t>(v)};
   return id;
 }
 
@@ -131,7 +134,7 @@ ValueId Builder::cast(ValueId a, DType dt) {
 }
 
 ValueId Builder::alu(Op op, DType dt, ValueId a, ValueId b, ValueId c) {
-  const bool integer = dt != DType::Float32;
+  const bool integer = !is_float(dt);
   // constant folding of integer / bool arithmetic (float folding is left to the device, so that the
   // interpreter and the compiled code round identically)
   if (integer && is_const(a) && (b == kNone || is_const(b)) && (c == kNone || is_const(c)) && op != Op::Cast) {

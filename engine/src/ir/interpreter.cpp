@@ -1,6 +1,7 @@
 // The IR interpreter: executes a kernel one instruction at a time with C semantics in float32 / int32,
 // using the same math functions as the C backend (ts_math.h, libm's sinf/sqrtf). It is the oracle for
-// every backend.
+// every backend. float16 values are held as floats; loads, stores and casts convert with ts_math.h's
+// exact round-to-nearest-even conversions (tested against the compiler's _Float16 in test_half.cpp).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -17,8 +18,8 @@ union Slot {
   int32_t i;
 };
 
-float as_float(Slot s, DType dt) { return dt == DType::Float32 ? s.f : static_cast<float>(s.i); }
-int32_t as_int(Slot s, DType dt) { return dt == DType::Float32 ? static_cast<int32_t>(s.f) : s.i; }
+float as_float(Slot s, DType dt) { return is_float(dt) ? s.f : static_cast<float>(s.i); }
+int32_t as_int(Slot s, DType dt) { return is_float(dt) ? static_cast<int32_t>(s.f) : s.i; }
 
 Slot load(const void* p, DType dt, int32_t idx) {
   Slot s{};
@@ -26,6 +27,7 @@ Slot load(const void* p, DType dt, int32_t idx) {
     case DType::Float32: s.f = static_cast<const float*>(p)[idx]; break;
     case DType::Int32: s.i = static_cast<const int32_t*>(p)[idx]; break;
     case DType::Bool: s.i = static_cast<const uint8_t*>(p)[idx] != 0; break;
+    case DType::Float16: s.f = ts_half_to_float(static_cast<const uint16_t*>(p)[idx]); break;
   }
   return s;
 }
@@ -35,12 +37,14 @@ void store(void* p, DType dt, int32_t idx, Slot v) {
     case DType::Float32: static_cast<float*>(p)[idx] = v.f; break;
     case DType::Int32: static_cast<int32_t*>(p)[idx] = v.i; break;
     case DType::Bool: static_cast<uint8_t*>(p)[idx] = v.i != 0; break;
+    case DType::Float16: static_cast<uint16_t*>(p)[idx] = ts_float_to_half(v.f); break;
   }
 }
 
 Slot make_const(double v, DType dt) {
   Slot s{};
   if (dt == DType::Float32) s.f = static_cast<float>(v);
+  else if (dt == DType::Float16) s.f = ts_round_half(static_cast<float>(v));
   else s.i = dt == DType::Bool ? (v != 0) : static_cast<int32_t>(v);
   return s;
 }
@@ -105,14 +109,15 @@ void interpret(const Kernel& k, const std::vector<void*>& buffers) {
       case Op::Recip: r.f = 1.0f / S(0).f; break;
       case Op::Cast:
         if (dt == DType::Float32) r.f = as_float(S(0), SD(0));
+        else if (dt == DType::Float16) r.f = ts_round_half(as_float(S(0), SD(0)));
         else if (dt == DType::Int32) r.i = as_int(S(0), SD(0));
-        else r.i = SD(0) == DType::Float32 ? (S(0).f != 0.0f) : (S(0).i != 0);
+        else r.i = is_float(SD(0)) ? (S(0).f != 0.0f) : (S(0).i != 0);
         break;
       case Op::Add: if (dt == DType::Float32) r.f = S(0).f + S(1).f; else r.i = S(0).i + S(1).i; break;
       case Op::Mul: if (dt == DType::Float32) r.f = S(0).f * S(1).f; else r.i = S(0).i * S(1).i; break;
       case Op::Max: if (dt == DType::Float32) r.f = fmax_nan(S(0).f, S(1).f); else r.i = std::max(S(0).i, S(1).i); break;
-      case Op::CmpLt: r.i = SD(0) == DType::Float32 ? (S(0).f < S(1).f) : (S(0).i < S(1).i); break;
-      case Op::CmpEq: r.i = SD(0) == DType::Float32 ? (S(0).f == S(1).f) : (S(0).i == S(1).i); break;
+      case Op::CmpLt: r.i = is_float(SD(0)) ? (S(0).f < S(1).f) : (S(0).i < S(1).i); break;
+      case Op::CmpEq: r.i = is_float(SD(0)) ? (S(0).f == S(1).f) : (S(0).i == S(1).i); break;
       case Op::IDiv:
         if (S(1).i == 0) throw std::runtime_error("integer division by zero in kernel " + k.name);
         r.i = S(0).i / S(1).i;

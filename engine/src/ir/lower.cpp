@@ -209,10 +209,13 @@ class Lowerer {
     if (is_reduce(n.op)) {
       const Node& src = g[n.src[0]];
       bool is_sum = n.op == Op::ReduceSum;
+      // float16 reductions accumulate in float32 and round the result once (PyTorch's CPU rule)
+      const bool half = n.dtype == DType::Float16;
+      const DType acc_dt = half ? DType::Float32 : n.dtype;
       double init = is_sum ? 0.0
-                           : (n.dtype == DType::Float32 ? -std::numeric_limits<double>::infinity()
-                                                        : static_cast<double>(std::numeric_limits<int32_t>::min()));
-      ValueId acc = b_.acc(init, n.dtype);
+                           : (is_float(n.dtype) ? -std::numeric_limits<double>::infinity()
+                                                : static_cast<double>(std::numeric_limits<int32_t>::min()));
+      ValueId acc = b_.acc(init, acc_dt);
       std::vector<ValueId> sidx = idx, loops;
       for (int64_t a : n.arg) {
         if (src.shape[a] == 1) continue;
@@ -224,12 +227,12 @@ class Lowerer {
         if (shape_numel(src.shape) == 0) return b_.constant(init, n.dtype);
         return value_of(n.src[0], sidx, gate);
       }
-      ValueId v = value_of(n.src[0], sidx, gate);
-      b_.assign(acc, b_.alu(is_sum ? ir::Op::Add : ir::Op::Max, n.dtype, acc, v));
+      ValueId v = b_.cast(value_of(n.src[0], sidx, gate), acc_dt);
+      b_.assign(acc, b_.alu(is_sum ? ir::Op::Add : ir::Op::Max, acc_dt, acc, v));
       for (size_t i = loops.size(); i-- > 0;) b_.end_range(loops[i]);
       // values computed inside the reduce loop are out of scope after it: forget them
       for (auto it = memo_.begin(); it != memo_.end();) it = it->second > loops.front() ? memo_.erase(it) : std::next(it);
-      return acc;
+      return b_.cast(acc, n.dtype);
     }
     if (n.op == Op::Contiguous) return value_of(n.src[0], idx, gate);
     if (n.op == Op::Cast) return b_.cast(value_of(n.src[0], idx, gate), n.dtype);
@@ -243,7 +246,15 @@ class Lowerer {
         {Op::Mod, ir::Op::Mod},     {Op::Where, ir::Op::Where}};
     auto it = alu.find(n.op);
     if (it == alu.end()) throw std::logic_error(std::string("lowering: unsupported op ") + op_name(n.op));
-    return b_.alu(it->second, n.dtype, s[0], s[1], s[2]);
+    // float16 arithmetic follows PyTorch's CPU rule: the operands widen to float32, the op runs in
+    // float32 and its result is rounded to float16 (a WHERE only selects, so it stays float16)
+    bool half = n.dtype == DType::Float16;
+    for (int i = 0; i < n.num_src; i++) half |= b_.dtype(s[i]) == DType::Float16;
+    if (!half || n.op == Op::Where) return b_.alu(it->second, n.dtype, s[0], s[1], s[2]);
+    for (int i = 0; i < n.num_src; i++)
+      if (b_.dtype(s[i]) == DType::Float16) s[i] = b_.cast(s[i], DType::Float32);
+    ValueId v = b_.alu(it->second, n.dtype == DType::Float16 ? DType::Float32 : n.dtype, s[0], s[1], s[2]);
+    return b_.cast(v, n.dtype);
   }
 };
 

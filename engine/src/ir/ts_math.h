@@ -11,7 +11,8 @@
  * its Taylor series to degree 7 (truncation error < 6e-9) and scales by 2^n in two steps so that
  * results in the subnormal range stay exact. log2 splits x = m · 2^e with m in [sqrt(1/2), sqrt(2)),
  * and uses ln m = 2·atanh(s), s = (m − 1)/(m + 1), |s| < 0.172, to degree 9 (error < 4e-9).
- * This file is C99 and C++: it is pasted into every generated C kernel. */
+ * This file is C99 and C++: it is pasted into every generated C kernel. It also holds the float16
+ * conversions (below). */
 #ifndef TS_MATH_H
 #define TS_MATH_H
 #include <stdint.h>
@@ -50,5 +51,46 @@ static inline float ts_log2f(float x) {
   r = x == 1.0f / 0.0f ? x : r;
   return x != x ? x : r;
 }
+
+/* float16 (IEEE binary16) <-> float32, for buffers that hold float16 as 16-bit patterns.
+ *
+ * Why bit arithmetic and not _Float16 or F16C intrinsics: gcc 12 does not vectorize _Float16 <-> float
+ * conversions (each element becomes a scalar vcvtsh2ss), and _cvtsh_ss/_cvtss_sh are scalar builtins
+ * too, while these integer/float formulas become AVX-512 (or SSE/AVX2) code in the kernel's loop; they
+ * are also plain C99 that every compiler (gcc, clang, tcc) and every CPU accepts. Both are exact:
+ * tests/engine/test_half.cpp compares them with the compiler's _Float16 conversions over all 65536
+ * float16 and all 2^32 float32 bit patterns. Selections are written as masks, not branches, so that
+ * gcc keeps the loops vectorizable (it does not if-convert a float op it would have to speculate). */
+static inline float ts_half_to_float(uint16_t h) {
+  int32_t mag = h & 0x7fff;
+  int32_t sign = (h & 0x8000) << 16;
+  int32_t normal = (mag << 13) + 0x38000000;                       /* rebias the exponent: 15 -> 127 */
+  normal += (mag >= 0x7c00) * 0x38000000;                          /* inf / NaN: exponent all ones */
+  normal |= (mag > 0x7c00) << 22;                                  /* NaN: quiet, as hardware conversions do */
+  int32_t sub = ts_float_to_bits((float)mag * 5.9604644775390625e-08f);  /* subnormal, zero: mantissa * 2^-24, exact */
+  int32_t is_sub = -(int32_t)(mag < 0x0400);
+  return ts_bits_to_float((sub & is_sub) | (normal & ~is_sub) | sign);
+}
+
+/* Round to nearest, ties to even; overflow gives inf, NaN stays NaN (quiet, top payload bits kept). */
+static inline uint16_t ts_float_to_half(float f) {
+  uint32_t u = (uint32_t)ts_float_to_bits(f);
+  uint32_t sign = (u >> 16) & 0x8000u;
+  uint32_t a = u & 0x7fffffffu;
+  /* normal range: rebias the exponent, then drop 13 mantissa bits rounding to nearest even (a carry out
+     of the mantissa correctly moves up the exponent) */
+  uint32_t t = a - 0x38000000u;
+  uint32_t normal = (t + 0x0fffu + ((t >> 13) & 1u)) >> 13;
+  /* below 2^-14: |f| + 0.5 rounds |f| to a multiple of 2^-24 (the spacing of floats in [0.5, 1)), ties to
+     even, and the sum's low bits count those multiples: the subnormal's mantissa (0x400: the smallest normal) */
+  uint32_t sub = (uint32_t)ts_float_to_bits(ts_bits_to_float((int32_t)a) + 0.5f) - 0x3f000000u;
+  uint32_t h = a < 0x38800000u ? sub : normal;
+  h = a >= 0x477ff000u ? 0x7c00u : h;                              /* |f| >= 65520 (halfway to 2^16) -> inf */
+  h = a > 0x7f800000u ? (0x7e00u | ((a >> 13) & 0x3ffu)) : h;      /* NaN */
+  return (uint16_t)(h | sign);
+}
+
+/* f rounded to the nearest float16, as a float: how kernels round a float16 op's float32 result. */
+static inline float ts_round_half(float f) { return ts_half_to_float(ts_float_to_half(f)); }
 
 #endif

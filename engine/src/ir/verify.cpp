@@ -77,10 +77,13 @@ std::vector<std::string> verify(const Kernel& k) {
       case Op::Cast: break;
       default:
         if (is_alu(in.op)) {
+          bool half = in.dtype == DType::Float16;
+          for (int s = 0; s < in.num_src; s++) half |= dt(s) == DType::Float16;
+          if (half) fail(i, "arithmetic on float16: compute in float32 and CAST the result to float16");
           if (in.num_src != alu_arity(in.op)) fail(i, "wrong number of operands");
           for (int s = 0; s < in.num_src; s++)
             if (dt(s) != in.dtype) fail(i, "operand dtype differs from the result dtype");
-          if ((in.op == Op::IDiv || in.op == Op::Mod) && in.dtype == DType::Float32) fail(i, "IDIV/MOD need integers");
+          if ((in.op == Op::IDiv || in.op == Op::Mod) && is_float(in.dtype)) fail(i, "IDIV/MOD need integers");
           if ((in.op == Op::Exp2 || in.op == Op::Log2 || in.op == Op::Sin || in.op == Op::Sqrt || in.op == Op::Recip) &&
               in.dtype != DType::Float32)
             fail(i, "transcendental op on a non-float dtype");

@@ -227,7 +227,16 @@ void DeviceRegistry::set_default(const std::string& name) {
   r.default_index = index(name);
 }
 
+void require_dtype(int device_index, DType dtype) {
+  if (dtype != DType::Float16) return;
+  DeviceProperties p = DeviceRegistry::properties(device_index);
+  if (!p.float16)
+    throw std::runtime_error("float16 is not supported on device " + p.name + " (" + p.description + ")" +
+                             (p.note.empty() ? "" : ": " + p.note) + "; use float32 there");
+}
+
 std::shared_ptr<Buffer> allocate_buffer(int device_index, DType dtype, int64_t numel) {
+  require_dtype(device_index, dtype);
   auto b = std::make_shared<Buffer>();
   b->device = &DeviceRegistry::at(device_index);
   b->device_index = device_index;

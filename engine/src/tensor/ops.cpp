@@ -11,9 +11,11 @@ namespace ts {
 
 namespace detail {
 
+// bool < int32 < float16 < float32, as torch.promote_types
 DType promote(DType a, DType b) {
   if (a == b) return a;
   if (a == DType::Float32 || b == DType::Float32) return DType::Float32;
+  if (a == DType::Float16 || b == DType::Float16) return DType::Float16;
   return DType::Int32;
 }
 
@@ -218,8 +220,8 @@ Tensor binary(Op op, Tensor a, Tensor b, bool bool_result = false) {
 }
 
 Tensor unary(Op op, const Tensor& x) {
-  Tensor f = x.dtype() == DType::Float32 ? x : x.cast(DType::Float32);
-  return primitive(op, {f}, f.shape(), DType::Float32);
+  Tensor f = is_float(x.dtype()) ? x : x.cast(DType::Float32);
+  return primitive(op, {f}, f.shape(), f.dtype());
 }
 
 Tensor reduce(Op op, const Tensor& x, const Axes& axes, bool keepdim) {
@@ -318,6 +320,7 @@ Tensor Tensor::where(const Tensor& a, const Tensor& b) const {
 }
 Tensor Tensor::cast(DType dt) const {
   if (dt == dtype()) return *this;
+  require_dtype(node(*this).device, dt);
   return primitive(Op::Cast, {*this}, shape(), dt);
 }
 

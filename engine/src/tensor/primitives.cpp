@@ -4,6 +4,7 @@
 #include <random>
 #include <stdexcept>
 
+#include "ir/ts_math.h"
 #include "runtime/realize.h"
 #include "tensor/tensor_impl.h"
 
@@ -93,6 +94,7 @@ Tensor Tensor::from_data(const void* data, DType dtype, const Shape& shape, cons
 
 Tensor Tensor::scalar(double value, DType dtype, const std::string& device) {
   int dev = device_index(device);
+  require_dtype(dev, dtype);
   return tensor_from_node(Graph::get().add(Op::Const, dtype, {}, {}, {}, value, dev));
 }
 
@@ -105,6 +107,7 @@ Tensor Tensor::full(const Shape& shape, double value, DType dtype, const std::st
   for (int64_t d : shape)
     if (d < 0) throw std::invalid_argument("full: negative dimension in shape (" + shape_str(shape) + ")");
   int dev = device_index(device);
+  require_dtype(dev, dtype);
   return tensor_from_node(Graph::get().add(Op::Const, dtype, shape, {}, {}, value, dev));
 }
 Tensor Tensor::zeros(const Shape& shape, DType dtype, const std::string& device) { return full(shape, 0, dtype, device); }
@@ -197,6 +200,7 @@ double Tensor::item() const {
     case DType::Float32: { float f; copy_to_host(&f); return f; }
     case DType::Int32: { int32_t i; copy_to_host(&i); return i; }
     case DType::Bool: { uint8_t b; copy_to_host(&b); return b; }
+    case DType::Float16: { uint16_t h; copy_to_host(&h); return ts_half_to_float(h); }
   }
   return 0;
 }
@@ -204,6 +208,7 @@ double Tensor::item() const {
 Tensor Tensor::to(const std::string& dev) const {
   int target = DeviceRegistry::index(dev);
   if (target == node(*this).device) return *this;
+  require_dtype(target, dtype());
   // a lazy COPY node: the schedule copies the realized source buffer to the target device
   return primitive(Op::Copy, {*this}, shape(), dtype(), {node(*this).device}, target);
 }
