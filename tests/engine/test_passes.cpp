@@ -126,3 +126,20 @@ TEST(Passes, FusedMultiplyAddRoundsOnce) {
   ir::interpret(k, {&res, x});
   EXPECT_EQ(res, std::fma(x[0], x[0], -1.0f));  // 2^-11 + 2^-24, which a*a - 1 would round away
 }
+
+TEST(Passes, UpcastWithoutHoistingKeepsLoopBounds) {
+  // Without hoist_constants the reduce loop's bound is a constant inside the upcast loop's body: the
+  // upcast copies must still find it (a stale id here once gave the reduce loop a wrong trip count).
+  const int64_t M = 8, N = 4, K = 3;
+  ir::Kernel plain = matmul_kernel(M, N, K), k = plain;
+  upcast_global(k);
+  register_tile(k);
+  simplify(k);
+  ASSERT_TRUE(ir::verify(k).empty()) << ir::print(k);
+  std::vector<float> x(M * K), w(K * N), want(M * N), got(M * N);
+  for (size_t i = 0; i < x.size(); i++) x[i] = static_cast<float>(i % 5) - 2;
+  for (size_t i = 0; i < w.size(); i++) w[i] = static_cast<float>(i % 3) + 0.5f;
+  ir::interpret(plain, {want.data(), x.data(), w.data()});
+  ir::interpret(k, {got.data(), x.data(), w.data()});
+  EXPECT_EQ(got, want);  // same operations in the same order: bit-identical
+}

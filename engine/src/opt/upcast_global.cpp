@@ -144,7 +144,8 @@ void upcast_loop(ir::Kernel& k, size_t g, int u_count, bool side_by_side) {
       clone_range(i, r);                     // U copies of each accumulator (and the values before the loop)
       size_t e = end_of_range(old, r);
       Inst inner = old[r];                   // one shared reduce loop
-      inner.src[0] = remap[inner.src[0]] != ir::kNone ? remap[inner.src[0]] : inner.src[0];
+      const ValueId bound = inner.src[0];    // a constant, from before the loop or from its body
+      inner.src[0] = copies.count(bound) ? copies[bound][0] : remap[bound];
       ValueId r2 = emit(inner);
       copies[static_cast<ValueId>(r)] = std::vector<ValueId>(u_count, r2);
       clone_range(r + 1, e);
