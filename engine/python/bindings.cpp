@@ -3,9 +3,12 @@
 // C++ exceptions map to Python ones: std::invalid_argument → ValueError, std::out_of_range →
 // IndexError, std::runtime_error / std::logic_error → RuntimeError.
 #include <pybind11/numpy.h>
+#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "runtime/realize.h"
+#include "tensorscope/jit.h"
 #include "tensorscope/tensor.h"
 
 namespace py = pybind11;
@@ -245,6 +248,32 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("kernel_count", &ts::kernel_count);
   m.def("reset_kernel_count", &ts::reset_kernel_count);
+  m.def("counters", [] {
+    using C = ts::GlobalCounters;
+    py::dict d;
+    d["kernel_count"] = C::kernel_count;
+    d["time_ms"] = C::time_ms;
+    d["schedule_count"] = C::schedule_count;
+    d["schedule_cache_hits"] = C::schedule_cache_hits;
+    d["replayed_kernels"] = C::replayed_kernels;
+    return d;
+  });
+  m.def("clear_schedule_cache", &ts::clear_schedule_cache);
+
+  // The engine side of @tensorscope.jit (tensorscope/tinyjit.py); semantics in tensorscope/jit.h.
+  py::class_<ts::CapturedJit>(m, "CapturedJit")
+      .def_static("capture", [](const std::vector<Tensor>& inputs, const std::function<std::vector<Tensor>()>& fn) {
+        std::vector<Tensor> outputs;
+        ts::CapturedJit jit = ts::CapturedJit::capture(inputs, fn, &outputs);
+        return std::make_pair(std::move(jit), std::move(outputs));
+      })
+      .def("replay", &ts::CapturedJit::replay)
+      .def_property_readonly("launch_count", &ts::CapturedJit::launch_count)
+      .def_property_readonly("input_count", &ts::CapturedJit::input_count)
+      .def_property_readonly("state_count", &ts::CapturedJit::state_count)
+      .def_property_readonly("fresh_buffer_count", &ts::CapturedJit::fresh_buffer_count)
+      .def_property_readonly("baked_buffer_count", &ts::CapturedJit::baked_buffer_count)
+      .def_property_readonly("input_signature", &ts::CapturedJit::input_signature);
   m.def("live_graph_nodes", &ts::live_graph_nodes);
   m.def("device_names", &ts::device_names);
   m.def("default_device", &ts::default_device);

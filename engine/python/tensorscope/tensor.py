@@ -48,10 +48,30 @@ class _CountersMeta(type):
     def kernel_count(cls) -> int:
         return _C.kernel_count()
 
+    @property
+    def time_ms(cls) -> float:
+        return _C.counters()["time_ms"]
+
+    @property
+    def schedule_count(cls) -> int:
+        return _C.counters()["schedule_count"]
+
+    @property
+    def schedule_cache_hits(cls) -> int:
+        return _C.counters()["schedule_cache_hits"]
+
+    @property
+    def replayed_kernels(cls) -> int:
+        return _C.counters()["replayed_kernels"]
+
 
 class GlobalCounters(metaclass=_CountersMeta):
-    """Counters in the spirit of tinygrad's: `GlobalCounters.kernel_count` kernels launched since
-    `GlobalCounters.reset()`."""
+    """Counters in the spirit of tinygrad's, all since `GlobalCounters.reset()`:
+    `kernel_count` kernels launched (device copies not counted), `time_ms` their device time in ms,
+    `schedule_count` schedules the kernelizer made (realizes of a graph structure not seen before),
+    `schedule_cache_hits` realizes that reused an earlier schedule (same graph structure: no
+    kernelizer, lowering, passes or rendering), `replayed_kernels` kernels launched by jit replays
+    (`tensorscope.jit`; they are in `kernel_count` too)."""
 
     @staticmethod
     def reset() -> None:
