@@ -25,8 +25,9 @@ struct LaunchRecord {
   std::vector<std::shared_ptr<Buffer>> buffers;  // output first, then the inputs (Program::launch order)
 };
 
-// A tensor the function assign()ed to, and the buffer it held before the first assign (null when its
-// value was still lazy then): replays read the tensor's current buffer where the capture read `before`.
+// A tensor the function assign()ed to, and the buffer it held before the first assign (a lazy old value
+// is realized first, outside the capture): replays read the tensor's current buffer where the capture
+// read `before`.
 struct AssignRecord {
   std::shared_ptr<TensorImpl> target;
   std::shared_ptr<Buffer> before;

@@ -26,8 +26,19 @@ void capture_note_assign(const std::shared_ptr<TensorImpl>& target) {
   if (!g_capture) return;
   for (const AssignRecord& a : g_capture->assigns)
     if (a.target == target) return;  // the value before the first assign is the one a replay reads
-  const Node& n = target->node.node();
-  g_capture->assigns.push_back({target, n.realized() ? n.buffer : nullptr});
+  // A replay binds the tensor's buffer where the capture read its old value, so the old value must be
+  // a buffer. A lazy one (an assign left unrealized by the call before) is realized here, outside
+  // the capture: computing it inside would replay that computation from the capture's buffers.
+  if (!target->node.node().realized()) {
+    Capture* c = g_capture;
+    g_capture = nullptr;
+    struct Reinstall {
+      Capture* c;
+      ~Reinstall() { g_capture = c; }
+    } reinstall{c};
+    realize({target->node.id()});
+  }
+  g_capture->assigns.push_back({target, target->node.node().buffer});
 }
 void capture_note_host_read() {
   if (g_capture) g_capture->host_reads++;
