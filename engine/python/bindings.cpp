@@ -51,6 +51,14 @@ py::array to_numpy(const Tensor& t) {
   return out;
 }
 
+// The operand a python scalar becomes next to `like` (tensor.py's _wrap, in C++ for the hot path
+// `x + 1.0`): a 0-d constant of like's dtype on its device; a python float next to a non-float tensor
+// is a float32 constant (so int_tensor + 0.5 promotes), and a bool tensor's scalars are float32.
+Tensor scalar_operand(const Tensor& like, double value, bool is_float) {
+  if (is_float && like.dtype() != DType::Float32) return Tensor::scalar(value, DType::Float32, like.device());
+  return like.scalar_like(value);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -89,6 +97,13 @@ PYBIND11_MODULE(_C, m) {
       .def("sub", py::overload_cast<const Tensor&>(&Tensor::sub, py::const_))
       .def("mul", py::overload_cast<const Tensor&>(&Tensor::mul, py::const_))
       .def("div", py::overload_cast<const Tensor&>(&Tensor::div, py::const_))
+      // tensor ∘ python scalar and scalar ∘ tensor (is_float: the scalar is a python float)
+      .def("add_scalar", [](const Tensor& t, double v, bool f) { return t.add(scalar_operand(t, v, f)); })
+      .def("sub_scalar", [](const Tensor& t, double v, bool f) { return t.sub(scalar_operand(t, v, f)); })
+      .def("mul_scalar", [](const Tensor& t, double v, bool f) { return t.mul(scalar_operand(t, v, f)); })
+      .def("div_scalar", [](const Tensor& t, double v, bool f) { return t.div(scalar_operand(t, v, f)); })
+      .def("rsub_scalar", [](const Tensor& t, double v, bool f) { return scalar_operand(t, v, f).sub(t); })
+      .def("rdiv_scalar", [](const Tensor& t, double v, bool f) { return scalar_operand(t, v, f).div(t); })
       .def("div_mode", py::overload_cast<const Tensor&, const std::string&>(&Tensor::div, py::const_))
       .def("mod", &Tensor::mod)
       .def("fmod", &Tensor::fmod)
