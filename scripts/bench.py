@@ -111,9 +111,23 @@ def chain():
     return t.realize()
 
 
+def chain_phases():
+    """(build, realize) in ms: the python + graph-building part and the schedule + run part."""
+    t0 = time.perf_counter()
+    t = one
+    for _ in range(1000):
+        t = t + 1.0
+    t1 = time.perf_counter()
+    t.realize()
+    return (t1 - t0) * 1e3, (time.perf_counter() - t1) * 1e3
+
+
 check("chain", chain().numpy(), np.full(4, 1001, dtype=np.float32))
+phases = [chain_phases() for _ in range(REPEATS + 1)][1:]
+build_us, realize_us = statistics.median(p[0] for p in phases), statistics.median(p[1] for p in phases)
 row("1000 chained tiny adds (per op)", median_ms(chain) / 1000, median_ms(lambda: [np.add(o, 1.0) for o in [np.ones(4, np.float32)] * 1000]) / 1000,
-    median_ms(lambda: [torch.add(t, 1.0) for t in [torch.ones(4)] * 1000]) / 1000, "build + schedule + run, warm cache")
+    median_ms(lambda: [torch.add(t, 1.0) for t in [torch.ones(4)] * 1000]) / 1000,
+    f"build + schedule + run, warm cache: {build_us:.2f} + {realize_us:.2f} us/op")
 
 # ---- MLP 64-128-10 train step, batch 128 -----------------------------------------------------------
 from tensorscope import nn  # noqa: E402
@@ -151,12 +165,43 @@ def torch_step():
     popt.step()
 
 
-row("MLP 64-128-10 train step, batch 128", median_ms(ts_step, repeats=20), None, median_ms(torch_step, repeats=20),
-    f"{step_kernels} kernels per step (tinygrad: 16)")
+def kernel_ms_per_step(step, n=10):
+    GlobalCounters.reset()
+    for _ in range(n):
+        step()
+    return GlobalCounters.time_ms / n
+
+
+torch_step_ms = median_ms(torch_step, repeats=20)
+row("MLP 64-128-10 train step, batch 128", median_ms(ts_step, repeats=20), None, torch_step_ms,
+    f"{step_kernels} kernels per step (tinygrad: 16), {kernel_ms_per_step(ts_step):.3f} ms in kernels")
+
+# the same step captured once and replayed (@tensorscope.jit, tinygrad's TinyJit): no graph building,
+# scheduling or python per step, only the 12 launches; its own model and optimizer, same start
+jl1, jl2 = nn.Linear(64, 128), nn.Linear(128, 10)
+jopt = optim.SGD(nn.get_parameters([jl1, jl2]), lr=0.01)
+
+
+@tensorscope.jit
+def jit_step(x, y):
+    jopt.zero_grad()
+    loss = jl2(jl1(x).relu()).sparse_categorical_crossentropy(y)
+    loss.backward()
+    jopt.step()
+    return loss
+
+
+for _ in range(3):  # eager, capture, first replay
+    jit_step(tX, tY)
+GlobalCounters.reset()
+jit_step(tX, tY)
+assert GlobalCounters.schedule_count == 0 and GlobalCounters.replayed_kernels == step_kernels, "the jitted step did not replay"
+row("MLP train step, jitted (@tensorscope.jit)", median_ms(lambda: jit_step(tX, tY), repeats=20), None, torch_step_ms,
+    f"{jit_step.jit_cache_size} replayed kernels, {kernel_ms_per_step(lambda: jit_step(tX, tY)):.3f} ms in kernels")
 
 # ---- table -------------------------------------------------------------------------------------------
 def fmt(v):
-    return "-" if v is None else f"{v:.3f}"
+    return "-" if v is None else f"{v:.3f}" if v >= 0.1 else f"{v:.5f}"
 
 
 print(f"\nTensorscope benchmarks — {THREADS} thread(s), OPENBLAS_CORETYPE unset, medians in ms")

@@ -3,10 +3,13 @@
 // C++ exceptions map to Python ones: std::invalid_argument → ValueError, std::out_of_range →
 // IndexError, std::runtime_error / std::logic_error → RuntimeError.
 #include <pybind11/numpy.h>
+#include <pybind11/functional.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "runtime/realize.h"
 #include "tensorscope/device.h"
+#include "tensorscope/jit.h"
 #include "tensorscope/tensor.h"
 
 namespace py = pybind11;
@@ -127,6 +130,25 @@ py::dict device_properties(const std::string& name) {
   return d;
 }
 
+// The operand a python scalar becomes next to `like` (tensor.py's _wrap, in C++ for the hot path
+// `x + 1.0`): a 0-d constant of like's dtype on its device; a python float next to a non-float tensor
+// is a float32 constant (so int_tensor + 0.5 promotes), and a bool tensor's scalars are float32. Next
+// to a float16 tensor it is float16 (torch: a python scalar does not promote within the float category).
+Tensor scalar_operand(const Tensor& like, double value, bool is_float) {
+  if (is_float && !ts::is_float(like.dtype())) return Tensor::scalar(value, DType::Float32, like.device());
+  return like.scalar_like(value);
+}
+
+// tensor ∘ python scalar (or scalar ∘ tensor with `reversed`), with half_op's float16 rule: a float16
+// tensor and its (float16-rounded) scalar are widened, the op runs in float32 and rounds once.
+template <typename Op>
+Tensor scalar_op(const Tensor& t, double value, bool is_float, bool reversed, Op op) {
+  Tensor s = scalar_operand(t, value, is_float);
+  if (t.dtype() != DType::Float16) return reversed ? op(s, t) : op(t, s);
+  Tensor a = t.cast(DType::Float32), b = s.cast(DType::Float32);
+  return (reversed ? op(b, a) : op(a, b)).cast(DType::Float16);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -165,6 +187,13 @@ PYBIND11_MODULE(_C, m) {
       .def("sub", half_op(py::overload_cast<const Tensor&>(&Tensor::sub, py::const_)))
       .def("mul", half_op(py::overload_cast<const Tensor&>(&Tensor::mul, py::const_)))
       .def("div", half_op(py::overload_cast<const Tensor&>(&Tensor::div, py::const_)))
+      // tensor ∘ python scalar and scalar ∘ tensor (is_float: the scalar is a python float)
+      .def("add_scalar", [](const Tensor& t, double v, bool f) { return scalar_op(t, v, f, false, [](const Tensor& a, const Tensor& b) { return a.add(b); }); })
+      .def("sub_scalar", [](const Tensor& t, double v, bool f) { return scalar_op(t, v, f, false, [](const Tensor& a, const Tensor& b) { return a.sub(b); }); })
+      .def("mul_scalar", [](const Tensor& t, double v, bool f) { return scalar_op(t, v, f, false, [](const Tensor& a, const Tensor& b) { return a.mul(b); }); })
+      .def("div_scalar", [](const Tensor& t, double v, bool f) { return scalar_op(t, v, f, false, [](const Tensor& a, const Tensor& b) { return a.div(b); }); })
+      .def("rsub_scalar", [](const Tensor& t, double v, bool f) { return scalar_op(t, v, f, true, [](const Tensor& a, const Tensor& b) { return a.sub(b); }); })
+      .def("rdiv_scalar", [](const Tensor& t, double v, bool f) { return scalar_op(t, v, f, true, [](const Tensor& a, const Tensor& b) { return a.div(b); }); })
       .def("div_mode", half_op(py::overload_cast<const Tensor&, const std::string&>(&Tensor::div, py::const_)))
       .def("mod", half_op(&Tensor::mod))
       .def("fmod", half_op(&Tensor::fmod))
@@ -325,6 +354,32 @@ PYBIND11_MODULE(_C, m) {
 
   m.def("kernel_count", &ts::kernel_count);
   m.def("reset_kernel_count", &ts::reset_kernel_count);
+  m.def("counters", [] {
+    using C = ts::GlobalCounters;
+    py::dict d;
+    d["kernel_count"] = C::kernel_count;
+    d["time_ms"] = C::time_ms;
+    d["schedule_count"] = C::schedule_count;
+    d["schedule_cache_hits"] = C::schedule_cache_hits;
+    d["replayed_kernels"] = C::replayed_kernels;
+    return d;
+  });
+  m.def("clear_schedule_cache", &ts::clear_schedule_cache);
+
+  // The engine side of @tensorscope.jit (tensorscope/tinyjit.py); semantics in tensorscope/jit.h.
+  py::class_<ts::CapturedJit>(m, "CapturedJit")
+      .def_static("capture", [](const std::vector<Tensor>& inputs, const std::function<std::vector<Tensor>()>& fn) {
+        std::vector<Tensor> outputs;
+        ts::CapturedJit jit = ts::CapturedJit::capture(inputs, fn, &outputs);
+        return std::make_pair(std::move(jit), std::move(outputs));
+      })
+      .def("replay", &ts::CapturedJit::replay)
+      .def_property_readonly("launch_count", &ts::CapturedJit::launch_count)
+      .def_property_readonly("input_count", &ts::CapturedJit::input_count)
+      .def_property_readonly("state_count", &ts::CapturedJit::state_count)
+      .def_property_readonly("fresh_buffer_count", &ts::CapturedJit::fresh_buffer_count)
+      .def_property_readonly("baked_buffer_count", &ts::CapturedJit::baked_buffer_count)
+      .def_property_readonly("input_signature", &ts::CapturedJit::input_signature);
   m.def("live_graph_nodes", &ts::live_graph_nodes);
   m.def("device_names", &ts::device_names);
   m.def("device_properties", &device_properties, "The registry's DeviceProperties of a device, as a dict");

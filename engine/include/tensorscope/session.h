@@ -76,6 +76,11 @@ struct KernelRunEvent {
   bool compile_cache_hit = false;
   double compile_ms = 0;         // 0 when cached
   double time_ms = 0;            // kernel execution time on the device
+  // A launch replayed by a jit (tensorscope/jit.h): no schedule, lowering or compile happened; the IR
+  // and the sources are those of the captured launch `replay_of` (a kernel_id), and `ir`/`sources` are
+  // empty here.
+  bool replayed = false;
+  int replay_of = -1;
 };
 
 // Text the script wrote (stdout/stderr), or a script error with its traceback.

@@ -2,7 +2,10 @@
 
 `Tensor` follows tinygrad's API (which mostly mirrors PyTorch's); operations build a lazy graph that is
 cut into fused kernels and computed on `realize()`, `numpy()`, `item()` or `backward()`.
+`@tensorscope.jit` captures a function's kernels once and replays them on later calls (tinygrad's
+TinyJit; see tensorscope/tinyjit.py).
 """
 from tensorscope.tensor import Tensor, dtypes, Device, GlobalCounters
+from tensorscope.tinyjit import jit, TinyJit, JitError
 
-__all__ = ["Tensor", "dtypes", "Device", "GlobalCounters"]
+__all__ = ["Tensor", "dtypes", "Device", "GlobalCounters", "jit", "TinyJit", "JitError"]

@@ -58,10 +58,30 @@ class _CountersMeta(type):
     def kernel_count(cls) -> int:
         return _C.kernel_count()
 
+    @property
+    def time_ms(cls) -> float:
+        return _C.counters()["time_ms"]
+
+    @property
+    def schedule_count(cls) -> int:
+        return _C.counters()["schedule_count"]
+
+    @property
+    def schedule_cache_hits(cls) -> int:
+        return _C.counters()["schedule_cache_hits"]
+
+    @property
+    def replayed_kernels(cls) -> int:
+        return _C.counters()["replayed_kernels"]
+
 
 class GlobalCounters(metaclass=_CountersMeta):
-    """Counters in the spirit of tinygrad's: `GlobalCounters.kernel_count` kernels launched since
-    `GlobalCounters.reset()`."""
+    """Counters in the spirit of tinygrad's, all since `GlobalCounters.reset()`:
+    `kernel_count` kernels launched (device copies not counted), `time_ms` their device time in ms,
+    `schedule_count` schedules the kernelizer made (realizes of a graph structure not seen before),
+    `schedule_cache_hits` realizes that reused an earlier schedule (same graph structure: no
+    kernelizer, lowering, passes or rendering), `replayed_kernels` kernels launched by jit replays
+    (`tensorscope.jit`; they are in `kernel_count` too)."""
 
     @staticmethod
     def reset() -> None:
@@ -310,13 +330,28 @@ class Tensor:
     # ---- elementwise ---------------------------------------------------------------------------
     # Binary ops broadcast (NumPy rules) and accept a Tensor or a python scalar on either side; they are
     # also callable as `Tensor.add(a, b)`. ValueError when the shapes do not broadcast.
-    def add(self, x) -> "Tensor": return Tensor(self._t.add(_wrap(x, self)._t))
-    def sub(self, x) -> "Tensor": return Tensor(self._t.sub(_wrap(x, self)._t))
-    def mul(self, x) -> "Tensor": return Tensor(self._t.mul(_wrap(x, self)._t))
+    # (a python int or float operand takes a shortcut into the engine: `x + 1.0` is the hot path of
+    # small-tensor code; the result is the one _wrap would give)
+    def add(self, x) -> "Tensor":
+        if type(x) is float or type(x) is int:
+            return Tensor(self._t.add_scalar(x, type(x) is float))
+        return Tensor(self._t.add(_wrap(x, self)._t))
+
+    def sub(self, x) -> "Tensor":
+        if type(x) is float or type(x) is int:
+            return Tensor(self._t.sub_scalar(x, type(x) is float))
+        return Tensor(self._t.sub(_wrap(x, self)._t))
+
+    def mul(self, x) -> "Tensor":
+        if type(x) is float or type(x) is int:
+            return Tensor(self._t.mul_scalar(x, type(x) is float))
+        return Tensor(self._t.mul(_wrap(x, self)._t))
 
     def div(self, x, rounding_mode: Optional[str] = None) -> "Tensor":
         """True division (float result); rounding_mode "trunc" or "floor" rounds the quotient (torch.div)."""
         if rounding_mode is None:
+            if type(x) is float or type(x) is int:
+                return Tensor(self._t.div_scalar(x, type(x) is float))
             return Tensor(self._t.div(_wrap(x, self)._t))
         return Tensor(self._t.div_mode(_wrap(x, self)._t, str(rounding_mode)))
 
@@ -421,14 +456,31 @@ class Tensor:
         return Tensor(self._t.gelu(str(approximate)))
 
     # ---- operators -------------------------------------------------------------------------------
-    def __add__(self, x): return self.add(x)
-    def __radd__(self, x): return _wrap(x, self).add(self)
-    def __sub__(self, x): return self.sub(x)
-    def __rsub__(self, x): return _wrap(x, self).sub(self)
-    def __mul__(self, x): return self.mul(x)
-    def __rmul__(self, x): return _wrap(x, self).mul(self)
+    __add__ = add
+    __sub__ = sub
+    __mul__ = mul
+
+    def __radd__(self, x):
+        if type(x) is float or type(x) is int:  # x + self, with x a python scalar: the shortcut of add
+            return Tensor(self._t.add_scalar(x, type(x) is float))
+        return _wrap(x, self).add(self)
+
+    def __rsub__(self, x):
+        if type(x) is float or type(x) is int:
+            return Tensor(self._t.rsub_scalar(x, type(x) is float))
+        return _wrap(x, self).sub(self)
+
+    def __rmul__(self, x):
+        if type(x) is float or type(x) is int:
+            return Tensor(self._t.mul_scalar(x, type(x) is float))
+        return _wrap(x, self).mul(self)
+
     def __truediv__(self, x): return self.div(x)
-    def __rtruediv__(self, x): return _wrap(x, self).div(self)
+
+    def __rtruediv__(self, x):
+        if type(x) is float or type(x) is int:
+            return Tensor(self._t.rdiv_scalar(x, type(x) is float))
+        return _wrap(x, self).div(self)
     def __floordiv__(self, x): return self.div(x, rounding_mode="floor")
     def __rfloordiv__(self, x): return _wrap(x, self).div(self, rounding_mode="floor")
     def __mod__(self, x): return self.mod(x)

@@ -58,6 +58,8 @@ class Graph {
   void set_realized(NodeId id, std::shared_ptr<Buffer> buffer);
 
   size_t live_nodes() const { return nodes_.size() - free_.size(); }
+  // One past the largest node id in use so far (for scratch arrays indexed by node id).
+  size_t slab_size() const { return nodes_.size(); }
 
  private:
   // A deque, not a vector: adding a node never moves the others, so references to a node (and to its

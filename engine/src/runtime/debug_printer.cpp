@@ -6,6 +6,7 @@
 //   DEBUG=5  + every graph node of each schedule
 #include <cstdio>
 #include <cstdlib>
+#include <string>
 
 #include "tensorscope/session.h"
 
@@ -33,8 +34,10 @@ class DebugPrinter : public SessionObserver {
         for (auto& r : k.boundary_reasons) std::fprintf(stderr, "    boundary: %s\n", r.c_str());
       }
     } else if (auto* k = std::get_if<KernelRunEvent>(&event)) {
+      std::string note = k->replayed ? "  (jit replay of kernel " + std::to_string(k->replay_of) + ")"
+                         : k->compile_cache_hit ? "" : "  (compiled)";
       std::fprintf(stderr, "*** %-8s kernel %4d %-24s %10.3f ms%s\n", k->device.c_str(), k->kernel_id, k->name.c_str(),
-                   k->time_ms, k->compile_cache_hit ? "" : "  (compiled)");
+                   k->time_ms, note.c_str());
       if (level_ >= 3 && !k->ir.empty()) std::fprintf(stderr, "%s", k->ir.back().ir.c_str());
       if (level_ >= 4)
         for (auto& src : k->sources)

@@ -1,14 +1,15 @@
 #include "runtime/realize.h"
 
 #include <chrono>
+#include <cstring>
 #include <map>
-#include <set>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "ir/lower.h"
 #include "opt/pass_manager.h"
 #include "runtime/buffer_pool.h"
+#include "runtime/capture.h"
 #include "schedule/schedule.h"
 #include "tensorscope/session.h"
 
@@ -45,7 +46,178 @@ std::unordered_map<std::string, SourceListing>& listing_cache() {
   return cache;
 }
 
+// ---- the structural key ----------------------------------------------------------------------------
+//
+// The part of the graph a realize() needs, written as a list of words: the nodes in post-order (sources
+// before consumers, the order the kernelizer uses), each as its op, dtype, device, shape, argument,
+// constant value and the positions of its sources in that order; realized nodes as dtype, device and
+// shape only (which buffer they hold does not change the kernels). Then the positions of the targets.
+// Equal keys give equal schedules, with node i of one graph playing the part of node i of the other.
+struct StructuralKey {
+  std::vector<NodeId> order;    // nodes in post-order; a cached schedule names nodes by index here
+  std::vector<uint64_t> words;
+  uint64_t hash = 0;
+};
+
+uint64_t mix(uint64_t h, uint64_t w) {
+  // splitmix64's finalizer over (h + w): every input bit affects every output bit
+  uint64_t z = h + 0x9e3779b97f4a7c15ULL + w;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+void structural_key(const Graph& g, const std::vector<NodeId>& targets, StructuralKey& key) {
+  // position of each node in `order` (+1; 0: not visited), in scratch arrays indexed by node id and
+  // cleared after use, so a walk costs O(nodes reached) whatever the size of the slab
+  static std::vector<uint32_t> pos;
+  if (pos.size() < g.slab_size()) pos.resize(g.slab_size() + 1024, 0);
+  key.order.clear();
+  key.words.clear();
+  std::vector<std::pair<NodeId, int>> stack;
+  auto visit = [&](NodeId id) {
+    if (pos[id]) return;
+    pos[id] = UINT32_MAX;  // on the stack
+    stack.push_back({id, 0});
+  };
+  for (NodeId t : targets) {
+    visit(t);
+    while (!stack.empty()) {
+      auto& [id, i] = stack.back();
+      const Node& n = g[id];
+      if (!n.realized() && i < n.num_src) {
+        visit(n.src[i++]);
+        continue;
+      }
+      NodeId done = id;
+      stack.pop_back();
+      pos[done] = static_cast<uint32_t>(key.order.size()) + 1;
+      key.order.push_back(done);
+      std::vector<uint64_t>& w = key.words;
+      const uint64_t realized = n.realized() ? 1 : 0;
+      w.push_back(static_cast<uint64_t>(n.op) | static_cast<uint64_t>(n.dtype) << 8 | realized << 16 |
+                  static_cast<uint64_t>(n.num_src) << 24 | static_cast<uint64_t>(static_cast<uint32_t>(n.device)) << 32);
+      w.push_back(n.shape.size());
+      for (int64_t d : n.shape) w.push_back(static_cast<uint64_t>(d));
+      if (realized) continue;
+      for (int s = 0; s < n.num_src; s++) w.push_back(pos[n.src[s]] - 1);
+      w.push_back(n.arg.size());
+      for (int64_t a : n.arg) w.push_back(static_cast<uint64_t>(a));
+      uint64_t bits;
+      std::memcpy(&bits, &n.value, sizeof bits);
+      w.push_back(bits);
+    }
+  }
+  key.words.push_back(UINT64_MAX);  // targets follow
+  for (NodeId t : targets) key.words.push_back(pos[t] - 1);
+  for (NodeId id : key.order) pos[id] = 0;
+  uint64_t h = key.words.size();
+  for (uint64_t w : key.words) h = mix(h, w);
+  key.hash = h;
+}
+
+// One step of a cached schedule: a kernel (or device copy) and where its buffers come from.
+struct CachedKernel {
+  std::string name;
+  int device = 0;
+  bool is_copy = false;
+  DType dtype = DType::Float32;       // of the output
+  int64_t numel = 0;                  // of the output
+  uint32_t output = 0;                // index into StructuralKey::order
+  std::vector<uint32_t> inputs;       // indices into StructuralKey::order, in launch order
+  std::shared_ptr<Program> program;   // null for copies and zero-size outputs
+};
+
+struct CachedSchedule {
+  std::vector<uint64_t> words;
+  std::vector<CachedKernel> kernels;
+};
+
+struct ScheduleCache {
+  std::unordered_map<uint64_t, CachedSchedule> entries;
+  size_t words = 0;  // total key size; the cache is emptied beyond kMaxWords (graphs that never repeat)
+  static constexpr size_t kMaxWords = size_t{8} << 20;  // 64 MiB of keys
+};
+
+ScheduleCache& schedule_cache() {
+  static ScheduleCache cache;
+  return cache;
+}
+
+// device → host → device; synchronous, so the source is complete before the copy reads it. Returns ms.
+double copy_buffer(Buffer& src, Buffer& dst) {
+  auto t0 = std::chrono::steady_clock::now();
+  if (dst.nbytes()) {
+    std::vector<uint8_t> host(dst.nbytes());
+    src.device->copy_out(host.data(), src.handle, host.size());
+    dst.device->copy_in(dst.handle, host.data(), host.size());
+  }
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+double launch_program(Program& program, const std::vector<std::shared_ptr<Buffer>>& buffers) {
+  std::vector<Buffer*> raw;
+  raw.reserve(buffers.size());
+  for (auto& b : buffers) raw.push_back(b.get());
+  double ms = program.launch(raw);
+  GlobalCounters::kernel_count++;
+  GlobalCounters::time_ms += ms;
+  return ms;
+}
+
+void record_launch(const CachedKernel& k, int kernel_id, std::vector<std::shared_ptr<Buffer>> buffers) {
+  if (Capture* c = active_capture()) c->launches.push_back({k.name, k.device, kernel_id, k.is_copy, k.program, std::move(buffers)});
+}
+
+// The fast path: the kernels of an earlier realize() with the same structure, on this graph's buffers.
+void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched) {
+  GlobalCounters::schedule_cache_hits++;
+  Session& session = Session::get();
+  std::vector<std::shared_ptr<Buffer>> produced(sched.kernels.size());
+  std::unordered_map<uint32_t, size_t> producer;  // order index → kernel that stores it
+  auto buffer_of = [&](uint32_t index) -> const std::shared_ptr<Buffer>& {
+    const Node& n = g[key.order[index]];
+    if (n.realized()) return n.buffer;
+    return produced[producer.at(index)];
+  };
+  for (size_t k = 0; k < sched.kernels.size(); k++) {
+    const CachedKernel& ck = sched.kernels[k];
+    const int kernel_id = session.next_kernel_id();
+    auto out = pooled_buffer(ck.device, ck.dtype, ck.numel);
+    produced[k] = out;
+    producer[ck.output] = k;
+    if (!ck.is_copy && ck.numel == 0) continue;
+    std::vector<std::shared_ptr<Buffer>> bufs{out};
+    for (uint32_t in : ck.inputs) bufs.push_back(buffer_of(in));
+    if (ck.is_copy)
+      copy_buffer(*bufs[1], *bufs[0]);
+    else
+      launch_program(*ck.program, bufs);
+    record_launch(ck, kernel_id, std::move(bufs));
+  }
+  for (size_t k = 0; k < sched.kernels.size(); k++) g.set_realized(key.order[sched.kernels[k].output], produced[k]);
+}
+
 }  // namespace
+
+int64_t GlobalCounters::kernel_count = 0;
+double GlobalCounters::time_ms = 0;
+int64_t GlobalCounters::schedule_count = 0;
+int64_t GlobalCounters::schedule_cache_hits = 0;
+int64_t GlobalCounters::replayed_kernels = 0;
+
+void GlobalCounters::reset() {
+  kernel_count = 0;
+  time_ms = 0;
+  schedule_count = 0;
+  schedule_cache_hits = 0;
+  replayed_kernels = 0;
+}
+
+void clear_schedule_cache() {
+  schedule_cache().entries.clear();
+  schedule_cache().words = 0;
+}
 
 void realize(const std::vector<NodeId>& targets) {
   Graph& g = Graph::get();
@@ -53,9 +225,23 @@ void realize(const std::vector<NodeId>& targets) {
   for (NodeId t : targets)
     if (!g[t].realized()) todo.push_back(t);
   if (todo.empty()) return;
-  Schedule sched = create_schedule(todo);
   Session& session = Session::get();
   const bool observed = session.observed();
+
+  // With an observer, every realize goes the full way: the events carry the schedule, IR and source.
+  static StructuralKey key;
+  ScheduleCache& cache = schedule_cache();
+  if (!observed) {
+    structural_key(g, todo, key);
+    auto hit = cache.entries.find(key.hash);
+    if (hit != cache.entries.end() && hit->second.words == key.words) {
+      run_cached(g, key, hit->second);
+      return;
+    }
+  }
+
+  Schedule sched = create_schedule(todo);
+  GlobalCounters::schedule_count++;
 
   std::vector<int> kernel_ids;
   for (size_t i = 0; i < sched.items.size(); i++) kernel_ids.push_back(session.next_kernel_id());
@@ -89,28 +275,38 @@ void realize(const std::vector<NodeId>& targets) {
     session.emit(ev);
   }
 
+  // What the schedule cache keeps of this schedule: each kernel with its nodes named by key position.
+  std::unordered_map<NodeId, uint32_t> key_index;
+  if (!observed)
+    for (uint32_t i = 0; i < key.order.size(); i++) key_index[key.order[i]] = i;
+  CachedSchedule cached;
+
   // Buffers of the stored nodes, attached to the graph only when the whole schedule has run.
   std::map<NodeId, std::shared_ptr<Buffer>> out_buffers;
-  auto buffer_of = [&](NodeId id) -> Buffer* {
-    if (g[id].realized()) return g[id].buffer.get();
-    return out_buffers.at(id).get();
+  auto buffer_of = [&](NodeId id) -> std::shared_ptr<Buffer> {
+    if (g[id].realized()) return g[id].buffer;
+    return out_buffers.at(id);
   };
   for (size_t k = 0; k < sched.items.size(); k++) {
     const ScheduleItem& item = sched.items[k];
     const Node& out = g[item.output];
     int dev_index = out.device;
+    CachedKernel ck;
+    ck.name = item.name;
+    ck.device = dev_index;
+    ck.is_copy = item.is_copy;
+    ck.dtype = out.dtype;
+    ck.numel = shape_numel(out.shape);
+    if (!observed) {
+      ck.output = key_index.at(item.output);
+      for (NodeId in : item.inputs) ck.inputs.push_back(key_index.at(in));
+    }
     if (item.is_copy) {
-      // device → host → device; synchronous, so the source is complete before the copy reads it
-      Buffer* src = buffer_of(item.inputs[0]);
-      auto dst = pooled_buffer(dev_index, out.dtype, shape_numel(out.shape));
-      auto t0 = std::chrono::steady_clock::now();
-      if (dst->nbytes()) {
-        std::vector<uint8_t> host(dst->nbytes());
-        src->device->copy_out(host.data(), src->handle, host.size());
-        dst->device->copy_in(dst->handle, host.data(), host.size());
-      }
-      double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      auto src = buffer_of(item.inputs[0]);
+      auto dst = pooled_buffer(dev_index, out.dtype, ck.numel);
+      double ms = copy_buffer(*src, *dst);
       out_buffers[item.output] = dst;
+      record_launch(ck, kernel_ids[k], {dst, src});
       if (observed) {
         KernelRunEvent ev;
         ev.kernel_id = kernel_ids[k];
@@ -120,6 +316,7 @@ void realize(const std::vector<NodeId>& targets) {
         ev.time_ms = ms;
         session.emit(ev);
       }
+      cached.kernels.push_back(std::move(ck));
       continue;
     }
     for (NodeId in : item.inputs)
@@ -127,9 +324,12 @@ void realize(const std::vector<NodeId>& targets) {
         throw std::runtime_error("kernel " + item.name + " reads a buffer on " + DeviceRegistry::at(g[in].device).name() +
                                  " but runs on " + DeviceRegistry::at(dev_index).name() + ": use .to(device) first");
     Device& dev = DeviceRegistry::at(dev_index);
-    auto out_buf = pooled_buffer(dev_index, out.dtype, shape_numel(out.shape));
+    auto out_buf = pooled_buffer(dev_index, out.dtype, ck.numel);
     out_buffers[item.output] = out_buf;
-    if (out_buf->numel == 0) continue;  // nothing to compute for a zero-size output
+    if (out_buf->numel == 0) {  // nothing to compute for a zero-size output
+      cached.kernels.push_back(std::move(ck));
+      continue;
+    }
 
     ir::Kernel kernel = lower(item);
     // always on: a few µs per kernel, and an invalid kernel would otherwise fail in a compiler
@@ -141,22 +341,23 @@ void realize(const std::vector<NodeId>& targets) {
     const Renderer* renderer = dev.renderer();
     SourceListing source;
     if (renderer) source = renderer->render(kernel);
-    std::string key = std::to_string(dev_index) + "\n" + (renderer ? source.code : ir::print(kernel));
-    auto& cache = program_cache();
+    std::string program_key = std::to_string(dev_index) + "\n" + (renderer ? source.code : ir::print(kernel));
+    auto& programs = program_cache();
     bool cache_hit = true;
     double compile_ms = 0;
-    auto it = cache.find(key);
-    if (it == cache.end()) {
+    auto it = programs.find(program_key);
+    if (it == programs.end()) {
       CompileResult cr = dev.compile(kernel, renderer ? &source : nullptr);
       cache_hit = cr.cache_hit;
       compile_ms = cr.compile_ms;
-      it = cache.emplace(key, std::shared_ptr<Program>(std::move(cr.program))).first;
+      it = programs.emplace(program_key, std::shared_ptr<Program>(std::move(cr.program))).first;
     }
-    std::vector<Buffer*> bufs{out_buf.get()};
+    ck.program = it->second;
+    std::vector<std::shared_ptr<Buffer>> bufs{out_buf};
     for (NodeId in : item.inputs) bufs.push_back(buffer_of(in));
-    double ms = it->second->launch(bufs);
-    GlobalCounters::kernel_count++;
-    GlobalCounters::time_ms += ms;
+    double ms = launch_program(*ck.program, bufs);
+    record_launch(ck, kernel_ids[k], std::move(bufs));
+    cached.kernels.push_back(std::move(ck));
 
     if (observed) {
       KernelRunEvent ev;
@@ -185,6 +386,15 @@ void realize(const std::vector<NodeId>& targets) {
     }
   }
   for (auto& [id, buf] : out_buffers) g.set_realized(id, buf);
+
+  if (!observed) {
+    if (cache.words + key.words.size() > ScheduleCache::kMaxWords) clear_schedule_cache();
+    cache.words += key.words.size();
+    cached.words = key.words;
+    auto [slot, inserted] = cache.entries.try_emplace(key.hash);
+    if (!inserted) cache.words -= slot->second.words.size();  // a hash collision: the newer graph wins
+    slot->second = std::move(cached);
+  }
 }
 
 }  // namespace ts

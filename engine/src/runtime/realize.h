@@ -1,5 +1,13 @@
 // Realization: schedule → lower → (passes) → render → compile → launch, reporting every step to the
 // Session.
+//
+// The schedule cache: a realize() whose lazy graph has the same structure as an earlier one (same ops,
+// shapes, dtypes, devices, constants and wiring; other buffers of the same shapes) runs the kernels the
+// earlier one compiled, and skips the kernelizer, lowering, the passes, rendering and the compile-cache
+// lookup. A training loop rebuilds the same graph every step, so from the second step on a realize costs
+// a walk over the graph plus the launches. The structure is compared exactly (a hash finds the entry,
+// the full key confirms it). With a session observer attached the cache is bypassed, so the GUI and the
+// DEBUG printer always get the full schedule, IR and source events.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -12,14 +20,18 @@ namespace ts {
 // Throws std::runtime_error when a kernel fails to compile or the inputs live on different devices.
 void realize(const std::vector<NodeId>& targets);
 
-// Counters in the spirit of tinygrad's GlobalCounters.
+// Drops every cached schedule (the compiled programs stay in the program cache).
+void clear_schedule_cache();
+
+// Counters in the spirit of tinygrad's GlobalCounters. Defined in realize.cpp (not inline: the Python
+// module is a separate shared object and must see the library's copies).
 struct GlobalCounters {
-  static inline int64_t kernel_count = 0;  // kernels launched
-  static inline double time_ms = 0;        // kernel time, ms
-  static void reset() {
-    kernel_count = 0;
-    time_ms = 0;
-  }
+  static int64_t kernel_count;         // kernels launched (device copies not counted)
+  static double time_ms;               // kernel time, ms
+  static int64_t schedule_count;       // schedules made by the kernelizer (cache misses)
+  static int64_t schedule_cache_hits;  // realize() calls served by the schedule cache
+  static int64_t replayed_kernels;     // kernels launched by jit replays (also in kernel_count)
+  static void reset();
 };
 
 }  // namespace ts

@@ -34,6 +34,10 @@ Shape broadcast_shape(const Shape& a, const Shape& b) {
 
 Tensor broadcast_to(const Tensor& t, const Shape& shape) {
   if (t.shape() == shape) return t;
+  // a one-element constant without autograd history broadcasts to a constant of the new shape: what
+  // reshape + expand would fold it to (see primitive), without the two intermediate nodes (x + 1.0)
+  if (const Node& n = node(t); n.op == Op::Const && !t.requires_grad() && shape.size() >= n.shape.size() && shape_numel(n.shape) == 1)
+    return tensor_from_node(Graph::get().add(Op::Const, n.dtype, shape, {}, {}, n.value, n.device));
   Shape padded(shape.size() - t.shape().size(), 1);
   padded.insert(padded.end(), t.shape().begin(), t.shape().end());
   return t.reshape(padded).expand(shape);

@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "ir/ts_math.h"
+#include "runtime/capture.h"
 #include "runtime/realize.h"
 #include "tensor/tensor_impl.h"
 
@@ -132,6 +133,7 @@ Tensor Tensor::arange(double start, double stop, double step, const std::string&
 void Tensor::manual_seed(uint64_t seed) { rng().seed(seed); }
 
 Tensor Tensor::rand(const Shape& shape, const std::string& device) {
+  capture_note_random();
   std::uniform_real_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> v(shape_numel(shape));
   for (float& x : v) x = dist(rng());
@@ -139,6 +141,7 @@ Tensor Tensor::rand(const Shape& shape, const std::string& device) {
 }
 
 Tensor Tensor::randn(const Shape& shape, const std::string& device) {
+  capture_note_random();
   std::normal_distribution<float> dist(0.0f, 1.0f);
   std::vector<float> v(shape_numel(shape));
   for (float& x : v) x = dist(rng());
@@ -146,6 +149,7 @@ Tensor Tensor::randn(const Shape& shape, const std::string& device) {
 }
 
 Tensor Tensor::uniform(const Shape& shape, double low, double high, const std::string& device) {
+  capture_note_random();
   std::uniform_real_distribution<float> dist(static_cast<float>(low), static_cast<float>(high));
   std::vector<float> v(shape_numel(shape));
   for (float& x : v) x = dist(rng());
@@ -186,6 +190,7 @@ void Tensor::realize_all(const std::vector<Tensor>& tensors) {
 }
 
 void Tensor::copy_to_host(void* dst) const {
+  capture_note_host_read();
   Tensor t = *this;
   const Node& n = node(t);
   if (!n.realized() || n.buffer->numel != numel()) t.realize();
@@ -221,6 +226,7 @@ Tensor& Tensor::assign(const Tensor& value) {
   if (value.dtype() != dtype())
     throw std::invalid_argument(std::string("assign: dtype ") + dtype_name(value.dtype()) + " does not match " + dtype_name(dtype()));
   if (node(value).device != node(*this).device) throw std::invalid_argument("assign: value lives on another device");
+  capture_note_assign(impl_);  // a jit capture replays the new value into this tensor
   impl_->node = NodeRef(node_of(value));
   impl_->ctx = nullptr;
   return *this;

@@ -1,0 +1,101 @@
+// The schedule cache (runtime/realize.h) and CapturedJit (tensorscope/jit.h): a graph with the structure
+// of an earlier one reuses its kernels on its own buffers; a capture replays its launches on new inputs.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <vector>
+
+#include "runtime/realize.h"
+#include "tensorscope/jit.h"
+#include "tensorscope/tensor.h"
+
+using ts::GlobalCounters;
+using ts::Tensor;
+
+namespace {
+
+Tensor filled(std::vector<int64_t> shape, float start) {
+  std::vector<float> v(Tensor::ones(shape).numel());
+  for (size_t i = 0; i < v.size(); i++) v[i] = start + static_cast<float>(i);
+  return Tensor::from_data(v.data(), ts::DType::Float32, shape);
+}
+
+std::vector<float> values(const Tensor& t) {
+  std::vector<float> v(t.numel());
+  t.copy_to_host(v.data());
+  return v;
+}
+
+}  // namespace
+
+TEST(ScheduleCache, SameStructureReusesTheKernelsOnNewBuffers) {
+  auto build = [](float start) { return filled({2, 3}, start).mul(2.0).add(filled({3}, 10.0f)).sum(std::vector<int64_t>{1}); };
+  build(0).realize();  // fills the cache
+  GlobalCounters::reset();
+  Tensor t = build(100);
+  t.realize();
+  EXPECT_EQ(GlobalCounters::schedule_count, 0);
+  EXPECT_EQ(GlobalCounters::schedule_cache_hits, 1);
+  EXPECT_EQ(GlobalCounters::kernel_count, 1);
+  // row i: sum_j 2 (100 + 3i + j) + (10 + j)
+  EXPECT_EQ(values(t), (std::vector<float>{2 * 303 + 33, 2 * 312 + 33}));
+}
+
+TEST(ScheduleCache, AnotherConstantOrShapeIsAnotherSchedule) {
+  filled({4}, 0).mul(3.0).realize();
+  GlobalCounters::reset();
+  Tensor a = filled({4}, 0).mul(5.0);  // another constant
+  a.realize();
+  Tensor b = filled({5}, 0).mul(3.0);  // another shape
+  b.realize();
+  EXPECT_EQ(GlobalCounters::schedule_count, 2);
+  EXPECT_EQ(GlobalCounters::schedule_cache_hits, 0);
+  EXPECT_EQ(values(a), (std::vector<float>{0, 5, 10, 15}));
+  EXPECT_EQ(values(b), (std::vector<float>{0, 3, 6, 9, 12}));
+}
+
+TEST(ScheduleCache, SharedNodesAreToldApartFromEqualOnes) {
+  // x * x (one input read twice) and x * y (two inputs) must not share a schedule
+  Tensor x = filled({3}, 1), y = filled({3}, 2);
+  Tensor xx = x.mul(x);
+  xx.realize();
+  Tensor xy = x.mul(y);
+  xy.realize();
+  EXPECT_EQ(values(xx), (std::vector<float>{1, 4, 9}));
+  EXPECT_EQ(values(xy), (std::vector<float>{2, 6, 12}));
+}
+
+TEST(CapturedJit, ReplaysOnNewInputsWithFreshOutputs) {
+  Tensor state = filled({3}, 0);
+  Tensor a = filled({3}, 1), b = filled({3}, 2);
+  std::vector<Tensor> outs;
+  ts::CapturedJit captured = ts::CapturedJit::capture(
+      {a, b},
+      [&] {
+        state.assign(state.add(a));
+        return std::vector<Tensor>{a.mul(b).add(state)};
+      },
+      &outs);
+  EXPECT_EQ(values(outs[0]), (std::vector<float>{1 * 2 + 1, 2 * 3 + 3, 3 * 4 + 5}));
+  EXPECT_EQ(values(state), (std::vector<float>{1, 3, 5}));
+  EXPECT_EQ(captured.launch_count(), 2);
+  EXPECT_EQ(captured.state_count(), 1);
+
+  GlobalCounters::reset();
+  std::vector<Tensor> r1 = captured.replay({filled({3}, 10), filled({3}, 0)});
+  std::vector<Tensor> r2 = captured.replay({filled({3}, 0), filled({3}, 1)});
+  EXPECT_EQ(GlobalCounters::schedule_count, 0);
+  EXPECT_EQ(GlobalCounters::replayed_kernels, 4);
+  // state: 1,3,5 → +10,11,12 → 11,14,17 → +0,1,2 → 11,15,19
+  EXPECT_EQ(values(state), (std::vector<float>{11, 15, 19}));
+  EXPECT_EQ(values(r1[0]), (std::vector<float>{10 * 0 + 11, 11 * 1 + 14, 12 * 2 + 17}));  // not overwritten by r2
+  EXPECT_EQ(values(r2[0]), (std::vector<float>{0 * 1 + 11, 1 * 2 + 15, 2 * 3 + 19}));
+  EXPECT_THROW(captured.replay({filled({4}, 0), filled({3}, 0)}), std::invalid_argument);
+  EXPECT_THROW(captured.replay({filled({3}, 0)}), std::invalid_argument);
+}
+
+TEST(CapturedJit, HostReadsCannotBeCaptured) {
+  Tensor a = filled({3}, 1);
+  EXPECT_THROW(ts::CapturedJit::capture({a}, [&] { return std::vector<Tensor>{a.mul(a.sum().item())}; }, nullptr),
+               std::runtime_error);
+}
