@@ -67,8 +67,10 @@ def test_first_steps_match_torch(digits, name, kwargs, torch_name, torch_kwargs)
         topt.step()
     np.testing.assert_allclose(losses, ref_losses, rtol=1e-4)
     assert ref_losses[-1] < ref_losses[0]  # the run is a real training run, not a flat line
+    # the weights after 20 steps: float32 sums in a different order (PyTorch's BLAS kernels differ by
+    # CPU: OPENBLAS_CORETYPE=Haswell vs the native ones) drift apart by up to ~6e-5 with nesterov momentum
     for k, v in nn.get_state_dict(model).items():
-        np.testing.assert_allclose(v.numpy(), ref.state_dict()[k].numpy(), rtol=1e-3, atol=1e-5, err_msg=k)
+        np.testing.assert_allclose(v.numpy(), ref.state_dict()[k].numpy(), rtol=1e-3, atol=1e-4, err_msg=k)
 
 
 def test_batchnorm_training_matches_torch(digits):
