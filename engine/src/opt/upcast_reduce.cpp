@@ -52,9 +52,12 @@ void upcast_reduce(ir::Kernel& k) {
     // candidate: DEFINE_ACC, RANGE (reduce, constant bound), a body without loops that ends with the
     // accumulator's only ASSIGN, END_RANGE
     bool done = false;
-    if (old[i].op == Op::DefineAcc && i + 1 < old.size() && old[i + 1].op == Op::Range && old[i + 1].arg == 0 &&
-        old[old[i + 1].src[0]].op == Op::Const) {
-      size_t r = i + 1, end = r + 1;
+    // loop-invariant code motion may have put values between the accumulator and its loop
+    size_t r = i + 1;
+    while (r < old.size() && (old[r].op == Op::Const || old[r].op == Op::Load || ir::is_alu(old[r].op))) r++;
+    if (old[i].op == Op::DefineAcc && r < old.size() && old[r].op == Op::Range && old[r].arg == 0 &&
+        old[old[r].src[0]].op == Op::Const) {
+      size_t end = r + 1;
       int assigns = 0;
       bool simple = true;
       while (end < old.size() && old[end].op != Op::EndRange) {
@@ -73,6 +76,11 @@ void upcast_reduce(ir::Kernel& k) {
           std::vector<ValueId> acc(u_count);
           for (int u = 0; u < u_count; u++) acc[u] = emit(old[i]);  // acc[0] keeps the old accumulator's role
           remap[i] = acc[0];
+          for (size_t p = i + 1; p < r; p++) {  // the values in front of the loop, unchanged
+            Inst in = old[p];
+            for (int s = 0; s < in.num_src; s++) in.src[s] = remap[in.src[s]];
+            remap[p] = emit(in);
+          }
           Inst range = old[r];
           range.src[0] = constant(static_cast<double>(n / u_count), DType::Int32);
           ValueId r2 = emit(range);
