@@ -196,16 +196,26 @@ Tensor goes_before(const Tensor& av, const Tensor& ai, const Tensor& bv, const T
 // indices. Elements pair up inside blocks of 2h: element i of the lower half with element i of the upper
 // half (`mirror` false), or with element h−1−i of the upper half (`mirror` true: the block reversed; the
 // first stage of every merge). The lower element keeps whichever goes first. O(N), one kernel.
+//
+// The exchange is a permutation that is its own inverse (partners swap with each other or not at all), so
+// its gradient is the same exchange applied to the incoming gradient: one kernel per stage backwards too.
+// (Left to the chain rule, WHERE's two gradients would meet again only after the flip/reshape, and the
+// scheduler would fuse the whole backward network into one exponentially large expression.)
 Tensor compare_exchange(const Tensor& k, int64_t h, bool mirror, bool descending) {
   int64_t r = k.shape()[0], n = k.shape()[2], m = n / (2 * h);
-  Tensor k5 = k.reshape({r, 2, m, 2, h});
-  Tensor p5 = mirror ? k5.flip({3, 4}) : k5.flip({3});  // each element's partner, in its place
-  auto channel = [&](const Tensor& t, int64_t c) { return t.shrink({{0, r}, {c, c + 1}, {0, m}, {0, 2}, {0, h}}).detach(); };
+  auto partner = [=](const Tensor& t5) { return mirror ? t5.flip({3, 4}) : t5.flip({3}); };  // in each element's place
+  Tensor k5 = k.detach().reshape({r, 2, m, 2, h}), p5 = partner(k5);
+  auto channel = [&](const Tensor& t, int64_t c) { return t.shrink({{0, r}, {c, c + 1}, {0, m}, {0, 2}, {0, h}}); };
   Tensor partner_first = goes_before(channel(p5, 0), channel(p5, 1), channel(k5, 0), channel(k5, 1), descending);
   Tensor lower = arange_int(2, k.device()).eq(iconst(k, 0)).reshape({1, 1, 1, 2, 1});
   // the lower element takes its partner when the partner goes first; the upper one when it goes after
-  Tensor take = partner_first.eq(lower);
-  return take.where(p5, k5).reshape({r, 2, n}).contiguous();
+  Tensor take = partner_first.eq(lower);  // (R, 1, m, 2, h), the same for both channels
+  auto exchange = [=](const Tensor& t) {
+    Tensor t5 = t.reshape({r, 2, m, 2, h});
+    return take.where(partner(t5), t5).reshape({r, 2, n}).contiguous();
+  };
+  return with_custom_backward({k}, [&] { return exchange(k); },
+                              [exchange](const Tensor&, const Tensor& g) { return std::vector<Tensor>{exchange(g)}; });
 }
 
 // Stable sort of the last axis of x (..., n) with the bitonic network (see the top of the file).
