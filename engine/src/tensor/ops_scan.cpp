@@ -9,7 +9,8 @@
 //     kernel — the cheapest form for short axes.
 //   - longer: split the axis into ⌈n/B⌉ blocks of B = ⌈√n⌉, scan inside every block (recursively), scan
 //     the block totals (recursively), and combine each block with the total of the blocks before it.
-//     Work O(n·√n) at the top level, O(n·kDirectScan) in practice after the recursion; a handful of kernels.
+//     The leaves are window scans of at most kDirectScan elements (O(n·kDirectScan) work), each level adds
+//     O(n), and there are O(log log n) levels: 3–5 kernels for n = 1e3–1e5, instead of O(n²) work.
 //
 // Sorting — Batcher's bitonic sorting network (Batcher, "Sorting networks and their applications", 1968),
 // in the variant whose comparators all point the same way: pad the axis to a power of two N, then for
