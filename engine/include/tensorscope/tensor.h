@@ -192,14 +192,16 @@ class Tensor {
   Tensor all(const Axes& axes = std::nullopt, bool keepdim = false) const;
   // x / max(‖x‖_p over dim, eps) (torch.nn.functional.normalize).
   Tensor normalize(double p = 2.0, int64_t dim = 1, double eps = 1e-12) const;
-  // Scans along one axis, as a window sum/max/product over a padded _pool (tinygrad's _cumalu).
+  // Scans along one axis: a window sum/max/product over a padded _pool (tinygrad's _cumalu) for n <= 64,
+  // else a blocked multi-level scan (tinygrad's _split_cumalu): O(n·√n) work, a few kernels (ops_scan.cpp).
   Tensor cumsum(int64_t axis = 0) const;
   Tensor cumprod(int64_t axis) const;
   // (values, int32 indices); the index is the last position of the running max/min, as torch.
   std::pair<Tensor, Tensor> cummax(int64_t axis = 0) const;
   std::pair<Tensor, Tensor> cummin(int64_t axis = 0) const;
   Tensor logcumsumexp(int64_t axis = 0) const;
-  // Sorting by comparison counting (rank of each element): stable; NaN sorts as the largest value.
+  // Stable sort (ties keep their order); NaN sorts as the largest value. n <= 512: comparison counting
+  // (O(n²)); longer: Batcher's bitonic network, O(n log² n), one kernel per stage (ops_scan.cpp).
   std::pair<Tensor, Tensor> sort(int64_t dim = -1, bool descending = false) const;
   Tensor argsort(int64_t dim = -1, bool descending = false) const;
   // k > size of dim throws std::invalid_argument.

@@ -9,7 +9,8 @@
 //     kernel — the cheapest form for short axes.
 //   - longer: split the axis into ⌈n/B⌉ blocks of B = ⌈√n⌉, scan inside every block (recursively), scan
 //     the block totals (recursively), and combine each block with the total of the blocks before it.
-//     Work O(n·√n) at the top level, O(n·kDirectScan) in practice after the recursion; a handful of kernels.
+//     The leaves are window scans of at most kDirectScan elements (O(n·kDirectScan) work), each level adds
+//     O(n), and there are O(log log n) levels: 3–5 kernels for n = 1e3–1e5, instead of O(n²) work.
 //
 // Sorting — Batcher's bitonic sorting network (Batcher, "Sorting networks and their applications", 1968),
 // in the variant whose comparators all point the same way: pad the axis to a power of two N, then for
@@ -18,7 +19,7 @@
 // (log2(N)·(log2(N)+1)/2 kernels, but only 2·log2(N) distinct ones). Values travel with their original
 // index, and ties are broken by that index, so the result is stable like torch's stable sort. The
 // gradient flows back through the WHEREs: each value's gradient returns to where it came from.
-// Short axes (n ≤ kDirectSort) keep the comparison-counting sort: O(n²) work in 1–2 kernels.
+// Short axes (n ≤ kDirectSort = 512) keep the comparison-counting sort: O(n²) work in 1–2 kernels.
 #include <cmath>
 #include <limits>
 
@@ -35,8 +36,10 @@ constexpr double kInt32Highest = 2147483647.0;
 // Up to this length a scan is one O(n²) window reduction; above it, blocked (see the top of the file).
 constexpr int64_t kDirectScan = 64;
 // Up to this length sort counts comparisons (O(n²), 1–2 kernels) instead of running the bitonic network
-// (log2(N)(log2(N)+1)/2 kernels: 15 already for n = 32).
-constexpr int64_t kDirectSort = 32;
+// (log2(N)(log2(N)+1)/2 kernels: 45 for n = 512, ~20 of them distinct programs to compile). Measured on
+// the C device: counting is faster up to n = 512 even for 256 rows (72 ms vs 95 ms; 0.6 ms vs 11 ms for
+// one row), the network from n = 1024 on (213 ms vs 316 ms for 256 rows).
+constexpr int64_t kDirectSort = 512;
 
 Tensor pad_last(const Tensor& x, int64_t before, int64_t after, double fill) {
   Pairs p(x.ndim(), {0, 0});
@@ -196,16 +199,26 @@ Tensor goes_before(const Tensor& av, const Tensor& ai, const Tensor& bv, const T
 // indices. Elements pair up inside blocks of 2h: element i of the lower half with element i of the upper
 // half (`mirror` false), or with element h−1−i of the upper half (`mirror` true: the block reversed; the
 // first stage of every merge). The lower element keeps whichever goes first. O(N), one kernel.
+//
+// The exchange is a permutation that is its own inverse (partners swap with each other or not at all), so
+// its gradient is the same exchange applied to the incoming gradient: one kernel per stage backwards too.
+// (Left to the chain rule, WHERE's two gradients would meet again only after the flip/reshape, and the
+// scheduler would fuse the whole backward network into one exponentially large expression.)
 Tensor compare_exchange(const Tensor& k, int64_t h, bool mirror, bool descending) {
   int64_t r = k.shape()[0], n = k.shape()[2], m = n / (2 * h);
-  Tensor k5 = k.reshape({r, 2, m, 2, h});
-  Tensor p5 = mirror ? k5.flip({3, 4}) : k5.flip({3});  // each element's partner, in its place
-  auto channel = [&](const Tensor& t, int64_t c) { return t.shrink({{0, r}, {c, c + 1}, {0, m}, {0, 2}, {0, h}}).detach(); };
+  auto partner = [=](const Tensor& t5) { return mirror ? t5.flip({3, 4}) : t5.flip({3}); };  // in each element's place
+  Tensor k5 = k.detach().reshape({r, 2, m, 2, h}), p5 = partner(k5);
+  auto channel = [&](const Tensor& t, int64_t c) { return t.shrink({{0, r}, {c, c + 1}, {0, m}, {0, 2}, {0, h}}); };
   Tensor partner_first = goes_before(channel(p5, 0), channel(p5, 1), channel(k5, 0), channel(k5, 1), descending);
   Tensor lower = arange_int(2, k.device()).eq(iconst(k, 0)).reshape({1, 1, 1, 2, 1});
   // the lower element takes its partner when the partner goes first; the upper one when it goes after
-  Tensor take = partner_first.eq(lower);
-  return take.where(p5, k5).reshape({r, 2, n}).contiguous();
+  Tensor take = partner_first.eq(lower);  // (R, 1, m, 2, h), the same for both channels
+  auto exchange = [=](const Tensor& t) {
+    Tensor t5 = t.reshape({r, 2, m, 2, h});
+    return take.where(partner(t5), t5).reshape({r, 2, n}).contiguous();
+  };
+  return with_custom_backward({k}, [&] { return exchange(k); },
+                              [exchange](const Tensor&, const Tensor& g) { return std::vector<Tensor>{exchange(g)}; });
 }
 
 // Stable sort of the last axis of x (..., n) with the bitonic network (see the top of the file).
