@@ -89,7 +89,6 @@ void register_tile(ir::Kernel& k) {
   order.push_back(static_cast<ValueId>(inner_end));
   for (size_t i = outer_end + 1; i < insts.size(); i++) order.push_back(static_cast<ValueId>(i));
   reorder_instructions(k, order);
-  // 2. upcast the loop that is now innermost
   // 2. upcast the loop that is now innermost; each row's statements stay together (row r: its NR
   //    multiply-adds over contiguous w), which is the order gcc's SLP vectorizer packs into vectors
   upcast_loop(k, new_outer, mr, /*side_by_side=*/false);
