@@ -68,6 +68,7 @@ std::string CStyleRenderer::alu(const ir::Inst& in, const std::vector<std::strin
     case Op::Sqrt: return lang_.sqrt + "(" + s[0] + ")";
     case Op::Recip: return "(1.0f/" + s[0] + ")";
     case Op::Cast: return cast(s[0], sdt[0], in.dtype);
+    case Op::Bitcast: return (in.dtype == DType::Int32 ? lang_.float_as_int : lang_.int_as_float) + "(" + s[0] + ")";
     case Op::Add: return "(" + s[0] + " + " + s[1] + ")";
     case Op::Mul: return "(" + s[0] + " * " + s[1] + ")";
     case Op::Max: return f ? lang_.max + "(" + s[0] + ", " + s[1] + ")"

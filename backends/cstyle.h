@@ -20,6 +20,7 @@ struct CStyleLanguage {
   std::string exp2 = "exp2f", log2 = "log2f", sin = "sinf", sqrt = "sqrtf";
   std::string max = "ts_fmaxf";         // must propagate NaN like torch.maximum
   std::string fma = "fmaf";             // a * b + c with one rounding (MULACC)
+  std::string float_as_int = "ts_float_to_bits", int_as_float = "ts_bits_to_float";  // BITCAST
   std::string true_literal = "1", false_literal = "0";
   std::string infinity = "(1.0f/0.0f)", neg_infinity = "(-1.0f/0.0f)", nan = "(0.0f/0.0f)";
   // float16 (see ir.h): values live in float registers, so only buffers and conversions differ. The

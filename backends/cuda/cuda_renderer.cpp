@@ -13,6 +13,7 @@ static CStyleLanguage cuda_language() {
   l.bool_type = "bool";
   l.infinity = "__int_as_float(0x7f800000)", l.neg_infinity = "__int_as_float(0xff800000)";
   l.nan = "__int_as_float(0x7fc00000)";
+  l.float_as_int = "__float_as_int", l.int_as_float = "__int_as_float";
   // float16 buffers hold the bit patterns; the conversions are the PTX instructions cuda_fp16.h's
   // __half2float / __float2half_rn wrap (see signature()), so kernels need no header on NVRTC's search path
   l.half_type = "unsigned short";

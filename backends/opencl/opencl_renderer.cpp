@@ -18,6 +18,7 @@ static CStyleLanguage opencl_language() {
   l.buffer_qualifier = "restrict";
   l.bool_type = "bool";
   l.exp2 = "exp2", l.log2 = "log2", l.sin = "sin", l.sqrt = "sqrt", l.fma = "fma";  // overloaded builtins
+  l.float_as_int = "as_int", l.int_as_float = "as_float";
   l.infinity = "INFINITY", l.neg_infinity = "(-INFINITY)", l.nan = "NAN";
   l.half_type = "half";  // only as a pointer target (OpenCL C 1.2 without cl_khr_fp16)
   for (int d = 0; d < 3; d++) {

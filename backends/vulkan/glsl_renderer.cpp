@@ -9,6 +9,7 @@ static CStyleLanguage glsl_language() {
   l.kernel_prefix = "void main()";
   l.bool_type = "bool";
   l.exp2 = "exp2", l.log2 = "log2", l.sin = "sin", l.sqrt = "sqrt", l.fma = "fma";
+  l.float_as_int = "floatBitsToInt", l.int_as_float = "intBitsToFloat";
   l.true_literal = "true", l.false_literal = "false";
   // GLSL has no INFINITY/NAN and may fold 1.0/0.0 to anything: spell the IEEE bit patterns
   l.infinity = "uintBitsToFloat(0x7F800000u)", l.neg_infinity = "uintBitsToFloat(0xFF800000u)";

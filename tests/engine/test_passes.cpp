@@ -173,3 +173,40 @@ TEST(Passes, UpcastReduceLooksPastLoopInvariantValues) {
   ir::interpret(k, {got.data(), xs.data()});
   EXPECT_EQ(got, want);
 }
+
+TEST(Passes, MaxReduceOnIntegerKeysKeepsEveryValue) {
+  // out[r] = max over a row of special values; the integer-key version must give the same floats
+  // (NaN wins; -0.0 stays -0.0 when the row has nothing larger)
+  const std::vector<std::vector<float>> rows = {
+      {1.0f, -0.0f, 0.0f, NAN, 3.0f}, {-INFINITY, -5.0f, -1e-40f, -3.0f, -2.0f}, {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f},
+      {INFINITY, 1.0f, 2.0f, 3.0f, -INFINITY}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}, {2.5f, 1e30f, -1e30f, 7e-45f, 0.0f}};
+  const int64_t R = static_cast<int64_t>(rows.size()), C = 5;
+  ir::Kernel k;
+  k.name = "rowmax";
+  k.globals = {{DType::Float32, R, true}, {DType::Float32, R * C, false}};
+  ir::Builder b(k);
+  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32);
+  auto rr = b.range(R, true);
+  auto acc = b.acc(-INFINITY, DType::Float32);
+  auto rc = b.range(C);
+  b.assign(acc, b.alu(Op::Max, DType::Float32, acc, b.load(x, b.add(b.mul(rr, b.cint(C)), rc))));
+  b.end_range(rc);
+  b.store(out, rr, acc);
+  b.end_range(rr);
+  ir::Kernel keyed = k;
+  max_reduce_as_int(keyed);
+  ASSERT_TRUE(ir::verify(keyed).empty()) << ir::print(keyed);
+  EXPECT_EQ(count(keyed, Op::Bitcast), 2);  // the key of each element, the float of the result
+  std::vector<float> xs, got(R);
+  for (auto& row : rows) xs.insert(xs.end(), row.begin(), row.end());
+  ir::interpret(keyed, {got.data(), xs.data()});
+  const std::vector<float> want = {NAN, -1e-40f, -0.0f, INFINITY, -INFINITY, 1e30f};
+  for (int64_t r = 0; r < R; r++) {
+    if (std::isnan(want[r])) {
+      EXPECT_TRUE(std::isnan(got[r])) << "row " << r;
+    } else {
+      EXPECT_EQ(got[r], want[r]) << "row " << r;
+      EXPECT_EQ(std::signbit(got[r]), std::signbit(want[r])) << "row " << r;
+    }
+  }
+}

@@ -36,6 +36,7 @@ enum class Op : uint8_t {
   Assign,        // src0: DEFINE_ACC, src1: new value (inside its loop; after it, to combine partial sums)
   // ALU (dtype is the result type)
   Neg, Exp2, Log2, Sin, Sqrt, Recip, Cast,
+  Bitcast,       // the same 32 bits as the other type (float32 <-> int32), as C's memcpy / OpenCL's as_int
   Add, Mul, Max, CmpLt, CmpEq, IDiv, Mod, And,
   Where,         // src0: bool condition, src1: if true, src2: if false
   MulAcc,        // src0 * src1 + src2 with one rounding (fused multiply-add; tinygrad's MULACC). Made by

@@ -107,6 +107,7 @@ void interpret(const Kernel& k, const std::vector<void*>& buffers) {
       case Op::Sin: r.f = sinf(S(0).f); break;
       case Op::Sqrt: r.f = sqrtf(S(0).f); break;
       case Op::Recip: r.f = 1.0f / S(0).f; break;
+      case Op::Bitcast: r = S(0); break;  // a Slot holds the 32 bits either way
       case Op::Cast:
         if (dt == DType::Float32) r.f = as_float(S(0), SD(0));
         else if (dt == DType::Float16) r.f = ts_round_half(as_float(S(0), SD(0)));

@@ -7,7 +7,7 @@ namespace ts::ir {
 
 const char* op_name(Op op) {
   static const char* names[] = {"DEFINE_GLOBAL", "DEFINE_ACC", "CONST", "RANGE", "END_RANGE", "LOAD", "STORE",
-                                "ASSIGN", "NEG", "EXP2", "LOG2", "SIN", "SQRT", "RECIP", "CAST", "ADD", "MUL",
+                                "ASSIGN", "NEG", "EXP2", "LOG2", "SIN", "SQRT", "RECIP", "CAST", "BITCAST", "ADD", "MUL",
                                 "MAX", "CMPLT", "CMPEQ", "IDIV", "MOD", "AND", "WHERE", "MULACC"};
   return names[static_cast<int>(op)];
 }
@@ -24,7 +24,7 @@ const char* opt_name(AppliedOpt::Kind kind) {
 bool is_alu(Op op) { return op >= Op::Neg; }
 
 int alu_arity(Op op) {
-  if (op >= Op::Neg && op <= Op::Cast) return 1;
+  if (op >= Op::Neg && op <= Op::Bitcast) return 1;
   if (op == Op::Where || op == Op::MulAcc) return 3;
   if (op >= Op::Add) return 2;
   return 0;

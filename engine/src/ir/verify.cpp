@@ -75,6 +75,10 @@ std::vector<std::string> verify(const Kernel& k) {
         if (in.dtype != DType::Bool || dt(0) != dt(1)) fail(i, "comparison needs equal operand dtypes and a bool result");
         break;
       case Op::Cast: break;
+      case Op::Bitcast:
+        if (in.num_src != 1 || !((dt(0) == DType::Float32 && in.dtype == DType::Int32) || (dt(0) == DType::Int32 && in.dtype == DType::Float32)))
+          fail(i, "BITCAST goes between float32 and int32");
+        break;
       default:
         if (is_alu(in.op)) {
           bool half = in.dtype == DType::Float16;

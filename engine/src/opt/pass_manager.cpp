@@ -21,6 +21,8 @@ const std::vector<Pass>& pipeline() {
       {"simplify", "fold constants, simplify index arithmetic and merge equal values again (after UPCAST)", simplify},
       {"upcast_reduce", "UPCAST: the innermost reduce loop keeps up to 16 partial accumulators (vectorizable)",
        upcast_reduce},
+      {"max_reduce_as_int", "a float max-reduction runs on order-preserving int32 keys (vectorizes; NaN still wins)",
+       max_reduce_as_int},
       {"fuse_multiply_add", "acc = acc + a*b becomes one fused multiply-add (MULACC)", fuse_multiply_add},
   };
   return passes;

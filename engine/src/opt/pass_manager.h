@@ -36,6 +36,7 @@ void upcast_reduce(ir::Kernel& kernel);
 void register_tile(ir::Kernel& kernel);
 void simplify(ir::Kernel& kernel);
 void fuse_multiply_add(ir::Kernel& kernel);
+void max_reduce_as_int(ir::Kernel& kernel);
 
 // Generated sources stay reasonable (and compile in well under a second): an UPCAST that would make a
 // loop body longer than this many instructions is not done.
