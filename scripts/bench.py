@@ -1,7 +1,9 @@
 """Tensorscope benchmarks against NumPy and PyTorch, measured side by side in one run.
 
-Each workload runs in Tensorscope, NumPy and PyTorch with the same inputs; results are checked against
-NumPy; the table shows medians (ms) and ratios. Thread counts are set explicitly for all three
+Each workload runs in Tensorscope, NumPy and PyTorch with the same inputs (and, for the elementwise chain,
+the softmax and the sum, in hand-written fused C: scripts/bench_ref.c, compiled here with gcc -O3
+-march=native -ffast-math and OpenMP); results are checked against NumPy; the table shows medians (ms)
+and ratios (ts/C: Tensorscope's time over the hand-written C's). Thread counts are set explicitly for all three
 (TENSORSCOPE_THREADS, OPENBLAS_NUM_THREADS / OMP_NUM_THREADS, torch.set_num_threads) and
 OPENBLAS_CORETYPE is unset, so that OpenBLAS picks its best kernels (the environment may force
 Haswell, which halves its sgemm speed). Run: scripts/bench.sh [--quick] [--json FILE]
@@ -46,8 +48,30 @@ def check(name, got, want, rtol=1e-3, atol=1e-4):
 rows = []
 
 
-def row(name, ts_ms, np_ms=None, torch_ms=None, extra=""):
-    rows.append({"workload": name, "threads": THREADS, "tensorscope_ms": ts_ms, "numpy_ms": np_ms, "torch_ms": torch_ms, "note": extra})
+def row(name, ts_ms, np_ms=None, torch_ms=None, extra="", c_ms=None):
+    rows.append({"workload": name, "threads": THREADS, "tensorscope_ms": ts_ms, "numpy_ms": np_ms, "torch_ms": torch_ms,
+                 "hand_c_ms": c_ms, "note": extra})
+
+
+# Hand-written fused C (scripts/bench_ref.c), compiled here with gcc and called through ctypes.
+def load_hand_c():
+    import ctypes
+    import subprocess
+    import tempfile
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "bench_ref.c")
+    lib = os.path.join(tempfile.mkdtemp(prefix="tensorscope-bench-"), "bench_ref.so")
+    subprocess.run(["gcc", "-O3", "-march=native", "-ffast-math", "-fopenmp", "-shared", "-fPIC", src, "-o", lib, "-lm"], check=True)
+    c = ctypes.CDLL(lib)
+    fp = ctypes.POINTER(ctypes.c_float)
+    c.ref_elementwise.argtypes = [fp, fp, fp, fp, ctypes.c_long]
+    c.ref_softmax.argtypes = [fp, fp, ctypes.c_long, ctypes.c_long]
+    c.ref_sum.argtypes = [fp, ctypes.c_long]
+    c.ref_sum.restype = ctypes.c_float
+    c.ref_set_threads(THREADS)
+    return c, lambda arr: arr.ctypes.data_as(fp)
+
+
+hand_c, ptr = load_hand_c()
 
 
 rng = np.random.default_rng(0)
@@ -61,9 +85,13 @@ GlobalCounters.reset()
 out = ((ta * tb + tc).relu() * 2 + (-ta).exp()).realize()
 kernels = GlobalCounters.kernel_count
 check("elementwise", out.numpy(), np.maximum(a * b + c, 0) * 2 + np.exp(-a))
+c_out = np.empty_like(a)
+hand_c.ref_elementwise(ptr(c_out), ptr(a), ptr(b), ptr(c), n)
+check("elementwise (hand-written C)", c_out, np.maximum(a * b + c, 0) * 2 + np.exp(-a))
 row(f"relu(a*b+c)*2+exp(-a), {n >> 20}M", median_ms(lambda: ((ta * tb + tc).relu() * 2 + (-ta).exp()).realize()),
     median_ms(lambda: np.maximum(a * b + c, 0) * 2 + np.exp(-a)),
-    median_ms(lambda: torch.relu(pa * pb + pc) * 2 + torch.exp(-pa)), f"{kernels} kernel(s)")
+    median_ms(lambda: torch.relu(pa * pb + pc) * 2 + torch.exp(-pa)), f"{kernels} kernel(s)",
+    median_ms(lambda: hand_c.ref_elementwise(ptr(c_out), ptr(a), ptr(b), ptr(c), n)))
 
 # ---- row softmax 4096x4096 --------------------------------------------------------------------
 m = 1024 if QUICK else 4096
@@ -80,13 +108,18 @@ GlobalCounters.reset()
 out = tx.softmax(-1).realize()
 kernels = GlobalCounters.kernel_count
 check("softmax", out.numpy(), np_softmax(x), atol=1e-6)
+c_out = np.empty_like(x)
+hand_c.ref_softmax(ptr(c_out), ptr(x), m, m)
+check("softmax (hand-written C)", c_out, np_softmax(x), atol=1e-6)
 row(f"softmax rows {m}x{m}", median_ms(lambda: tx.softmax(-1).realize()), median_ms(lambda: np_softmax(x)),
-    median_ms(lambda: torch.softmax(px, -1)), f"{kernels} kernel(s)")
+    median_ms(lambda: torch.softmax(px, -1)), f"{kernels} kernel(s)",
+    median_ms(lambda: hand_c.ref_softmax(ptr(c_out), ptr(x), m, m)))
 
 # ---- sum of 16M ---------------------------------------------------------------------------------
 # float32 summation error grows with n: compare against the float64 sum within 1e-6 of sum|a|
 check("sum", ta.sum().numpy(), np.sum(a, dtype=np.float64), rtol=0, atol=1e-6 * float(np.abs(a).sum()))
-row(f"sum of {n >> 20}M", median_ms(lambda: ta.sum().realize()), median_ms(lambda: a.sum()), median_ms(lambda: pa.sum()))
+row(f"sum of {n >> 20}M", median_ms(lambda: ta.sum().realize()), median_ms(lambda: a.sum()), median_ms(lambda: pa.sum()),
+    c_ms=median_ms(lambda: hand_c.ref_sum(ptr(a), n)))
 
 # ---- matmul -----------------------------------------------------------------------------------
 for size in ([256] if QUICK else [1024, 2048]):
@@ -205,11 +238,13 @@ def fmt(v):
 
 
 print(f"\nTensorscope benchmarks — {THREADS} thread(s), OPENBLAS_CORETYPE unset, medians in ms")
-print(f"{'workload':42} {'tensorscope':>12} {'numpy':>10} {'torch':>10} {'np/ts':>7} {'torch/ts':>8}  note")
+print(f"{'workload':42} {'tensorscope':>12} {'numpy':>10} {'torch':>10} {'hand C':>9} {'np/ts':>7} {'torch/ts':>8} {'ts/C':>6}  note")
 for r in rows:
     ratio_np = f"{r['numpy_ms'] / r['tensorscope_ms']:.2f}" if r["numpy_ms"] else "-"
     ratio_t = f"{r['torch_ms'] / r['tensorscope_ms']:.2f}" if r["torch_ms"] else "-"
-    print(f"{r['workload']:42} {fmt(r['tensorscope_ms']):>12} {fmt(r['numpy_ms']):>10} {fmt(r['torch_ms']):>10} {ratio_np:>7} {ratio_t:>8}  {r['note']}")
+    ratio_c = f"{r['tensorscope_ms'] / r['hand_c_ms']:.2f}" if r["hand_c_ms"] else "-"
+    print(f"{r['workload']:42} {fmt(r['tensorscope_ms']):>12} {fmt(r['numpy_ms']):>10} {fmt(r['torch_ms']):>10} "
+          f"{fmt(r['hand_c_ms']):>9} {ratio_np:>7} {ratio_t:>8} {ratio_c:>6}  {r['note']}")
 if "--json" in sys.argv:
     path = sys.argv[sys.argv.index("--json") + 1]
     with open(path, "w") as f:
