@@ -4,6 +4,7 @@
 // would show a rounding in between (the composite's primitives rounded one by one give other bits).
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -201,7 +202,8 @@ TEST_P(HalfOps, GradientsAreFloat16) {
       std::vector<float> g = values(g16), w = values(g32);
       // one float16 ulp: the float16 graph rounds the forward value it multiplies by (exp(a) in
       // exp(a)·b) where the float32 graph does not
-      for (size_t i = 0; i < g.size(); i++) EXPECT_NEAR(g[i], w[i], std::abs(w[i]) * 1e-3 + 1e-6) << "case " << which << ", element " << i;
+      for (size_t i = 0; i < g.size(); i++)
+        EXPECT_NEAR(g[i], w[i], std::abs(w[i]) * 1e-3 + 1e-6) << "case " << which << ", element " << i;
     }
   }
 }

@@ -79,8 +79,11 @@ Tensor prod_last(const Tensor& x, bool keepdim);
 // float operands with dims are all float16; 0-d tensors, which python scalars become, do not promote;
 // with only 0-d float operands, they decide). The inner call sees float32 tensors only, so nothing it
 // calls rounds: the one rounding is the outermost op's. The casts are graph nodes, so the GUI shows
-// where float16 rounds. Ops that only move, select or compare values (reshape, pad, cat, getitem,
-// where, minimum, comparisons, ...) and the primitives above are exact in float16 and skip the rule.
+// where float16 rounds. The primitives above already round once, and ops that only move, select or
+// compare values (reshape, pad, cat, getitem, neg, sub, minimum, comparisons, ...) are exact in
+// float16: they skip the rule, so their float16 graphs have no casts. The unary primitives (exp2, log2,
+// sin, sqrt, reciprocal) take it for their backward rules, which compute with the forward's values.
+// Gradients: backward() casts each input's gradient to the input's dtype (autograd.cpp), as torch does.
 
 // The float operands of an op, as torch.result_type counts them.
 class Float16Operands {

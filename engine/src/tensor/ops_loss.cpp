@@ -75,7 +75,8 @@ Tensor Tensor::cross_entropy(const Tensor& y, const std::string& reduction, doub
 // "mean" averages over the labels that are not ignored
 Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::string& reduction, int64_t ignore_index,
                                                double label_smoothing) const {
-  if (auto r = float16_rule(&Tensor::sparse_categorical_crossentropy, *this, y, reduction, ignore_index, label_smoothing)) return *r;
+  if (auto r = float16_rule(&Tensor::sparse_categorical_crossentropy, *this, y, reduction, ignore_index, label_smoothing))
+    return *r;
   check_reduction(reduction);
   if (ndim() < 1) throw std::invalid_argument("sparse_categorical_crossentropy: logits need a class axis (last)");
   Tensor y_one_hot = labels_one_hot(*this, y, ndim() - 1, "sparse_categorical_crossentropy");

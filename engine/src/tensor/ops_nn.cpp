@@ -127,7 +127,8 @@ Tensor Tensor::conv2d(const Tensor& weight, const Tensor* bias, int64_t groups, 
 Tensor Tensor::conv_transpose2d(const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride_,
                                 const std::vector<int64_t>& dilation_, const std::vector<int64_t>& padding,
                                 const std::vector<int64_t>& output_padding) const {
-  if (auto r = float16_rule(&Tensor::conv_transpose2d, *this, weight, bias, groups, stride_, dilation_, padding, output_padding)) return *r;
+  if (auto r = float16_rule(&Tensor::conv_transpose2d, *this, weight, bias, groups, stride_, dilation_, padding, output_padding))
+    return *r;
   if (weight.ndim() < 3 || ndim() != weight.ndim())
     throw std::runtime_error("conv_transpose2d: input " + shape_text(shape()) + " and weight " + shape_text(weight.shape()) +
                              " must both have 1-3 spatial dims");
@@ -205,7 +206,8 @@ Tensor Tensor::max_pool2d(const std::vector<int64_t>& kernel, const std::vector<
 std::pair<Tensor, Tensor> Tensor::max_pool2d_with_indices(const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
                                                           const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding,
                                                           bool ceil_mode) const {
-  if (auto r = float16_rule(&Tensor::max_pool2d_with_indices, *this, kernel, stride, dilation, padding, ceil_mode)) return *r;
+  if (auto r = float16_rule(&Tensor::max_pool2d_with_indices, *this, kernel, stride, dilation, padding, ceil_mode))
+    return *r;
   PoolArgs a = pool_args(*this, kernel, stride, dilation, padding, ceil_mode, "max_pool2d");
   double lowest = dtype() == DType::Float32 ? -kInf : -2147483648.0;
   Tensor pooled = pool(pad(full_pads(*this, a.eff_pads), lowest), a.k, a.s, a.d);
@@ -224,7 +226,8 @@ std::pair<Tensor, Tensor> Tensor::max_pool2d_with_indices(const std::vector<int6
 // otherwise by the number of real elements (a pooled ones-tensor), as torch
 Tensor Tensor::avg_pool2d(const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation,
                           const std::vector<int64_t>& padding, bool ceil_mode, bool count_include_pad) const {
-  if (auto r = float16_rule(&Tensor::avg_pool2d, *this, kernel, stride, dilation, padding, ceil_mode, count_include_pad)) return *r;
+  if (auto r = float16_rule(&Tensor::avg_pool2d, *this, kernel, stride, dilation, padding, ceil_mode, count_include_pad))
+    return *r;
   PoolArgs a = pool_args(*this, kernel, stride, dilation, padding, ceil_mode, "avg_pool2d");
   auto ax = last_axes(a.n);
   Tensor x = as_float(*this);
@@ -246,7 +249,8 @@ Tensor Tensor::avg_pool2d(const std::vector<int64_t>& kernel, const std::vector<
 // output plane, WHERE + SUM (tinygrad's max_unpool2d)
 Tensor Tensor::max_unpool2d(const Tensor& indices, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
                             const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding, const Shape& output_size) const {
-  if (auto r = float16_rule(&Tensor::max_unpool2d, *this, indices, kernel, stride, dilation, padding, output_size)) return *r;
+  if (auto r = float16_rule(&Tensor::max_unpool2d, *this, indices, kernel, stride, dilation, padding, output_size))
+    return *r;
   size_t n = kernel.size();
   check_pool_input(*this, n, "max_unpool2d");
   if (indices.shape() != shape())
@@ -348,7 +352,8 @@ Tensor Tensor::dropout(double p) const {
 
 Tensor Tensor::scaled_dot_product_attention(const Tensor& key, const Tensor& value, const Tensor* attn_mask, double dropout_p,
                                             bool is_causal) const {
-  if (auto r = float16_rule(&Tensor::scaled_dot_product_attention, *this, key, value, attn_mask, dropout_p, is_causal)) return *r;
+  if (auto r = float16_rule(&Tensor::scaled_dot_product_attention, *this, key, value, attn_mask, dropout_p, is_causal))
+    return *r;
   if (ndim() < 2 || key.ndim() < 2 || value.ndim() < 2)
     throw std::runtime_error("scaled_dot_product_attention: query " + shape_text(shape()) + ", key " + shape_text(key.shape()) +
                              " and value " + shape_text(value.shape()) + " need at least 2 dims");
