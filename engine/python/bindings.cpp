@@ -56,70 +56,6 @@ py::array to_numpy(const Tensor& t) {
   return out;
 }
 
-// ---- float16: PyTorch's CPU rule, op by op -------------------------------------------------------
-// torch computes an op on float16 tensors in float32 and rounds its result to float16 once (c10::Half
-// widens to float in every CPU kernel; sum and matmul accumulate in float32). The engine's ops are
-// compositions of primitives, and rounding after each primitive would round, e.g., exp(x) =
-// exp2(x·log2 e) twice, losing |x|·2^-11 of relative accuracy. So every computing op bound below goes
-// through half_op: float16 operands are widened to float32, the op runs in float32, and its float32
-// results are cast to the dtype torch.result_type gives: float16 when the float operands that have
-// dimensions are float16 (0-d tensors and python scalars do not promote within a category; if all
-// float operands are 0-d, they decide). The casts are graph nodes: the rounding shows in the GUI.
-// Movement ops (reshape, permute, ...) only move values and are bound directly.
-struct HalfPromotion {
-  bool any_half = false;
-  bool dim[2] = {false, false}, zero_d[2] = {false, false};  // [0]: float32, [1]: float16 operands seen
-  void see(const Tensor& t) {
-    if (!t.defined() || !ts::is_float(t.dtype())) return;
-    const bool h = t.dtype() == DType::Float16;
-    any_half |= h;
-    (t.ndim() == 0 ? zero_d : dim)[h] = true;
-  }
-  void see(const std::optional<Tensor>& t) { if (t) see(*t); }
-  void see(const std::vector<Tensor>& v) { for (const Tensor& t : v) see(t); }
-  template <typename T> void see(const T&) {}
-  bool result_half() const { return dim[0] || dim[1] ? !dim[0] : !zero_d[0]; }
-};
-
-Tensor widen(const Tensor& t) { return t.defined() && t.dtype() == DType::Float16 ? t.cast(DType::Float32) : t; }
-std::optional<Tensor> widen(const std::optional<Tensor>& t) { return t ? std::optional<Tensor>(widen(*t)) : std::nullopt; }
-std::vector<Tensor> widen(const std::vector<Tensor>& v) {
-  std::vector<Tensor> out;
-  for (const Tensor& t : v) out.push_back(widen(t));
-  return out;
-}
-template <typename T> const T& widen(const T& x) { return x; }
-
-Tensor narrow(const Tensor& t) { return t.dtype() == DType::Float32 ? t.cast(DType::Float16) : t; }
-std::pair<Tensor, Tensor> narrow(const std::pair<Tensor, Tensor>& p) { return {narrow(p.first), narrow(p.second)}; }
-std::vector<Tensor> narrow(const std::vector<Tensor>& v) {
-  std::vector<Tensor> out;
-  for (const Tensor& t : v) out.push_back(narrow(t));
-  return out;
-}
-
-template <typename R, typename... A>
-auto half_op(R (*fn)(A...)) {
-  return [fn](A... a) -> R {
-    HalfPromotion p;
-    (p.see(a), ...);
-    if (!p.any_half) return fn(std::forward<A>(a)...);
-    R r = fn(widen(a)...);
-    return p.result_half() ? narrow(r) : r;
-  };
-}
-template <typename R, typename... A>
-auto half_op(R (Tensor::*method)(A...) const) {
-  return [method](const Tensor& self, A... a) -> R {
-    HalfPromotion p;
-    p.see(self);
-    (p.see(a), ...);
-    if (!p.any_half) return (self.*method)(std::forward<A>(a)...);
-    R r = (widen(self).*method)(widen(a)...);
-    return p.result_half() ? narrow(r) : r;
-  };
-}
-
 py::dict device_properties(const std::string& name) {
   ts::DeviceProperties p = ts::DeviceRegistry::properties(ts::DeviceRegistry::index(name));
   py::dict d;
@@ -139,14 +75,12 @@ Tensor scalar_operand(const Tensor& like, double value, bool is_float) {
   return like.scalar_like(value);
 }
 
-// tensor ∘ python scalar (or scalar ∘ tensor with `reversed`), with half_op's float16 rule: a float16
-// tensor and its (float16-rounded) scalar are widened, the op runs in float32 and rounds once.
+// tensor ∘ python scalar (or scalar ∘ tensor with `reversed`). float16 follows PyTorch's CPU rule in
+// the engine (tensor/ops_common.h): next to a float16 tensor the scalar is float16-rounded, as torch 1.13.
 template <typename Op>
 Tensor scalar_op(const Tensor& t, double value, bool is_float, bool reversed, Op op) {
   Tensor s = scalar_operand(t, value, is_float);
-  if (t.dtype() != DType::Float16) return reversed ? op(s, t) : op(t, s);
-  Tensor a = t.cast(DType::Float32), b = s.cast(DType::Float32);
-  return (reversed ? op(b, a) : op(a, b)).cast(DType::Float16);
+  return reversed ? op(s, t) : op(t, s);
 }
 
 }  // namespace
@@ -183,10 +117,10 @@ PYBIND11_MODULE(_C, m) {
       .def("backward", [](Tensor& t, std::optional<Tensor> g) { t.backward(g ? &*g : nullptr); }, py::arg("gradient") = py::none())
       .def("detach", &Tensor::detach)
       .def("assign", &Tensor::assign)
-      .def("add", half_op(py::overload_cast<const Tensor&>(&Tensor::add, py::const_)))
-      .def("sub", half_op(py::overload_cast<const Tensor&>(&Tensor::sub, py::const_)))
-      .def("mul", half_op(py::overload_cast<const Tensor&>(&Tensor::mul, py::const_)))
-      .def("div", half_op(py::overload_cast<const Tensor&>(&Tensor::div, py::const_)))
+      .def("add", py::overload_cast<const Tensor&>(&Tensor::add, py::const_))
+      .def("sub", py::overload_cast<const Tensor&>(&Tensor::sub, py::const_))
+      .def("mul", py::overload_cast<const Tensor&>(&Tensor::mul, py::const_))
+      .def("div", py::overload_cast<const Tensor&>(&Tensor::div, py::const_))
       // tensor ∘ python scalar and scalar ∘ tensor (is_float: the scalar is a python float)
       .def("add_scalar", [](const Tensor& t, double v, bool f) { return scalar_op(t, v, f, false, [](const Tensor& a, const Tensor& b) { return a.add(b); }); })
       .def("sub_scalar", [](const Tensor& t, double v, bool f) { return scalar_op(t, v, f, false, [](const Tensor& a, const Tensor& b) { return a.sub(b); }); })
@@ -194,38 +128,38 @@ PYBIND11_MODULE(_C, m) {
       .def("div_scalar", [](const Tensor& t, double v, bool f) { return scalar_op(t, v, f, false, [](const Tensor& a, const Tensor& b) { return a.div(b); }); })
       .def("rsub_scalar", [](const Tensor& t, double v, bool f) { return scalar_op(t, v, f, true, [](const Tensor& a, const Tensor& b) { return a.sub(b); }); })
       .def("rdiv_scalar", [](const Tensor& t, double v, bool f) { return scalar_op(t, v, f, true, [](const Tensor& a, const Tensor& b) { return a.div(b); }); })
-      .def("div_mode", half_op(py::overload_cast<const Tensor&, const std::string&>(&Tensor::div, py::const_)))
-      .def("mod", half_op(&Tensor::mod))
-      .def("fmod", half_op(&Tensor::fmod))
-      .def("maximum", half_op(&Tensor::maximum))
-      .def("minimum", half_op(&Tensor::minimum))
-      .def("pow", half_op(&Tensor::pow))
-      .def("copysign", half_op(&Tensor::copysign))
-      .def("logaddexp", half_op(&Tensor::logaddexp))
-      .def("lerp", half_op(&Tensor::lerp))
-      .def("clip", half_op(+[](const Tensor& t, std::optional<Tensor> lo, std::optional<Tensor> hi) {
+      .def("div_mode", py::overload_cast<const Tensor&, const std::string&>(&Tensor::div, py::const_))
+      .def("mod", &Tensor::mod)
+      .def("fmod", &Tensor::fmod)
+      .def("maximum", &Tensor::maximum)
+      .def("minimum", &Tensor::minimum)
+      .def("pow", &Tensor::pow)
+      .def("copysign", &Tensor::copysign)
+      .def("logaddexp", &Tensor::logaddexp)
+      .def("lerp", &Tensor::lerp)
+      .def("clip", [](const Tensor& t, std::optional<Tensor> lo, std::optional<Tensor> hi) {
         return t.clip(lo ? &*lo : nullptr, hi ? &*hi : nullptr);
-      }))
-      .def("lt", half_op(&Tensor::lt))
-      .def("gt", half_op(&Tensor::gt))
-      .def("le", half_op(&Tensor::le))
-      .def("ge", half_op(&Tensor::ge))
-      .def("eq", half_op(&Tensor::eq))
-      .def("ne", half_op(&Tensor::ne))
-      .def("logical_not", half_op(&Tensor::logical_not))
-      .def("logical_and", half_op(&Tensor::logical_and))
-      .def("logical_or", half_op(&Tensor::logical_or))
-      .def("logical_xor", half_op(&Tensor::logical_xor))
-      .def("isnan", half_op(&Tensor::isnan))
-      .def("isinf", half_op(&Tensor::isinf))
-      .def("isfinite", half_op(&Tensor::isfinite))
-      .def("isclose", half_op(&Tensor::isclose))
-      .def("where", half_op(&Tensor::where))
-      .def("masked_fill", half_op(&Tensor::masked_fill))
+      })
+      .def("lt", &Tensor::lt)
+      .def("gt", &Tensor::gt)
+      .def("le", &Tensor::le)
+      .def("ge", &Tensor::ge)
+      .def("eq", &Tensor::eq)
+      .def("ne", &Tensor::ne)
+      .def("logical_not", &Tensor::logical_not)
+      .def("logical_and", &Tensor::logical_and)
+      .def("logical_or", &Tensor::logical_or)
+      .def("logical_xor", &Tensor::logical_xor)
+      .def("isnan", &Tensor::isnan)
+      .def("isinf", &Tensor::isinf)
+      .def("isfinite", &Tensor::isfinite)
+      .def("isclose", &Tensor::isclose)
+      .def("where", &Tensor::where)
+      .def("masked_fill", &Tensor::masked_fill)
       .def("cast", [](const Tensor& t, const std::string& dt) { return t.cast(ts::dtype_from_name(dt)); })
       .def("scalar_like", &Tensor::scalar_like)
       // unary math and activations: no arguments
-#define TS_UNARY(name) .def(#name, half_op(&Tensor::name))
+#define TS_UNARY(name) .def(#name, &Tensor::name)
       TS_UNARY(neg) TS_UNARY(exp) TS_UNARY(exp2) TS_UNARY(log) TS_UNARY(log2) TS_UNARY(log10) TS_UNARY(sin) TS_UNARY(cos)
       TS_UNARY(tan) TS_UNARY(asin) TS_UNARY(acos) TS_UNARY(atan) TS_UNARY(sinh) TS_UNARY(cosh) TS_UNARY(asinh) TS_UNARY(acosh)
       TS_UNARY(atanh) TS_UNARY(sqrt) TS_UNARY(rsqrt) TS_UNARY(reciprocal) TS_UNARY(relu) TS_UNARY(sigmoid) TS_UNARY(tanh)
@@ -234,38 +168,38 @@ PYBIND11_MODULE(_C, m) {
       TS_UNARY(softsign) TS_UNARY(quick_gelu) TS_UNARY(selu) TS_UNARY(diag)
 #undef TS_UNARY
       .def("contiguous", &Tensor::contiguous)
-      .def("hardtanh", half_op(&Tensor::hardtanh))
-      .def("leaky_relu", half_op(&Tensor::leaky_relu))
-      .def("elu", half_op(&Tensor::elu))
-      .def("celu", half_op(&Tensor::celu))
-      .def("gelu", half_op(&Tensor::gelu))
-      .def("softplus", half_op(&Tensor::softplus))
-      .def("sum", half_op(&Tensor::sum))
-      .def("prod", half_op(&Tensor::prod))
-      .def("max", half_op(&Tensor::max))
-      .def("min", half_op(&Tensor::min))
-      .def("mean", half_op(&Tensor::mean))
-      .def("var", half_op(&Tensor::var))
-      .def("std", half_op(&Tensor::std))
-      .def("var_mean", half_op(&Tensor::var_mean))
-      .def("std_mean", half_op(&Tensor::std_mean))
-      .def("softmax", half_op(&Tensor::softmax))
-      .def("log_softmax", half_op(&Tensor::log_softmax))
-      .def("softmin", half_op(&Tensor::softmin))
-      .def("logsumexp", half_op(&Tensor::logsumexp))
-      .def("argmax", half_op(&Tensor::argmax))
-      .def("argmin", half_op(&Tensor::argmin))
-      .def("any", half_op(&Tensor::any))
-      .def("all", half_op(&Tensor::all))
-      .def("normalize", half_op(&Tensor::normalize))
-      .def("cumsum", half_op(&Tensor::cumsum))
-      .def("cumprod", half_op(&Tensor::cumprod))
-      .def("cummax", half_op(&Tensor::cummax))
-      .def("cummin", half_op(&Tensor::cummin))
-      .def("logcumsumexp", half_op(&Tensor::logcumsumexp))
-      .def("sort", half_op(&Tensor::sort))
-      .def("argsort", half_op(&Tensor::argsort))
-      .def("topk", half_op(&Tensor::topk))
+      .def("hardtanh", &Tensor::hardtanh)
+      .def("leaky_relu", &Tensor::leaky_relu)
+      .def("elu", &Tensor::elu)
+      .def("celu", &Tensor::celu)
+      .def("gelu", &Tensor::gelu)
+      .def("softplus", &Tensor::softplus)
+      .def("sum", &Tensor::sum)
+      .def("prod", &Tensor::prod)
+      .def("max", &Tensor::max)
+      .def("min", &Tensor::min)
+      .def("mean", &Tensor::mean)
+      .def("var", &Tensor::var)
+      .def("std", &Tensor::std)
+      .def("var_mean", &Tensor::var_mean)
+      .def("std_mean", &Tensor::std_mean)
+      .def("softmax", &Tensor::softmax)
+      .def("log_softmax", &Tensor::log_softmax)
+      .def("softmin", &Tensor::softmin)
+      .def("logsumexp", &Tensor::logsumexp)
+      .def("argmax", &Tensor::argmax)
+      .def("argmin", &Tensor::argmin)
+      .def("any", &Tensor::any)
+      .def("all", &Tensor::all)
+      .def("normalize", &Tensor::normalize)
+      .def("cumsum", &Tensor::cumsum)
+      .def("cumprod", &Tensor::cumprod)
+      .def("cummax", &Tensor::cummax)
+      .def("cummin", &Tensor::cummin)
+      .def("logcumsumexp", &Tensor::logcumsumexp)
+      .def("sort", &Tensor::sort)
+      .def("argsort", &Tensor::argsort)
+      .def("topk", &Tensor::topk)
       .def("reshape", &Tensor::reshape)
       .def("permute", &Tensor::permute)
       .def("transpose", &Tensor::transpose)
@@ -277,19 +211,19 @@ PYBIND11_MODULE(_C, m) {
       .def("unflatten", &Tensor::unflatten)
       .def("unsqueeze", &Tensor::unsqueeze)
       .def("squeeze", &Tensor::squeeze)
-      .def_static("cat", half_op(&Tensor::cat_all))
-      .def_static("stack", half_op(&Tensor::stack))
-      .def("repeat", half_op(&Tensor::repeat))
-      .def("repeat_interleave", half_op(&Tensor::repeat_interleave))
-      .def("roll", half_op(&Tensor::roll))
+      .def_static("cat", &Tensor::cat_all)
+      .def_static("stack", &Tensor::stack)
+      .def("repeat", &Tensor::repeat)
+      .def("repeat_interleave", &Tensor::repeat_interleave)
+      .def("roll", &Tensor::roll)
       .def("split", py::overload_cast<const std::vector<int64_t>&, int64_t>(&Tensor::split, py::const_))
       .def("chunk", &Tensor::chunk)
-      .def("tril", half_op(&Tensor::tril))
-      .def("triu", half_op(&Tensor::triu))
-      .def("diagonal", half_op(&Tensor::diagonal))
-      .def("unfold", half_op(&Tensor::unfold))
-      .def_static("meshgrid", half_op(&Tensor::meshgrid))
-      .def("getitem", half_op(+[](const Tensor& t, const py::list& items) {
+      .def("tril", &Tensor::tril)
+      .def("triu", &Tensor::triu)
+      .def("diagonal", &Tensor::diagonal)
+      .def("unfold", &Tensor::unfold)
+      .def_static("meshgrid", &Tensor::meshgrid)
+      .def("getitem", [](const Tensor& t, const py::list& items) {
         std::vector<Tensor::Index> idx;
         for (py::handle h : items) {
           Tensor::Index ix;
@@ -316,40 +250,40 @@ PYBIND11_MODULE(_C, m) {
           idx.push_back(ix);
         }
         return t.getitem(idx);
-      }))
-      .def("gather", half_op(&Tensor::gather))
-      .def("scatter", half_op(&Tensor::scatter))
-      .def("scatter_reduce", half_op(&Tensor::scatter_reduce))
-      .def("one_hot", half_op(&Tensor::one_hot))
-      .def("matmul", half_op(&Tensor::matmul))
-      .def_static("einsum", half_op(&Tensor::einsum))
-      .def("conv2d", half_op(+[](const Tensor& x, const Tensor& w, std::optional<Tensor> b, int64_t groups, std::vector<int64_t> stride,
+      })
+      .def("gather", &Tensor::gather)
+      .def("scatter", &Tensor::scatter)
+      .def("scatter_reduce", &Tensor::scatter_reduce)
+      .def("one_hot", &Tensor::one_hot)
+      .def("matmul", &Tensor::matmul)
+      .def_static("einsum", &Tensor::einsum)
+      .def("conv2d", [](const Tensor& x, const Tensor& w, std::optional<Tensor> b, int64_t groups, std::vector<int64_t> stride,
                         std::vector<int64_t> dilation, std::vector<int64_t> padding) {
         return x.conv2d(w, b ? &*b : nullptr, groups, stride, dilation, padding);
-      }))
-      .def("conv_transpose2d", half_op(+[](const Tensor& x, const Tensor& w, std::optional<Tensor> b, int64_t groups, std::vector<int64_t> stride,
+      })
+      .def("conv_transpose2d", [](const Tensor& x, const Tensor& w, std::optional<Tensor> b, int64_t groups, std::vector<int64_t> stride,
                                   std::vector<int64_t> dilation, std::vector<int64_t> padding, std::vector<int64_t> output_padding) {
         return x.conv_transpose2d(w, b ? &*b : nullptr, groups, stride, dilation, padding, output_padding);
-      }))
-      .def("max_pool2d", half_op(&Tensor::max_pool2d))
-      .def("max_pool2d_with_indices", half_op(&Tensor::max_pool2d_with_indices))
-      .def("avg_pool2d", half_op(&Tensor::avg_pool2d))
-      .def("max_unpool2d", half_op(&Tensor::max_unpool2d))
-      .def("interpolate", half_op(&Tensor::interpolate))
-      .def("layernorm", half_op(&Tensor::layernorm))
-      .def("dropout", half_op(&Tensor::dropout))
-      .def("scaled_dot_product_attention", half_op(+[](const Tensor& q, const Tensor& k, const Tensor& v, std::optional<Tensor> mask,
+      })
+      .def("max_pool2d", &Tensor::max_pool2d)
+      .def("max_pool2d_with_indices", &Tensor::max_pool2d_with_indices)
+      .def("avg_pool2d", &Tensor::avg_pool2d)
+      .def("max_unpool2d", &Tensor::max_unpool2d)
+      .def("interpolate", &Tensor::interpolate)
+      .def("layernorm", &Tensor::layernorm)
+      .def("dropout", &Tensor::dropout)
+      .def("scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v, std::optional<Tensor> mask,
                                               double dropout_p, bool is_causal) {
         return q.scaled_dot_product_attention(k, v, mask ? &*mask : nullptr, dropout_p, is_causal);
-      }))
-      .def("binary_crossentropy", half_op(&Tensor::binary_crossentropy))
-      .def("binary_crossentropy_logits", half_op(+[](const Tensor& x, const Tensor& y, const std::string& reduction, std::optional<Tensor> pw) {
+      })
+      .def("binary_crossentropy", &Tensor::binary_crossentropy)
+      .def("binary_crossentropy_logits", [](const Tensor& x, const Tensor& y, const std::string& reduction, std::optional<Tensor> pw) {
         return x.binary_crossentropy_logits(y, reduction, pw ? &*pw : nullptr);
-      }))
-      .def("cross_entropy", half_op(&Tensor::cross_entropy))
-      .def("sparse_categorical_crossentropy", half_op(&Tensor::sparse_categorical_crossentropy))
-      .def("nll_loss", half_op(+[](const Tensor& x, const Tensor& y, std::optional<Tensor> w, std::optional<int64_t> ignore_index,
-                          const std::string& reduction) { return x.nll_loss(y, w ? &*w : nullptr, ignore_index, reduction); }))
+      })
+      .def("cross_entropy", &Tensor::cross_entropy)
+      .def("sparse_categorical_crossentropy", &Tensor::sparse_categorical_crossentropy)
+      .def("nll_loss", [](const Tensor& x, const Tensor& y, std::optional<Tensor> w, std::optional<int64_t> ignore_index,
+                          const std::string& reduction) { return x.nll_loss(y, w ? &*w : nullptr, ignore_index, reduction); })
       .def("normalize_axis", &Tensor::normalize_axis);
 
   m.def("kernel_count", &ts::kernel_count);

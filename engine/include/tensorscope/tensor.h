@@ -3,6 +3,8 @@
 //
 // Every high-level operation is a composition of the primitive graph ops (as in tinygrad), so the GUI
 // shows how, say, softmax or matmul decompose. Shapes are in elements; axes may be negative.
+// float16 follows PyTorch's CPU rule: an op on float16 tensors computes in float32 and rounds its result
+// to float16 once (sum, mean and matmul accumulate in float32); its gradients are float16 too.
 // Errors: std::invalid_argument (bad shapes/arguments: maps to ValueError/RuntimeError in Python),
 // std::out_of_range (bad axis: IndexError), std::runtime_error (device / compile failures).
 #pragma once
@@ -73,8 +75,9 @@ class Tensor {
   Tensor& assign(const Tensor& value);
 
   // ---- elementwise (NumPy broadcasting; ops_elementwise.cpp) -------------------------------------
-  // Binary ops promote bool < int32 < float32; results have the broadcast shape. Shapes that do not
-  // broadcast throw std::invalid_argument naming both shapes.
+  // Binary ops promote bool < int32 < float16 < float32 as torch.result_type (a 0-d float32 operand
+  // leaves a float16 one float16); results have the broadcast shape. Shapes that do not broadcast throw
+  // std::invalid_argument naming both shapes.
   Tensor add(const Tensor& x) const;
   Tensor sub(const Tensor& x) const;
   Tensor mul(const Tensor& x) const;

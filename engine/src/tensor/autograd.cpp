@@ -158,8 +158,13 @@ void Tensor::backward(const Tensor* gradient) {
       for (size_t i = 0; i < t->ctx->parents.size(); i++) {
         TensorImpl* p = t->ctx->parents[i].get();
         if (!p->requires_grad || !in_grads[i].defined()) continue;
-        auto [pos, inserted] = grads.try_emplace(p, in_grads[i]);
-        if (!inserted) pos->second = pos->second.add(in_grads[i]);
+        // a float input's gradient has its dtype, as torch's autograd casts it (validate_outputs): the
+        // MAX rules build float32 masks, so a float16 input's gradient is rounded here, once
+        Tensor gi = in_grads[i];
+        const DType want = p->node.node().dtype;
+        if (is_float(want) && gi.dtype() != want) gi = gi.cast(want);
+        auto [pos, inserted] = grads.try_emplace(p, gi);
+        if (!inserted) pos->second = pos->second.add(gi);
       }
     }
   } catch (...) {

@@ -19,6 +19,12 @@ DType promote(DType a, DType b) {
   return DType::Int32;
 }
 
+DType result_type(const Tensor& a, const Tensor& b) {
+  const bool a0 = a.ndim() == 0, b0 = b.ndim() == 0;
+  if (a0 != b0 && is_float(a.dtype()) && is_float(b.dtype())) return a0 ? b.dtype() : a.dtype();
+  return promote(a.dtype(), b.dtype());
+}
+
 Shape broadcast_shape(const Shape& a, const Shape& b) {
   size_t n = std::max(a.size(), b.size());
   Shape out(n);
@@ -215,12 +221,13 @@ using namespace detail;
 
 namespace {
 
-Tensor binary(Op op, Tensor a, Tensor b, bool bool_result = false) {
+// Computed in promote(a, b) and cast to torch.result_type: float16 ⊕ 0-d float32 runs in float32 and
+// rounds once to float16, with the 0-d operand unrounded.
+Tensor binary(Op op, const Tensor& a, const Tensor& b, bool bool_result = false) {
   DType dt = promote(a.dtype(), b.dtype());
-  if (a.dtype() != dt) a = a.cast(dt);
-  if (b.dtype() != dt) b = b.cast(dt);
-  auto ab = broadcast_all({a, b});
-  return primitive(op, ab, ab[0].shape(), bool_result ? DType::Bool : dt);
+  auto ab = broadcast_all({a.cast(dt), b.cast(dt)});
+  Tensor r = primitive(op, ab, ab[0].shape(), bool_result ? DType::Bool : dt);
+  return bool_result ? r : r.cast(result_type(a, b));
 }
 
 Tensor unary(Op op, const Tensor& x) {
@@ -269,6 +276,7 @@ Tensor Tensor::add(const Tensor& x) const { return binary(Op::Add, *this, x); }
 Tensor Tensor::mul(const Tensor& x) const { return binary(Op::Mul, *this, x); }
 Tensor Tensor::sub(const Tensor& x) const { return add(x.neg()); }
 Tensor Tensor::div(const Tensor& x) const {
+  if (auto r = float16_rule([](const Tensor& a, const Tensor& b) { return a.div(b); }, *this, x)) return *r;
   // true division, as torch: integers divide as floats
   Tensor a = dtype() == DType::Float32 ? *this : cast(DType::Float32);
   return a.mul(x.reciprocal());
@@ -282,29 +290,66 @@ Tensor Tensor::neg() const {
     return Tensor::full(shape(), -node(*this).value, dtype(), device());
   return primitive(Op::Neg, {*this}, shape(), dtype());
 }
-Tensor Tensor::exp2() const { return unary(Op::Exp2, *this); }
-Tensor Tensor::log2() const { return unary(Op::Log2, *this); }
-Tensor Tensor::exp() const { return mul(kLog2E).exp2(); }       // e^x = 2^(x / ln 2)
-Tensor Tensor::log() const { return log2().mul(kLn2); }         // ln x = log2(x) · ln 2
-Tensor Tensor::sin() const { return unary(Op::Sin, *this); }
-Tensor Tensor::cos() const { return scalar_like(M_PI / 2).sub(*this).sin(); }  // cos x = sin(π/2 − x)
-Tensor Tensor::sqrt() const { return unary(Op::Sqrt, *this); }
-Tensor Tensor::reciprocal() const { return unary(Op::Recip, *this); }
+// The unary primitives round once, but their backward rules compute with float16 values (2^x·ln 2):
+// through float16_rule the gradient is computed in float32 too, as torch's Half backward kernels do.
+Tensor Tensor::exp2() const {
+  if (auto r = float16_rule(&Tensor::exp2, *this)) return *r;
+  return unary(Op::Exp2, *this);
+}
+Tensor Tensor::log2() const {
+  if (auto r = float16_rule(&Tensor::log2, *this)) return *r;
+  return unary(Op::Log2, *this);
+}
+Tensor Tensor::exp() const {
+  if (auto r = float16_rule(&Tensor::exp, *this)) return *r;
+  return mul(kLog2E).exp2();  // e^x = 2^(x / ln 2)
+}
+Tensor Tensor::log() const {
+  if (auto r = float16_rule(&Tensor::log, *this)) return *r;
+  return log2().mul(kLn2);  // ln x = log2(x) · ln 2
+}
+Tensor Tensor::sin() const {
+  if (auto r = float16_rule(&Tensor::sin, *this)) return *r;
+  return unary(Op::Sin, *this);
+}
+Tensor Tensor::cos() const {
+  if (auto r = float16_rule(&Tensor::cos, *this)) return *r;
+  return scalar_like(M_PI / 2).sub(*this).sin();  // cos x = sin(π/2 − x)
+}
+Tensor Tensor::sqrt() const {
+  if (auto r = float16_rule(&Tensor::sqrt, *this)) return *r;
+  return unary(Op::Sqrt, *this);
+}
+Tensor Tensor::reciprocal() const {
+  if (auto r = float16_rule(&Tensor::reciprocal, *this)) return *r;
+  return unary(Op::Recip, *this);
+}
 // relu'(0) = 0 (the zero branch); NaN passes through (x != x selects x), as torch
 Tensor Tensor::relu() const {
+  if (auto r = float16_rule(&Tensor::relu, *this)) return *r;
   Tensor zero = scalar_like(0);
   return gt(zero).where(*this, ne(*this).where(*this, zero));
 }
 Tensor Tensor::sigmoid() const {
+  if (auto r = float16_rule(&Tensor::sigmoid, *this)) return *r;
   // forward 1 / (1 + e^-x) saturates cleanly to 0 or 1; the backward σ(1 − σ) avoids the 0·inf of the
   // chain rule through exp in the tails (PyTorch's sigmoid_backward)
   Tensor x = *this;
   return with_custom_backward({x}, [&] { return x.neg().exp().add(1.0).reciprocal(); },
                               [](const Tensor& s, const Tensor& g) { return std::vector<Tensor>{g.mul(s).mul(s.scalar_like(1).sub(s))}; });
 }
-Tensor Tensor::tanh() const { return mul(2.0).sigmoid().mul(2.0).sub(1.0); }
-Tensor Tensor::abs() const { return relu().add(neg().relu()); }
-Tensor Tensor::square() const { return mul(*this); }
+Tensor Tensor::tanh() const {
+  if (auto r = float16_rule(&Tensor::tanh, *this)) return *r;
+  return mul(2.0).sigmoid().mul(2.0).sub(1.0);
+}
+Tensor Tensor::abs() const {
+  if (auto r = float16_rule(&Tensor::abs, *this)) return *r;
+  return relu().add(neg().relu());
+}
+Tensor Tensor::square() const {
+  if (auto r = float16_rule(&Tensor::square, *this)) return *r;
+  return mul(*this);
+}
 Tensor Tensor::lt(const Tensor& x) const { return binary(Op::CmpLt, *this, x, true); }
 Tensor Tensor::gt(const Tensor& x) const { return binary(Op::CmpLt, x, *this, true); }
 Tensor Tensor::eq(const Tensor& x) const { return binary(Op::CmpEq, *this, x, true); }
@@ -318,9 +363,9 @@ Tensor Tensor::logical_not() const {
 }
 Tensor Tensor::where(const Tensor& a, const Tensor& b) const {
   Tensor cond = dtype() == DType::Bool ? *this : cast(DType::Bool);
-  DType dt = promote(a.dtype(), b.dtype());
-  auto all = broadcast_all({cond, a.dtype() == dt ? a : a.cast(dt), b.dtype() == dt ? b : b.cast(dt)});
-  return primitive(Op::Where, all, all[0].shape(), dt);
+  DType dt = promote(a.dtype(), b.dtype());  // as binary: selects in promote(a, b), cast to torch.result_type
+  auto all = broadcast_all({cond, a.cast(dt), b.cast(dt)});
+  return primitive(Op::Where, all, all[0].shape(), dt).cast(result_type(a, b));
 }
 Tensor Tensor::cast(DType dt) const {
   if (dt == dtype()) return *this;
@@ -334,21 +379,25 @@ Tensor Tensor::sum(const Axes& axes, bool keepdim) const { return reduce(Op::Red
 Tensor Tensor::max(const Axes& axes, bool keepdim) const { return reduce(Op::ReduceMax, *this, axes, keepdim); }
 Tensor Tensor::min(const Axes& axes, bool keepdim) const { return neg().max(axes, keepdim).neg(); }
 Tensor Tensor::mean(const Axes& axes, bool keepdim) const {
+  if (auto r = float16_rule(&Tensor::mean, *this, axes, keepdim)) return *r;
   Tensor s = (dtype() == DType::Float32 ? *this : cast(DType::Float32)).sum(axes, keepdim);
   int64_t count = s.numel() ? numel() / s.numel() : 0;
   return count ? s.mul(1.0 / static_cast<double>(count)) : s.mul(fnan(s));
 }
 Tensor Tensor::softmax(int64_t axis) const {
+  if (auto r = float16_rule(&Tensor::softmax, *this, axis)) return *r;
   // subtracting the (detached) max keeps exp from overflowing; it cancels in the quotient
   Tensor m = sub(max(std::vector<int64_t>{axis}, true).detach());
   Tensor e = m.exp();
   return e.div(e.sum(std::vector<int64_t>{axis}, true));
 }
 Tensor Tensor::log_softmax(int64_t axis) const {
+  if (auto r = float16_rule(&Tensor::log_softmax, *this, axis)) return *r;
   Tensor m = sub(max(std::vector<int64_t>{axis}, true).detach());
   return m.sub(m.exp().sum(std::vector<int64_t>{axis}, true).log());
 }
 Tensor Tensor::logsumexp(const Axes& axes, bool keepdim) const {
+  if (auto r = float16_rule(&Tensor::logsumexp, *this, axes, keepdim)) return *r;
   // an infinite max is replaced by 0 so that x − m stays defined (all −inf gives −inf, any +inf gives +inf)
   std::vector<int64_t> ax = reduce_axes(*this, axes);
   for (int64_t a : ax)
@@ -551,6 +600,8 @@ Tensor Tensor::contiguous() const { return primitive(Op::Contiguous, {*this}, sh
 // ---- linear algebra and nn ------------------------------------------------------------------------
 
 Tensor Tensor::matmul(const Tensor& w) const {
+  // float16: the products and their sum in float32 (a float16 product is exact there), one rounding
+  if (auto r = float16_rule(&Tensor::matmul, *this, w)) return *r;
   int64_t n1 = ndim(), n2 = w.ndim();
   if (n1 == 0 || n2 == 0)
     throw std::runtime_error("matmul: both arguments need at least 1 dimension, got " + shape_text(shape()) + " and " + shape_text(w.shape()));
@@ -608,6 +659,7 @@ Tensor Tensor::matmul_packed(const Tensor& w) const {
 }
 
 Tensor Tensor::linear(const Tensor& weight, const Tensor* bias) const {
+  if (auto r = float16_rule(&Tensor::linear, *this, weight, bias)) return *r;
   Tensor y = matmul(weight);
   return bias ? y.add(*bias) : y;
 }

@@ -31,6 +31,8 @@ Tensor floor_values(const Tensor& x) {
 // torch.div(rounding_mode=...): "trunc" / "floor" round the true quotient; int32 operands use IDIV
 // (C truncation) and correct it for floor. Integer division by zero fails at run time.
 Tensor Tensor::div(const Tensor& x, const std::string& rounding_mode) const {
+  auto div_mode = [](const Tensor& a, const Tensor& b, const std::string& mode) { return a.div(b, mode); };
+  if (auto r = float16_rule(div_mode, *this, x, rounding_mode)) return *r;
   if (rounding_mode.empty() || rounding_mode == "true") return div(x);
   if (rounding_mode != "trunc" && rounding_mode != "floor")
     throw std::invalid_argument("div: rounding_mode must be None, 'trunc' or 'floor', got '" + rounding_mode + "'");
@@ -49,6 +51,7 @@ Tensor Tensor::div(const Tensor& x, const std::string& rounding_mode) const {
 
 // a − b·floor(a/b) (Python's %); ints through IDIV/MOD with the sign fixed up.
 Tensor Tensor::mod(const Tensor& x) const {
+  if (auto r = float16_rule(&Tensor::mod, *this, x)) return *r;
   if (dtype() != DType::Float32 && x.dtype() != DType::Float32) {
     auto ab = broadcast_all({cast(DType::Int32), x.cast(DType::Int32)});
     Tensor r = primitive(Op::Mod, ab, ab[0].shape(), DType::Int32);
@@ -66,6 +69,7 @@ Tensor Tensor::mod(const Tensor& x) const {
 // a − b·trunc(a/b) (C's fmod). Float: the quotient is rounded, so fix up a remainder that lands outside
 // (−|b|, |b|) — exact for the magnitudes tests use, within one ulp of the quotient otherwise.
 Tensor Tensor::fmod(const Tensor& x) const {
+  if (auto r = float16_rule(&Tensor::fmod, *this, x)) return *r;
   if (dtype() != DType::Float32 && x.dtype() != DType::Float32) {
     auto ab = broadcast_all({cast(DType::Int32), x.cast(DType::Int32)});
     return primitive(Op::Mod, ab, ab[0].shape(), DType::Int32);
@@ -81,6 +85,7 @@ Tensor Tensor::fmod(const Tensor& x) const {
 // x^y = 2^(y·log2|x|) with torch's sign and zero rules; backward y·x^(y−1) and x^y·ln x (0 where x = 0
 // and y >= 0, as torch), so that 0^2 has gradient 0 instead of 0·inf.
 Tensor Tensor::pow(const Tensor& x) const {
+  if (auto r = float16_rule(&Tensor::pow, *this, x)) return *r;
   // broadcast first: the custom backward returns gradients of the broadcast operands
   auto be = broadcast_all({as_float(*this), as_float(x)});
   Tensor base = be[0], e = be[1];
@@ -108,6 +113,7 @@ Tensor Tensor::pow(const Tensor& x) const {
 
 // |a| with b's sign bit; -0.0 is negative because 1/-0.0 = -inf. Gradient sign(a)·sign(b), 0 at a = 0.
 Tensor Tensor::copysign(const Tensor& x) const {
+  if (auto r = float16_rule(&Tensor::copysign, *this, x)) return *r;
   Tensor b = as_float(x);
   Tensor negative = b.lt(fconst(b, 0)).logical_or(b.reciprocal().lt(fconst(b, 0)));
   Tensor mag = as_float(*this).abs();
@@ -116,6 +122,7 @@ Tensor Tensor::copysign(const Tensor& x) const {
 
 // m + log(e^(a−m) + e^(b−m)) with m = max(a, b) detached (inf max → 0, as logsumexp).
 Tensor Tensor::logaddexp(const Tensor& x) const {
+  if (auto r = float16_rule(&Tensor::logaddexp, *this, x)) return *r;
   Tensor a = as_float(*this), b = as_float(x);
   Tensor m = a.maximum(b).detach();
   m = m.isinf().where(fconst(m, 0), m);
@@ -123,30 +130,52 @@ Tensor Tensor::logaddexp(const Tensor& x) const {
 }
 
 Tensor Tensor::lerp(const Tensor& end, const Tensor& weight) const {
+  if (auto r = float16_rule(&Tensor::lerp, *this, end, weight)) return *r;
   Tensor s = as_float(*this);
   return s.add(as_float(weight).mul(as_float(end).sub(s)));
 }
 
 // ---- unary math -----------------------------------------------------------------------------------
 
-Tensor Tensor::log10() const { return log2().mul(0.30102999566398120); }  // log10 x = log2 x · log10 2
-Tensor Tensor::rsqrt() const { return sqrt().reciprocal(); }
-Tensor Tensor::tan() const { return sin().div(cos()); }
+Tensor Tensor::log10() const {
+  if (auto r = float16_rule(&Tensor::log10, *this)) return *r;
+  return log2().mul(0.30102999566398120);  // log10 x = log2 x · log10 2
+}
+Tensor Tensor::rsqrt() const {
+  if (auto r = float16_rule(&Tensor::rsqrt, *this)) return *r;
+  return sqrt().reciprocal();
+}
+Tensor Tensor::tan() const {
+  if (auto r = float16_rule(&Tensor::tan, *this)) return *r;
+  return sin().div(cos());
+}
 Tensor Tensor::sinh() const {
+  if (auto r = float16_rule(&Tensor::sinh, *this)) return *r;
   Tensor e = exp(), ie = neg().exp();
   return e.sub(ie).mul(0.5);
 }
-Tensor Tensor::cosh() const { return exp().add(neg().exp()).mul(0.5); }
+Tensor Tensor::cosh() const {
+  if (auto r = float16_rule(&Tensor::cosh, *this)) return *r;
+  return exp().add(neg().exp()).mul(0.5);
+}
 // sign(x)·log(|x| + √(x²+1)): odd-symmetric, so large negative x does not cancel
 Tensor Tensor::asinh() const {
+  if (auto r = float16_rule(&Tensor::asinh, *this)) return *r;
   Tensor a = as_float(*this).abs();
   Tensor r = a.add(a.square().add(1.0).sqrt()).log();
   return lt(scalar_like(0)).where(r.neg(), r);
 }
-Tensor Tensor::acosh() const { return add(square().sub(1.0).sqrt()).log(); }
-Tensor Tensor::atanh() const { return scalar_like(1).add(*this).div(scalar_like(1).sub(*this)).log().mul(0.5); }
+Tensor Tensor::acosh() const {
+  if (auto r = float16_rule(&Tensor::acosh, *this)) return *r;
+  return add(square().sub(1.0).sqrt()).log();
+}
+Tensor Tensor::atanh() const {
+  if (auto r = float16_rule(&Tensor::atanh, *this)) return *r;
+  return scalar_like(1).add(*this).div(scalar_like(1).sub(*this)).log().mul(0.5);
+}
 
 Tensor Tensor::asin() const {
+  if (auto r = float16_rule(&Tensor::asin, *this)) return *r;
   // Abramowitz & Stegun 4.4.46: asin x = π/2 − √(1−x)·P(x) on [0, 1]; odd extension
   static const double c[] = {-0.0012624911, 0.0066700901, -0.0170881256, 0.0308918810,
                              -0.0501743046, 0.0889789874, -0.2145988016, 1.5707963050};
@@ -165,6 +194,7 @@ Tensor Tensor::asin() const {
       [x](const Tensor&, const Tensor& g) { return std::vector<Tensor>{g.mul(fconst(x, 1).sub(x.square()).rsqrt())}; });
 }
 Tensor Tensor::acos() const {
+  if (auto r = float16_rule(&Tensor::acos, *this)) return *r;
   Tensor x = as_float(*this);
   return with_custom_backward(
       {x}, [&] { return fconst(x, kPi / 2).sub(x.asin()); },
@@ -172,6 +202,7 @@ Tensor Tensor::acos() const {
 }
 // atan x = asin(x/√(1+x²)) for |x| <= 1; sign(x)·π/2 − atan(1/x) beyond, so that x² cannot overflow
 Tensor Tensor::atan() const {
+  if (auto r = float16_rule(&Tensor::atan, *this)) return *r;
   Tensor x = as_float(*this);
   return with_custom_backward(
       {x},
@@ -186,6 +217,7 @@ Tensor Tensor::atan() const {
 }
 
 Tensor Tensor::sign() const {
+  if (auto r = float16_rule(&Tensor::sign, *this)) return *r;
   if (dtype() == DType::Bool) return *this;
   return zero_grad_op(*this, [](const Tensor& x) {
     Tensor one = x.scalar_like(1), zero = x.scalar_like(0);
@@ -195,6 +227,7 @@ Tensor Tensor::sign() const {
 
 // Abramowitz & Stegun 7.1.26: erf x = 1 − t·P(t)·e^(−x²), t = 1/(1 + 0.3275911|x|); odd extension.
 Tensor Tensor::erf() const {
+  if (auto r = float16_rule(&Tensor::erf, *this)) return *r;
   Tensor x = as_float(*this);
   return with_custom_backward(
       {x},
@@ -212,14 +245,17 @@ Tensor Tensor::erf() const {
 }
 
 Tensor Tensor::trunc() const {
+  if (auto r = float16_rule(&Tensor::trunc, *this)) return *r;
   if (dtype() != DType::Float32) return *this;
   return zero_grad_op(*this, trunc_values);
 }
 Tensor Tensor::floor() const {
+  if (auto r = float16_rule(&Tensor::floor, *this)) return *r;
   if (dtype() != DType::Float32) return *this;
   return zero_grad_op(*this, floor_values);
 }
 Tensor Tensor::ceil() const {
+  if (auto r = float16_rule(&Tensor::ceil, *this)) return *r;
   if (dtype() != DType::Float32) return *this;
   return zero_grad_op(*this, [](const Tensor& x) {
     Tensor t = trunc_values(x);
@@ -228,6 +264,7 @@ Tensor Tensor::ceil() const {
 }
 // Half to even: the fraction beyond the truncation decides; exactly ±0.5 rounds to the even neighbour.
 Tensor Tensor::round() const {
+  if (auto r = float16_rule(&Tensor::round, *this)) return *r;
   if (dtype() != DType::Float32) return *this;
   return zero_grad_op(*this, [](const Tensor& x) {
     Tensor t = trunc_values(x);
@@ -245,6 +282,8 @@ Tensor Tensor::round() const {
 // gives hi everywhere, as torch.clamp.
 Tensor Tensor::clip(const Tensor* lo, const Tensor* hi) const {
   if (!lo && !hi) throw std::invalid_argument("clip: at least one of min and max must be given");
+  auto clip = [](const Tensor& x, const Tensor* l, const Tensor* h) { return x.clip(l, h); };
+  if (auto r = float16_rule(clip, *this, lo, hi)) return *r;
   Tensor r = *this;
   if (lo) r = r.lt(*lo).where(*lo, r);
   if (hi) r = r.gt(*hi).where(*hi, r);
@@ -270,6 +309,7 @@ Tensor Tensor::logical_xor(const Tensor& x) const {
 }
 Tensor Tensor::isnan() const { return ne(*this); }
 Tensor Tensor::isinf(bool detect_positive, bool detect_negative) const {
+  if (auto r = float16_rule(&Tensor::isinf, *this, detect_positive, detect_negative)) return *r;
   if (dtype() != DType::Float32) return Tensor::zeros(shape(), DType::Bool, device());
   Tensor pos = eq(fconst(*this, kInf)), neg = eq(fconst(*this, -kInf));
   if (detect_positive && detect_negative) return pos.logical_or(neg);
@@ -279,10 +319,12 @@ Tensor Tensor::isinf(bool detect_positive, bool detect_negative) const {
 }
 // x − x is 0 exactly for finite x, NaN for ±inf and NaN
 Tensor Tensor::isfinite() const {
+  if (auto r = float16_rule(&Tensor::isfinite, *this)) return *r;
   if (dtype() != DType::Float32) return Tensor::ones(shape(), DType::Bool, device());
   return sub(*this).eq(scalar_like(0));
 }
 Tensor Tensor::isclose(const Tensor& x, double rtol, double atol, bool equal_nan) const {
+  if (auto r = float16_rule(&Tensor::isclose, *this, x, rtol, atol, equal_nan)) return *r;
   Tensor a = as_float(*this), b = as_float(x);
   Tensor close = a.eq(b).logical_or(a.isfinite().logical_and(b.isfinite()).logical_and(
       a.sub(b).abs().le(b.abs().mul(rtol).add(atol))));
@@ -290,6 +332,7 @@ Tensor Tensor::isclose(const Tensor& x, double rtol, double atol, bool equal_nan
   return close;
 }
 Tensor Tensor::masked_fill(const Tensor& mask, const Tensor& value) const {
+  if (auto r = float16_rule(&Tensor::masked_fill, *this, mask, value)) return *r;
   Tensor v = value.dtype() == dtype() ? value : value.cast(dtype());
   return mask.where(v, *this);
 }

@@ -266,6 +266,7 @@ Tensor Tensor::scatter(int64_t dim, const Tensor& index, const Tensor& src) cons
 
 Tensor Tensor::scatter_reduce(int64_t dim, const Tensor& index, const Tensor& src, const std::string& reduce,
                               bool include_self) const {
+  if (auto r = float16_rule(&Tensor::scatter_reduce, *this, dim, index, src, reduce, include_self)) return *r;
   if (reduce != "sum" && reduce != "prod" && reduce != "mean" && reduce != "amax" && reduce != "amin")
     throw std::invalid_argument("scatter_reduce: reduce must be 'sum', 'prod', 'mean', 'amax' or 'amin', got '" + reduce + "'");
   int64_t d = normalize_axis(dim);
@@ -315,7 +316,8 @@ Tensor Tensor::scatter_reduce(int64_t dim, const Tensor& index, const Tensor& sr
 }
 
 Tensor Tensor::one_hot(int64_t num_classes) const {
-  if (dtype() == DType::Float32) throw std::invalid_argument("one_hot: expected an integer tensor of class indices, got float32");
+  if (is_float(dtype()))
+    throw std::invalid_argument(std::string("one_hot: expected an integer tensor of class indices, got ") + dtype_name(dtype()));
   int64_t n = num_classes;
   if (n < 0) n = static_cast<int64_t>(max().item()) + 1;  // torch's -1: infer from the data (realizes)
   return one_hot_mask(cast(DType::Int32), n).cast(DType::Int32);

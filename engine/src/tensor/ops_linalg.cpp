@@ -35,6 +35,7 @@ std::string expand_ellipsis(const std::string& term, int64_t ndim, int64_t E, co
 }  // namespace
 
 Tensor Tensor::einsum(const std::string& formula_in, const std::vector<Tensor>& operands) {
+  if (auto r = float16_rule(&Tensor::einsum, formula_in, operands)) return *r;
   std::string formula = strip(formula_in);
   size_t arrow = formula.find("->");
   std::string lhs = formula.substr(0, arrow);

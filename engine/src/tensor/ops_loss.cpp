@@ -35,6 +35,7 @@ Tensor labels_one_hot(const Tensor& x, const Tensor& y, int64_t axis, const char
 
 // −(y·log x + (1 − y)·log(1 − x)), each log clamped at −100 as torch
 Tensor Tensor::binary_crossentropy(const Tensor& y, const std::string& reduction) const {
+  if (auto r = float16_rule(&Tensor::binary_crossentropy, *this, y, reduction)) return *r;
   check_reduction(reduction);
   check_same_shape(*this, y, "binary_crossentropy");
   Tensor lo = fconst(*this, -100);
@@ -45,6 +46,7 @@ Tensor Tensor::binary_crossentropy(const Tensor& y, const std::string& reduction
 
 // pos_weight·y·softplus(−x) + (1 − y)·softplus(x) = −(pw·y·logσ(x) + (1 − y)·logσ(−x)): stable for any x
 Tensor Tensor::binary_crossentropy_logits(const Tensor& y, const std::string& reduction, const Tensor* pos_weight) const {
+  if (auto r = float16_rule(&Tensor::binary_crossentropy_logits, *this, y, reduction, pos_weight)) return *r;
   check_reduction(reduction);
   check_same_shape(*this, y, "binary_crossentropy_logits");
   Tensor yf = as_float(y);
@@ -55,6 +57,7 @@ Tensor Tensor::binary_crossentropy_logits(const Tensor& y, const std::string& re
 
 // −Σ_c log_softmax(x)_c · ((1 − ls)·y_c + ls/C) over the class axis (1, or 0 for 1-D input)
 Tensor Tensor::cross_entropy(const Tensor& y, const std::string& reduction, double label_smoothing) const {
+  if (auto r = float16_rule(&Tensor::cross_entropy, *this, y, reduction, label_smoothing)) return *r;
   check_reduction(reduction);
   if (label_smoothing < 0 || label_smoothing > 1)
     throw std::invalid_argument("cross_entropy: label_smoothing must be in [0, 1], got " + std::to_string(label_smoothing));
@@ -72,6 +75,8 @@ Tensor Tensor::cross_entropy(const Tensor& y, const std::string& reduction, doub
 // "mean" averages over the labels that are not ignored
 Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::string& reduction, int64_t ignore_index,
                                                double label_smoothing) const {
+  if (auto r = float16_rule(&Tensor::sparse_categorical_crossentropy, *this, y, reduction, ignore_index, label_smoothing))
+    return *r;
   check_reduction(reduction);
   if (ndim() < 1) throw std::invalid_argument("sparse_categorical_crossentropy: logits need a class axis (last)");
   Tensor y_one_hot = labels_one_hot(*this, y, ndim() - 1, "sparse_categorical_crossentropy");
@@ -90,6 +95,7 @@ Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::strin
 
 // −w[y]·x[y] along the class axis 1 (0 for 1-D input); ignored labels weigh 0; "mean" divides by Σ w[y]
 Tensor Tensor::nll_loss(const Tensor& y, const Tensor* weight, std::optional<int64_t> ignore_index, const std::string& reduction) const {
+  if (auto r = float16_rule(&Tensor::nll_loss, *this, y, weight, ignore_index, reduction)) return *r;
   check_reduction(reduction);
   if (ndim() < 1) throw std::invalid_argument("nll_loss: the input needs a class axis, got a 0-d tensor");
   int64_t axis = ndim() == 1 ? 0 : 1;

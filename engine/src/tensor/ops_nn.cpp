@@ -116,6 +116,7 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t g
 
 Tensor Tensor::conv2d(const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride,
                       const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding) const {
+  if (auto r = float16_rule(&Tensor::conv2d, *this, weight, bias, groups, stride, dilation, padding)) return *r;
   if (weight.ndim() < 3) throw std::runtime_error("conv2d: weight " + shape_text(weight.shape()) + " needs at least 3 dims");
   return conv(*this, weight, bias, groups, stride, dilation, resolve_pads(padding, weight.ndim() - 2));
 }
@@ -126,6 +127,8 @@ Tensor Tensor::conv2d(const Tensor& weight, const Tensor* bias, int64_t groups, 
 Tensor Tensor::conv_transpose2d(const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride_,
                                 const std::vector<int64_t>& dilation_, const std::vector<int64_t>& padding,
                                 const std::vector<int64_t>& output_padding) const {
+  if (auto r = float16_rule(&Tensor::conv_transpose2d, *this, weight, bias, groups, stride_, dilation_, padding, output_padding))
+    return *r;
   if (weight.ndim() < 3 || ndim() != weight.ndim())
     throw std::runtime_error("conv_transpose2d: input " + shape_text(shape()) + " and weight " + shape_text(weight.shape()) +
                              " must both have 1-3 spatial dims");
@@ -192,6 +195,7 @@ PoolArgs pool_args(const Tensor& x, const std::vector<int64_t>& kernel, const st
 // padded with −inf (so padding never wins), windows, MAX over the kernel axes
 Tensor Tensor::max_pool2d(const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation,
                           const std::vector<int64_t>& padding, bool ceil_mode) const {
+  if (auto r = float16_rule(&Tensor::max_pool2d, *this, kernel, stride, dilation, padding, ceil_mode)) return *r;
   PoolArgs a = pool_args(*this, kernel, stride, dilation, padding, ceil_mode, "max_pool2d");
   double lowest = dtype() == DType::Float32 ? -kInf : -2147483648.0;
   return pool(pad(full_pads(*this, a.eff_pads), lowest), a.k, a.s, a.d).max(last_axes(a.n));
@@ -202,6 +206,8 @@ Tensor Tensor::max_pool2d(const std::vector<int64_t>& kernel, const std::vector<
 std::pair<Tensor, Tensor> Tensor::max_pool2d_with_indices(const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
                                                           const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding,
                                                           bool ceil_mode) const {
+  if (auto r = float16_rule(&Tensor::max_pool2d_with_indices, *this, kernel, stride, dilation, padding, ceil_mode))
+    return *r;
   PoolArgs a = pool_args(*this, kernel, stride, dilation, padding, ceil_mode, "max_pool2d");
   double lowest = dtype() == DType::Float32 ? -kInf : -2147483648.0;
   Tensor pooled = pool(pad(full_pads(*this, a.eff_pads), lowest), a.k, a.s, a.d);
@@ -220,6 +226,8 @@ std::pair<Tensor, Tensor> Tensor::max_pool2d_with_indices(const std::vector<int6
 // otherwise by the number of real elements (a pooled ones-tensor), as torch
 Tensor Tensor::avg_pool2d(const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation,
                           const std::vector<int64_t>& padding, bool ceil_mode, bool count_include_pad) const {
+  if (auto r = float16_rule(&Tensor::avg_pool2d, *this, kernel, stride, dilation, padding, ceil_mode, count_include_pad))
+    return *r;
   PoolArgs a = pool_args(*this, kernel, stride, dilation, padding, ceil_mode, "avg_pool2d");
   auto ax = last_axes(a.n);
   Tensor x = as_float(*this);
@@ -241,6 +249,8 @@ Tensor Tensor::avg_pool2d(const std::vector<int64_t>& kernel, const std::vector<
 // output plane, WHERE + SUM (tinygrad's max_unpool2d)
 Tensor Tensor::max_unpool2d(const Tensor& indices, const std::vector<int64_t>& kernel, const std::vector<int64_t>& stride,
                             const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding, const Shape& output_size) const {
+  if (auto r = float16_rule(&Tensor::max_unpool2d, *this, indices, kernel, stride, dilation, padding, output_size))
+    return *r;
   size_t n = kernel.size();
   check_pool_input(*this, n, "max_unpool2d");
   if (indices.shape() != shape())
@@ -285,6 +295,7 @@ Tensor Tensor::max_unpool2d(const Tensor& indices, const std::vector<int64_t>& k
 // Separable: one axis at a time, from the last, each a (out, in) selection with torch's source-index
 // arithmetic (area_pixel_compute_source_index, nearest_idx), computed on the host in float32.
 Tensor Tensor::interpolate(const Shape& size, const std::string& mode, bool align_corners) const {
+  if (auto r = float16_rule(&Tensor::interpolate, *this, size, mode, align_corners)) return *r;
   if (mode != "linear" && mode != "nearest" && mode != "nearest-exact")
     throw std::invalid_argument("interpolate: mode must be 'linear', 'nearest' or 'nearest-exact', got '" + mode + "'");
   if (align_corners && mode != "linear")
@@ -323,6 +334,7 @@ Tensor Tensor::interpolate(const Shape& size, const std::string& mode, bool alig
 
 // (x − mean) · rsqrt(mean((x − mean)²) + eps), no affine parameters (tinygrad's layernorm)
 Tensor Tensor::layernorm(int64_t axis, double eps) const {
+  if (auto r = float16_rule(&Tensor::layernorm, *this, axis, eps)) return *r;
   std::vector<int64_t> ax{axis};
   Tensor y = as_float(*this).sub(mean(ax, true));
   return y.mul(y.square().mean(ax, true).add(eps).rsqrt());
@@ -330,6 +342,7 @@ Tensor Tensor::layernorm(int64_t axis, double eps) const {
 
 // inverted dropout: keep with probability 1 − p and scale by 1/(1 − p)
 Tensor Tensor::dropout(double p) const {
+  if (auto r = float16_rule(&Tensor::dropout, *this, p)) return *r;
   if (p < 0 || p > 1) throw std::invalid_argument("dropout: p must be in [0, 1], got " + std::to_string(p));
   if (p == 0) return *this;
   if (p == 1) return mul(0.0);
@@ -339,6 +352,8 @@ Tensor Tensor::dropout(double p) const {
 
 Tensor Tensor::scaled_dot_product_attention(const Tensor& key, const Tensor& value, const Tensor* attn_mask, double dropout_p,
                                             bool is_causal) const {
+  if (auto r = float16_rule(&Tensor::scaled_dot_product_attention, *this, key, value, attn_mask, dropout_p, is_causal))
+    return *r;
   if (ndim() < 2 || key.ndim() < 2 || value.ndim() < 2)
     throw std::runtime_error("scaled_dot_product_attention: query " + shape_text(shape()) + ", key " + shape_text(key.shape()) +
                              " and value " + shape_text(value.shape()) + " need at least 2 dims");

@@ -38,6 +38,7 @@ Shape keepdim_shape(const Shape& s, const std::vector<int64_t>& axes) {
 
 // Pairwise-halving product over the flattened reduced axes (no MUL reduce primitive: see prod_last).
 Tensor Tensor::prod(const Axes& axes, bool keepdim) const {
+  if (auto r = float16_rule(&Tensor::prod, *this, axes, keepdim)) return *r;
   std::vector<int64_t> ax = reduce_axes(*this, axes);
   Tensor x = dtype() == DType::Bool ? cast(DType::Int32) : *this;
   if (ax.empty()) return x;
@@ -45,11 +46,18 @@ Tensor Tensor::prod(const Axes& axes, bool keepdim) const {
   return keepdim ? r.reshape(keepdim_shape(shape(), ax)) : r;
 }
 
-Tensor Tensor::var(const Axes& axes, bool keepdim, double correction) const { return var_mean(axes, keepdim, correction).first; }
-Tensor Tensor::std(const Axes& axes, bool keepdim, double correction) const { return var(axes, keepdim, correction).sqrt(); }
+Tensor Tensor::var(const Axes& axes, bool keepdim, double correction) const {
+  if (auto r = float16_rule(&Tensor::var, *this, axes, keepdim, correction)) return *r;
+  return var_mean(axes, keepdim, correction).first;
+}
+Tensor Tensor::std(const Axes& axes, bool keepdim, double correction) const {
+  if (auto r = float16_rule(&Tensor::std, *this, axes, keepdim, correction)) return *r;
+  return var(axes, keepdim, correction).sqrt();
+}
 
 // Σ(x − mean)² / max(0, N − correction): N − correction <= 0 gives inf or NaN, as torch
 std::pair<Tensor, Tensor> Tensor::var_mean(const Axes& axes, bool keepdim, double correction) const {
+  if (auto r = float16_rule(&Tensor::var_mean, *this, axes, keepdim, correction)) return *r;
   std::vector<int64_t> ax = reduce_axes(*this, axes);
   Tensor x = as_float(*this);
   int64_t n = 1;
@@ -59,15 +67,20 @@ std::pair<Tensor, Tensor> Tensor::var_mean(const Axes& axes, bool keepdim, doubl
   return {v, keepdim ? m : m.reshape(drop_axes(shape(), ax))};
 }
 std::pair<Tensor, Tensor> Tensor::std_mean(const Axes& axes, bool keepdim, double correction) const {
+  if (auto r = float16_rule(&Tensor::std_mean, *this, axes, keepdim, correction)) return *r;
   auto [v, m] = var_mean(axes, keepdim, correction);
   return {v.sqrt(), m};
 }
 
-Tensor Tensor::softmin(int64_t axis) const { return neg().softmax(axis); }
+Tensor Tensor::softmin(int64_t axis) const {
+  if (auto r = float16_rule(&Tensor::softmin, *this, axis)) return *r;
+  return neg().softmax(axis);
+}
 
 // First index of the maximum: among positions equal to the max (or NaN, which torch treats as the
 // max), take the largest of n − i, i.e. the smallest i. tinygrad's argmax.
 Tensor Tensor::argmax(std::optional<int64_t> axis, bool keepdim) const {
+  if (auto r = float16_rule(&Tensor::argmax, *this, axis, keepdim)) return *r;
   if (!axis) {
     Tensor r = flatten().argmax(0, false);
     return keepdim ? r.reshape(Shape(ndim(), 1)) : r;
@@ -86,6 +99,7 @@ Tensor Tensor::argmax(std::optional<int64_t> axis, bool keepdim) const {
   return iconst(x, static_cast<double>(n)).sub(best);
 }
 Tensor Tensor::argmin(std::optional<int64_t> axis, bool keepdim) const {
+  if (auto r = float16_rule(&Tensor::argmin, *this, axis, keepdim)) return *r;
   Tensor x = dtype() == DType::Bool ? cast(DType::Int32) : *this;
   return x.neg().argmax(axis, keepdim);
 }
@@ -102,6 +116,7 @@ Tensor Tensor::all(const Axes& axes, bool keepdim) const {
 
 // x / max(‖x‖_p, eps) along dim (torch.nn.functional.normalize)
 Tensor Tensor::normalize(double p, int64_t dim, double eps) const {
+  if (auto r = float16_rule(&Tensor::normalize, *this, p, dim, eps)) return *r;
   Tensor x = as_float(*this);
   std::vector<int64_t> ax{dim};
   Tensor norm;

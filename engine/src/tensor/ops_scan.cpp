@@ -146,23 +146,27 @@ Tensor scan(const Tensor& self, int64_t axis, F&& body) {
 }  // namespace
 
 Tensor Tensor::cumsum(int64_t axis) const {
+  if (auto r = float16_rule(&Tensor::cumsum, *this, axis)) return *r;
   ScanOp op{0, [](const Tensor& w) { return w.sum(std::vector<int64_t>{-1}); },
             [](const Tensor& a, const Tensor& b) { return a.add(b); }};
   return scan(*this, axis, [&](const Tensor& x) { return scan_last(x, op); });
 }
 Tensor Tensor::cumprod(int64_t axis) const {
+  if (auto r = float16_rule(&Tensor::cumprod, *this, axis)) return *r;
   ScanOp op{1, [](const Tensor& w) { return prod_last(w, false); }, [](const Tensor& a, const Tensor& b) { return a.mul(b); }};
   return scan(*this, axis, [&](const Tensor& x) { return scan_last(x, op); });
 }
 // Stable: every window has its own max inside logsumexp, and blocks combine through logaddexp (which
 // shifts by the larger operand), so no exponential over- or underflows.
 Tensor Tensor::logcumsumexp(int64_t axis) const {
+  if (auto r = float16_rule(&Tensor::logcumsumexp, *this, axis)) return *r;
   ScanOp op{-kInf, [](const Tensor& w) { return w.logsumexp(std::vector<int64_t>{-1}); },
             [](const Tensor& a, const Tensor& b) { return a.logaddexp(b); }};
   return scan(as_float(*this), axis, [&](const Tensor& x) { return scan_last(x, op); });
 }
 
 std::pair<Tensor, Tensor> Tensor::cummax(int64_t axis) const {
+  if (auto r = float16_rule(&Tensor::cummax, *this, axis)) return *r;
   int64_t a = normalize_axis(axis);
   if (ndim() == 0) return {*this, Tensor::zeros({}, DType::Int32, device())};
   if (shape()[a] == 0) return {*this, Tensor::zeros(shape(), DType::Int32, device())};
@@ -177,6 +181,7 @@ std::pair<Tensor, Tensor> Tensor::cummax(int64_t axis) const {
   return {move_last_to(values, a), move_last_to(idx, a)};
 }
 std::pair<Tensor, Tensor> Tensor::cummin(int64_t axis) const {
+  if (auto r = float16_rule(&Tensor::cummin, *this, axis)) return *r;
   auto [v, i] = (dtype() == DType::Bool ? cast(DType::Int32) : *this).neg().cummax(axis);
   return {v.neg(), i};
 }
@@ -262,6 +267,7 @@ std::pair<Tensor, Tensor> counting_sort_last(const Tensor& x, bool descending) {
 }  // namespace
 
 std::pair<Tensor, Tensor> Tensor::sort(int64_t dim, bool descending) const {
+  if (auto r = float16_rule(&Tensor::sort, *this, dim, descending)) return *r;
   int64_t a = normalize_axis(dim);
   if (ndim() == 0) return {*this, Tensor::zeros({}, DType::Int32, device())};
   Tensor x = move_axis_last(*this, a);
@@ -274,6 +280,7 @@ Tensor Tensor::argsort(int64_t dim, bool descending) const { return sort(dim, de
 
 // The first k of a full sort: O(n log² n); sorted=false is allowed to return them sorted (torch's contract).
 std::pair<Tensor, Tensor> Tensor::topk(int64_t k, int64_t dim, bool largest, bool sorted) const {
+  if (auto r = float16_rule(&Tensor::topk, *this, k, dim, largest, sorted)) return *r;
   (void)sorted;
   int64_t a = normalize_axis(dim);
   int64_t n = ndim() == 0 ? 1 : shape()[a];
