@@ -167,3 +167,15 @@ def test_chained_matmuls_are_two_kernels_and_relu_fuses_into_matmul():
     n, out = _count(lambda: (a @ b).relu())
     assert n == 1
     np.testing.assert_allclose(out.numpy(), np.maximum(a.numpy() @ b.numpy(), 0), rtol=1e-4, atol=1e-5)
+
+
+def test_big_full_reduction_splits_into_two_kernels():
+    # SPLIT_REDUCEOP (tinygrad): a full sum of 2^20 floats is 256 partial sums (a global loop the threads
+    # share; the elementwise producer fuses into it) and then one sum of the partials
+    x, xv = _realized("C", 1 << 20)
+    n, out = _count(lambda: (x * 2).sum())
+    assert n == 2
+    np.testing.assert_allclose(out.numpy(), (xv.astype(np.float64) * 2).sum(), rtol=1e-5)
+    small, sv = _realized("C", 1000)
+    n, out = _count(lambda: small.sum())
+    assert n == 1  # small reductions stay one kernel

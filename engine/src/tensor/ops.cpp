@@ -235,6 +235,16 @@ Tensor unary(Op op, const Tensor& x) {
   return primitive(op, {f}, f.shape(), f.dtype());
 }
 
+// The number of chunks a full reduction of `x` over `axes` is split into (1: not split): float32
+// tensors of at least 2^20 elements reduced over every axis, into 256 chunks (or the largest power of
+// two down to 16 that divides the size). float16 is not split: its partials would round to float16.
+int64_t split_rows(const Tensor& x, const std::vector<int64_t>& axes) {
+  if (x.dtype() != DType::Float32 || static_cast<int64_t>(axes.size()) != x.ndim() || x.numel() < (int64_t{1} << 20)) return 1;
+  for (int64_t rows = 256; rows >= 16; rows /= 2)
+    if (x.numel() % rows == 0) return rows;
+  return 1;
+}
+
 Tensor reduce(Op op, const Tensor& x, const Axes& axes, bool keepdim) {
   std::vector<int64_t> ax = reduce_axes(x, axes);
   Tensor src = x.dtype() == DType::Bool ? x.cast(DType::Int32) : x;
@@ -253,6 +263,13 @@ Tensor reduce(Op op, const Tensor& x, const Axes& axes, bool keepdim) {
       if (src.shape()[a] == 0)
         throw std::runtime_error("max(): cannot reduce over a zero-size dimension of " + shape_text(src.shape()));
     r = src.reshape(kept);
+  } else if (int64_t rows = split_rows(src, ax); rows > 1) {
+    // SPLIT_REDUCEOP (tinygrad's _split_reduceop): a full reduction of a big float32 tensor runs in two
+    // kernels — `rows` partial reductions of contiguous chunks (a global loop the CPU's threads share),
+    // then one over the partials. A single kernel would have no output loop to parallelize.
+    // (contiguous: the partials are stored, or the kernelizer would fuse both reductions back into one)
+    Tensor partial = reduce(op, src.reshape({rows, src.numel() / rows}), std::vector<int64_t>{1}, false).contiguous();
+    r = reduce(op, partial, std::vector<int64_t>{0}, false).reshape(kept);
   } else {
     r = primitive(op, {src}, kept, src.dtype(), ax);
   }
