@@ -77,7 +77,13 @@ print(f"gradients of A and B: {GlobalCounters.kernel_count} kernel(s); "
 
 # ---- 6. how fast? -------------------------------------------------------------------------------
 # 2*M*N*K floating-point operations (a multiply and an add per term). The first call compiles the
-# kernel (cached on disk afterwards); the second one measures the kernel alone.
+# kernel (cached on disk afterwards); the second one measures it again (from the CLI, the schedule
+# cache skips scheduling and lowering; in the GUI or with DEBUG, every IR snapshot is taken again, which
+# for this kernel costs more than running it). What makes it fast are the passes — open the kernel's
+# "IR after" list: upcast_global gives one output row 32 accumulators (two AVX-512 vectors),
+# register_tile moves the row loop inside and upcasts it by 8 (the 8x32 micro-kernel of every BLAS),
+# simplify folds the index arithmetic, fuse_multiply_add turns acc + a*b into one FMA. For a large w
+# (1 MiB and up) the matmul first copies w into 32-column panels: two PERMUTE -> CONTIGUOUS kernels.
 n = 256
 P, Q = Tensor(rng.standard_normal((n, n)).astype(np.float32)), Tensor(rng.standard_normal((n, n)).astype(np.float32))
 (P @ Q).realize()
@@ -85,4 +91,4 @@ start = time.perf_counter()
 (P @ Q).realize()
 seconds = time.perf_counter() - start
 print(f"{n}x{n} @ {n}x{n}: {seconds * 1e3:.2f} ms, {2 * n ** 3 / seconds / 1e9:.1f} GFLOP/s "
-      f"(the autotuner's opt actions -- UPCAST, UNROLL, THREADS, TILE -- are what close the gap to BLAS)")
+      f"(opt actions UPCAST_GLOBAL, REGISTER_TILE and MULACC; compare with NumPy's BLAS)")
