@@ -11,6 +11,11 @@ static CStyleLanguage c_language() {
       "#include \"ts_math.h\"  /* ts_exp2f, ts_log2f: vectorizable polynomials; float16 <-> float conversions */\n"
       "/* NaN-propagating max, as torch.maximum (fmaxf would drop the NaN) */\n"
       "static inline float ts_fmaxf(float a, float b) { return (a != a || a > b) ? a : b; }\n"
+      "/* WHERE on float32 as a bit mask (see CRenderer::alu) */\n"
+      "static inline float ts_where_f32(_Bool c, float a, float b) {\n"
+      "  int32_t m = -(int32_t)c;\n"
+      "  return ts_bits_to_float((ts_float_to_bits(a) & m) | (ts_float_to_bits(b) & ~m));\n"
+      "}\n"
       "/* THREADS: thread ts_core of ts_cores runs rows [TS_LO(n), TS_HI(n)) of the outermost global loop */\n"
       "#define TS_LO(n) ((int)(((long long)(n) * ts_core) / ts_cores))\n"
       "#define TS_HI(n) ((int)(((long long)(n) * (ts_core + 1)) / ts_cores))\n";
@@ -73,6 +78,14 @@ std::string CRenderer::alu(const ir::Inst& in, const std::vector<std::string>& s
                            const std::vector<DType>& src_dtype) const {
   if (in.op == ir::Op::Where && in.dtype == DType::Bool)
     return "((" + s[0] + " & " + s[1] + ") | (!" + s[0] + " & " + s[2] + "))";
+  // WHERE on float32 and int32 selects bits through a mask, -(int)c = all ones or zero: gcc 12's SLP
+  // vectorizer (the one that vectorizes UPCAST kernels) packs compares, masks and ANDs into AVX-512
+  // but leaves a `c ? a : b` scalar, and one scalar statement in a register tile's epilogue (a fused
+  // relu) keeps the whole tile scalar (x @ W.T + b then relu, 128×64×128: 0.29 ms; masked: 0.02 ms).
+  // The loop vectorizer handles both forms. Same bits as the select, NaN payloads included.
+  if (in.op == ir::Op::Where && in.dtype == DType::Float32) return "ts_where_f32(" + s[0] + ", " + s[1] + ", " + s[2] + ")";
+  if (in.op == ir::Op::Where && in.dtype == DType::Int32)
+    return "((" + s[1] + " & -(int32_t)" + s[0] + ") | (" + s[2] + " & ~-(int32_t)" + s[0] + "))";
   return CStyleRenderer::alu(in, s, src_dtype);
 }
 

@@ -341,11 +341,22 @@ Tensor Tensor::reciprocal() const {
   if (auto r = float16_rule(&Tensor::reciprocal, *this)) return *r;
   return unary(Op::Recip, *this);
 }
-// relu'(0) = 0 (the zero branch); NaN passes through (x != x selects x), as torch
+// relu'(0) = 0 (the zero branch); NaN passes through (x != x selects x), as torch.
+// The backward is PyTorch's threshold_backward: it reads relu's output (grad where out > 0, or out is
+// NaN), not its input. The output is what the forward stores; the input, in x @ W.T + b then relu, is
+// a matmul fused into relu's kernel, and a backward reading it would compute that matmul again.
 Tensor Tensor::relu() const {
   if (auto r = float16_rule(&Tensor::relu, *this)) return *r;
-  Tensor zero = scalar_like(0);
-  return gt(zero).where(*this, ne(*this).where(*this, zero));
+  Tensor x = *this;
+  return with_custom_backward(
+      {x},
+      [&] {
+        Tensor zero = x.scalar_like(0);
+        return x.gt(zero).where(x, x.ne(x).where(x, zero));
+      },
+      [](const Tensor& out, const Tensor& g) {
+        return std::vector<Tensor>{out.le(out.scalar_like(0)).where(g.scalar_like(0), g)};
+      });
 }
 Tensor Tensor::sigmoid() const {
   if (auto r = float16_rule(&Tensor::sigmoid, *this)) return *r;
@@ -627,6 +638,7 @@ Tensor Tensor::matmul(const Tensor& w) const {
     throw std::runtime_error("matmul: shapes " + shape_text(shape()) + " and " + shape_text(w.shape()) +
                              " cannot be multiplied (" + std::to_string(shape().back()) + " != " + std::to_string(k_w) + ")");
   if (n1 >= 2 && n2 == 2 && packs_panels(shape(), w.shape(), device())) return matmul_packed(w);
+  if (n1 >= 2 && n2 == 2 && copies_transposed_w(shape(), w)) return matmul(w.contiguous());
   // tinygrad's dot: x (..., n, 1, k) * wᵀ (..., 1, m, k) broadcast, then sum over k
   int64_t ones = std::min<int64_t>({n1 - 1, n2 - 1, 1});
   Shape xs(shape().begin(), shape().end() - 1);
@@ -653,6 +665,20 @@ bool Tensor::packs_panels(const Shape& x, const Shape& w, const std::string& dev
   if (device != "C" || w.size() != 2 || x.size() < 2) return false;
   const int64_t k = w[0], n = w[1], m = x[x.size() - 2];
   return n % kPanelWidth == 0 && k * n * 4 >= (int64_t{1} << 20) && m >= 64;
+}
+
+// x @ Wᵀ, as nn.Linear computes it: W (N, K) is read through a transposed view, so every output
+// is a dot product of two K-contiguous rows. Such a kernel can only split its sum over K
+// (upcast_reduce), and a dot product per output is bound by the latency of its final horizontal add
+// (128×64 @ 64×128: 0.16 ms). Copying W once into a contiguous (K, N) costs one small kernel
+// (K·N floats) and lets register_tile compute 8×32 outputs per step from the same loads (0.02 ms),
+// the layout change a BLAS makes when it packs a transposed operand. Done on the C device when w is
+// a transpose, N is at least 16 and x has at least 16 rows; larger w go through packs_panels.
+bool Tensor::copies_transposed_w(const Shape& x, const Tensor& w) {
+  if (w.device() != "C" || w.ndim() != 2 || x.size() < 2) return false;
+  const Node& n = node(w);
+  const bool transposed = n.op == Op::Permute && n.arg == std::vector<int64_t>{1, 0};
+  return transposed && w.shape()[1] >= 16 && x[x.size() - 2] >= 16;
 }
 
 Tensor Tensor::matmul_packed(const Tensor& w) const {
