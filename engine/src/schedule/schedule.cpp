@@ -91,23 +91,35 @@ bool is_row_local_expand(const Graph& g, const std::map<NodeId, std::vector<Node
 }
 
 // Do the consumers of `id` all feed, each through a chain of single-consumer ops, into one common node?
-// Then they end up in one kernel and the value is computed there once: a tie-aware relu reads its input
-// three times (x <= 0, x == 0, the WHERE); softmax reads exp(x - max) in its sum and in its division.
-bool consumers_converge(const Graph& g, std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id) {
+// Then they end up in one kernel: a tie-aware relu reads its input three times (x <= 0, x == 0, the
+// WHERE) in one loop body, where the value is computed once. Sets *through_reduce when a chain passes a
+// reduce before the common node: then the kernel evaluates the value in more than one loop (softmax
+// reads exp(x - max) in the loop of its sum and again in the loop of its division).
+bool consumers_converge(const Graph& g, std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id,
+                        bool* through_reduce) {
   std::map<NodeId, int> hits;
+  std::vector<std::vector<NodeId>> chains;
   const auto& cs = consumers[id];
   for (NodeId c : cs) {
     std::set<NodeId> seen;
+    std::vector<NodeId>& chain = chains.emplace_back();
     NodeId cur = c;
     for (int step = 0; step < 64; step++) {
       if (!seen.insert(cur).second) break;
       hits[cur]++;
+      chain.push_back(cur);
       const Node& n = g[cur];
       auto it = consumers.find(cur);
       if (!(is_alu(n.op) || is_movement(n.op) || is_reduce(n.op)) || it == consumers.end() || it->second.size() != 1) break;
       cur = it->second[0];
     }
   }
+  *through_reduce = false;
+  for (const std::vector<NodeId>& chain : chains)
+    for (NodeId node : chain) {
+      if (hits[node] == static_cast<int>(cs.size())) break;  // the first common node
+      if (is_reduce(g[node].op)) *through_reduce = true;
+    }
   for (auto& [node, count] : hits)
     if (count == static_cast<int>(cs.size())) return true;
   return false;
@@ -175,19 +187,25 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
   std::map<NodeId, std::string> stored;  // node → reason its kernel ends there
   std::map<NodeId, bool> has_reduce;     // an unstored reduce inside the value's fused subtree
   std::map<NodeId, int64_t> cost;        // ALU ops in the fused subtree (capped)
+  // an unstored reduce whose result varies per element of the value (a matmul's sum), not one per row
+  // broadcast back along the row (a softmax's max): recomputing the value recomputes that reduction
+  std::map<NodeId, bool> has_elementwise_reduce;
   auto is_input = [&](NodeId id) { return g[id].realized() || stored.count(id); };
   for (NodeId id : sched.nodes) {
     const Node& n = g[id];
     if (n.realized()) continue;
-    bool red = is_reduce(n.op);
+    bool red = is_reduce(n.op), elem_red = is_reduce(n.op);
+    const bool row_broadcast = n.op == Op::Expand && is_row_local_expand(g, consumers, id);
     int64_t c = is_alu(n.op) || is_reduce(n.op) ? 1 : 0;
     for (int i = 0; i < n.num_src; i++) {
       NodeId s = n.src[i];
       if (is_input(s)) continue;
       red = red || has_reduce[s];
+      elem_red = elem_red || (has_elementwise_reduce[s] && !row_broadcast);
       c = std::min<int64_t>(c + cost[s], 1 << 20);
     }
     has_reduce[id] = red;
+    has_elementwise_reduce[id] = elem_red;
     cost[id] = c;
     size_t ncons = consumers[id].size();
     bool copied = false;  // the source of a COPY must be in memory on its own device
@@ -203,9 +221,13 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     } else if (red && !is_movement(n.op) && expanded_by.count(id)) {
       stored[id] = "reduce output is expanded (broadcast) by " + expanded_by[id] +
                    ": fusing would recompute the reduction for every broadcast element";
-    } else if (ncons > 1 && red && !is_movement(n.op) && !consumers_converge(g, consumers, id)) {
-      stored[id] = "value with a reduce has " + std::to_string(ncons) +
-                   " consumers: recomputing the reduction costs more than storing it";
+    } else if (bool through_reduce = false; ncons > 1 && red && !is_movement(n.op) &&
+               (!consumers_converge(g, consumers, id, &through_reduce) || (through_reduce && elem_red))) {
+      stored[id] = through_reduce
+                       ? "value holds a reduction per element (a matmul) and " + std::to_string(ncons) +
+                             " consumers read it in different loops of one kernel: each loop would recompute the reduction"
+                       : "value with a reduce has " + std::to_string(ncons) +
+                             " consumers: recomputing the reduction costs more than storing it";
     } else if (ncons > 1 && c > kRecomputeLimit && !is_movement(n.op)) {
       stored[id] = "value has " + std::to_string(ncons) + " consumers and " + std::to_string(c) +
                    " ALU ops (> " + std::to_string(kRecomputeLimit) + "): recomputing costs more than storing";
