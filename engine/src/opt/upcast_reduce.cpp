@@ -22,12 +22,28 @@ using ir::Inst;
 using ir::Op;
 using ir::ValueId;
 
-constexpr int kMaxUpcast = 16;  // floats in one AVX-512 register
+constexpr int kMaxUpcast = 16;           // floats in one AVX-512 register
+constexpr int kMaxStreamingUpcast = 64;  // four registers, for a body that only loads and adds
 
-int upcast_factor(int64_t n) {
-  for (int u = kMaxUpcast; u >= 4; u /= 2)
+// A streaming reduction (x.sum(): the body is one load and the combine) is bound by memory, and one
+// vector of partial sums has one add in flight at a time (4 cycles each); four vectors keep four loads
+// in flight and are ~10% faster on this machine's 64 MiB sum (2.47 against 2.77 ms in plain C). With
+// more work per element the body has enough independent instructions already, and the larger unroll
+// only grows the code (softmax's exp loop got slower at 32).
+int upcast_factor(int64_t n, bool streaming) {
+  for (int u = streaming ? kMaxStreamingUpcast : kMaxUpcast; u >= 4; u /= 2)
     if (n % u == 0 && n >= 2 * u) return u;
   return 1;
+}
+
+// Is the loop body old[begin, end) one LOAD plus index arithmetic, and the combine of the accumulator?
+bool is_streaming_body(const std::vector<Inst>& old, size_t begin, size_t end) {
+  int loads = 0, float_alu = 0;
+  for (size_t b = begin; b < end; b++) {
+    if (old[b].op == Op::Load) loads++;
+    else if (ir::is_alu(old[b].op) && old[b].dtype != DType::Int32) float_alu++;
+  }
+  return loads == 1 && float_alu == 1;
 }
 
 }  // namespace
@@ -66,7 +82,7 @@ void upcast_reduce(ir::Kernel& k) {
         end++;
       }
       const int64_t n = static_cast<int64_t>(old[old[r].src[0]].value);
-      const int u_count = upcast_factor(n);
+      const int u_count = upcast_factor(n, is_streaming_body(old, r + 1, end));
       simple = simple && end < old.size() && old[end].src[0] == r && assigns == 1 && old[end - 1].op == Op::Assign &&
                old[end - 1].src[0] == i && u_count > 1;
       if (simple) {
