@@ -3,7 +3,8 @@
 Each workload runs in Tensorscope, NumPy and PyTorch with the same inputs (and, for the elementwise chain,
 the softmax and the sum, in hand-written fused C: scripts/bench_ref.c, compiled here with gcc -O3
 -march=native -ffast-math and OpenMP); results are checked against NumPy; the table shows medians (ms)
-and ratios (ts/C: Tensorscope's time over the hand-written C's). Thread counts are set explicitly for all three
+and ratios (ts/C: Tensorscope's time over the hand-written C's); contenders are timed in alternating
+blocks (see race) so that a shared machine's drift falls on all of them alike. Thread counts are set explicitly for all three
 (TENSORSCOPE_THREADS, OPENBLAS_NUM_THREADS / OMP_NUM_THREADS, torch.set_num_threads) and
 OPENBLAS_CORETYPE is unset, so that OpenBLAS picks its best kernels (the environment may force
 Haswell, which halves its sgemm speed). Run: scripts/bench.sh [--quick] [--json FILE]
@@ -38,6 +39,22 @@ def median_ms(fn, repeats=REPEATS):
         fn()
         times.append((time.perf_counter() - t0) * 1e3)
     return statistics.median(times)
+
+
+def race(*fns, rounds=3 if QUICK else 6, block=5):
+    """Medians (ms) of `fns`, measured in alternating blocks: fn 1 `block` times, fn 2 `block` times, ...,
+    `rounds` times over. Drift on a shared machine (memory bandwidth, clock) then falls on every
+    contender alike instead of on whichever ran during a slow minute. Each block starts with one untimed
+    call, so that every contender finds its own data in the cache as it would in a loop of its own."""
+    times = [[] for _ in fns]
+    for _ in range(rounds):
+        for fn, t in zip(fns, times):
+            fn()
+            for _ in range(block):
+                t0 = time.perf_counter()
+                fn()
+                t.append((time.perf_counter() - t0) * 1e3)
+    return [statistics.median(t) for t in times]
 
 
 def check(name, got, want, rtol=1e-3, atol=1e-4):
@@ -88,10 +105,11 @@ check("elementwise", out.numpy(), np.maximum(a * b + c, 0) * 2 + np.exp(-a))
 c_out = np.empty_like(a)
 hand_c.ref_elementwise(ptr(c_out), ptr(a), ptr(b), ptr(c), n)
 check("elementwise (hand-written C)", c_out, np.maximum(a * b + c, 0) * 2 + np.exp(-a))
-row(f"relu(a*b+c)*2+exp(-a), {n >> 20}M", median_ms(lambda: ((ta * tb + tc).relu() * 2 + (-ta).exp()).realize()),
-    median_ms(lambda: np.maximum(a * b + c, 0) * 2 + np.exp(-a)),
-    median_ms(lambda: torch.relu(pa * pb + pc) * 2 + torch.exp(-pa)), f"{kernels} kernel(s)",
-    median_ms(lambda: hand_c.ref_elementwise(ptr(c_out), ptr(a), ptr(b), ptr(c), n)))
+ts_ms, np_ms, torch_ms, c_ms = race(lambda: ((ta * tb + tc).relu() * 2 + (-ta).exp()).realize(),
+                                    lambda: np.maximum(a * b + c, 0) * 2 + np.exp(-a),
+                                    lambda: torch.relu(pa * pb + pc) * 2 + torch.exp(-pa),
+                                    lambda: hand_c.ref_elementwise(ptr(c_out), ptr(a), ptr(b), ptr(c), n), rounds=3)
+row(f"relu(a*b+c)*2+exp(-a), {n >> 20}M", ts_ms, np_ms, torch_ms, f"{kernels} kernel(s)", c_ms)
 
 # ---- row softmax 4096x4096 --------------------------------------------------------------------
 m = 1024 if QUICK else 4096
@@ -111,15 +129,16 @@ check("softmax", out.numpy(), np_softmax(x), atol=1e-6)
 c_out = np.empty_like(x)
 hand_c.ref_softmax(ptr(c_out), ptr(x), m, m)
 check("softmax (hand-written C)", c_out, np_softmax(x), atol=1e-6)
-row(f"softmax rows {m}x{m}", median_ms(lambda: tx.softmax(-1).realize()), median_ms(lambda: np_softmax(x)),
-    median_ms(lambda: torch.softmax(px, -1)), f"{kernels} kernel(s)",
-    median_ms(lambda: hand_c.ref_softmax(ptr(c_out), ptr(x), m, m)))
+ts_ms, np_ms, torch_ms, c_ms = race(lambda: tx.softmax(-1).realize(), lambda: np_softmax(x), lambda: torch.softmax(px, -1),
+                                    lambda: hand_c.ref_softmax(ptr(c_out), ptr(x), m, m))
+row(f"softmax rows {m}x{m}", ts_ms, np_ms, torch_ms, f"{kernels} kernel(s)", c_ms)
 
 # ---- sum of 16M ---------------------------------------------------------------------------------
 # float32 summation error grows with n: compare against the float64 sum within 1e-6 of sum|a|
 check("sum", ta.sum().numpy(), np.sum(a, dtype=np.float64), rtol=0, atol=1e-6 * float(np.abs(a).sum()))
-row(f"sum of {n >> 20}M", median_ms(lambda: ta.sum().realize()), median_ms(lambda: a.sum()), median_ms(lambda: pa.sum()),
-    c_ms=median_ms(lambda: hand_c.ref_sum(ptr(a), n)))
+ts_ms, np_ms, torch_ms, c_ms = race(lambda: ta.sum().realize(), lambda: a.sum(), lambda: pa.sum(),
+                                    lambda: hand_c.ref_sum(ptr(a), n), rounds=10)
+row(f"sum of {n >> 20}M", ts_ms, np_ms, torch_ms, c_ms=c_ms)
 
 # ---- matmul -----------------------------------------------------------------------------------
 for size in ([256] if QUICK else [1024, 2048]):
@@ -128,9 +147,8 @@ for size in ([256] if QUICK else [1024, 2048]):
     tp, tq, pp, pq = Tensor(p), Tensor(q), torch.from_numpy(p), torch.from_numpy(q)
     check("matmul", (tp @ tq).numpy(), p @ q, rtol=1e-3, atol=1e-2)
     flop = 2 * size ** 3
-    ts_ms = median_ms(lambda: (tp @ tq).realize(), repeats=3)
-    np_ms = median_ms(lambda: p @ q, repeats=3)
-    row(f"matmul {size}", ts_ms, np_ms, median_ms(lambda: pp @ pq, repeats=3),
+    ts_ms, np_ms, torch_ms = race(lambda: (tp @ tq).realize(), lambda: p @ q, lambda: pp @ pq, rounds=3, block=2)
+    row(f"matmul {size}", ts_ms, np_ms, torch_ms,
         f"{flop / ts_ms / 1e6:.0f} GFLOP/s vs NumPy {flop / np_ms / 1e6:.0f}")
 
 # ---- 1000 chained tiny adds, realized once -------------------------------------------------------
@@ -205,8 +223,8 @@ def kernel_ms_per_step(step, n=10):
     return GlobalCounters.time_ms / n
 
 
-torch_step_ms = median_ms(torch_step, repeats=20)
-row("MLP 64-128-10 train step, batch 128", median_ms(ts_step, repeats=20), None, torch_step_ms,
+ts_step_ms, torch_step_ms = race(ts_step, torch_step, rounds=10, block=20)
+row("MLP 64-128-10 train step, batch 128", ts_step_ms, None, torch_step_ms,
     f"{step_kernels} kernels per step (tinygrad: 16), {kernel_ms_per_step(ts_step):.3f} ms in kernels")
 
 # the same step captured once and replayed (@tensorscope.jit, tinygrad's TinyJit): no graph building,
@@ -229,7 +247,8 @@ for _ in range(3):  # eager, capture, first replay
 GlobalCounters.reset()
 jit_step(tX, tY)
 assert GlobalCounters.schedule_count == 0 and GlobalCounters.replayed_kernels == step_kernels, "the jitted step did not replay"
-row("MLP train step, jitted (@tensorscope.jit)", median_ms(lambda: jit_step(tX, tY), repeats=20), None, torch_step_ms,
+jit_step_ms, torch_step_ms = race(lambda: jit_step(tX, tY), torch_step, rounds=10, block=20)
+row("MLP train step, jitted (@tensorscope.jit)", jit_step_ms, None, torch_step_ms,
     f"{jit_step.jit_cache_size} replayed kernels, {kernel_ms_per_step(lambda: jit_step(tX, tY)):.3f} ms in kernels")
 
 # ---- table -------------------------------------------------------------------------------------------

@@ -145,33 +145,38 @@ TEST(Passes, UpcastWithoutHoistingKeepsLoopBounds) {
 }
 
 TEST(Passes, UpcastReduceLooksPastLoopInvariantValues) {
-  // out[m] = sum_k x[m·K + k]: the row offset m·K sits between the accumulator and its loop (where
-  // loop-invariant code motion puts it); the reduce loop is still split into 16 partial sums
-  const int64_t M = 3, K = 64;
-  ir::Kernel k;
-  k.name = "rowsum";
-  k.globals = {{DType::Float32, M, true}, {DType::Float32, M * K, false}};
-  ir::Builder b(k);
-  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32);
-  auto rm = b.range(M, true);
-  auto acc = b.acc(0, DType::Float32);
-  auto row = b.mul(rm, b.cint(K));
-  auto rk = b.range(K);
-  b.assign(acc, b.alu(Op::Add, DType::Float32, acc, b.load(x, b.add(row, rk))));
-  b.end_range(rk);
-  b.store(out, rm, acc);
-  b.end_range(rm);
-  ir::Kernel plain = k;
-  upcast_reduce(k);
-  ASSERT_TRUE(ir::verify(k).empty()) << ir::print(k);
-  ASSERT_EQ(k.opts.size(), 1u);
-  EXPECT_EQ(k.opts[0].kind, ir::AppliedOpt::UpcastReduce);
-  EXPECT_EQ(k.opts[0].amount, 16);
-  std::vector<float> xs(M * K), want(M), got(M);
-  for (size_t i = 0; i < xs.size(); i++) xs[i] = static_cast<float>(i % 7);  // small integers: exact sums
-  ir::interpret(plain, {want.data(), xs.data()});
-  ir::interpret(k, {got.data(), xs.data()});
-  EXPECT_EQ(got, want);
+  // out[m] = sum_k f(x[m·K + k]): the row offset m·K sits between the accumulator and its loop (where
+  // loop-invariant code motion puts it); the reduce loop is still split into partial sums: 64 for a
+  // streaming sum (f(v) = v: one load and the add), 16 when the body does more (f(v) = v·v)
+  const int64_t M = 3, K = 256;
+  for (bool streaming : {true, false}) {
+    ir::Kernel k;
+    k.name = "rowsum";
+    k.globals = {{DType::Float32, M, true}, {DType::Float32, M * K, false}};
+    ir::Builder b(k);
+    auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32);
+    auto rm = b.range(M, true);
+    auto acc = b.acc(0, DType::Float32);
+    auto row = b.mul(rm, b.cint(K));
+    auto rk = b.range(K);
+    auto v = b.load(x, b.add(row, rk));
+    if (!streaming) v = b.alu(Op::Mul, DType::Float32, v, v);
+    b.assign(acc, b.alu(Op::Add, DType::Float32, acc, v));
+    b.end_range(rk);
+    b.store(out, rm, acc);
+    b.end_range(rm);
+    ir::Kernel plain = k;
+    upcast_reduce(k);
+    ASSERT_TRUE(ir::verify(k).empty()) << ir::print(k);
+    ASSERT_EQ(k.opts.size(), 1u);
+    EXPECT_EQ(k.opts[0].kind, ir::AppliedOpt::UpcastReduce);
+    EXPECT_EQ(k.opts[0].amount, streaming ? 64 : 16);
+    std::vector<float> xs(M * K), want(M), got(M);
+    for (size_t i = 0; i < xs.size(); i++) xs[i] = static_cast<float>(i % 7);  // small integers: exact sums
+    ir::interpret(plain, {want.data(), xs.data()});
+    ir::interpret(k, {got.data(), xs.data()});
+    EXPECT_EQ(got, want);
+  }
 }
 
 TEST(Passes, MaxReduceOnIntegerKeysKeepsEveryValue) {

@@ -128,3 +128,20 @@ def test_gradient_graph_is_lazy(dev):
     assert GlobalCounters.kernel_count == 0, "reading a realized gradient again must not launch kernels"
     v = x.numpy()
     np.testing.assert_allclose(g, np.exp(v) * (v + 1), rtol=1e-5)
+
+
+def test_relu_backward_reads_the_output_as_torch():
+    # PyTorch's threshold_backward: grad where relu(x) > 0 or is NaN; 0 at x <= 0 (relu'(0) = 0)
+    v = np.array([np.nan, -1.0, 0.0, -0.0, 2.0, 1e-30], dtype=np.float32)
+    g = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0], dtype=np.float32)
+    x = Tensor(v, requires_grad=True)
+    x.relu().backward(Tensor(g))
+    tx = torch.tensor(v, requires_grad=True)
+    torch.relu(tx).backward(torch.tensor(g))
+    np.testing.assert_array_equal(x.grad.numpy(), tx.grad.numpy())
+    # second order through relu(relu(x)) and the relu inside abs
+    x = Tensor(v, requires_grad=True)
+    (x.relu().relu() * 3 + x.abs()).sum().backward()
+    tx = torch.tensor(v, requires_grad=True)
+    (torch.relu(torch.relu(tx)) * 3 + tx.abs()).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy()[1:], tx.grad.numpy()[1:])

@@ -179,3 +179,33 @@ def test_big_full_reduction_splits_into_two_kernels():
     small, sv = _realized("C", 1000)
     n, out = _count(lambda: small.sum())
     assert n == 1  # small reductions stay one kernel
+
+
+@devices
+def test_matmul_read_in_two_loops_is_stored(dev):
+    # log_softmax of a matmul's output: the row max and the row logsumexp are two loops over the row; a
+    # value that holds a reduction per element (the logits) is stored once rather than computed in
+    # both loops (a row of K-long dot products each time). softmax of a realized x stays one kernel.
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((8, 32), dtype=np.float32), rng.standard_normal((32, 10), dtype=np.float32)
+    tx, tw = Tensor(x, device=dev).realize(), Tensor(w, device=dev).realize()
+    n, out = _count(lambda: (tx @ tw).log_softmax(-1))
+    assert n == 2
+    logits = x.astype(np.float64) @ w
+    want = logits - logits.max(1, keepdims=True)
+    want -= np.log(np.exp(want).sum(1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-4)
+    n, _ = _count(lambda: tx.log_softmax(-1))
+    assert n == 1
+
+
+def test_transposed_weight_is_copied_once_on_c():
+    # x @ W.T (nn.Linear) on the C device: W.T is copied to a contiguous (K, N) first (one small kernel),
+    # so that the matmul register-tiles instead of summing dot products; on INTERP no copy
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((32, 24), dtype=np.float32), rng.standard_normal((40, 24), dtype=np.float32)
+    for dev, kernels in (("C", 2), ("INTERP", 1)):
+        tx, tw = Tensor(x, device=dev).realize(), Tensor(w, device=dev).realize()
+        n, out = _count(lambda: tx @ tw.T)
+        assert n == kernels, dev
+        np.testing.assert_allclose(out.numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
