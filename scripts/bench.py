@@ -19,6 +19,10 @@ THREADS = int(os.environ.get("BENCH_THREADS", "1"))
 os.environ.pop("OPENBLAS_CORETYPE", None)
 for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "TENSORSCOPE_THREADS"):
     os.environ[var] = str(THREADS)
+# OpenMP workers (PyTorch's, the hand-written C's) sleep when idle instead of spinning: with libgomp's
+# default policy they spin for a while, fight OpenBLAS's spinning workers for this machine's 2 cores, and
+# PyTorch's 2-thread MLP step took anywhere from 0.3 to 4 ms; passive gives it its best time (0.26 ms)
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 import numpy as np  # noqa: E402  (after the thread variables)
 import torch  # noqa: E402
@@ -43,12 +47,17 @@ def median_ms(fn, repeats=REPEATS):
 
 def race(*fns, rounds=3 if QUICK else 6, block=5):
     """Medians (ms) of `fns`, measured in alternating blocks: fn 1 `block` times, fn 2 `block` times, ...,
-    `rounds` times over. Drift on a shared machine (memory bandwidth, clock) then falls on every
-    contender alike instead of on whichever ran during a slow minute. Each block starts with one untimed
-    call, so that every contender finds its own data in the cache as it would in a loop of its own."""
+    `rounds` times over, each round starting with the next contender. Drift on a shared machine (memory
+    bandwidth, clock) then falls on every contender alike instead of on whichever ran during a slow
+    minute. Each block starts with one untimed call, so that every contender finds its own data in the
+    cache as it would in a loop of its own, and a pause of 20 ms before it, so that worker threads
+    another library left spinning are asleep."""
     times = [[] for _ in fns]
-    for _ in range(rounds):
-        for fn, t in zip(fns, times):
+    for r in range(rounds):
+        order = list(range(len(fns)))
+        order = order[r % len(fns):] + order[:r % len(fns)]  # each round starts with the next contender
+        for fn, t in ((fns[i], times[i]) for i in order):
+            time.sleep(0.02)
             fn()
             for _ in range(block):
                 t0 = time.perf_counter()
@@ -136,8 +145,12 @@ row(f"softmax rows {m}x{m}", ts_ms, np_ms, torch_ms, f"{kernels} kernel(s)", c_m
 # ---- sum of 16M ---------------------------------------------------------------------------------
 # float32 summation error grows with n: compare against the float64 sum within 1e-6 of sum|a|
 check("sum", ta.sum().numpy(), np.sum(a, dtype=np.float64), rtol=0, atol=1e-6 * float(np.abs(a).sum()))
-ts_ms, np_ms, torch_ms, c_ms = race(lambda: ta.sum().realize(), lambda: a.sum(), lambda: pa.sum(),
-                                    lambda: hand_c.ref_sum(ptr(a), n), rounds=10)
+# Each contender sums its own copy: 64 MiB fits this CPU's L3 (105 MiB), and contenders sharing one
+# array would find it in the cache after each other while the one with its own copy would not.
+a_torch, a_c = a.copy(), a.copy()
+pa_own = torch.from_numpy(a_torch)
+ts_ms, np_ms, torch_ms, c_ms = race(lambda: ta.sum().realize(), lambda: a.sum(), lambda: pa_own.sum(),
+                                    lambda: hand_c.ref_sum(ptr(a_c), n), rounds=10)
 row(f"sum of {n >> 20}M", ts_ms, np_ms, torch_ms, c_ms=c_ms)
 
 # ---- matmul -----------------------------------------------------------------------------------
