@@ -50,14 +50,14 @@ def race(*fns, rounds=3 if QUICK else 6, block=5):
     `rounds` times over, each round starting with the next contender. Drift on a shared machine (memory
     bandwidth, clock) then falls on every contender alike instead of on whichever ran during a slow
     minute. Each block starts with one untimed call, so that every contender finds its own data in the
-    cache as it would in a loop of its own, and a pause of 20 ms before it, so that worker threads
-    another library left spinning are asleep."""
+    cache as it would in a loop of its own, and a pause before it, so that worker threads another
+    library left spinning are asleep (OpenBLAS's spin for up to 2^28 cycles, ~60 ms here)."""
     times = [[] for _ in fns]
     for r in range(rounds):
         order = list(range(len(fns)))
         order = order[r % len(fns):] + order[:r % len(fns)]  # each round starts with the next contender
         for fn, t in ((fns[i], times[i]) for i in order):
-            time.sleep(0.02)
+            time.sleep(0.15 if THREADS > 1 else 0.02)
             fn()
             for _ in range(block):
                 t0 = time.perf_counter()
