@@ -152,7 +152,9 @@ def test_mlp_train_step_kernel_count():
     step()
     GlobalCounters.reset()
     step()
-    assert GlobalCounters.kernel_count == 12  # with the contiguous copy of W1.T, and no recompute of x @ W1.T + b
+    # 13: the contiguous copy of W1.T, the logits stored once, the softmax gradient stored once (it feeds
+    # two matmuls), and no recompute of x @ W1.T + b in the backward
+    assert GlobalCounters.kernel_count == 13
 
 
 def test_chained_matmuls_are_two_kernels_and_relu_fuses_into_matmul():
@@ -209,3 +211,18 @@ def test_transposed_weight_is_copied_once_on_c():
         n, out = _count(lambda: tx @ tw.T)
         assert n == kernels, dev
         np.testing.assert_allclose(out.numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
+
+
+@devices
+def test_transcendental_read_through_a_wide_broadcast_is_stored(dev):
+    # exp(x) @ w reads each exp(x) once per output column: from 8 columns on, exp(x) is stored (2 kernels)
+    # instead of computed once per column; with 4 columns it stays fused (1 kernel)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 32), dtype=np.float32)
+    tx = Tensor(x, device=dev).realize()
+    for cols, kernels in ((16, 2), (4, 1)):
+        w = rng.standard_normal((32, cols), dtype=np.float32)
+        tw = Tensor(w, device=dev).realize()
+        n, out = _count(lambda: tx.exp() @ tw)
+        assert n == kernels, cols
+        np.testing.assert_allclose(out.numpy(), np.exp(x.astype(np.float64)) @ w, rtol=1e-4, atol=1e-4)

@@ -165,20 +165,23 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
   // Which values are read through an expand (broadcast)? Walk each consumer's operand down its chain
   // of movement ops to the value underneath. A row-local expand (see is_row_local_expand) does not
   // count: the reduce it broadcasts is fused as a second reduction over the same rows.
+  // expand_factor: how many times the consumer reads each element (the largest such broadcast).
   std::map<NodeId, std::string> expanded_by;
+  std::map<NodeId, int64_t> expand_factor;
   for (NodeId id : sched.nodes) {
     const Node& n = g[id];
     if (n.realized() || is_movement(n.op)) continue;
     for (int i = 0; i < n.num_src; i++) {
       NodeId cur = n.src[i];
-      bool expands = false;
+      int64_t factor = 1;
       while (!g[cur].realized() && is_movement(g[cur].op)) {
-        if (g[cur].op == Op::Expand && shape_numel(g[cur].shape) > shape_numel(g[g[cur].src[0]].shape) &&
-            !is_row_local_expand(g, consumers, cur))
-          expands = true;
+        const int64_t in = shape_numel(g[g[cur].src[0]].shape), out = shape_numel(g[cur].shape);
+        if (g[cur].op == Op::Expand && out > in && !is_row_local_expand(g, consumers, cur))
+          factor *= in > 0 ? out / in : 1;
         cur = g[cur].src[0];
       }
-      if (expands && !expanded_by.count(cur)) expanded_by[cur] = node_label(g, id);
+      if (factor > 1 && !expanded_by.count(cur)) expanded_by[cur] = node_label(g, id);
+      expand_factor[cur] = std::max(expand_factor[cur], factor);
     }
   }
 
@@ -190,11 +193,13 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
   // an unstored reduce whose result varies per element of the value (a matmul's sum), not one per row
   // broadcast back along the row (a softmax's max): recomputing the value recomputes that reduction
   std::map<NodeId, bool> has_elementwise_reduce;
+  std::map<NodeId, bool> has_transcendental;  // an EXP2, LOG2, SIN or SQRT in the fused subtree
   auto is_input = [&](NodeId id) { return g[id].realized() || stored.count(id); };
   for (NodeId id : sched.nodes) {
     const Node& n = g[id];
     if (n.realized()) continue;
     bool red = is_reduce(n.op), elem_red = is_reduce(n.op);
+    bool transcendental = n.op == Op::Exp2 || n.op == Op::Log2 || n.op == Op::Sin || n.op == Op::Sqrt;
     const bool row_broadcast = n.op == Op::Expand && is_row_local_expand(g, consumers, id);
     int64_t c = is_alu(n.op) || is_reduce(n.op) ? 1 : 0;
     for (int i = 0; i < n.num_src; i++) {
@@ -202,10 +207,12 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       if (is_input(s)) continue;
       red = red || has_reduce[s];
       elem_red = elem_red || (has_elementwise_reduce[s] && !row_broadcast);
+      transcendental = transcendental || has_transcendental[s];
       c = std::min<int64_t>(c + cost[s], 1 << 20);
     }
     has_reduce[id] = red;
     has_elementwise_reduce[id] = elem_red;
+    has_transcendental[id] = transcendental;
     cost[id] = c;
     size_t ncons = consumers[id].size();
     bool copied = false;  // the source of a COPY must be in memory on its own device
@@ -228,6 +235,9 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
                              " consumers read it in different loops of one kernel: each loop would recompute the reduction"
                        : "value with a reduce has " + std::to_string(ncons) +
                              " consumers: recomputing the reduction costs more than storing it";
+    } else if (transcendental && !is_movement(n.op) && expand_factor[id] >= kBroadcastRecomputeLimit) {
+      stored[id] = "value with EXP2/LOG2/SIN/SQRT is broadcast " + std::to_string(expand_factor[id]) + "x by " +
+                   expanded_by[id] + ": computing it once per broadcast element costs more than storing it";
     } else if (ncons > 1 && c > kRecomputeLimit && !is_movement(n.op)) {
       stored[id] = "value has " + std::to_string(ncons) + " consumers and " + std::to_string(c) +
                    " ALU ops (> " + std::to_string(kRecomputeLimit) + "): recomputing costs more than storing";

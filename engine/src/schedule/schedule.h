@@ -16,6 +16,10 @@
 //     x three times), and a row's reduce broadcast along the row is computed once per row (softmax
 //     reads exp(x - max) in two loops). But a value holding a reduction per element (a matmul's output)
 //     read in two loops of one kernel is stored (the logits of a cross-entropy).
+//     An elementwise value with a transcendental op (EXP2, LOG2, SIN, SQRT: tens of instructions each)
+//     that a consumer reads through a broadcast of kBroadcastRecomputeLimit or more (a matmul's operand:
+//     each element is read once per output column) is stored too: the softmax gradient of a
+//     cross-entropy feeds two matmuls in the backward, and was computed 128 times per element.
 //  4. A realize()/numpy() target, contiguous() and a realized buffer are always kernel boundaries.
 //  5. A device copy (COPY) is a schedule item of its own; its source is stored on the source device.
 #pragma once
@@ -27,6 +31,7 @@
 namespace ts {
 
 constexpr int kRecomputeLimit = 16;  // ALU ops a multi-consumer value may hold and still be recomputed
+constexpr int kBroadcastRecomputeLimit = 8;  // reads per element above which an EXP2/LOG2/SIN/SQRT value is stored
 
 struct ScheduleItem {
   std::string name;                  // E_4_4 (elementwise) or r_4_4 (with a reduce), after tinygrad
