@@ -226,3 +226,19 @@ def test_transcendental_read_through_a_wide_broadcast_is_stored(dev):
         n, out = _count(lambda: tx.exp() @ tw)
         assert n == kernels, cols
         np.testing.assert_allclose(out.numpy(), np.exp(x.astype(np.float64)) @ w, rtol=1e-4, atol=1e-4)
+
+
+def test_value_read_twice_through_one_view_is_stored():
+    # x is read only through v = x.reshape(2, 4), but v is read twice (v and v.flip): x is inlined twice.
+    # Forty such steps would inline 2^40 copies (a hang); counting the reads through the view stores x
+    # once its subtree exceeds the recompute limit (16 ALU ops): every 4th step, 10 kernels
+    xv = np.arange(8, dtype=np.float32)
+    x = Tensor(xv).realize()
+    for _ in range(40):
+        v = x.reshape(2, 4)
+        x = (v + v.flip(1)).reshape(8) * 0.5
+        vv = xv.reshape(2, 4)
+        xv = (vv + vv[:, ::-1]).reshape(8) * np.float32(0.5)
+    n, out = _count(lambda: x)
+    assert n == 10
+    np.testing.assert_allclose(out.numpy(), xv, rtol=1e-6)

@@ -162,6 +162,16 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     }
   }
 
+  // How many times each value is read, counting through chains of movement ops: a reshape that two ops
+  // read reads its source twice. A value read only through one shared view has one consumer, but it is
+  // inlined twice all the same; a chain of such values (a bitonic sort's stages) doubles at every step.
+  std::map<NodeId, int64_t> reads;
+  for (auto it = sched.nodes.rbegin(); it != sched.nodes.rend(); ++it) {
+    int64_t r = 0;
+    for (NodeId c : consumers[*it]) r += is_movement(g[c].op) ? reads[c] : 1;
+    reads[*it] = std::min<int64_t>(r, 1 << 20);
+  }
+
   // Which values are read through an expand (broadcast)? Walk each consumer's operand down its chain
   // of movement ops to the value underneath. A row-local expand (see is_row_local_expand) does not
   // count: the reduce it broadcasts is fused as a second reduction over the same rows.
@@ -238,8 +248,8 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     } else if (transcendental && !is_movement(n.op) && expand_factor[id] >= kBroadcastRecomputeLimit) {
       stored[id] = "value with EXP2/LOG2/SIN/SQRT is broadcast " + std::to_string(expand_factor[id]) + "x by " +
                    expanded_by[id] + ": computing it once per broadcast element costs more than storing it";
-    } else if (ncons > 1 && c > kRecomputeLimit && !is_movement(n.op)) {
-      stored[id] = "value has " + std::to_string(ncons) + " consumers and " + std::to_string(c) +
+    } else if (reads[id] > 1 && c > kRecomputeLimit && !is_movement(n.op)) {
+      stored[id] = "value is read " + std::to_string(reads[id]) + " times and has " + std::to_string(c) +
                    " ALU ops (> " + std::to_string(kRecomputeLimit) + "): recomputing costs more than storing";
     }
   }

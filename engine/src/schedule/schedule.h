@@ -10,8 +10,9 @@
 //     except when the broadcast runs along the trailing dims of rows (x - x.max(-1, keepdim=True)):
 //     then the reduce fuses as a second reduction over the same rows, and loop-invariant code motion
 //     computes it once per row. Softmax, log_softmax and layernorm are one kernel.
-//  3. A node with several consumers is recomputed by each of them when that is cheap — it contains no
-//     reduce and at most kRecomputeLimit ALU ops — and stored otherwise. A value with a reduce whose
+//  3. A node with several consumers (reads counted through movement ops: a reshape read twice reads its
+//     source twice) is recomputed by each of them when that is cheap — it contains no reduce and at
+//     most kRecomputeLimit ALU ops — and stored otherwise. A value with a reduce whose
 //     consumers meet again in one kernel is not stored: in one loop body it is computed once (relu reads
 //     x three times), and a row's reduce broadcast along the row is computed once per row (softmax
 //     reads exp(x - max) in two loops). But a value holding a reduction per element (a matmul's output)
