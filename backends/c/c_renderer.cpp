@@ -8,7 +8,7 @@ static CStyleLanguage c_language() {
   l.prelude =
       "#include <math.h>\n"
       "#include <stdint.h>\n"
-      "#include \"ts_math.h\"  /* ts_exp2f, ts_log2f: vectorizable polynomials; float16 <-> float conversions */\n"
+      "#include \"ts_math.h\"  /* ts_exp2f, ts_log2f, ts_sinf: vectorizable polynomials; float16 <-> float conversions */\n"
       "/* NaN-propagating max, as torch.maximum (fmaxf would drop the NaN) */\n"
       "static inline float ts_fmaxf(float a, float b) { return (a != a || a > b) ? a : b; }\n"
       "/* WHERE on float32 as a bit mask (see CRenderer::alu) */\n"
@@ -21,6 +21,7 @@ static CStyleLanguage c_language() {
       "#define TS_HI(n) ((int)(((long long)(n) * (ts_core + 1)) / ts_cores))\n";
   l.exp2 = "ts_exp2f";
   l.log2 = "ts_log2f";
+  l.sin = "ts_sinf";
   l.kernel_prefix = "void";
   l.buffer_qualifier = "restrict";
   return l;

@@ -104,7 +104,7 @@ void interpret(const Kernel& k, const std::vector<void*>& buffers) {
       case Op::Neg: if (dt == DType::Float32) r.f = -S(0).f; else r.i = -S(0).i; break;
       case Op::Exp2: r.f = ts_exp2f(S(0).f); break;
       case Op::Log2: r.f = ts_log2f(S(0).f); break;
-      case Op::Sin: r.f = sinf(S(0).f); break;
+      case Op::Sin: r.f = ts_sinf(S(0).f); break;
       case Op::Sqrt: r.f = sqrtf(S(0).f); break;
       case Op::Recip: r.f = 1.0f / S(0).f; break;
       case Op::Bitcast: r = S(0); break;  // a Slot holds the 32 bits either way
