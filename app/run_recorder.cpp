@@ -84,6 +84,7 @@ void write_manifest(const RunRecorder& rec, const std::string& dir, const std::s
       sources[s.renderer] = name;
     }
     j["sources"] = sources;
+    j["device_renderer"] = k.run.device_renderer;
     j["time_ms"] = k.run.time_ms;
     j["compile_ms"] = k.run.compile_ms;
     j["compile_cache_hit"] = k.run.compile_cache_hit;

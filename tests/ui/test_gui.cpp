@@ -1,5 +1,6 @@
 // QtTest of the debugger, offscreen. The first tests check the non-widget logic on synthetic
 // events; the last ones drive the real window through real runs of samples/quickstart.py.
+#include <QComboBox>
 #include <QFile>
 #include <QTemporaryDir>
 #include <QXmlStreamReader>
@@ -12,6 +13,7 @@
 #include "main_window.h"
 #include "panels/graph_panel.h"
 #include "panels/graph_scene_items.h"
+#include "panels/kernel_details_panel.h"
 #include "panels/kernel_list_panel.h"
 #include "panels/script_editor.h"
 #include "runner.h"
@@ -138,6 +140,30 @@ class GuiTest : public QObject {
     QCOMPARE(map.sourceLineOf(2), -1);
     QCOMPARE(map.sourceLineOf(3), 4);
     QCOMPARE(map.irLinesOf(4), QList<int>{3});
+  }
+
+  void sourceViewShowsTheDevicesSourceUntilTheUserPicksOne() {
+    tsui::KernelDetailsPanel panel;
+    auto* combo = panel.findChild<QComboBox*>("renderer");
+    auto* source = panel.findChild<tsui::CodeView*>("source");
+    QVERIFY(combo && source);
+    ts::KernelRunEvent run;
+    run.name = "E_4";
+    run.device = "OPENCL:0";
+    run.ir = {{"lower", "kernel E_4\n"}};
+    run.sources = {{"C", "void E_4_c(void) {}\n", {}}, {"OpenCL C", "__kernel void E_4_cl(void) {}\n", {}}};
+    run.device_renderer = "OpenCL C";
+    panel.showKernel(1, "E_4", &run);
+    QCOMPARE(combo->currentText(), QString("OpenCL C"));  // what the OpenCL device compiled, not the C listing
+    QVERIFY(source->text().contains("E_4_cl"));
+    run.device = "C";
+    run.device_renderer = "C";
+    panel.showKernel(2, "E_4", &run);
+    QCOMPARE(combo->currentText(), QString("C"));
+    combo->setCurrentIndex(1);  // the user picks OpenCL C: it stays picked for the next kernels
+    panel.showKernel(3, "E_4", &run);
+    QCOMPARE(combo->currentText(), QString("OpenCL C"));
+    QVERIFY(source->text().contains("E_4_cl"));
   }
 
   void saveReplacesTheFileWholesale() {

@@ -42,6 +42,7 @@ KernelDetailsPanel::KernelDetailsPanel(QWidget* parent)
   source_->setLanguage(CodeView::Language::Cpp);
   ir_->setObjectName("ir");  // names for tests and style sheets
   source_->setObjectName("source");
+  rendererCombo_->setObjectName("renderer");
   passCombo_->setToolTip("The kernel's IR after lowering and after each optimization pass");
   rendererCombo_->setToolTip("The renderer (target language) of the generated source");
   linkHint_->setStyleSheet("color: #6b7280;");
@@ -110,12 +111,15 @@ void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts:
     passCombo_->addItem(
         QString("%1 · %2%3").arg(i).arg(QString::fromStdString(run_.ir[i].pass), unchanged ? "  (no change)" : ""));
   }
-  int preferred = 0;
+  // The source shown: the renderer the user picked, else the one the kernel's device compiled.
+  int preferred = -1, device = 0;
   for (int i = 0; i < static_cast<int>(run_.sources.size()); ++i) {
     const QString renderer = QString::fromStdString(run_.sources[i].renderer);
     rendererCombo_->addItem(renderer);
     if (renderer == preferredRenderer_) preferred = i;
+    if (run_.sources[i].renderer == run_.device_renderer) device = i;
   }
+  if (preferred < 0) preferred = device;
   // The last snapshot is the IR that was rendered, the one the source lines map to.
   passCombo_->setCurrentIndex(keepPass >= 0 ? keepPass : passCombo_->count() - 1);
   rendererCombo_->setCurrentIndex(preferred);

@@ -40,7 +40,7 @@ class KernelDetailsPanel : public QWidget {
 
   int kernelId_ = -1;
   ts::KernelRunEvent run_;
-  QString preferredRenderer_ = "C";
+  QString preferredRenderer_;  // the user's pick; until then, the source the kernel's device compiled
   IrSourceMap map_;
 };
 

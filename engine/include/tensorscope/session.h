@@ -73,6 +73,7 @@ struct KernelRunEvent {
   std::string device;
   std::vector<PassSnapshot> ir;  // IR after lowering and after every pass
   std::vector<SourceListing> sources;
+  std::string device_renderer;   // the renderer of the source the device compiled (one of `sources`)
   bool compile_cache_hit = false;
   double compile_ms = 0;         // 0 when cached
   double time_ms = 0;            // kernel execution time on the device

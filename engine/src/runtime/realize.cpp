@@ -370,6 +370,7 @@ void realize(const std::vector<NodeId>& targets) {
       std::string ir_text = ev.ir.empty() ? ir::print(kernel) : ev.ir.back().ir;
       for (const Renderer* r : DeviceRegistry::renderers()) {
         if (r == renderer) {
+          ev.device_renderer = source.renderer;
           ev.sources.push_back(source);
           continue;
         }
