@@ -4,7 +4,6 @@
 #include <QMutexLocker>
 #include <QThreadPool>
 
-#include "core/python_thread.h"
 #include "runner.h"
 
 namespace tsui {
@@ -35,7 +34,6 @@ bool ScriptController::start(const QString& path, const QString& source, const Q
 void ScriptController::runOnScriptThread(const QString& path, const QString& source, const QString& device) {
   QElapsedTimer clock;
   clock.start();
-  const PythonThreadScope python;
   const ts::ScriptResult r = ts::ScriptRunner::run(
       path.toStdString(), source.toStdString(), device.toStdString(), [this](bool isStderr, std::string_view text) {
         appendOutput(isStderr, QString::fromUtf8(text.data(), qsizetype(text.size())));
