@@ -1,6 +1,6 @@
 // main() of `tensorscope`, the debugger.
 //
-//   tensorscope [script.py] [--device C|INTERP] [--run] [--screenshot FILE.png] [--export-svg FILE.svg]
+//   tensorscope [script.py] [--device C|INTERP|OPENCL:0|...] [--run] [--screenshot FILE.png] [--export-svg FILE.svg]
 //
 // --screenshot and --export-svg make it a batch tool (for docs, CI and teachers' slides): the
 // script runs, and once the run and the graph layout are done, the window is saved as a PNG
@@ -77,7 +77,7 @@ int main(int argc, char** argv) {
   parser.setApplicationDescription("Tensorscope: a debugger for the lazy tensor engine");
   parser.addHelpOption();
   parser.addPositionalArgument("script", "Tensor script (.py) to open", "[script.py]");
-  QCommandLineOption device("device", "Device to realize on: C or INTERP (default C)", "device", "C");
+  QCommandLineOption device("device", "Device to realize on: C, INTERP, OPENCL:0, VULKAN:0, CUDA:0 where present (default C)", "device", "C");
   QCommandLineOption run("run", "Run the script at startup");
   QCommandLineOption screenshot("screenshot",
                                 "Run, wait for the run and the graph layout, save the window as PNG, quit", "file.png");
