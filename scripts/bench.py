@@ -120,6 +120,13 @@ ts_ms, np_ms, torch_ms, c_ms = race(lambda: ((ta * tb + tc).relu() * 2 + (-ta).e
                                     lambda: hand_c.ref_elementwise(ptr(c_out), ptr(a), ptr(b), ptr(c), n), rounds=3)
 row(f"relu(a*b+c)*2+exp(-a), {n >> 20}M", ts_ms, np_ms, torch_ms, f"{kernels} kernel(s)", c_ms)
 
+# ---- sin of 16M (ts_sinf: double-precision reduction, vectorized; libm's sinf is a scalar call) ----
+s_in = (a * 100).astype(np.float32)
+ts_in, p_in = Tensor(s_in), torch.from_numpy(s_in.copy())
+check("sin", ts_in.sin().numpy(), np.sin(s_in.astype(np.float64)), rtol=0, atol=1e-6)
+ts_ms, np_ms, torch_ms = race(lambda: ts_in.sin().realize(), lambda: np.sin(s_in), lambda: torch.sin(p_in), rounds=3)
+row(f"sin, {n >> 20}M (|x| < ~500)", ts_ms, np_ms, torch_ms, "1 kernel")
+
 # ---- row softmax 4096x4096 --------------------------------------------------------------------
 m = 1024 if QUICK else 4096
 x = rng.standard_normal((m, m), dtype=np.float32)

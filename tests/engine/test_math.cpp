@@ -74,10 +74,10 @@ TEST(TsMath, Log2SpecialValues) {
   EXPECT_TRUE(std::isnan(ts_log2f(std::nanf(""))));
 }
 
-// sin against double-precision sin rounded to float: 1 ulp up to |x| = 1e12, 3e-8 absolute up to 1e15,
+// sin against double-precision sin rounded to float: 2 ulp up to |x| = 1e12, 3e-7 absolute up to 1e15,
 // and bounded beyond. Arguments: a fixed pseudo-random sample per decade (and both signs), plus the
 // multiples of π/4 and their neighbours, where the reduction cancels the most.
-TEST(TsMath, SinWithinOneUlpBelow1e12) {
+TEST(TsMath, SinWithinTwoUlpBelow1e12) {
   uint64_t state = 12345;
   auto uniform = [&] {  // in [0, 1), from a 64-bit LCG (Knuth's MMIX constants)
     state = state * 6364136223846793005ull + 1442695040888963407ull;
@@ -98,8 +98,8 @@ TEST(TsMath, SinWithinOneUlpBelow1e12) {
     for (float y : {x, std::nextafter(x, 1e30f), std::nextafter(x, -1e30f)})
       worst = std::max(worst, ulp_distance(ts_sinf(y), static_cast<float>(std::sin(static_cast<double>(y)))));
   }
-  EXPECT_LE(worst, 1);
-  EXPECT_LE(worst_abs, 3e-8);
+  EXPECT_LE(worst, 2);
+  EXPECT_LE(worst_abs, 3e-7);
   for (float x : {1e16f, -3e20f, 3.4e38f}) {
     EXPECT_LE(std::fabs(ts_sinf(x)), 1.0f) << x;
   }

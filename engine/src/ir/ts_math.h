@@ -68,11 +68,11 @@ static inline float ts_log2f(float x) {
 
 /* sin for float32, vectorizable (libm's sinf is a call with branches). Method (fdlibm / Cody–Waite):
  * in double, j = round(x · 2/π) and r = x − j·π/2 with π/2 split in two parts (fdlibm's pio2_1 holds 33
- * bits, so j·pio2_1 is exact for |j| < 2^20); then sin r or cos r, |r| <= π/4, by their Taylor series to
- * degree 11 and 12 (truncation error < 1e-11), chosen and signed by j mod 4, and one rounding to float.
- * Accuracy (tests/engine/test_math.cpp, against double-precision sin): within 1 ulp for |x| < 1e12
+ * bits, so j·pio2_1 is exact for |j| < 2^20); then, in float, sin r or cos r, |r| <= π/4, by Cephes'
+ * minimax polynomials (degree 7 and 8), chosen and signed by j mod 4.
+ * Accuracy (tests/engine/test_math.cpp, against double-precision sin): within 2 ulp for |x| < 1e12
  * (the reduction is exact for |x| < 1.6e6, and its error stays below float's rounding up to 1e12), within
- * 3e-8 absolute below 1e15. From |x| = 1e15 on (float spacing 1e8: the argument says nothing about its
+ * 3e-7 absolute below 1e15. From |x| = 1e15 on (float spacing 1e8: the argument says nothing about its
  * angle) the result is sin 0 or cos 0 of the quadrant, in [-1, 1]. sin(±0) = ±0; sin(±inf) = sin(nan) = nan.
  * Every choice is arithmetic, not `?:`: gcc 12 leaves this loop scalar if it has to if-convert
  * selects between constants and values of mixed float/double widths. */
@@ -83,23 +83,19 @@ static inline float ts_sinf(float x) {
   double r = fma(-j, 1.57079632673412561417e+00, xd);              /* pio2_1: the first 33 bits of π/2 */
   r = fma(-j, 6.07710050650619224932e-11, r);                      /* pio2_1t: π/2 − pio2_1 */
   r = r * (double)(fabs(xd) < 1e15);                               /* huge x: r = 0 (inf, nan: r stays nan) */
-  double r2 = r * r;
-  double ps = fma(r2, -2.5052108385441718775e-08, 2.7557319223985890653e-06);  /* -1/11!, 1/9! */
-  ps = fma(r2, ps, -1.9841269841269841270e-04);                                  /* -1/7! */
-  ps = fma(r2, ps, 8.3333333333333333333e-03);                                   /* 1/5! */
-  ps = fma(r2, ps, -1.6666666666666666667e-01);                                  /* -1/3! */
-  double sin_r = r * fma(r2, ps, 1.0);                              /* r · (…): sin(-0) = -0 */
-  double pc = fma(r2, 2.0876756987868098979e-09, -2.7557319223985890653e-07);   /* 1/12!, -1/10! */
-  pc = fma(r2, pc, 2.4801587301587301587e-05);                                   /* 1/8! */
-  pc = fma(r2, pc, -1.3888888888888888889e-03);                                  /* -1/6! */
-  pc = fma(r2, pc, 4.1666666666666666667e-02);                                   /* 1/4! */
-  pc = fma(r2, pc, -0.5);
-  double cos_r = fma(r2, pc, 1.0);
+  /* sin r and cos r in float (16 lanes a vector, twice the doubles), Cephes' minimax polynomials */
+  float rf = (float)r, z = rf * rf;
+  float ps = fmaf(z, -1.9515295891e-4f, 8.3321608736e-3f);
+  ps = fmaf(z, ps, -1.6666654611e-1f);
+  float sin_r = copysignf(fmaf(rf * z, ps, rf), rf);               /* sin r has r's sign: sin(-0) = -0 */
+  float pc = fmaf(z, 2.443315711809948e-5f, -1.388731625493765e-3f);
+  pc = fmaf(z, pc, 4.166664568298827e-2f);
+  float cos_r = fmaf(z * z, pc, fmaf(z, -0.5f, 1.0f));
   double m = j - 4.0 * ((j * 0.25 + round_big) - round_big);       /* j mod 4 as -2, -1, 0, 1 or 2 */
-  double even = (double)((m != 1.0) & (m != -1.0));                 /* quadrants 0 and 2: sin r, else cos r */
-  double sign = 1.0 - 2.0 * (double)((m == 2.0) | (m == -2.0) | (m == -1.0));  /* quadrants 2 and 3: negated */
-  /* -(cos_r · (even − 1)) is -0, not +0, when even = 1, so that sin(-0) = -0 + -0 keeps its sign */
-  return (float)(sign * (even * sin_r - cos_r * (even - 1.0)));
+  float even = (float)((m != 1.0) & (m != -1.0));                   /* quadrants 0 and 2: sin r, else cos r */
+  float sign = 1.0f - 2.0f * (float)((m == 2.0) | (m == -2.0) | (m == -1.0));  /* quadrants 2 and 3: negated */
+  /* -(cos_r · (even − 1)) is -0, not +0, when even = 1, so that -0 + sin(-0) keeps its sign */
+  return sign * (even * sin_r - cos_r * (even - 1.0f));
 }
 
 /* float16 (IEEE binary16) <-> float32, for buffers that hold float16 as 16-bit patterns.
