@@ -242,3 +242,18 @@ def test_value_read_twice_through_one_view_is_stored():
     n, out = _count(lambda: x)
     assert n == 10
     np.testing.assert_allclose(out.numpy(), xv, rtol=1e-6)
+
+
+def test_big_sum_reads_four_streams_in_two_kernels():
+    # from 2^23 float32 elements (32 MiB) a full sum on C adds four quarters elementwise inside the partial
+    # sums' loop (four memory streams at once) — still two kernels; its gradient is still all ones
+    n = 1 << 23
+    xv = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+    x = Tensor(xv, requires_grad=True).realize()
+    n_kernels, out = _count(lambda: x.sum())
+    assert n_kernels == 2
+    np.testing.assert_allclose(out.numpy(), xv.astype(np.float64).sum(), rtol=0, atol=1e-6 * np.abs(xv).sum())
+    out.backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.ones(n, dtype=np.float32))
+    m = x.mean()
+    np.testing.assert_allclose(m.numpy(), xv.astype(np.float64).mean(), rtol=0, atol=1e-6 * np.abs(xv).mean())

@@ -238,6 +238,9 @@ Tensor unary(Op op, const Tensor& x) {
 // The number of chunks a full reduction of `x` over `axes` is split into (1: not split): float32
 // tensors of at least 2^20 elements reduced over every axis, into 256 chunks (or the largest power of
 // two down to 16 that divides the size). float16 is not split: its partials would round to float16.
+constexpr int64_t kStreamingSum = int64_t{1} << 23;  // float32 elements (32 MiB) from which a full sum reads 4 streams
+constexpr int64_t kStreams = 4;
+
 int64_t split_rows(const Tensor& x, const std::vector<int64_t>& axes) {
   if (x.dtype() != DType::Float32 || static_cast<int64_t>(axes.size()) != x.ndim() || x.numel() < (int64_t{1} << 20)) return 1;
   for (int64_t rows = 256; rows >= 16; rows /= 2)
@@ -263,6 +266,18 @@ Tensor reduce(Op op, const Tensor& x, const Axes& axes, bool keepdim) {
       if (src.shape()[a] == 0)
         throw std::runtime_error("max(): cannot reduce over a zero-size dimension of " + shape_text(src.shape()));
     r = src.reshape(kept);
+  } else if (op == Op::ReduceSum && src.device() == "C" && split_rows(src, ax) > 1 && src.numel() >= kStreamingSum &&
+             src.numel() % (kStreams * 256) == 0) {
+    // Streams: a single CPU core reading one array front to back is limited by how many cache misses
+    // one hardware prefetch stream keeps in flight, not by the memory. Reading four places at once
+    // (four quarters, added elementwise in the partial sums' loop) keeps four streams in flight: a sum
+    // of 64 MiB from memory takes 3.6 ms instead of 5.2 on this machine (PyTorch: 5.2). Below 32 MiB
+    // the data tends to sit in the cache, where the extra adds cost more than they save.
+    const int64_t quarter = src.numel() / kStreams;
+    Tensor flat = src.reshape({src.numel()});
+    auto part = [&](int64_t i) { return flat.shrink({{i * quarter, (i + 1) * quarter}}); };
+    Tensor combined = part(0).add(part(1)).add(part(2).add(part(3)));
+    r = reduce(op, combined, std::vector<int64_t>{0}, false).reshape(kept);
   } else if (int64_t rows = split_rows(src, ax); rows > 1) {
     // SPLIT_REDUCEOP (tinygrad's _split_reduceop): a full reduction of a big float32 tensor runs in two
     // kernels — `rows` partial reductions of contiguous chunks (a global loop the CPU's threads share),
