@@ -239,7 +239,7 @@ Tensor unary(Op op, const Tensor& x) {
 // tensors of at least 2^20 elements reduced over every axis, into 256 chunks (or the largest power of
 // two down to 16 that divides the size). float16 is not split: its partials would round to float16.
 constexpr int64_t kStreamingSum = int64_t{1} << 23;  // float32 elements (32 MiB) from which a full sum reads 4 streams
-constexpr int64_t kStreams = 4;
+constexpr int64_t kStreams = 4;                      // a power of two
 
 int64_t split_rows(const Tensor& x, const std::vector<int64_t>& axes) {
   if (x.dtype() != DType::Float32 || static_cast<int64_t>(axes.size()) != x.ndim() || x.numel() < (int64_t{1} << 20)) return 1;
@@ -271,13 +271,18 @@ Tensor reduce(Op op, const Tensor& x, const Axes& axes, bool keepdim) {
     // Streams: a single CPU core reading one array front to back is limited by how many cache misses
     // one hardware prefetch stream keeps in flight, not by the memory. Reading four places at once
     // (four quarters, added elementwise in the partial sums' loop) keeps four streams in flight: a sum
-    // of 64 MiB from memory takes 3.6 ms instead of 5.2 on this machine (PyTorch: 5.2). Below 32 MiB
-    // the data tends to sit in the cache, where the extra adds cost more than they save.
-    const int64_t quarter = src.numel() / kStreams;
+    // of 64 MiB takes 3.0 ms instead of 4.5 on this machine (PyTorch: 4.5; scripts/bench.py). Below
+    // 32 MiB the data tends to sit in the cache, where the extra adds cost more than they save.
+    const int64_t part = src.numel() / kStreams;
     Tensor flat = src.reshape({src.numel()});
-    auto part = [&](int64_t i) { return flat.shrink({{i * quarter, (i + 1) * quarter}}); };
-    Tensor combined = part(0).add(part(1)).add(part(2).add(part(3)));
-    r = reduce(op, combined, std::vector<int64_t>{0}, false).reshape(kept);
+    std::vector<Tensor> parts;
+    for (int64_t i = 0; i < kStreams; i++) parts.push_back(flat.shrink({{i * part, (i + 1) * part}}));
+    while (parts.size() > 1) {  // a pairwise tree of elementwise adds
+      std::vector<Tensor> next;
+      for (size_t i = 0; i + 1 < parts.size(); i += 2) next.push_back(parts[i].add(parts[i + 1]));
+      parts = std::move(next);
+    }
+    r = reduce(op, parts[0], std::vector<int64_t>{0}, false).reshape(kept);
   } else if (int64_t rows = split_rows(src, ax); rows > 1) {
     // SPLIT_REDUCEOP (tinygrad's _split_reduceop): a full reduction of a big float32 tensor runs in two
     // kernels — `rows` partial reductions of contiguous chunks (a global loop the CPU's threads share),
