@@ -4,7 +4,8 @@ Each workload runs in Tensorscope, NumPy and PyTorch with the same inputs (and, 
 the softmax and the sum, in hand-written fused C: scripts/bench_ref.c, compiled here with gcc -O3
 -march=native -ffast-math and OpenMP); results are checked against NumPy; the table shows medians (ms)
 and ratios (ts/C: Tensorscope's time over the hand-written C's); contenders are timed in alternating
-blocks (see race) so that a shared machine's drift falls on all of them alike. Thread counts are set explicitly for all three
+blocks (see race) so that a shared machine's drift falls on all of them alike. Thread counts are set
+explicitly for all three
 (TENSORSCOPE_THREADS, OPENBLAS_NUM_THREADS / OMP_NUM_THREADS, torch.set_num_threads) and
 OPENBLAS_CORETYPE is unset, so that OpenBLAS picks its best kernels (the environment may force
 Haswell, which halves its sgemm speed). Run: scripts/bench.sh [--quick] [--json FILE]
