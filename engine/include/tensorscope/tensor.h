@@ -265,15 +265,10 @@ class Tensor {
   // ---- linear algebra (ops.cpp, ops_linalg.cpp) ----------------------------------------------------
   // (..., n, k) @ (..., k, m) with broadcast batch dims; 1-D operands as in NumPy.
   // Lowered as reshape + expand + mul + sum: the expand is never materialized. On the C device a large
-  // 2-D w is first copied into 32-column panels (one extra kernel; see packs_panels), and a transposed
-  // w into a contiguous one (see copies_transposed_w).
+  // 2-D w (at least 1 MiB, N a multiple of 32, x with 64 rows or more) is first copied into 32-column
+  // panels, and a transposed w (x @ W.T, N and the rows of x at least 16) into a contiguous (K, N):
+  // one extra kernel each (ops.cpp: packs_panels, copies_transposed_w).
   Tensor matmul(const Tensor& w) const;
-  // True when matmul(x, w) on `device` packs w into panels (N/32, K, 32) first: device "C", w (K, N)
-  // with N a multiple of 32 and at least 1 MiB, x with at least 64 rows.
-  static bool packs_panels(const Shape& x, const Shape& w, const std::string& device);
-  // True when matmul(x, w) on the C device first copies a transposed w (a Permute {1, 0}, as in
-  // x @ W.T) into a contiguous (K, N): N >= 16 and x with at least 16 rows (one extra kernel).
-  static bool copies_transposed_w(const Shape& x, const Tensor& w);
   Tensor dot(const Tensor& w) const { return matmul(w); }
   Tensor linear(const Tensor& weight, const Tensor* bias = nullptr) const;  // weight (in, out)
   // "ij,jk->ik"; implicit output, "...", repeated indices (diagonals) supported.

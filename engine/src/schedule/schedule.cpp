@@ -172,6 +172,11 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     reads[*it] = std::min<int64_t>(r, 1 << 20);
   }
 
+  // Row-local expands (see is_row_local_expand), decided once per expand: both walks below ask.
+  std::set<NodeId> row_local;
+  for (NodeId id : sched.nodes)
+    if (!g[id].realized() && g[id].op == Op::Expand && is_row_local_expand(g, consumers, id)) row_local.insert(id);
+
   // Which values are read through an expand (broadcast)? Walk each consumer's operand down its chain
   // of movement ops to the value underneath. A row-local expand (see is_row_local_expand) does not
   // count: the reduce it broadcasts is fused as a second reduction over the same rows.
@@ -186,7 +191,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       int64_t factor = 1;
       while (!g[cur].realized() && is_movement(g[cur].op)) {
         const int64_t in = shape_numel(g[g[cur].src[0]].shape), out = shape_numel(g[cur].shape);
-        if (g[cur].op == Op::Expand && out > in && !is_row_local_expand(g, consumers, cur))
+        if (g[cur].op == Op::Expand && out > in && !row_local.count(cur))
           factor *= in > 0 ? out / in : 1;
         cur = g[cur].src[0];
       }
@@ -198,32 +203,33 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
   // Decide which nodes are stored (kernel outputs), sources before consumers.
   std::set<NodeId> target_set(targets.begin(), targets.end());
   std::map<NodeId, std::string> stored;  // node → reason its kernel ends there
-  std::map<NodeId, bool> has_reduce;     // an unstored reduce inside the value's fused subtree
-  std::map<NodeId, int64_t> cost;        // ALU ops in the fused subtree (capped)
-  // an unstored reduce whose result varies per element of the value (a matmul's sum), not one per row
-  // broadcast back along the row (a softmax's max): recomputing the value recomputes that reduction
-  std::map<NodeId, bool> has_elementwise_reduce;
-  std::map<NodeId, bool> has_transcendental;  // an EXP2, LOG2, SIN or SQRT in the fused subtree
+  // What the value's fused subtree (everything up to stored or realized inputs) holds.
+  struct Subtree {
+    bool reduce = false;              // an unstored reduce
+    bool elementwise_reduce = false;  // one whose result varies per element of the value (a matmul's
+                                      // sum), not one per row broadcast along the row (a softmax's max):
+                                      // recomputing the value recomputes that reduction
+    bool transcendental = false;      // an EXP2, LOG2, SIN or SQRT
+    int64_t cost = 0;                 // ALU ops (capped)
+  };
+  std::map<NodeId, Subtree> subtree;
   auto is_input = [&](NodeId id) { return g[id].realized() || stored.count(id); };
   for (NodeId id : sched.nodes) {
     const Node& n = g[id];
     if (n.realized()) continue;
-    bool red = is_reduce(n.op), elem_red = is_reduce(n.op);
-    bool transcendental = n.op == Op::Exp2 || n.op == Op::Log2 || n.op == Op::Sin || n.op == Op::Sqrt;
-    const bool row_broadcast = n.op == Op::Expand && is_row_local_expand(g, consumers, id);
-    int64_t c = is_alu(n.op) || is_reduce(n.op) ? 1 : 0;
+    Subtree t;
+    t.reduce = t.elementwise_reduce = is_reduce(n.op);
+    t.transcendental = n.op == Op::Exp2 || n.op == Op::Log2 || n.op == Op::Sin || n.op == Op::Sqrt;
+    t.cost = is_alu(n.op) || is_reduce(n.op) ? 1 : 0;
     for (int i = 0; i < n.num_src; i++) {
-      NodeId s = n.src[i];
-      if (is_input(s)) continue;
-      red = red || has_reduce[s];
-      elem_red = elem_red || (has_elementwise_reduce[s] && !row_broadcast);
-      transcendental = transcendental || has_transcendental[s];
-      c = std::min<int64_t>(c + cost[s], 1 << 20);
+      if (is_input(n.src[i])) continue;
+      const Subtree& s = subtree[n.src[i]];
+      t.reduce = t.reduce || s.reduce;
+      t.elementwise_reduce = t.elementwise_reduce || (s.elementwise_reduce && !row_local.count(id));
+      t.transcendental = t.transcendental || s.transcendental;
+      t.cost = std::min<int64_t>(t.cost + s.cost, 1 << 20);
     }
-    has_reduce[id] = red;
-    has_elementwise_reduce[id] = elem_red;
-    has_transcendental[id] = transcendental;
-    cost[id] = c;
+    subtree[id] = t;
     size_t ncons = consumers[id].size();
     bool copied = false;  // the source of a COPY must be in memory on its own device
     for (NodeId c : consumers[id]) copied = copied || g[c].op == Op::Copy;
@@ -235,21 +241,21 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       stored[id] = "output requested (realize / numpy / backward)";
     } else if (n.op == Op::Contiguous) {
       stored[id] = "explicit contiguous()";
-    } else if (red && !is_movement(n.op) && expanded_by.count(id)) {
+    } else if (t.reduce && !is_movement(n.op) && expanded_by.count(id)) {
       stored[id] = "reduce output is expanded (broadcast) by " + expanded_by[id] +
                    ": fusing would recompute the reduction for every broadcast element";
-    } else if (bool through_reduce = false; ncons > 1 && red && !is_movement(n.op) &&
-               (!consumers_converge(g, consumers, id, &through_reduce) || (through_reduce && elem_red))) {
+    } else if (bool through_reduce = false; ncons > 1 && t.reduce && !is_movement(n.op) &&
+               (!consumers_converge(g, consumers, id, &through_reduce) || (through_reduce && t.elementwise_reduce))) {
       stored[id] = through_reduce
                        ? "value holds a reduction per element (a matmul) and " + std::to_string(ncons) +
                              " consumers read it in different loops of one kernel: each loop would recompute the reduction"
                        : "value with a reduce has " + std::to_string(ncons) +
                              " consumers: recomputing the reduction costs more than storing it";
-    } else if (transcendental && !is_movement(n.op) && expand_factor[id] >= kBroadcastRecomputeLimit) {
+    } else if (t.transcendental && !is_movement(n.op) && expand_factor[id] >= kBroadcastRecomputeLimit) {
       stored[id] = "value with EXP2/LOG2/SIN/SQRT is broadcast " + std::to_string(expand_factor[id]) + "x by " +
                    expanded_by[id] + ": computing it once per broadcast element costs more than storing it";
-    } else if (reads[id] > 1 && c > kRecomputeLimit && !is_movement(n.op)) {
-      stored[id] = "value is read " + std::to_string(reads[id]) + " times and has " + std::to_string(c) +
+    } else if (reads[id] > 1 && t.cost > kRecomputeLimit && !is_movement(n.op)) {
+      stored[id] = "value is read " + std::to_string(reads[id]) + " times and has " + std::to_string(t.cost) +
                    " ALU ops (> " + std::to_string(kRecomputeLimit) + "): recomputing costs more than storing";
     }
   }

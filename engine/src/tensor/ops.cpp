@@ -647,6 +647,42 @@ Tensor Tensor::contiguous() const { return primitive(Op::Contiguous, {*this}, sh
 
 // ---- linear algebra and nn ------------------------------------------------------------------------
 
+// Panel packing for the CPU (the "packing" step of Goto & van de Geijn, "Anatomy of High-Performance
+// Matrix Multiplication", 2008, that every BLAS does). In a row-major w (K, N), the NR columns one
+// register tile reads are K rows apart: for N = 1024 every row of the panel is 4 KiB from the next,
+// so they all land in the same L1 cache set and evict each other. Copying w once into panels
+// (N/NR, K, NR) puts each panel's K·NR floats one after another. It costs one extra kernel that reads
+// and writes w once (O(K·N)) for a matmul that reads it M times, so it is only done when w is larger
+// than this CPU's L2 share (1 MiB) and M is large enough to amortize it. GPUs have no use for it.
+constexpr int64_t kPanelWidth = 32;  // NR: the width upcast_global unrolls, two AVX-512 vectors
+constexpr int64_t kPanelRows = 8;    // MR: the rows register_tile upcasts
+
+namespace {
+
+// True when matmul(x, w) on `device` packs w into panels (N/32, K, 32) first: device "C", w (K, N)
+// with N a multiple of 32 and at least 1 MiB, x with at least 64 rows.
+bool packs_panels(const Shape& x, const Shape& w, const std::string& device) {
+  if (device != "C" || w.size() != 2 || x.size() < 2) return false;
+  const int64_t k = w[0], n = w[1], m = x[x.size() - 2];
+  return n % kPanelWidth == 0 && k * n * 4 >= (int64_t{1} << 20) && m >= 64;
+}
+
+// x @ Wᵀ, as nn.Linear computes it: W (N, K) is read through a transposed view, so every output
+// is a dot product of two K-contiguous rows. Such a kernel can only split its sum over K
+// (upcast_reduce), and a dot product per output is bound by the latency of its final horizontal add
+// (128×64 @ 64×128: 0.16 ms). Copying W once into a contiguous (K, N) costs one small kernel
+// (K·N floats) and lets register_tile compute 8×32 outputs per step from the same loads (0.02 ms),
+// the layout change a BLAS makes when it packs a transposed operand. Done on the C device when w is
+// a transpose, N is at least 16 and x has at least 16 rows; larger w go through packs_panels.
+bool copies_transposed_w(const Shape& x, const Tensor& w) {
+  if (w.device() != "C" || w.ndim() != 2 || x.size() < 2) return false;
+  const Node& n = node(w);
+  const bool transposed = n.op == Op::Permute && n.arg == std::vector<int64_t>{1, 0};
+  return transposed && w.shape()[1] >= 16 && x[x.size() - 2] >= 16;
+}
+
+}  // namespace
+
 Tensor Tensor::matmul(const Tensor& w) const {
   // float16: the products and their sum in float32 (a float16 product is exact there), one rounding
   if (auto r = float16_rule(&Tensor::matmul, *this, w)) return *r;
@@ -671,35 +707,6 @@ Tensor Tensor::matmul(const Tensor& w) const {
   return reshape(xs).mul(wt).sum(std::vector<int64_t>{-1});
 }
 
-// Panel packing for the CPU (the "packing" step of Goto & van de Geijn, "Anatomy of High-Performance
-// Matrix Multiplication", 2008, that every BLAS does). In a row-major w (K, N), the NR columns one
-// register tile reads are K rows apart: for N = 1024 every row of the panel is 4 KiB from the next,
-// so they all land in the same L1 cache set and evict each other. Copying w once into panels
-// (N/NR, K, NR) puts each panel's K·NR floats one after another. It costs one extra kernel that reads
-// and writes w once (O(K·N)) for a matmul that reads it M times, so it is only done when w is larger
-// than this CPU's L2 share (1 MiB) and M is large enough to amortize it. GPUs have no use for it.
-constexpr int64_t kPanelWidth = 32;  // NR: the width upcast_global unrolls, two AVX-512 vectors
-constexpr int64_t kPanelRows = 8;    // MR: the rows register_tile upcasts
-
-bool Tensor::packs_panels(const Shape& x, const Shape& w, const std::string& device) {
-  if (device != "C" || w.size() != 2 || x.size() < 2) return false;
-  const int64_t k = w[0], n = w[1], m = x[x.size() - 2];
-  return n % kPanelWidth == 0 && k * n * 4 >= (int64_t{1} << 20) && m >= 64;
-}
-
-// x @ Wᵀ, as nn.Linear computes it: W (N, K) is read through a transposed view, so every output
-// is a dot product of two K-contiguous rows. Such a kernel can only split its sum over K
-// (upcast_reduce), and a dot product per output is bound by the latency of its final horizontal add
-// (128×64 @ 64×128: 0.16 ms). Copying W once into a contiguous (K, N) costs one small kernel
-// (K·N floats) and lets register_tile compute 8×32 outputs per step from the same loads (0.02 ms),
-// the layout change a BLAS makes when it packs a transposed operand. Done on the C device when w is
-// a transpose, N is at least 16 and x has at least 16 rows; larger w go through packs_panels.
-bool Tensor::copies_transposed_w(const Shape& x, const Tensor& w) {
-  if (w.device() != "C" || w.ndim() != 2 || x.size() < 2) return false;
-  const Node& n = node(w);
-  const bool transposed = n.op == Op::Permute && n.arg == std::vector<int64_t>{1, 0};
-  return transposed && w.shape()[1] >= 16 && x[x.size() - 2] >= 16;
-}
 
 Tensor Tensor::matmul_packed(const Tensor& w) const {
   const int64_t k = w.shape()[0], n = w.shape()[1];
