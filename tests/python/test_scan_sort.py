@@ -18,6 +18,14 @@ def _rng(seed=0):
     return np.random.default_rng(seed)
 
 
+def _assert_sort_like_torch(x, descending, dev):
+    """1-D sort: values and indices equal to torch's stable sort."""
+    v, i = Tensor(x, device=dev).sort(0, descending=descending)
+    tv, ti = torch.sort(torch.tensor(x), dim=0, descending=descending, stable=True)
+    np.testing.assert_array_equal(v.numpy(), tv.numpy())
+    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # scans
 # ---------------------------------------------------------------------------------------------------------------
@@ -115,10 +123,7 @@ def test_scan_blocked_zero_size_batch(dev):
 @pytest.mark.parametrize("n", [5000, 100_000])
 def test_sort_long(n, descending, dev):
     x = _rng(5).standard_normal(n).astype(np.float32)
-    v, i = Tensor(x, device=dev).sort(0, descending=descending)
-    tv, ti = torch.sort(torch.tensor(x), dim=0, descending=descending, stable=True)
-    np.testing.assert_array_equal(v.numpy(), tv.numpy())
-    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    _assert_sort_like_torch(x, descending, dev)
 
 
 @long_devices
@@ -129,10 +134,7 @@ def test_sort_stable_with_many_ties_nan_inf(descending, dev):
     x[rng.choice(20_000, 300, replace=False)] = np.nan
     x[rng.choice(20_000, 300, replace=False)] = np.inf
     x[rng.choice(20_000, 300, replace=False)] = -np.inf
-    v, i = Tensor(x, device=dev).sort(0, descending=descending)
-    tv, ti = torch.sort(torch.tensor(x), dim=0, descending=descending, stable=True)
-    np.testing.assert_array_equal(v.numpy(), tv.numpy())
-    np.testing.assert_array_equal(i.numpy(), ti.numpy())
+    _assert_sort_like_torch(x, descending, dev)
 
 
 @devices
