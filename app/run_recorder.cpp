@@ -64,27 +64,29 @@ void write_manifest(const RunRecorder& rec, const std::string& dir, const std::s
     j["outputs"] = buffers(k.info.outputs);
     j["boundary_reasons"] = k.info.boundary_reasons;
     std::string stem = file_stem(k);
+    static const KernelCode kNoCode;
+    const KernelCode& code = k.run.code ? *k.run.code : kNoCode;
     json passes = json::array();
-    for (size_t p = 0; p < k.run.ir.size(); p++) {
-      std::string name = stem + "." + std::to_string(p) + "_" + k.run.ir[p].pass + ".ir.txt";
-      write(name, k.run.ir[p].ir);
-      passes.push_back({{"pass", k.run.ir[p].pass}, {"file", name}});
+    for (size_t p = 0; p < code.ir.size(); p++) {
+      std::string name = stem + "." + std::to_string(p) + "_" + code.ir[p].pass + ".ir.txt";
+      write(name, code.ir[p].ir);
+      passes.push_back({{"pass", code.ir[p].pass}, {"file", name}});
     }
-    if (!k.run.ir.empty()) {
-      write(stem + ".ir.txt", k.run.ir.back().ir);
+    if (!code.ir.empty()) {
+      write(stem + ".ir.txt", code.ir.back().ir);
       j["ir"] = stem + ".ir.txt";
     } else {
       j["ir"] = nullptr;
     }
     j["ir_passes"] = passes;
     json sources = json::object();
-    for (const SourceListing& s : k.run.sources) {
+    for (const SourceListing& s : code.sources) {
       std::string name = stem + extension_of(s.renderer);
       write(name, s.code);
       sources[s.renderer] = name;
     }
     j["sources"] = sources;
-    j["device_renderer"] = k.run.device_renderer;
+    j["device_renderer"] = code.device_renderer;
     j["time_ms"] = k.run.time_ms;
     j["compile_ms"] = k.run.compile_ms;
     j["compile_cache_hit"] = k.run.compile_cache_hit;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "cuda/cuda_renderer.h"
+#include "gpu_cache.h"
 
 namespace ts {
 
@@ -106,7 +107,15 @@ SourceListing PTXRenderer::render(const ir::Kernel& kernel) const {
   out.renderer = language();
   out.ir_op_line.assign(kernel.insts.size(), 0);
   try {
-    out.code = compile_cuda_to_ptx(cuda.code, "kernel " + kernel.name, 75, /*line_info=*/true);
+    // NVRTC takes ~50 ms a kernel, and every observed kernel is shown in PTX: keep the listings on disk
+    static const gpu::ProgramCache listings("ptx");
+    const std::string path = listings.path(kernel.name, "sm_75 line-info\n" + nvrtc_version() + "\n" + cuda.code);
+    if (auto hit = listings.read(path)) {
+      out.code = std::move(*hit);
+    } else {
+      out.code = compile_cuda_to_ptx(cuda.code, "kernel " + kernel.name, 75, /*line_info=*/true);
+      listings.write(path, out.code);
+    }
   } catch (const std::exception& e) {
     out.code = std::string("// ") + e.what() + "\n";
     return out;

@@ -9,6 +9,7 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "gpu_cache.h"
 #include "vulkan/glsl_renderer.h"
 
 namespace ts {
@@ -95,13 +96,27 @@ SourceListing SpirvRenderer::render(const ir::Kernel& kernel) const {
   out.renderer = language();
   out.ir_op_line.assign(kernel.insts.size(), 0);
   SpirvModule mod;
-  try {
-    mod = compile_glsl(glsl.code, "kernel " + kernel.name, /*debug_lines=*/true);
-  } catch (const std::exception& e) {
-    out.code = std::string("; ") + e.what() + "\n";
-    return out;
+  // glslang and the disassembler take ~10 ms a kernel, and every observed kernel is shown in SPIR-V:
+  // keep the disassembly and its line map on disk ("<glsl line> ...\n" then the text)
+  static const gpu::ProgramCache listings("spirv-listing");
+  const std::string path = listings.path(kernel.name, "Vulkan 1.1 debug-lines\n" + glsl.code);
+  if (auto hit = listings.read(path)) {
+    const size_t eol = hit->find('\n');
+    std::istringstream lines(hit->substr(0, eol));
+    for (int line; lines >> line;) mod.glsl_line.push_back(line);
+    out.code = eol == std::string::npos ? std::string() : hit->substr(eol + 1);
+  } else {
+    try {
+      mod = compile_glsl(glsl.code, "kernel " + kernel.name, /*debug_lines=*/true);
+    } catch (const std::exception& e) {
+      out.code = std::string("; ") + e.what() + "\n";
+      return out;
+    }
+    out.code = disassemble_spirv(mod.words);
+    std::string entry;
+    for (int line : mod.glsl_line) entry += std::to_string(line) + " ";
+    listings.write(path, entry + "\n" + out.code);
   }
-  out.code = disassemble_spirv(mod.words);
   // the disassembly has one line per instruction after the header; check before trusting the map
   size_t lines = 0;
   for (char c : out.code) lines += c == '\n';

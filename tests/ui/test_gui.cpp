@@ -150,14 +150,18 @@ class GuiTest : public QObject {
     ts::KernelRunEvent run;
     run.name = "E_4";
     run.device = "OPENCL:0";
-    run.ir = {{"lower", "kernel E_4\n"}};
-    run.sources = {{"C", "void E_4_c(void) {}\n", {}}, {"OpenCL C", "__kernel void E_4_cl(void) {}\n", {}}};
-    run.device_renderer = "OpenCL C";
+    auto code = std::make_shared<ts::KernelCode>();
+    code->ir = {{"lower", "kernel E_4\n"}};
+    code->sources = {{"C", "void E_4_c(void) {}\n", {}}, {"OpenCL C", "__kernel void E_4_cl(void) {}\n", {}}};
+    code->device_renderer = "OpenCL C";
+    run.code = code;
     panel.showKernel(1, "E_4", &run);
     QCOMPARE(combo->currentText(), QString("OpenCL C"));  // what the OpenCL device compiled, not the C listing
     QVERIFY(source->text().contains("E_4_cl"));
     run.device = "C";
-    run.device_renderer = "C";
+    auto onC = std::make_shared<ts::KernelCode>(*code);
+    onC->device_renderer = "C";
+    run.code = onC;
     panel.showKernel(2, "E_4", &run);
     QCOMPARE(combo->currentText(), QString("C"));
     combo->setCurrentIndex(1);  // the user picks OpenCL C: it stays picked for the next kernels

@@ -32,7 +32,10 @@ void RunModel::addSchedule(const ts::ScheduleEvent& event) {
 }
 
 void RunModel::addKernelRun(const ts::KernelRunEvent& event) {
-  runs_.insert(event.kernel_id, event);
+  auto stored = runs_.insert(event.kernel_id, event);
+  // A jit replay runs the code of the launch it captured: show that code with it.
+  if (event.replayed && !event.code)
+    if (const ts::KernelRunEvent* captured = kernelRun(event.replay_of)) stored->code = captured->code;
   // A launch can arrive for a kernel whose schedule we did not see (an observer attached late).
   if (!kernels_.contains(event.kernel_id)) kernelOrder_.push_back(event.kernel_id);
   Q_EMIT kernelRunAdded(event.kernel_id);

@@ -74,7 +74,8 @@ KernelDetailsPanel::KernelDetailsPanel(QWidget* parent)
 
 void KernelDetailsPanel::clearKernel() {
   kernelId_ = -1;
-  run_ = {};
+  code_ = std::make_shared<const ts::KernelCode>();
+  runKernelId_ = -1;
   title_->setText("<span style='color:#6b7280'>Select a kernel in the list or the graph.</span>");
   const QSignalBlocker b1(passCombo_), b2(rendererCombo_);
   passCombo_->clear();
@@ -86,7 +87,7 @@ void KernelDetailsPanel::clearKernel() {
 }
 
 void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts::KernelRunEvent* run) {
-  const bool sameKernel = kernelId == kernelId_ && run && run_.kernel_id == kernelId;
+  const bool sameKernel = kernelId == kernelId_ && run && runKernelId_ == kernelId;
   const int keepPass = sameKernel ? passCombo_->currentIndex() : -1;
   clearKernel();
   kernelId_ = kernelId;
@@ -96,7 +97,8 @@ void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts:
                         .arg(name.toHtmlEscaped()));
     return;
   }
-  run_ = *run;
+  code_ = run->code ? run->code : std::make_shared<const ts::KernelCode>();
+  runKernelId_ = kernelId;
   title_->setText(QString("<b>#%1 %2</b> <span style='color:#6b7280'>— %3, %4 ms%5</span>")
                       .arg(kernelId)
                       .arg(QString::fromStdString(run->name).toHtmlEscaped())
@@ -106,18 +108,18 @@ void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts:
                                                   : QString(", compiled in %1 ms").arg(run->compile_ms, 0, 'f', 1)));
 
   const QSignalBlocker b1(passCombo_), b2(rendererCombo_);
-  for (int i = 0; i < static_cast<int>(run_.ir.size()); ++i) {
-    const bool unchanged = i > 0 && run_.ir[i].ir == run_.ir[i - 1].ir;
+  for (int i = 0; i < static_cast<int>(code_->ir.size()); ++i) {
+    const bool unchanged = i > 0 && code_->ir[i].ir == code_->ir[i - 1].ir;
     passCombo_->addItem(
-        QString("%1 · %2%3").arg(i).arg(QString::fromStdString(run_.ir[i].pass), unchanged ? "  (no change)" : ""));
+        QString("%1 · %2%3").arg(i).arg(QString::fromStdString(code_->ir[i].pass), unchanged ? "  (no change)" : ""));
   }
   // The source shown: the renderer the user picked, else the one the kernel's device compiled.
   int preferred = -1, device = 0;
-  for (int i = 0; i < static_cast<int>(run_.sources.size()); ++i) {
-    const QString renderer = QString::fromStdString(run_.sources[i].renderer);
+  for (int i = 0; i < static_cast<int>(code_->sources.size()); ++i) {
+    const QString renderer = QString::fromStdString(code_->sources[i].renderer);
     rendererCombo_->addItem(renderer);
     if (renderer == preferredRenderer_) preferred = i;
-    if (run_.sources[i].renderer == run_.device_renderer) device = i;
+    if (code_->sources[i].renderer == code_->device_renderer) device = i;
   }
   if (preferred < 0) preferred = device;
   // The last snapshot is the IR that was rendered, the one the source lines map to.
@@ -128,14 +130,14 @@ void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts:
 }
 
 void KernelDetailsPanel::showPass(int index) {
-  ir_->setCode(index >= 0 && index < static_cast<int>(run_.ir.size()) ? QString::fromStdString(run_.ir[index].ir)
+  ir_->setCode(index >= 0 && index < static_cast<int>(code_->ir.size()) ? QString::fromStdString(code_->ir[index].ir)
                                                                       : QString());
   updateLinking();
 }
 
 void KernelDetailsPanel::showSource(int index) {
-  source_->setCode(index >= 0 && index < static_cast<int>(run_.sources.size())
-                       ? QString::fromStdString(run_.sources[index].code)
+  source_->setCode(index >= 0 && index < static_cast<int>(code_->sources.size())
+                       ? QString::fromStdString(code_->sources[index].code)
                        : QString());
   updateLinking();
 }
@@ -145,7 +147,7 @@ void KernelDetailsPanel::updateLinking() {
   ir_->setLinkedLines({});
   source_->setLinkedLines({});
   const int pass = passCombo_->currentIndex(), renderer = rendererCombo_->currentIndex();
-  if (pass < 0 || renderer < 0 || renderer >= static_cast<int>(run_.sources.size())) {
+  if (pass < 0 || renderer < 0 || renderer >= static_cast<int>(code_->sources.size())) {
     linkHint_->clear();
     return;
   }
@@ -153,7 +155,7 @@ void KernelDetailsPanel::updateLinking() {
     linkHint_->setText("lines linked after the last pass only");
     return;
   }
-  map_ = IrSourceMap(QString::fromStdString(run_.ir[pass].ir), run_.sources[renderer].ir_op_line);
+  map_ = IrSourceMap(QString::fromStdString(code_->ir[pass].ir), code_->sources[renderer].ir_op_line);
   linkHint_->setText(map_.empty() ? "no line map" : "hover to link lines");
 }
 

@@ -39,7 +39,8 @@ class KernelDetailsPanel : public QWidget {
   CodeView* source_;
 
   int kernelId_ = -1;
-  ts::KernelRunEvent run_;
+  std::shared_ptr<const ts::KernelCode> code_ = std::make_shared<const ts::KernelCode>();
+  int runKernelId_ = -1;  // the kernel whose launch report code_ comes from
   QString preferredRenderer_;  // the user's pick; until then, the source the kernel's device compiled
   IrSourceMap map_;
 };

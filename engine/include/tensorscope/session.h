@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <variant>
@@ -66,20 +67,26 @@ struct SourceListing {
   std::vector<int> ir_op_line;   // for each IR op index, the 1-based source line it maps to (0: none)
 };
 
+// What a kernel compiled to: its IR after each pass and its source in every renderer. Built once per
+// distinct kernel and shared (immutable) by every launch of it, so that watching a training loop
+// copies no listing twice; a recording stores each listing once (content-addressed blobs).
+struct KernelCode {
+  std::vector<PassSnapshot> ir;        // IR after lowering and after every pass
+  std::vector<SourceListing> sources;  // one per renderer
+  std::string device_renderer;         // the renderer of the source the device compiled (one of `sources`)
+};
+
 // A kernel was compiled (or taken from the cache) and launched.
 struct KernelRunEvent {
   int kernel_id = -1;            // KernelInfo::id
   std::string name;
   std::string device;
-  std::vector<PassSnapshot> ir;  // IR after lowering and after every pass
-  std::vector<SourceListing> sources;
-  std::string device_renderer;   // the renderer of the source the device compiled (one of `sources`)
+  std::shared_ptr<const KernelCode> code;  // null for device copies and jit replays
   bool compile_cache_hit = false;
   double compile_ms = 0;         // 0 when cached
   double time_ms = 0;            // kernel execution time on the device
   // A launch replayed by a jit (tensorscope/jit.h): no schedule, lowering or compile happened; the IR
-  // and the sources are those of the captured launch `replay_of` (a kernel_id), and `ir`/`sources` are
-  // empty here.
+  // and the sources are those of the captured launch `replay_of` (a kernel_id), and `code` is null.
   bool replayed = false;
   int replay_of = -1;
 };

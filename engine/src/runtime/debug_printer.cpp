@@ -38,9 +38,10 @@ class DebugPrinter : public SessionObserver {
                          : k->compile_cache_hit ? "" : "  (compiled)";
       std::fprintf(stderr, "*** %-8s kernel %4d %-24s %10.3f ms%s\n", k->device.c_str(), k->kernel_id, k->name.c_str(),
                    k->time_ms, note.c_str());
-      if (level_ >= 3 && !k->ir.empty()) std::fprintf(stderr, "%s", k->ir.back().ir.c_str());
+      if (!k->code) return;
+      if (level_ >= 3 && !k->code->ir.empty()) std::fprintf(stderr, "%s", k->code->ir.back().ir.c_str());
       if (level_ >= 4)
-        for (auto& src : k->sources)
+        for (auto& src : k->code->sources)
           if (src.renderer == "C") std::fprintf(stderr, "%s\n", src.code.c_str());
     }
   }

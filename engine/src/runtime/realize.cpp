@@ -126,11 +126,16 @@ struct CachedKernel {
   uint32_t output = 0;                // index into StructuralKey::order
   std::vector<uint32_t> inputs;       // indices into StructuralKey::order, in launch order
   std::shared_ptr<Program> program;   // null for copies and zero-size outputs
+  std::shared_ptr<const KernelCode> code;  // what observers are shown; null for copies, or if unobserved
 };
 
 struct CachedSchedule {
   std::vector<uint64_t> words;
   std::vector<CachedKernel> kernels;
+  // The ScheduleEvent of the realize() that made this entry, with every node uid replaced by the node's
+  // position in StructuralKey::order: a later realize of the same structure emits it with its own uids,
+  // without scheduling, lowering or rendering anything. Null when the entry was made unobserved.
+  std::shared_ptr<const ScheduleEvent> event;
 };
 
 struct ScheduleCache {
@@ -169,10 +174,56 @@ void record_launch(const CachedKernel& k, int kernel_id, std::vector<std::shared
   if (Capture* c = active_capture()) c->launches.push_back({k.name, k.device, kernel_id, k.is_copy, k.program, std::move(buffers)});
 }
 
+// The cached schedule event with this graph's node uids and fresh schedule and kernel ids.
+ScheduleEvent schedule_event_for(const Graph& g, const StructuralKey& key, const ScheduleEvent& cached,
+                                 const std::vector<int>& kernel_ids, int schedule_id) {
+  ScheduleEvent ev = cached;
+  auto uid = [&](uint64_t& u) { u = g[key.order[u]].uid; };
+  ev.schedule_id = schedule_id;
+  for (GraphNodeInfo& n : ev.nodes) {
+    uid(n.uid);
+    for (uint64_t& s : n.srcs) uid(s);
+  }
+  for (size_t k = 0; k < ev.kernels.size(); k++) {
+    KernelInfo& ki = ev.kernels[k];
+    ki.id = kernel_ids[k];
+    for (uint64_t& u : ki.node_uids) uid(u);
+    for (BufferInfo& b : ki.inputs) uid(b.node_uid);
+    for (BufferInfo& b : ki.outputs) uid(b.node_uid);
+  }
+  return ev;
+}
+
+// The same event with uids replaced by key positions, to be cached; null if a node is not in the key.
+std::shared_ptr<const ScheduleEvent> cacheable_event(const ScheduleEvent& ev,
+                                                    const std::unordered_map<uint64_t, uint32_t>& position_of_uid) {
+  auto cached = std::make_shared<ScheduleEvent>(ev);
+  bool complete = true;
+  auto pos = [&](uint64_t& u) {
+    auto it = position_of_uid.find(u);
+    if (it == position_of_uid.end()) complete = false;
+    else u = it->second;
+  };
+  for (GraphNodeInfo& n : cached->nodes) {
+    pos(n.uid);
+    for (uint64_t& s : n.srcs) pos(s);
+  }
+  for (KernelInfo& ki : cached->kernels) {
+    for (uint64_t& u : ki.node_uids) pos(u);
+    for (BufferInfo& b : ki.inputs) pos(b.node_uid);
+    for (BufferInfo& b : ki.outputs) pos(b.node_uid);
+  }
+  return complete ? cached : nullptr;
+}
+
 // The fast path: the kernels of an earlier realize() with the same structure, on this graph's buffers.
-void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched) {
+// Observers get the cached schedule event and each kernel's cached code: nothing is built twice.
+void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched, bool observed) {
   GlobalCounters::schedule_cache_hits++;
   Session& session = Session::get();
+  std::vector<int> kernel_ids;
+  for (size_t k = 0; k < sched.kernels.size(); k++) kernel_ids.push_back(session.next_kernel_id());
+  if (observed) session.emit(schedule_event_for(g, key, *sched.event, kernel_ids, session.next_schedule_id()));
   std::vector<std::shared_ptr<Buffer>> produced(sched.kernels.size());
   std::unordered_map<uint32_t, size_t> producer;  // order index → kernel that stores it
   auto buffer_of = [&](uint32_t index) -> const std::shared_ptr<Buffer>& {
@@ -182,18 +233,25 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched)
   };
   for (size_t k = 0; k < sched.kernels.size(); k++) {
     const CachedKernel& ck = sched.kernels[k];
-    const int kernel_id = session.next_kernel_id();
+    const int kernel_id = kernel_ids[k];
     auto out = pooled_buffer(ck.device, ck.dtype, ck.numel);
     produced[k] = out;
     producer[ck.output] = k;
     if (!ck.is_copy && ck.numel == 0) continue;
     std::vector<std::shared_ptr<Buffer>> bufs{out};
     for (uint32_t in : ck.inputs) bufs.push_back(buffer_of(in));
-    if (ck.is_copy)
-      copy_buffer(*bufs[1], *bufs[0]);
-    else
-      launch_program(*ck.program, bufs);
+    const double ms = ck.is_copy ? copy_buffer(*bufs[1], *bufs[0]) : launch_program(*ck.program, bufs);
     record_launch(ck, kernel_id, std::move(bufs));
+    if (observed) {
+      KernelRunEvent ev;
+      ev.kernel_id = kernel_id;
+      ev.name = ck.name;
+      ev.device = DeviceRegistry::at(ck.device).name();
+      ev.code = ck.code;
+      ev.compile_cache_hit = true;
+      ev.time_ms = ms;
+      session.emit(ev);
+    }
   }
   for (size_t k = 0; k < sched.kernels.size(); k++) g.set_realized(key.order[sched.kernels[k].output], produced[k]);
 }
@@ -228,20 +286,24 @@ void realize(const std::vector<NodeId>& targets) {
   Session& session = Session::get();
   const bool observed = session.observed();
 
-  // With an observer, every realize goes the full way: the events carry the schedule, IR and source.
+  // A structure seen before runs its cached kernels. With an observer, the entry must also hold the
+  // events (an entry made unobserved has none: the schedule is made again and the entry completed).
   static StructuralKey key;
   ScheduleCache& cache = schedule_cache();
-  if (!observed) {
-    structural_key(g, todo, key);
-    auto hit = cache.entries.find(key.hash);
-    if (hit != cache.entries.end() && hit->second.words == key.words) {
-      run_cached(g, key, hit->second);
-      return;
-    }
+  structural_key(g, todo, key);
+  auto hit = cache.entries.find(key.hash);
+  if (hit != cache.entries.end() && hit->second.words == key.words && (!observed || hit->second.event)) {
+    run_cached(g, key, hit->second, observed);
+    return;
   }
 
   Schedule sched = create_schedule(todo);
   GlobalCounters::schedule_count++;
+
+  // What the schedule cache keeps of this schedule: each kernel with its nodes named by key position.
+  std::unordered_map<NodeId, uint32_t> key_index;
+  for (uint32_t i = 0; i < key.order.size(); i++) key_index[key.order[i]] = i;
+  CachedSchedule cached;
 
   std::vector<int> kernel_ids;
   for (size_t i = 0; i < sched.items.size(); i++) kernel_ids.push_back(session.next_kernel_id());
@@ -273,13 +335,10 @@ void realize(const std::vector<NodeId>& targets) {
       ev.kernels.push_back(std::move(ki));
     }
     session.emit(ev);
+    std::unordered_map<uint64_t, uint32_t> position_of_uid;
+    for (uint32_t i = 0; i < key.order.size(); i++) position_of_uid[g[key.order[i]].uid] = i;
+    cached.event = cacheable_event(ev, position_of_uid);
   }
-
-  // What the schedule cache keeps of this schedule: each kernel with its nodes named by key position.
-  std::unordered_map<NodeId, uint32_t> key_index;
-  if (!observed)
-    for (uint32_t i = 0; i < key.order.size(); i++) key_index[key.order[i]] = i;
-  CachedSchedule cached;
 
   // Buffers of the stored nodes, attached to the graph only when the whole schedule has run.
   std::map<NodeId, std::shared_ptr<Buffer>> out_buffers;
@@ -297,10 +356,8 @@ void realize(const std::vector<NodeId>& targets) {
     ck.is_copy = item.is_copy;
     ck.dtype = out.dtype;
     ck.numel = shape_numel(out.shape);
-    if (!observed) {
-      ck.output = key_index.at(item.output);
-      for (NodeId in : item.inputs) ck.inputs.push_back(key_index.at(in));
-    }
+    ck.output = key_index.at(item.output);
+    for (NodeId in : item.inputs) ck.inputs.push_back(key_index.at(in));
     if (item.is_copy) {
       auto src = buffer_of(item.inputs[0]);
       auto dst = pooled_buffer(dev_index, out.dtype, ck.numel);
@@ -357,45 +414,46 @@ void realize(const std::vector<NodeId>& targets) {
     for (NodeId in : item.inputs) bufs.push_back(buffer_of(in));
     double ms = launch_program(*ck.program, bufs);
     record_launch(ck, kernel_ids[k], std::move(bufs));
-    cached.kernels.push_back(std::move(ck));
 
     if (observed) {
-      KernelRunEvent ev;
-      ev.kernel_id = kernel_ids[k];
-      ev.name = kernel.name;
-      ev.device = dev.name();
-      ev.ir = std::move(snapshots);
+      auto code = std::make_shared<KernelCode>();
+      code->ir = std::move(snapshots);
       // every renderer's view of the kernel, whichever device ran it (cached: rendering for a GPU
       // target may run a compiler, e.g. GLSL → SPIR-V or CUDA C → PTX)
-      std::string ir_text = ev.ir.empty() ? ir::print(kernel) : ev.ir.back().ir;
+      std::string ir_text = code->ir.empty() ? ir::print(kernel) : code->ir.back().ir;
       for (const Renderer* r : DeviceRegistry::renderers()) {
         if (r == renderer) {
-          ev.device_renderer = source.renderer;
-          ev.sources.push_back(source);
+          code->device_renderer = source.renderer;
+          code->sources.push_back(source);
           continue;
         }
         auto& listings = listing_cache();
         std::string lkey = r->language() + "\n" + ir_text;
         auto hit = listings.find(lkey);
         if (hit == listings.end()) hit = listings.emplace(lkey, r->render(kernel)).first;
-        ev.sources.push_back(hit->second);
+        code->sources.push_back(hit->second);
       }
+      ck.code = code;
+      KernelRunEvent ev;
+      ev.kernel_id = kernel_ids[k];
+      ev.name = kernel.name;
+      ev.device = dev.name();
+      ev.code = std::move(code);
       ev.compile_cache_hit = cache_hit;
       ev.compile_ms = compile_ms;
       ev.time_ms = ms;
       session.emit(ev);
     }
+    cached.kernels.push_back(std::move(ck));
   }
   for (auto& [id, buf] : out_buffers) g.set_realized(id, buf);
 
-  if (!observed) {
-    if (cache.words + key.words.size() > ScheduleCache::kMaxWords) clear_schedule_cache();
-    cache.words += key.words.size();
-    cached.words = key.words;
-    auto [slot, inserted] = cache.entries.try_emplace(key.hash);
-    if (!inserted) cache.words -= slot->second.words.size();  // a hash collision: the newer graph wins
-    slot->second = std::move(cached);
-  }
+  if (cache.words + key.words.size() > ScheduleCache::kMaxWords) clear_schedule_cache();
+  cache.words += key.words.size();
+  cached.words = key.words;
+  auto [slot, inserted] = cache.entries.try_emplace(key.hash);
+  if (!inserted) cache.words -= slot->second.words.size();  // a collision or an unobserved entry: replaced
+  slot->second = std::move(cached);
 }
 
 }  // namespace ts

@@ -1,0 +1,190 @@
+// Recordings: the session's event stream, serialized once and sent to a file, a connection, or both.
+//
+// A recording (`.tsrec`) is an SQLite database (WAL mode) written while the program runs: the run (script,
+// argv, device, versions, how it ended), the events in emission order, and content-addressed blobs (an IR
+// listing or a source that a training loop repeats 1000 times is stored once). The schema, its version
+// (PRAGMA user_version) and the payload of each event kind are documented in docs/recording.md.
+//
+// The same serializer (EventEncoder) feeds the runner's connection to the debugger: a stream of frames
+// (run info, blob, event, end) that a FrameParser cuts back into the same records. One schema, one
+// serializer, two transports (RenderDoc's model: a capture is what the tool would have seen live).
+//
+// Errors: everything that reads a recording or a frame throws RecordingError with one line that names the
+// file (or "connection") and the reason; it never crashes on bad input (fuzzed in tests/recording).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "tensorscope/session.h"
+
+namespace ts {
+
+class RecordingError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The `run` table. Times are nanoseconds since the Unix epoch.
+struct RunInfo {
+  std::string script_path;
+  std::string script_text;
+  std::vector<std::string> argv;
+  std::string device;             // the default device the script ran on ("C", "OPENCL:0", ...)
+  std::string device_properties;  // JSON object: Device.properties() of that device
+  std::string version;            // Tensorscope's version
+  std::string python_version;
+  int64_t start_time_ns = 0;
+  // How the run ended. "" while it runs (or when the program died before it could say: a recording
+  // whose `ended` is empty was cut off by a crash or a SIGKILL), then one of "finished", "error",
+  // "stopped" (KeyboardInterrupt / Stop), "exit" (a non-zero exit status), "signal" (killed by one).
+  std::string ended;
+  int exit_status = 0;            // process exit status ("exit", "error"), signal number ("signal")
+  std::string end_message;        // one line for people: "ended by signal 11 (SIGSEGV) after kernel #41 r_64_16"
+  int64_t end_time_ns = 0;
+};
+
+enum class EventKind : uint8_t { Schedule = 1, Launch = 2, Output = 3 };
+const char* event_kind_name(EventKind kind);  // "schedule", "launch", "output"
+
+// One serialized event: its payload is JSON (docs/recording.md); listings live in blobs.
+struct EncodedEvent {
+  uint64_t seq = 0;
+  int64_t time_ns = 0;  // since the start of the run
+  EventKind kind = EventKind::Output;
+  std::string payload;
+};
+
+struct Blob {
+  std::string hash;  // 16 lowercase hex digits of content_hash(data)
+  std::string data;
+};
+
+// 64-bit FNV-1a of `data` as 16 hex digits: the blob key and the events' checksum.
+std::string content_hash(std::string_view data);
+
+// Serializes events. Stateful: it remembers which blobs it has produced, so each blob is given once.
+class EventEncoder {
+ public:
+  // Appends the blobs this event needs and that were not produced before to `new_blobs`.
+  EncodedEvent encode(uint64_t seq, int64_t time_ns, const Event& event, std::vector<Blob>& new_blobs);
+
+ private:
+  std::string blob(std::string data, std::vector<Blob>& new_blobs);
+  std::unordered_map<std::string, bool> given_;
+  // KernelCode objects already encoded (kept alive so that an address is never reused) → code blob hash
+  std::unordered_map<const KernelCode*, std::pair<std::shared_ptr<const KernelCode>, std::string>> code_hash_;
+};
+
+// Turns payloads back into events. Blobs must be added before the events that name them.
+class EventDecoder {
+ public:
+  void add_blob(Blob blob);  // checks the hash against the data (a flipped byte is an error)
+  // Throws RecordingError ("event 12 (launch): ...") for a malformed payload or a missing blob.
+  Event decode(const EncodedEvent& event);
+  size_t blob_count() const { return blobs_.size(); }
+
+ private:
+  const std::string& blob(const std::string& hash) const;
+  std::unordered_map<std::string, std::string> blobs_;
+  std::unordered_map<std::string, std::shared_ptr<const KernelCode>> code_;  // decoded once, shared
+};
+
+// RunInfo as JSON text and back (the `run` frame of a connection, the `run` table's rows).
+std::string run_info_to_json(const RunInfo& info);
+RunInfo run_info_from_json(std::string_view json);  // throws RecordingError
+
+// ---- the file ---------------------------------------------------------------------------------------
+
+// Writes a recording incrementally. A background thread commits what was added at least every 100 ms
+// and at once after each schedule event, so a program killed mid-run loses at most its last 100 ms.
+// Throws RecordingError when the file cannot be created (names the path and SQLite's reason).
+class RecordingWriter {
+ public:
+  RecordingWriter(const std::string& path, const RunInfo& info);
+  ~RecordingWriter();  // finishes (as "" = cut off, if finish() was not called) and closes
+  RecordingWriter(const RecordingWriter&) = delete;
+  RecordingWriter& operator=(const RecordingWriter&) = delete;
+
+  void add(std::vector<Blob> blobs, EncodedEvent event);  // any thread; returns at once
+  // Writes how the run ended (RunInfo::ended and the fields after it), commits and closes.
+  void finish(const RunInfo& end);
+  const std::string& path() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Reads a recording. The constructor checks the file (SQLite, our schema, a version this build reads)
+// and reads the run; events() decodes every event, verifying checksums and blob hashes.
+// Throws RecordingError: "run.tsrec: not a Tensorscope recording (no table 'events')", ...
+class RecordingReader {
+ public:
+  explicit RecordingReader(const std::string& path);
+  ~RecordingReader();
+  const RunInfo& run() const;
+  size_t event_count() const;
+  // Calls `on_event(seq, time_ns, event)` for every event in order.
+  void read_events(const std::function<void(uint64_t seq, int64_t time_ns, const Event& event)>& on_event);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Copies a recording (also one still being written, WAL included) to `to` with SQLite's backup API.
+void copy_recording(const std::string& from, const std::string& to);
+
+// ---- the connection ---------------------------------------------------------------------------------
+//
+// A frame is  u32 length (little-endian, of what follows) | u8 type | body.
+//   'I' run info (JSON)        'B' blob: 16-char hash + data      'E' event: u64 seq, i64 time_ns, u8 kind, payload
+//   'X' end (RunInfo JSON)     'C' a command from the debugger to the runner (JSON, e.g. {"command":"stop"})
+struct Frame {
+  char type = 0;
+  std::string body;
+};
+std::string frame_bytes(char type, std::string_view body);
+std::string event_frame_body(const EncodedEvent& event);
+EncodedEvent event_from_frame_body(std::string_view body);  // throws RecordingError
+std::string blob_frame_body(const Blob& blob);
+Blob blob_from_frame_body(std::string_view body);           // throws RecordingError
+
+// Cuts a byte stream into frames (bytes may arrive in any pieces).
+class FrameParser {
+ public:
+  void feed(std::string_view bytes);
+  // The next complete frame, or false. Throws RecordingError for a frame longer than kMaxFrame.
+  bool next(Frame& frame);
+  static constexpr uint32_t kMaxFrame = 1u << 30;
+
+ private:
+  std::string buffer_;
+  size_t offset_ = 0;
+};
+
+// ---- the observer -----------------------------------------------------------------------------------
+
+// Serializes the session's events once and sends them to a recording file and/or a connection (a file
+// descriptor: a socket to the debugger). Attach with Session::subscribe. Writes happen on background
+// threads; on_event only encodes and queues.
+class EventStreamer : public SessionObserver {
+ public:
+  EventStreamer(const RunInfo& info, const std::string& record_path, int connection_fd);
+  ~EventStreamer() override;
+  void on_event(uint64_t seq, const Event& event) override;
+  // Sends the end (how the run ended) to both, flushes, closes the file. Idempotent.
+  void finish(const RunInfo& end);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ts

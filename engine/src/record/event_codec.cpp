@@ -1,0 +1,472 @@
+// The one serializer of the session's events: JSON payloads (docs/recording.md), listings as
+// content-addressed blobs. Writing is a hand-written JSON writer (events are written on the script's
+// thread, so this is on the observed run's hot path); reading uses nlohmann::json and checks every
+// field, because a recording may come from anywhere.
+#include <cinttypes>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "record/json_writer.h"
+#include "tensorscope/recording.h"
+
+namespace ts {
+
+const char* event_kind_name(EventKind kind) {
+  switch (kind) {
+    case EventKind::Schedule: return "schedule";
+    case EventKind::Launch: return "launch";
+    case EventKind::Output: return "output";
+  }
+  return "?";
+}
+
+std::string content_hash(std::string_view data) {
+  uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a, 64 bit
+  for (unsigned char c : data) h = (h ^ c) * 0x100000001b3ULL;
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
+  return hex;
+}
+
+// ---- encoding -----------------------------------------------------------------------------------------
+
+std::string EventEncoder::blob(std::string data, std::vector<Blob>& new_blobs) {
+  std::string hash = content_hash(data);
+  if (given_.emplace(hash, true).second) new_blobs.push_back({hash, std::move(data)});
+  return hash;
+}
+
+namespace {
+
+void write_shape(JsonWriter& w, const std::vector<int64_t>& shape) {
+  w.begin_array();
+  for (int64_t d : shape) w.value(d);
+  w.end_array();
+}
+
+void write_buffers(JsonWriter& w, const std::vector<BufferInfo>& buffers) {
+  w.begin_array();
+  for (const BufferInfo& b : buffers) {
+    w.begin_object();
+    w.key("node").value(b.node_uid);
+    w.key("shape");
+    write_shape(w, b.shape);
+    w.key("dtype").value(b.dtype);
+    w.end_object();
+  }
+  w.end_array();
+}
+
+void write_schedule(JsonWriter& w, const ScheduleEvent& s) {
+  w.begin_object();
+  w.key("schedule_id").value(s.schedule_id);
+  w.key("nodes").begin_array();
+  for (const GraphNodeInfo& n : s.nodes) {
+    w.begin_object();
+    w.key("uid").value(n.uid);
+    w.key("op").value(n.op);
+    w.key("op_class").value(n.op_class);
+    w.key("shape");
+    write_shape(w, n.shape);
+    w.key("dtype").value(n.dtype);
+    w.key("srcs").begin_array();
+    for (uint64_t u : n.srcs) w.value(u);
+    w.end_array();
+    w.key("arg").value(n.arg);
+    w.key("kernel").value(n.kernel);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("kernels").begin_array();
+  for (const KernelInfo& k : s.kernels) {
+    w.begin_object();
+    w.key("id").value(k.id);
+    w.key("name").value(k.name);
+    w.key("device").value(k.device);
+    w.key("nodes").begin_array();
+    for (uint64_t u : k.node_uids) w.value(u);
+    w.end_array();
+    w.key("ops").begin_array();
+    for (const std::string& op : k.ops) w.value(op);
+    w.end_array();
+    w.key("inputs");
+    write_buffers(w, k.inputs);
+    w.key("outputs");
+    write_buffers(w, k.outputs);
+    w.key("boundary_reasons").begin_array();
+    for (const std::string& r : k.boundary_reasons) w.value(r);
+    w.end_array();
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+}
+
+}  // namespace
+
+EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& event, std::vector<Blob>& new_blobs) {
+  EncodedEvent out;
+  out.seq = seq;
+  out.time_ns = time_ns;
+  JsonWriter w;
+  if (auto* s = std::get_if<ScheduleEvent>(&event)) {
+    out.kind = EventKind::Schedule;
+    write_schedule(w, *s);
+  } else if (auto* r = std::get_if<KernelRunEvent>(&event)) {
+    out.kind = EventKind::Launch;
+    std::string code;
+    if (r->code) {
+      auto known = code_hash_.find(r->code.get());
+      if (known != code_hash_.end()) {
+        code = known->second.second;
+      } else {
+        // The code blob names one blob per listing: passes that changed nothing share one.
+        JsonWriter c;
+        c.begin_object();
+        c.key("ir").begin_array();
+        for (const PassSnapshot& p : r->code->ir) {
+          c.begin_object();
+          c.key("pass").value(p.pass);
+          c.key("ir").value(blob(p.ir, new_blobs));
+          c.end_object();
+        }
+        c.end_array();
+        c.key("sources").begin_array();
+        for (const SourceListing& src : r->code->sources) {
+          c.begin_object();
+          c.key("renderer").value(src.renderer);
+          c.key("code").value(blob(src.code, new_blobs));
+          c.key("ir_op_line").begin_array();
+          for (int line : src.ir_op_line) c.value(line);
+          c.end_array();
+          c.end_object();
+        }
+        c.end_array();
+        c.key("device_renderer").value(r->code->device_renderer);
+        c.end_object();
+        code = blob(c.take(), new_blobs);
+        code_hash_.emplace(r->code.get(), std::make_pair(r->code, code));
+      }
+    }
+    w.begin_object();
+    w.key("kernel_id").value(r->kernel_id);
+    w.key("name").value(r->name);
+    w.key("device").value(r->device);
+    w.key("code");
+    if (code.empty()) w.null();
+    else w.value(code);
+    w.key("compile_cache_hit").value(r->compile_cache_hit);
+    w.key("compile_ms").value(r->compile_ms);
+    w.key("time_ms").value(r->time_ms);
+    w.key("replayed").value(r->replayed);
+    w.key("replay_of").value(r->replay_of);
+    w.end_object();
+  } else if (auto* o = std::get_if<ScriptOutputEvent>(&event)) {
+    out.kind = EventKind::Output;
+    w.begin_object();
+    w.key("stream").value(o->stream == ScriptOutputEvent::Stderr ? "stderr" : "stdout");
+    w.key("text").value(o->text);
+    w.end_object();
+  }
+  out.payload = w.take();
+  return out;
+}
+
+// ---- decoding -----------------------------------------------------------------------------------------
+
+namespace {
+
+using nlohmann::json;
+
+// Typed field access that names what is wrong.
+const json& field(const json& obj, const char* name) {
+  if (!obj.is_object()) throw RecordingError(std::string("expected an object holding '") + name + "'");
+  auto it = obj.find(name);
+  if (it == obj.end()) throw RecordingError(std::string("missing field '") + name + "'");
+  return *it;
+}
+std::string str(const json& obj, const char* name) {
+  const json& v = field(obj, name);
+  if (!v.is_string()) throw RecordingError(std::string("field '") + name + "' is not a string");
+  return v.get<std::string>();
+}
+int64_t integer(const json& v, const char* name) {
+  if (!v.is_number_integer()) throw RecordingError(std::string("field '") + name + "' is not an integer");
+  return v.get<int64_t>();
+}
+int64_t integer(const json& obj, const char* name, int64_t lo, int64_t hi) {
+  int64_t x = integer(field(obj, name), name);
+  if (x < lo || x > hi) throw RecordingError(std::string("field '") + name + "' is out of range");
+  return x;
+}
+uint64_t uid(const json& v) {
+  if (!v.is_number_unsigned()) throw RecordingError("a node uid is not an unsigned integer");
+  return v.get<uint64_t>();
+}
+double number(const json& obj, const char* name) {
+  const json& v = field(obj, name);
+  if (!v.is_number()) throw RecordingError(std::string("field '") + name + "' is not a number");
+  return v.get<double>();
+}
+bool boolean(const json& obj, const char* name) {
+  const json& v = field(obj, name);
+  if (!v.is_boolean()) throw RecordingError(std::string("field '") + name + "' is not a boolean");
+  return v.get<bool>();
+}
+const json& array(const json& obj, const char* name) {
+  const json& v = field(obj, name);
+  if (!v.is_array()) throw RecordingError(std::string("field '") + name + "' is not an array");
+  return v;
+}
+std::vector<int64_t> shape(const json& obj, const char* name) {
+  std::vector<int64_t> out;
+  for (const json& d : array(obj, name)) {
+    int64_t x = integer(d, name);
+    if (x < 0) throw RecordingError(std::string("field '") + name + "' has a negative size");
+    out.push_back(x);
+  }
+  return out;
+}
+std::vector<std::string> strings(const json& obj, const char* name) {
+  std::vector<std::string> out;
+  for (const json& s : array(obj, name)) {
+    if (!s.is_string()) throw RecordingError(std::string("field '") + name + "' holds a non-string");
+    out.push_back(s.get<std::string>());
+  }
+  return out;
+}
+std::vector<BufferInfo> buffers(const json& obj, const char* name) {
+  std::vector<BufferInfo> out;
+  for (const json& b : array(obj, name)) out.push_back({uid(field(b, "node")), shape(b, "shape"), str(b, "dtype")});
+  return out;
+}
+
+constexpr int64_t kMaxId = INT32_MAX;
+
+ScheduleEvent read_schedule(const json& j) {
+  ScheduleEvent s;
+  s.schedule_id = static_cast<int>(integer(j, "schedule_id", 0, kMaxId));
+  for (const json& n : array(j, "nodes")) {
+    GraphNodeInfo info;
+    info.uid = uid(field(n, "uid"));
+    info.op = str(n, "op");
+    info.op_class = str(n, "op_class");
+    info.shape = shape(n, "shape");
+    info.dtype = str(n, "dtype");
+    for (const json& u : array(n, "srcs")) info.srcs.push_back(uid(u));
+    info.arg = str(n, "arg");
+    info.kernel = static_cast<int>(integer(n, "kernel", -1, kMaxId));
+    s.nodes.push_back(std::move(info));
+  }
+  for (const json& k : array(j, "kernels")) {
+    KernelInfo info;
+    info.id = static_cast<int>(integer(k, "id", 0, kMaxId));
+    info.name = str(k, "name");
+    info.device = str(k, "device");
+    for (const json& u : array(k, "nodes")) info.node_uids.push_back(uid(u));
+    info.ops = strings(k, "ops");
+    if (info.ops.size() != info.node_uids.size()) throw RecordingError("a kernel's 'ops' and 'nodes' differ in length");
+    info.inputs = buffers(k, "inputs");
+    info.outputs = buffers(k, "outputs");
+    info.boundary_reasons = strings(k, "boundary_reasons");
+    s.kernels.push_back(std::move(info));
+  }
+  for (const GraphNodeInfo& n : s.nodes)
+    if (n.kernel >= static_cast<int>(s.kernels.size())) throw RecordingError("a node names a kernel the schedule lacks");
+  return s;
+}
+
+}  // namespace
+
+void EventDecoder::add_blob(Blob b) {
+  if (content_hash(b.data) != b.hash) throw RecordingError("blob " + b.hash + " does not match its content hash");
+  blobs_.emplace(std::move(b.hash), std::move(b.data));
+}
+
+const std::string& EventDecoder::blob(const std::string& hash) const {
+  auto it = blobs_.find(hash);
+  if (it == blobs_.end()) throw RecordingError("names blob '" + hash + "', which the recording lacks");
+  return it->second;
+}
+
+Event EventDecoder::decode(const EncodedEvent& e) {
+  try {
+    json j = json::parse(e.payload);
+    switch (e.kind) {
+      case EventKind::Schedule: return read_schedule(j);
+      case EventKind::Launch: {
+        KernelRunEvent r;
+        r.kernel_id = static_cast<int>(integer(j, "kernel_id", 0, kMaxId));
+        r.name = str(j, "name");
+        r.device = str(j, "device");
+        const json& code = field(j, "code");
+        if (code.is_string()) {
+          const std::string hash = code.get<std::string>();
+          auto known = code_.find(hash);
+          if (known != code_.end()) {
+            r.code = known->second;
+          } else {
+            const json c = json::parse(blob(hash));
+            auto k = std::make_shared<KernelCode>();
+            for (const json& p : array(c, "ir")) k->ir.push_back({str(p, "pass"), blob(str(p, "ir"))});
+            for (const json& src : array(c, "sources")) {
+              SourceListing l{str(src, "renderer"), blob(str(src, "code")), {}};
+              for (const json& line : array(src, "ir_op_line")) l.ir_op_line.push_back(static_cast<int>(integer(line, "ir_op_line")));
+              k->sources.push_back(std::move(l));
+            }
+            k->device_renderer = str(c, "device_renderer");
+            r.code = code_.emplace(hash, std::move(k)).first->second;
+          }
+        } else if (!code.is_null()) {
+          throw RecordingError("field 'code' is neither a blob hash nor null");
+        }
+        r.compile_cache_hit = boolean(j, "compile_cache_hit");
+        r.compile_ms = number(j, "compile_ms");
+        r.time_ms = number(j, "time_ms");
+        r.replayed = boolean(j, "replayed");
+        r.replay_of = static_cast<int>(integer(j, "replay_of", -1, kMaxId));
+        return r;
+      }
+      case EventKind::Output: {
+        ScriptOutputEvent o;
+        const std::string stream = str(j, "stream");
+        if (stream != "stdout" && stream != "stderr") throw RecordingError("field 'stream' is neither stdout nor stderr");
+        o.stream = stream == "stderr" ? ScriptOutputEvent::Stderr : ScriptOutputEvent::Stdout;
+        o.text = str(j, "text");
+        return o;
+      }
+    }
+    throw RecordingError("unknown kind " + std::to_string(static_cast<int>(e.kind)));
+  } catch (const json::exception& x) {
+    throw RecordingError("event " + std::to_string(e.seq) + " (" + event_kind_name(e.kind) + "): bad JSON: " + x.what());
+  } catch (const RecordingError& x) {
+    throw RecordingError("event " + std::to_string(e.seq) + " (" + event_kind_name(e.kind) + "): " + x.what());
+  }
+}
+
+// ---- the run ------------------------------------------------------------------------------------------
+
+std::string run_info_to_json(const RunInfo& r) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("script_path").value(r.script_path);
+  w.key("script_text").value(r.script_text);
+  w.key("argv").begin_array();
+  for (const std::string& a : r.argv) w.value(a);
+  w.end_array();
+  w.key("device").value(r.device);
+  w.key("device_properties").raw(r.device_properties.empty() ? "{}" : r.device_properties);
+  w.key("version").value(r.version);
+  w.key("python_version").value(r.python_version);
+  w.key("start_time_ns").value(r.start_time_ns);
+  w.key("ended").value(r.ended);
+  w.key("exit_status").value(r.exit_status);
+  w.key("end_message").value(r.end_message);
+  w.key("end_time_ns").value(r.end_time_ns);
+  w.end_object();
+  return w.take();
+}
+
+RunInfo run_info_from_json(std::string_view text) {
+  try {
+    const json j = json::parse(text);
+    RunInfo r;
+    r.script_path = str(j, "script_path");
+    r.script_text = str(j, "script_text");
+    r.argv = strings(j, "argv");
+    r.device = str(j, "device");
+    const json& props = field(j, "device_properties");
+    if (!props.is_object()) throw RecordingError("field 'device_properties' is not an object");
+    r.device_properties = props.dump();
+    r.version = str(j, "version");
+    r.python_version = str(j, "python_version");
+    r.start_time_ns = integer(field(j, "start_time_ns"), "start_time_ns");
+    r.ended = str(j, "ended");
+    r.exit_status = static_cast<int>(integer(j, "exit_status", INT32_MIN, INT32_MAX));
+    r.end_message = str(j, "end_message");
+    r.end_time_ns = integer(field(j, "end_time_ns"), "end_time_ns");
+    return r;
+  } catch (const json::exception& x) {
+    throw RecordingError(std::string("run: bad JSON: ") + x.what());
+  } catch (const RecordingError& x) {
+    throw RecordingError(std::string("run: ") + x.what());
+  }
+}
+
+// ---- frames -------------------------------------------------------------------------------------------
+
+namespace {
+void put_u64(std::string& out, uint64_t v) {
+  for (int i = 0; i < 8; i++) out.push_back(static_cast<char>(v >> (8 * i)));
+}
+uint64_t get_u64(std::string_view in, size_t at) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v |= static_cast<uint64_t>(static_cast<unsigned char>(in[at + i])) << (8 * i);
+  return v;
+}
+}  // namespace
+
+std::string frame_bytes(char type, std::string_view body) {
+  std::string out;
+  const uint32_t n = static_cast<uint32_t>(body.size() + 1);
+  out.reserve(4 + n);
+  for (int i = 0; i < 4; i++) out.push_back(static_cast<char>(n >> (8 * i)));
+  out.push_back(type);
+  out.append(body);
+  return out;
+}
+
+std::string event_frame_body(const EncodedEvent& e) {
+  std::string out;
+  out.reserve(17 + e.payload.size());
+  put_u64(out, e.seq);
+  put_u64(out, static_cast<uint64_t>(e.time_ns));
+  out.push_back(static_cast<char>(e.kind));
+  out.append(e.payload);
+  return out;
+}
+
+EncodedEvent event_from_frame_body(std::string_view body) {
+  if (body.size() < 17) throw RecordingError("connection: an event frame shorter than its header");
+  EncodedEvent e;
+  e.seq = get_u64(body, 0);
+  e.time_ns = static_cast<int64_t>(get_u64(body, 8));
+  const int kind = static_cast<unsigned char>(body[16]);
+  if (kind < 1 || kind > 3) throw RecordingError("connection: an event of unknown kind " + std::to_string(kind));
+  e.kind = static_cast<EventKind>(kind);
+  e.payload = std::string(body.substr(17));
+  return e;
+}
+
+std::string blob_frame_body(const Blob& b) { return b.hash + b.data; }
+
+Blob blob_from_frame_body(std::string_view body) {
+  if (body.size() < 16) throw RecordingError("connection: a blob frame shorter than its hash");
+  return {std::string(body.substr(0, 16)), std::string(body.substr(16))};
+}
+
+void FrameParser::feed(std::string_view bytes) {
+  if (offset_ > 0 && offset_ == buffer_.size()) {
+    buffer_.clear();
+    offset_ = 0;
+  }
+  buffer_.append(bytes);
+}
+
+bool FrameParser::next(Frame& frame) {
+  if (buffer_.size() - offset_ < 4) return false;
+  uint32_t n = 0;
+  for (int i = 0; i < 4; i++) n |= static_cast<uint32_t>(static_cast<unsigned char>(buffer_[offset_ + i])) << (8 * i);
+  if (n == 0 || n > kMaxFrame) throw RecordingError("connection: a frame of " + std::to_string(n) + " bytes");
+  if (buffer_.size() - offset_ - 4 < n) return false;
+  frame.type = buffer_[offset_ + 4];
+  frame.body.assign(buffer_, offset_ + 5, n - 1);
+  offset_ += 4 + n;
+  if (offset_ > (1u << 20) && offset_ * 2 > buffer_.size()) {  // keep the buffer from growing forever
+    buffer_.erase(0, offset_);
+    offset_ = 0;
+  }
+  return true;
+}
+
+}  // namespace ts

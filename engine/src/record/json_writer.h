@@ -1,0 +1,133 @@
+// A minimal streaming JSON writer for the event payloads: appends to one string, no tree, no
+// allocation per value. Output is RFC 8259 JSON (strings escaped; bytes that are not UTF-8 become U+FFFD, so that
+// every payload reads back).
+#pragma once
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ts {
+
+class JsonWriter {
+ public:
+  JsonWriter& begin_object() { return open('{'); }
+  JsonWriter& end_object() { return close('}'); }
+  JsonWriter& begin_array() { return open('['); }
+  JsonWriter& end_array() { return close(']'); }
+  // Inside an object: the key of the value that follows.
+  JsonWriter& key(std::string_view k) {
+    separate();
+    string(k);
+    out_.push_back(':');
+    after_key_ = true;
+    return *this;
+  }
+  JsonWriter& value(std::string_view s) {
+    separate();
+    string(s);
+    return *this;
+  }
+  JsonWriter& value(const char* s) { return value(std::string_view(s)); }
+  JsonWriter& value(const std::string& s) { return value(std::string_view(s)); }
+  JsonWriter& value(bool b) { return raw(b ? "true" : "false"); }
+  JsonWriter& value(int v) { return value(static_cast<int64_t>(v)); }
+  JsonWriter& value(int64_t v) {
+    char buf[24];
+    int n = std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+    return raw(std::string_view(buf, n));
+  }
+  JsonWriter& value(uint64_t v) {
+    char buf[24];
+    int n = std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
+    return raw(std::string_view(buf, n));
+  }
+  JsonWriter& value(double v) {
+    if (!(v == v) || v > 1e308 || v < -1e308) return raw("null");  // JSON has no NaN/Inf
+    char buf[32];
+    int n = std::snprintf(buf, sizeof buf, "%.17g", v);
+    std::string_view s(buf, n);
+    raw(s);
+    if (s.find_first_of(".eE") == std::string_view::npos) out_ += ".0";  // stays a number_float on reading
+    return *this;
+  }
+  JsonWriter& null() { return raw("null"); }
+  // Already-serialized JSON (e.g. an object kept as text).
+  JsonWriter& raw(std::string_view json) {
+    separate();
+    out_.append(json);
+    return *this;
+  }
+  std::string take() { return std::move(out_); }
+
+ private:
+  JsonWriter& open(char c) {
+    separate();
+    out_.push_back(c);
+    first_.push_back(true);
+    return *this;
+  }
+  JsonWriter& close(char c) {
+    out_.push_back(c);
+    first_.pop_back();
+    return *this;
+  }
+  void separate() {
+    if (after_key_) {
+      after_key_ = false;
+      return;
+    }
+    if (first_.empty()) return;
+    if (!first_.back()) out_.push_back(',');
+    first_.back() = false;
+  }
+  // Length of the valid UTF-8 sequence at s[i] (1-4), or 0 when it is not valid UTF-8.
+  static size_t utf8_length(std::string_view s, size_t i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    const size_t n = c >= 0xf0 && c <= 0xf4 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
+    if (n == 0 || i + n > s.size()) return 0;
+    for (size_t k = 1; k < n; k++)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
+    return n;
+  }
+  void string(std::string_view s) {
+    out_.push_back('"');
+    for (size_t i = 0; i < s.size(); i++) {
+      const char ch = s[i];
+      const unsigned char c = static_cast<unsigned char>(ch);
+      if (c >= 0x80) {  // copy valid UTF-8 as is, replace anything else by U+FFFD
+        const size_t n = utf8_length(s, i);
+        if (n == 0) {
+          out_ += "\\ufffd";
+        } else {
+          out_.append(s.substr(i, n));
+          i += n - 1;
+        }
+        continue;
+      }
+      switch (c) {
+        case '"': out_ += "\\\""; break;
+        case '\\': out_ += "\\\\"; break;
+        case '\n': out_ += "\\n"; break;
+        case '\t': out_ += "\\t"; break;
+        case '\r': out_ += "\\r"; break;
+        default:
+          if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\u%04x", c);
+            out_ += buf;
+          } else {
+            out_.push_back(ch);
+          }
+      }
+    }
+    out_.push_back('"');
+  }
+
+  std::string out_;
+  std::vector<bool> first_;
+  bool after_key_ = false;
+};
+
+}  // namespace ts
