@@ -14,7 +14,6 @@
 #include <cstdio>
 
 #include "main_window.h"
-#include "runner.h"
 
 namespace {
 
@@ -76,7 +75,7 @@ int main(int argc, char** argv) {
   QCommandLineParser parser;
   parser.setApplicationDescription("Tensorscope: a debugger for the lazy tensor engine");
   parser.addHelpOption();
-  parser.addPositionalArgument("script", "Tensor script (.py) to open", "[script.py]");
+  parser.addPositionalArgument("file", "Tensor script (.py) or recording (.tsrec) to open", "[script.py|run.tsrec]");
   QCommandLineOption device("device", "Device to realize on: C, INTERP, OPENCL:0, VULKAN:0, CUDA:0 where present (default C)", "device", "C");
   QCommandLineOption run("run", "Run the script at startup");
   QCommandLineOption screenshot("screenshot",
@@ -88,11 +87,6 @@ int main(int argc, char** argv) {
   parser.addOptions({device, run, screenshot, svg, timeout});
   parser.process(app);
 
-  // One interpreter for the whole process, started here on the main thread; scripts then run on
-  // the script thread (the runner releases the GIL after starting).
-  const std::string pythonPath = ts::ScriptRunner::default_python_path();
-  ts::ScriptRunner::initialize(pythonPath.empty() ? std::vector<std::string>{} : std::vector<std::string>{pythonPath});
-
   const QStringList args = parser.positionalArguments();
   // Checked before the window exists: a message box would wait forever in a batch run.
   if (!args.isEmpty() && !QFileInfo(args.first()).isReadable()) {
@@ -101,12 +95,13 @@ int main(int argc, char** argv) {
   }
   tsui::MainWindow window;
   window.setDevice(parser.value(device).toUpper());
-  if (!args.isEmpty() && !window.openScript(args.first())) return 1;
+  if (!args.isEmpty() && !window.openFile(args.first())) return 1;
   window.show();
 
   BatchTasks tasks{parser.value(screenshot), parser.value(svg), parser.value(timeout).toInt()};
   if (tasks.timeoutSeconds <= 0) tasks.timeoutSeconds = 120;
-  if (!args.isEmpty() && (parser.isSet(run) || tasks.any()))
+  const bool isRecording = !args.isEmpty() && args.first().endsWith(".tsrec", Qt::CaseInsensitive);
+  if (!args.isEmpty() && !isRecording && (parser.isSet(run) || tasks.any()))
     QTimer::singleShot(0, &window, &tsui::MainWindow::runScript);
   if (tasks.any()) QTimer::singleShot(0, &window, [&window, tasks] { runBatchTasks(&window, tasks); });
   return QApplication::exec();

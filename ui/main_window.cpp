@@ -7,7 +7,12 @@
 #include <QCloseEvent>
 #include <QComboBox>
 #include <QStandardItemModel>
+#include <QDateTime>
 #include <QDockWidget>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QMimeData>
+#include <QSettings>
 #include <QEventLoop>
 #include <QFileDialog>
 #include <QFileInfo>
@@ -25,7 +30,6 @@
 
 #include "core/layout_scheduler.h"
 #include "core/run_model.h"
-#include "core/session_bridge.h"
 #include "panels/console_panel.h"
 #include "panels/graph_panel.h"
 #include "panels/kernel_details_panel.h"
@@ -56,8 +60,7 @@ QDockWidget* dock(QMainWindow* window, const QString& title, const QString& name
 MainWindow::MainWindow(QWidget* parent)
     : QMainWindow(parent),
       model_(new RunModel(this)),
-      bridge_(new SessionBridge(this)),
-      script_(new ScriptController(this)),
+      runner_(new RunnerProcess(this)),
       layout_(new LayoutScheduler(this)),
       graphTimer_(new QTimer(this)) {
   graphTimer_->setSingleShot(true);
@@ -66,6 +69,7 @@ MainWindow::MainWindow(QWidget* parent)
   buildActions();
   connectEngine();
   resize(1600, 1000);
+  setAcceptDrops(true);
   updateTitle();
   updateActions();
 }
@@ -112,7 +116,12 @@ void MainWindow::buildActions() {
   QAction* saveAction = file->addAction(s->standardIcon(QStyle::SP_DialogSaveButton), "&Save", QKeySequence::Save, this,
                                         &MainWindow::save);
   file->addAction("Save &As…", QKeySequence::SaveAs, this, &MainWindow::saveAs);
+  recentMenu_ = file->addMenu("Open &Recent");
+  updateRecentMenu();
   file->addSeparator();
+  saveRecordingAction_ = file->addAction("Save &Recording As…", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R), this,
+                                         &MainWindow::saveRecordingDialog);
+  saveRecordingAction_->setToolTip("Keep the last run (or the opened recording) as a .tsrec file");
   exportAction_ =
       file->addAction("&Export Graph as SVG…", QKeySequence(Qt::CTRL | Qt::Key_E), this, &MainWindow::exportSvgDialog);
   file->addSeparator();
@@ -167,15 +176,14 @@ void MainWindow::buildActions() {
 }
 
 void MainWindow::connectEngine() {
-  connect(bridge_, &SessionBridge::scheduleReceived, model_, &RunModel::addSchedule);
-  connect(bridge_, &SessionBridge::kernelRunReceived, model_, &RunModel::addKernelRun);
+  connect(runner_, &RunnerProcess::eventsReceived, this, &MainWindow::addEvents);
   connect(model_, &RunModel::scheduleAdded, this, &MainWindow::onScheduleAdded);
   connect(model_, &RunModel::kernelRunAdded, this, &MainWindow::onKernelRunAdded);
 
-  connect(script_, &ScriptController::output, this, [this](bool isStderr, const QString& text) {
+  connect(runner_, &RunnerProcess::output, this, [this](bool isStderr, const QString& text) {
     console_->append(text, isStderr ? ConsolePanel::Stream::Stderr : ConsolePanel::Stream::Stdout);
   });
-  connect(script_, &ScriptController::finished, this, &MainWindow::onRunFinished);
+  connect(runner_, &RunnerProcess::finished, this, &MainWindow::onRunFinished);
 
   connect(graphTimer_, &QTimer::timeout, this, &MainWindow::rebuildGraph);
   connect(layout_, &LayoutScheduler::laidOut, graph_, &GraphPanel::showLayout);
@@ -196,18 +204,20 @@ void MainWindow::connectEngine() {
 // ---- running ----------------------------------------------------------------------------------
 
 void MainWindow::runScript() {
-  if (script_->isRunning()) return;
+  if (runner_->isRunning()) return;
   resetRun();
   const QString path = editor_->filePath().isEmpty() ? "untitled.py" : editor_->filePath();
   console_->append(QString("▶ %1 on %2").arg(QFileInfo(path).fileName(), device_->currentData().toString()),
                    ConsolePanel::Stream::Info);
   runStatus_->setText("Running…");
-  script_->start(path, editor_->text(), device_->currentData().toString());
+  recordingShown_.clear();
+  runner_->start(path, editor_->text(), device_->currentData().toString());
   updateActions();
 }
 
 void MainWindow::stopScript() {
-  script_->stop();
+  if (!runner_->isRunning()) return;
+  runner_->stop();
   runStatus_->setText("Stopping…");
 }
 
@@ -228,7 +238,6 @@ void MainWindow::resetRun() {
 }
 
 void MainWindow::onRunFinished(const ScriptOutcome& outcome) {
-  bridge_->deliverPending();  // the run's last events, so that the summary below counts them
   lastRunOk_ = outcome.ok;
   const int kernels = static_cast<int>(model_->kernelIds().size());
   const QString summary =
@@ -236,14 +245,12 @@ void MainWindow::onRunFinished(const ScriptOutcome& outcome) {
   if (outcome.ok) {
     console_->append("✓ finished: " + summary, ConsolePanel::Stream::Info);
     runStatus_->setText("Finished: " + summary);
-  } else if (outcome.error.startsWith("KeyboardInterrupt")) {
-    console_->append("■ stopped: " + summary, ConsolePanel::Stream::Info);
+  } else if (outcome.ended == "stopped") {
+    const QString how = outcome.error.startsWith("stopped:") ? outcome.error : QString("stopped");
+    console_->append("■ " + how + ": " + summary, ConsolePanel::Stream::Info);
     runStatus_->setText("Stopped");
   } else {
-    // The runner may already have written the traceback to stderr; show it once.
-    if (!console_->stderrText().contains(outcome.error))
-      console_->append((outcome.traceback.isEmpty() ? outcome.error : outcome.traceback.trimmed()) + "\n",
-                       ConsolePanel::Stream::Stderr);
+    // A script error's traceback came with the script's stderr; a crash is said here in words.
     editor_->markError(outcome.errorLine, outcome.error);
     const QString where = outcome.errorLine > 0 ? QString(" (line %1)").arg(outcome.errorLine) : QString();
     console_->append("✗ " + outcome.error + where, ConsolePanel::Stream::Info);
@@ -259,6 +266,19 @@ void MainWindow::onRunFinished(const ScriptOutcome& outcome) {
   // Show something in the kernel panels right away: the last kernel is where a run ends.
   if (selectedKernel_ < 0 && kernels > 0) selectKernel(model_->kernelIds().back(), false);
   updateActions();
+}
+
+void MainWindow::addEvents(const std::vector<ts::Event>& events) {
+  for (const ts::Event& event : events) {
+    if (auto* schedule = std::get_if<ts::ScheduleEvent>(&event))
+      model_->addSchedule(*schedule);
+    else if (auto* run = std::get_if<ts::KernelRunEvent>(&event))
+      model_->addKernelRun(*run);
+    else if (auto* out = std::get_if<ts::ScriptOutputEvent>(&event))
+      console_->append(QString::fromStdString(out->text),
+                       out->stream == ts::ScriptOutputEvent::Stderr ? ConsolePanel::Stream::Stderr
+                                                                    : ConsolePanel::Stream::Stdout);
+  }
 }
 
 // ---- engine events ----------------------------------------------------------------------------
@@ -309,8 +329,151 @@ bool MainWindow::openScript(const QString& path) {
     QMessageBox::warning(this, "Open script", QString("Cannot open %1:\n%2").arg(path, error));
     return false;
   }
+  recordingShown_.clear();
+  addRecent(path);
   updateTitle();
   return true;
+}
+
+bool MainWindow::openFile(const QString& path) {
+  QFile file(path);
+  QByteArray head;
+  if (file.open(QIODevice::ReadOnly)) head = file.read(16);
+  if (path.endsWith(".tsrec", Qt::CaseInsensitive) || head.startsWith(QByteArray("SQLite format 3\0", 16))) {
+    QString error;
+    if (openRecording(path, &error)) return true;
+    QMessageBox::warning(this, "Open recording", error);
+    return false;
+  }
+  return openScript(path);
+}
+
+namespace {
+struct LoadedRecording {
+  ts::RunInfo run;
+  std::vector<ts::Event> events;
+  QString error;
+};
+}  // namespace
+
+bool MainWindow::openRecording(const QString& path, QString* error) {
+  if (runner_->isRunning()) {
+    if (error) *error = "Stop the run before opening a recording.";
+    return false;
+  }
+  // SQLite and the decoding run on a worker while a local event loop keeps the window painting.
+  QFutureWatcher<LoadedRecording> watcher;
+  QEventLoop loop;
+  connect(&watcher, &QFutureWatcher<LoadedRecording>::finished, &loop, &QEventLoop::quit);
+  watcher.setFuture(QtConcurrent::run([file = path.toStdString()] {
+    LoadedRecording r;
+    try {
+      ts::RecordingReader reader(file);
+      r.run = reader.run();
+      r.events.reserve(reader.event_count());
+      reader.read_events([&](uint64_t, int64_t, const ts::Event& e) { r.events.push_back(e); });
+    } catch (const std::exception& e) {
+      r.error = QString::fromUtf8(e.what());
+    }
+    return r;
+  }));
+  if (!watcher.isFinished()) loop.exec(QEventLoop::ExcludeUserInputEvents);
+  const LoadedRecording loaded = watcher.result();
+  if (!loaded.error.isEmpty()) {
+    if (error) *error = loaded.error;
+    return false;
+  }
+  if (!maybeSave()) {
+    if (error) *error = "Opening the recording was cancelled.";
+    return false;
+  }
+  resetRun();
+  recordingShown_ = path;
+  // The recorded script, as a new unsaved text: saving it never overwrites the user's file by surprise.
+  editor_->setText(QString::fromStdString(loaded.run.script_text));
+  editor_->setFilePath({});
+  editor_->setModified(false);
+  const QString script = QFileInfo(QString::fromStdString(loaded.run.script_path)).fileName();
+  const QDateTime started = QDateTime::fromMSecsSinceEpoch(loaded.run.start_time_ns / 1000000);
+  console_->append(QString("▶ recording %1: %2 on %3, %4").arg(QFileInfo(path).fileName(), script,
+                                                            QString::fromStdString(loaded.run.device),
+                                                            started.toString(Qt::ISODate)),
+                   ConsolePanel::Stream::Info);
+  addEvents(loaded.events);
+  ScriptOutcome outcome;
+  outcome.ended = QString::fromStdString(loaded.run.ended);
+  outcome.ok = loaded.run.ended == "finished";
+  outcome.error = loaded.run.ended.empty() ? QString("cut off: the program died without saying how")
+                                           : QString::fromStdString(loaded.run.end_message);
+  if (loaded.run.end_time_ns > loaded.run.start_time_ns)
+    outcome.seconds = (loaded.run.end_time_ns - loaded.run.start_time_ns) / 1e9;
+  onRunFinished(outcome);
+  addRecent(path);
+  updateTitle();
+  return true;
+}
+
+bool MainWindow::saveRecording(const QString& path, QString* error) {
+  const QString from = recordingShown_.isEmpty() ? runner_->recordingPath() : recordingShown_;
+  if (from.isEmpty() || !QFileInfo::exists(from)) {
+    if (error) *error = "There is no recording yet: run a script first.";
+    return false;
+  }
+  if (QFileInfo(from).absoluteFilePath() == QFileInfo(path).absoluteFilePath()) return true;
+  try {
+    ts::copy_recording(from.toStdString(), path.toStdString());
+  } catch (const std::exception& e) {
+    if (error) *error = QString::fromUtf8(e.what());
+    return false;
+  }
+  return true;
+}
+
+void MainWindow::saveRecordingDialog() {
+  const QString base = editor_->filePath().isEmpty() ? "run" : QFileInfo(editor_->filePath()).completeBaseName();
+  const QString path =
+      QFileDialog::getSaveFileName(this, "Save recording as", base + ".tsrec", "Tensorscope recordings (*.tsrec)");
+  if (path.isEmpty()) return;
+  QString error;
+  if (saveRecording(path, &error)) {
+    statusBar()->showMessage("Saved the recording to " + path, 4000);
+    addRecent(path);
+  } else {
+    QMessageBox::warning(this, "Save recording", error);
+  }
+}
+
+void MainWindow::addRecent(const QString& path) {
+  QSettings settings;
+  QStringList recent = settings.value("recentFiles").toStringList();
+  const QString absolute = QFileInfo(path).absoluteFilePath();
+  recent.removeAll(absolute);
+  recent.prepend(absolute);
+  while (recent.size() > 10) recent.removeLast();
+  settings.setValue("recentFiles", recent);
+  updateRecentMenu();
+}
+
+void MainWindow::updateRecentMenu() {
+  recentMenu_->clear();
+  const QStringList recent = QSettings().value("recentFiles").toStringList();
+  for (const QString& path : recent) {
+    QAction* a = recentMenu_->addAction(QFileInfo(path).fileName(), this, [this, path] {
+      if (path.endsWith(".tsrec", Qt::CaseInsensitive) || maybeSave()) openFile(path);
+    });
+    a->setToolTip(path);
+  }
+  recentMenu_->setEnabled(!recent.isEmpty());
+}
+
+void MainWindow::dragEnterEvent(QDragEnterEvent* event) {
+  if (event->mimeData()->hasUrls() && event->mimeData()->urls().first().isLocalFile()) event->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* event) {
+  const QString path = event->mimeData()->urls().first().toLocalFile();
+  event->acceptProposedAction();
+  if (path.endsWith(".tsrec", Qt::CaseInsensitive) || maybeSave()) openFile(path);
 }
 
 void MainWindow::newScript() {
@@ -324,8 +487,10 @@ void MainWindow::newScript() {
 void MainWindow::openDialog() {
   if (!maybeSave()) return;
   const QString dir = editor_->filePath().isEmpty() ? QString() : QFileInfo(editor_->filePath()).absolutePath();
-  const QString path = QFileDialog::getOpenFileName(this, "Open script", dir, "Python scripts (*.py);;All files (*)");
-  if (!path.isEmpty()) openScript(path);
+  const QString path = QFileDialog::getOpenFileName(
+      this, "Open script or recording", dir,
+      "Scripts and recordings (*.py *.tsrec);;Python scripts (*.py);;Tensorscope recordings (*.tsrec);;All files (*)");
+  if (!path.isEmpty()) openFile(path);
 }
 
 bool MainWindow::save() {
@@ -415,25 +580,29 @@ void MainWindow::setDevice(const QString& device) {
 }
 
 void MainWindow::updateTitle() {
-  const QString name = editor_->filePath().isEmpty() ? "untitled.py" : QFileInfo(editor_->filePath()).fileName();
+  QString name = editor_->filePath().isEmpty() ? "untitled.py" : QFileInfo(editor_->filePath()).fileName();
+  if (!recordingShown_.isEmpty() && editor_->filePath().isEmpty())
+    name = QFileInfo(recordingShown_).fileName() + " (recording)";
   setWindowTitle(QString("Tensorscope — %1[*]").arg(name));
   setWindowModified(editor_->isModified());
 }
 
 void MainWindow::updateActions() {
-  const bool running = script_->isRunning();
+  const bool running = runner_->isRunning();
   runAction_->setEnabled(!running);
   stopAction_->setEnabled(running);
+  saveRecordingAction_->setEnabled(!running && (!recordingShown_.isEmpty() || !runner_->recordingPath().isEmpty()));
   device_->setEnabled(!running);
 }
 
 void MainWindow::closeEvent(QCloseEvent* event) {
   if (!maybeSave()) return event->ignore();
-  script_->stop();  // ScriptController's destructor waits for the script thread
+  runner_->stop();  // RunnerProcess's destructor kills a runner that is still there
   event->accept();
 }
 
-bool MainWindow::isRunning() const { return script_->isRunning(); }
+bool MainWindow::isRunning() const { return runner_->isRunning(); }
+QString MainWindow::statusText() const { return runStatus_->text(); }
 bool MainWindow::isLayoutPending() const { return graphTimer_->isActive() || layout_->isBusy(); }
 int MainWindow::kernelCount() const { return kernels_->kernelCount(); }
 int MainWindow::clusterCount() const { return graph_->clusterCount(); }

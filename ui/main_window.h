@@ -2,19 +2,23 @@
 // source, the properties sidebar and the console, linked by one current selection (RenderDoc's
 // "current event" model: selecting a kernel anywhere updates every panel).
 //
-// Data flow: ScriptController runs the script on the script thread; SessionBridge brings the
-// engine's events to the GUI thread into the RunModel; panels redraw from the RunModel; graph
-// layouts run on the layout thread through the LayoutScheduler.
+// Data flow: RunnerProcess runs the script in a runner process and brings its events to the GUI
+// thread; an opened recording (.tsrec) is read on a worker thread into the same events. Either way the
+// events go into the RunModel (one model for a live run and a recording); panels redraw from the
+// RunModel; graph layouts run on the layout thread through the LayoutScheduler. No user code runs here.
 #pragma once
 #include <QMainWindow>
 
 #include "core/graph_layout.h"
-#include "core/script_controller.h"
+#include "core/runner_process.h"
 
 class QAction;
 class QComboBox;
 class QDockWidget;
 class QLabel;
+class QMenu;
+class QDragEnterEvent;
+class QDropEvent;
 class QTimer;
 
 namespace tsui {
@@ -27,7 +31,6 @@ class LayoutScheduler;
 class PropertiesPanel;
 class RunModel;
 class ScriptEditor;
-class SessionBridge;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -36,6 +39,13 @@ class MainWindow : public QMainWindow {
   ~MainWindow() override;
 
   bool openScript(const QString& path);
+  // Opens a recording: every panel shows the recorded run, and the editor its script (unsaved, so the
+  // user's files are never touched). Returns false and shows a one-line error for a bad file.
+  bool openRecording(const QString& path, QString* error = nullptr);
+  // Opens a script (.py) or a recording (.tsrec), by its content.
+  bool openFile(const QString& path);
+  // Copies the last run's recording to `path` (SQLite backup: also while it is written).
+  bool saveRecording(const QString& path, QString* error);
   void setDevice(const QString& device);
   void runScript();
   void stopScript();
@@ -52,6 +62,8 @@ class MainWindow : public QMainWindow {
   int clusterCount() const;
   QString consoleText() const;
   bool lastRunOk() const { return lastRunOk_; }
+  QString statusText() const;
+  RunnerProcess* runner() const { return runner_; }
   ScriptEditor* editor() const { return editor_; }
 
  protected:
@@ -65,6 +77,7 @@ class MainWindow : public QMainWindow {
   void onScheduleAdded(int scheduleIndex);
   void onKernelRunAdded(int kernelId);
   void onRunFinished(const ScriptOutcome& outcome);
+  void addEvents(const std::vector<ts::Event>& events);
   void onLayout(const GraphLayout& layout);
   void selectKernel(int kernelId, bool centreGraph);
   void requestGraph();  // soon: schedules arrive in bursts
@@ -76,13 +89,17 @@ class MainWindow : public QMainWindow {
   bool save();
   bool saveAs();
   void exportSvgDialog();
+  void saveRecordingDialog();
+  void addRecent(const QString& path);
+  void updateRecentMenu();
+  void dragEnterEvent(QDragEnterEvent* event) override;
+  void dropEvent(QDropEvent* event) override;
   bool maybeSave();
   void updateTitle();
   void updateActions();
 
   RunModel* model_;
-  SessionBridge* bridge_;
-  ScriptController* script_;
+  RunnerProcess* runner_;
   LayoutScheduler* layout_;
   QTimer* graphTimer_;
 
@@ -99,6 +116,9 @@ class MainWindow : public QMainWindow {
   QAction* runAction_ = nullptr;
   QAction* stopAction_ = nullptr;
   QAction* exportAction_ = nullptr;
+  QAction* saveRecordingAction_ = nullptr;
+  QMenu* recentMenu_ = nullptr;
+  QString recordingShown_;  // the opened recording, when the panels show one instead of a run
 
   int selectedKernel_ = -1;
   int graphSchedule_ = -1;  // schedule shown when the graph is not the merged one; -1: merged

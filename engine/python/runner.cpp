@@ -36,9 +36,9 @@ class _TensorscopeWriter:
 
 }  // namespace
 
-void ScriptRunner::initialize(const std::vector<std::string>& python_path) {
+void ScriptRunner::initialize(const std::vector<std::string>& python_path, bool signal_handlers) {
   if (Py_IsInitialized()) return;
-  py::initialize_interpreter(false);  // no signal handlers: the host program owns signals
+  py::initialize_interpreter(signal_handlers);
   {
     py::module_ sys = py::module_::import("sys");
     py::list path = sys.attr("path");
@@ -137,5 +137,7 @@ void ScriptRunner::interrupt() {
   PyThreadState_SetAsyncExc(tid, PyExc_KeyboardInterrupt);
   PyGILState_Release(st);
 }
+
+void ScriptRunner::interrupt_main() { PyErr_SetInterrupt(); }
 
 }  // namespace ts

@@ -23,7 +23,9 @@ class ScriptRunner {
  public:
   // Starts the interpreter. `python_path` is prepended to sys.path (the directory holding the
   // `tensorscope` package). Idempotent. Must be called on the main thread before any `run`.
-  static void initialize(const std::vector<std::string>& python_path);
+  // `signal_handlers`: install Python's (SIGINT raises KeyboardInterrupt), for a process that runs
+  // scripts on its main thread and nothing else (the runner); a host with its own event loop says no.
+  static void initialize(const std::vector<std::string>& python_path, bool signal_handlers = false);
   static bool initialized();
 
   // Runs `source` as the `__main__` module of a file named `path` (used in tracebacks and as
@@ -37,6 +39,10 @@ class ScriptRunner {
   // Asks the running script to stop: raises KeyboardInterrupt in it at the next bytecode boundary.
   // Safe to call from any thread; does nothing when no script runs.
   static void interrupt();
+  // The same without taking the GIL (PyErr_SetInterrupt): for a script on the main thread of a process
+  // initialized with signal_handlers. Async-signal-safe; never blocks, also while the script is inside
+  // a long engine call.
+  static void interrupt_main();
 
   // Directory of the `tensorscope` Python package next to the running executable
   // (<exe>/../python), or empty when not found.

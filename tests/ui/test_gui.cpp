@@ -2,6 +2,7 @@
 // events; the last ones drive the real window through real runs of samples/quickstart.py.
 #include <QComboBox>
 #include <QFile>
+#include <QSettings>
 #include <QTemporaryDir>
 #include <QXmlStreamReader>
 #include <QtTest>
@@ -16,7 +17,6 @@
 #include "panels/kernel_details_panel.h"
 #include "panels/kernel_list_panel.h"
 #include "panels/script_editor.h"
-#include "runner.h"
 #include "widgets/code_view.h"
 #include "widgets/zoomable_view.h"
 
@@ -77,12 +77,14 @@ int svgClusterCount(const QString& path) {
 
 class GuiTest : public QObject {
   Q_OBJECT
+  QTemporaryDir settingsDir_;
 
  private slots:
   void initTestCase() {
-    const std::string path = ts::ScriptRunner::default_python_path();
-    QVERIFY2(!path.empty(), "build/python not found next to the test executable");
-    ts::ScriptRunner::initialize({path});
+    // the debugger runs scripts in `tensorscope-cli runner`, next to this executable
+    QVERIFY2(QFile::exists(QCoreApplication::applicationDirPath() + "/tensorscope-cli"), "tensorscope-cli not built");
+    QSettings::setDefaultFormat(QSettings::IniFormat);  // recent files go to a temporary settings file
+    QSettings::setPath(QSettings::IniFormat, QSettings::UserScope, settingsDir_.path());
   }
 
   void mergeKeepsTheOpOfARealizedBuffer() {

@@ -95,6 +95,12 @@ class EventDecoder {
   std::unordered_map<std::string, std::shared_ptr<const KernelCode>> code_;  // decoded once, shared
 };
 
+// A RunInfo for a run starting now on `device` ("" = the default device): device properties, Tensorscope's
+// version, start time. Throws std::invalid_argument for an unknown device. python_version is the caller's.
+RunInfo new_run_info(const std::string& script_path, const std::string& script_text,
+                     const std::vector<std::string>& argv, const std::string& device);
+int64_t wall_clock_ns();  // nanoseconds since the Unix epoch, for RunInfo's times
+
 // RunInfo as JSON text and back (the `run` frame of a connection, the `run` table's rows).
 std::string run_info_to_json(const RunInfo& info);
 RunInfo run_info_from_json(std::string_view json);  // throws RecordingError
@@ -137,6 +143,10 @@ class RecordingReader {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Writes how the run ended into a recording whose writer died without saying (its `ended` is empty):
+// the debugger does it when the runner crashed. Does nothing when the recording already says.
+void mark_recording_ended(const std::string& path, const RunInfo& end);
 
 // Copies a recording (also one still being written, WAL included) to `to` with SQLite's backup API.
 void copy_recording(const std::string& from, const std::string& to);

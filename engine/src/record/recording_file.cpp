@@ -337,6 +337,28 @@ void RecordingReader::read_events(const std::function<void(uint64_t, int64_t, co
   if (rc != SQLITE_DONE) m.fail_sqlite();
 }
 
+void mark_recording_ended(const std::string& path, const RunInfo& end) {
+  sqlite3* db = nullptr;
+  if (sqlite3_open_v2(path.c_str(), &db, SQLITE_OPEN_READWRITE, nullptr) != SQLITE_OK) {
+    std::string msg = db ? sqlite3_errmsg(db) : "out of memory";
+    sqlite3_close(db);
+    throw RecordingError(path + ": cannot open: " + msg);
+  }
+  sqlite3_busy_timeout(db, 2000);
+  try {
+    Statement up(db, "UPDATE run SET ended = ?, exit_status = ?, end_message = ?, end_time_ns = ? WHERE ended = ''", path);
+    up.text(1, end.ended);
+    up.integer(2, end.exit_status);
+    up.text(3, end.end_message);
+    up.integer(4, end.end_time_ns);
+    if (sqlite3_step(up.s) != SQLITE_DONE) throw RecordingError(path + ": " + sqlite3_errmsg(db));
+  } catch (...) {
+    sqlite3_close(db);
+    throw;
+  }
+  sqlite3_close(db);
+}
+
 void copy_recording(const std::string& from, const std::string& to) {
   sqlite3 *src = nullptr, *dst = nullptr;
   auto close = [&] {

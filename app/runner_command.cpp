@@ -1,0 +1,141 @@
+#include "runner_command.h"
+
+#include <Python.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "runner.h"
+#include "tensorscope/recording.h"
+
+namespace ts {
+namespace {
+
+int fail(const std::string& message) {
+  std::fprintf(stderr, "tensorscope-cli runner: %s\n", message.c_str());
+  return 2;
+}
+
+int connect_to(const std::string& socket_path) {
+  sockaddr_un addr{};
+  if (socket_path.size() >= sizeof addr.sun_path) return -1;
+  addr.sun_family = AF_UNIX;
+  std::memcpy(addr.sun_path, socket_path.c_str(), socket_path.size() + 1);
+  int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Reads the debugger's commands. Runs on its own thread so that a command is heard while the script
+// holds the main thread (and the GIL) in a long engine call. When the debugger goes away (the socket
+// closes), the run is stopped the same way, and the process ends if the script does not stop.
+void read_commands(int fd, std::atomic<bool>* done) {
+  FrameParser parser;
+  char buf[4096];
+  while (true) {
+    ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    parser.feed(std::string_view(buf, static_cast<size_t>(n)));
+    Frame frame;
+    try {
+      while (parser.next(frame)) {
+        if (frame.type != 'C') continue;
+        const auto command = nlohmann::json::parse(frame.body, nullptr, false);
+        if (command.is_object() && command.value("command", "") == "stop") ScriptRunner::interrupt_main();
+      }
+    } catch (const RecordingError&) {
+      break;  // a garbled connection: treat as gone
+    }
+  }
+  if (done->load()) return;
+  ScriptRunner::interrupt_main();
+  for (int i = 0; i < 40 && !done->load(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  if (!done->load()) _exit(3);  // nobody is watching and the script does not stop
+}
+
+}  // namespace
+
+int cmd_runner(int argc, char** argv) {
+  std::string socket_path, source_file, path, record, device;
+  long memory_mb = 0;
+  for (int i = 0; i < argc; i++) {
+    std::string a = argv[i];
+    if (i + 1 >= argc) return fail("option " + a + " needs a value");
+    std::string v = argv[++i];
+    if (a == "--connect") socket_path = v;
+    else if (a == "--source") source_file = v;
+    else if (a == "--path") path = v;
+    else if (a == "--record") record = v;
+    else if (a == "--device") device = v;
+    else if (a == "--memory-limit") memory_mb = std::atol(v.c_str());
+    else return fail("unknown option " + a);
+  }
+  if (socket_path.empty() || source_file.empty()) return fail("usage: runner --connect SOCKET --source FILE [...]");
+  if (path.empty()) path = source_file;
+  std::ifstream in(source_file);
+  if (!in) return fail("cannot read " + source_file + ": " + std::strerror(errno));
+  std::stringstream text;
+  text << in.rdbuf();
+  if (memory_mb > 0) {  // a script that eats memory fails here, not on the whole machine
+    rlimit limit{static_cast<rlim_t>(memory_mb) << 20, static_cast<rlim_t>(memory_mb) << 20};
+    setrlimit(RLIMIT_AS, &limit);
+  }
+  const int fd = connect_to(socket_path);
+  if (fd < 0) return fail("cannot connect to the debugger at " + socket_path + ": " + std::strerror(errno));
+
+  ScriptRunner::initialize({ScriptRunner::default_python_path()}, /*signal_handlers=*/true);
+  RunInfo info;
+  try {
+    info = new_run_info(path, text.str(), {path}, device);
+  } catch (const std::exception& e) {
+    return fail(std::string("--device: ") + e.what());
+  }
+  info.python_version = Py_GetVersion();
+  std::atomic<bool> done{false};
+  std::thread commands(read_commands, fd, &done);
+  commands.detach();
+
+  ScriptResult result;
+  {
+    EventStreamer streamer(info, record, fd);
+    Session::get().subscribe(&streamer);
+    // Script output travels as events (ScriptOutputEvent); nothing is echoed to this process's stdout.
+    result = ScriptRunner::run(path, info.script_text, device, {});
+    Session::get().unsubscribe(&streamer);
+    RunInfo end;
+    end.end_time_ns = wall_clock_ns();
+    if (result.ok) {
+      end.ended = "finished";
+    } else if (result.error.rfind("KeyboardInterrupt", 0) == 0) {
+      end.ended = "stopped";
+      end.end_message = "stopped";
+    } else {
+      end.ended = "error";
+      end.exit_status = 1;
+      end.end_message = result.error + (result.error_line ? " (line " + std::to_string(result.error_line) + ")" : "");
+    }
+    streamer.finish(end);
+  }
+  done = true;
+  ::shutdown(fd, SHUT_RDWR);
+  return result.ok ? 0 : 1;
+}
+
+}  // namespace ts

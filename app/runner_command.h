@@ -1,0 +1,16 @@
+// `tensorscope-cli runner`: the process the debugger starts for each run (RenderDoc's model: the program
+// under study runs in its own process, so that a crash, a hang or a memory blow-up never takes the window).
+//
+//   tensorscope-cli runner --connect SOCKET --source FILE [--path PATH] [--record FILE] [--device NAME]
+//                          [--memory-limit MB]
+//
+// It connects to the debugger's local socket SOCKET, runs the Python in FILE as the script PATH (the
+// editor's text, saved or not), and streams the session's events there (and to the recording FILE)
+// through one EventStreamer. Commands come back on the same socket: {"command":"stop"} raises
+// KeyboardInterrupt in the script. The frames are described in tensorscope/recording.h and
+// docs/recording.md. Exit status: 0 finished, 1 the script raised, 2 bad arguments or no connection.
+#pragma once
+
+namespace ts {
+int cmd_runner(int argc, char** argv);
+}

@@ -1,0 +1,270 @@
+#include "core/runner_process.h"
+
+#include <QCoreApplication>
+#include <QFile>
+#include <QLocalServer>
+#include <QLocalSocket>
+#include <QRegularExpression>
+#include <QUuid>
+#include <csignal>
+#include <cstring>
+
+namespace tsui {
+namespace {
+
+// "11 (SIGSEGV)"
+QString signalName(int sig) {
+  const char* abbrev = sigabbrev_np(sig);
+  return abbrev ? QString("%1 (SIG%2)").arg(sig).arg(abbrev) : QString::number(sig);
+}
+
+}  // namespace
+
+RunnerProcess::RunnerProcess(QObject* parent) : QObject(parent) {
+  deliveryTimer_.setSingleShot(true);
+  deliveryTimer_.setInterval(kDeliveryMs);
+  connect(&deliveryTimer_, &QTimer::timeout, this, &RunnerProcess::deliver);
+  killTimer_.setSingleShot(true);
+  connect(&killTimer_, &QTimer::timeout, this, [this] {
+    if (running_ && process_ && process_->state() != QProcess::NotRunning) {
+      killed_ = true;
+      process_->kill();
+    }
+  });
+}
+
+RunnerProcess::~RunnerProcess() {
+  if (process_ && process_->state() != QProcess::NotRunning) {
+    process_->disconnect(this);
+    process_->kill();
+    process_->waitForFinished(2000);
+  }
+}
+
+bool RunnerProcess::start(const QString& path, const QString& source, const QString& device) {
+  if (running_) return false;
+  running_ = true;
+  processDone_ = streamDone_ = stopRequested_ = killed_ = haveEnd_ = false;
+  exitCode_ = 0;
+  exitStatus_ = QProcess::NormalExit;
+  parser_ = {};
+  decoder_ = {};
+  pending_.clear();
+  end_ = {};
+  lastKernel_.clear();
+  protocolError_.clear();
+  nativeStderr_.clear();
+  clock_.start();
+  Q_EMIT started();
+
+  if (!dir_) dir_ = std::make_unique<QTemporaryDir>();
+  if (!recordingPath_.isEmpty()) {  // only the last run's recording is kept (File ▸ Save Recording As)
+    for (const char* suffix : {"", "-wal", "-shm"}) QFile::remove(recordingPath_ + suffix);
+  }
+  ++runNumber_;
+  recordingPath_ = dir_->filePath(QString("run-%1.tsrec").arg(runNumber_));
+  const QString sourcePath = dir_->filePath(QString("script-%1.py").arg(runNumber_));
+  QFile file(sourcePath);
+  if (!dir_->isValid() || !file.open(QIODevice::WriteOnly) || file.write(source.toUtf8()) < 0) {
+    fail("cannot write the script to a temporary file: " + file.errorString());
+    return true;
+  }
+  file.close();
+
+  delete socket_;
+  socket_ = nullptr;
+  delete server_;
+  server_ = new QLocalServer(this);
+  server_->setSocketOptions(QLocalServer::UserAccessOption);
+  if (!server_->listen("tensorscope-" + QUuid::createUuid().toString(QUuid::WithoutBraces))) {
+    fail("cannot listen for the runner: " + server_->errorString());
+    return true;
+  }
+  connect(server_, &QLocalServer::newConnection, this, &RunnerProcess::onConnection);
+
+  if (process_) process_->deleteLater();
+  process_ = new QProcess(this);
+  connect(process_, &QProcess::finished, this, &RunnerProcess::onProcessFinished);
+  connect(process_, &QProcess::errorOccurred, this, [this](QProcess::ProcessError e) {
+    if (e == QProcess::FailedToStart) {
+      processDone_ = streamDone_ = true;
+      protocolError_ = "cannot start the runner " + process_->program() + ": " + process_->errorString();
+      finishIfDone();
+    }
+  });
+  // What the runner process writes itself (not the script's print(), which comes as events): a fatal
+  // Python error, a C library's message, the kernel compiler's complaints.
+  connect(process_, &QProcess::readyReadStandardError, this, [this] {
+    const QString text = QString::fromUtf8(process_->readAllStandardError());
+    nativeStderr_ += text;
+    Q_EMIT output(true, text);
+  });
+  connect(process_, &QProcess::readyReadStandardOutput, this,
+          [this] { Q_EMIT output(false, QString::fromUtf8(process_->readAllStandardOutput())); });
+  QStringList args{"runner", "--connect", server_->fullServerName(), "--source", sourcePath, "--path", path,
+                   "--record", recordingPath_};
+  if (!device.isEmpty()) args << "--device" << device;
+  if (memoryLimitMb_ > 0) args << "--memory-limit" << QString::number(memoryLimitMb_);
+  process_->start(QCoreApplication::applicationDirPath() + "/tensorscope-cli", args);
+  return true;
+}
+
+void RunnerProcess::stop() {
+  if (!running_ || stopRequested_) return;
+  stopRequested_ = true;
+  if (socket_ && socket_->state() == QLocalSocket::ConnectedState)
+    socket_->write(QByteArray::fromStdString(ts::frame_bytes('C', R"({"command":"stop"})")));
+  killTimer_.start(kStopGraceMs);
+}
+
+void RunnerProcess::onConnection() {
+  QLocalSocket* s = server_->nextPendingConnection();
+  if (!s) return;
+  if (socket_) {  // one runner, one connection
+    s->deleteLater();
+    return;
+  }
+  socket_ = s;
+  connect(socket_, &QLocalSocket::readyRead, this, &RunnerProcess::onReadyRead);
+  connect(socket_, &QLocalSocket::disconnected, this, [this] {
+    onReadyRead();
+    streamDone_ = true;
+    finishIfDone();
+  });
+  if (stopRequested_) socket_->write(QByteArray::fromStdString(ts::frame_bytes('C', R"({"command":"stop"})")));
+  onReadyRead();
+}
+
+void RunnerProcess::onReadyRead() {
+  if (!socket_ || !protocolError_.isEmpty()) return;
+  const QByteArray bytes = socket_->readAll();
+  parser_.feed(std::string_view(bytes.constData(), static_cast<size_t>(bytes.size())));
+  try {
+    ts::Frame frame;
+    while (parser_.next(frame)) {
+      switch (frame.type) {
+        case 'I': break;  // the run's description: the recording has it
+        case 'B': decoder_.add_blob(ts::blob_from_frame_body(frame.body)); break;
+        case 'E': {
+          ts::Event event = decoder_.decode(ts::event_from_frame_body(frame.body));
+          if (auto* run = std::get_if<ts::KernelRunEvent>(&event))
+            lastKernel_ = QString("#%1 %2").arg(run->kernel_id).arg(QString::fromStdString(run->name));
+          pending_.push_back(std::move(event));
+          break;
+        }
+        case 'X':
+          end_ = ts::run_info_from_json(frame.body);
+          haveEnd_ = true;
+          break;
+        default: throw ts::RecordingError("connection: a frame of unknown type");
+      }
+    }
+  } catch (const ts::RecordingError& e) {
+    fail(QString::fromUtf8(e.what()));
+    return;
+  }
+  if (!pending_.empty() && !deliveryTimer_.isActive()) deliveryTimer_.start();
+}
+
+void RunnerProcess::deliver() {
+  deliveryTimer_.stop();
+  std::vector<ts::Event> events;
+  events.swap(pending_);
+  // in order: engine events in batches, script output between them
+  std::vector<ts::Event> batch;
+  for (ts::Event& e : events) {
+    if (auto* out = std::get_if<ts::ScriptOutputEvent>(&e)) {
+      if (!batch.empty()) Q_EMIT eventsReceived(std::exchange(batch, {}));
+      Q_EMIT output(out->stream == ts::ScriptOutputEvent::Stderr, QString::fromStdString(out->text));
+    } else {
+      batch.push_back(std::move(e));
+    }
+  }
+  if (!batch.empty()) Q_EMIT eventsReceived(batch);
+}
+
+void RunnerProcess::fail(const QString& message) {
+  protocolError_ = message;
+  if (process_ && process_->state() != QProcess::NotRunning) {
+    process_->kill();
+  } else {
+    processDone_ = true;
+  }
+  streamDone_ = true;
+  finishIfDone();
+}
+
+void RunnerProcess::onProcessFinished(int exitCode, QProcess::ExitStatus status) {
+  exitCode_ = exitCode;
+  exitStatus_ = status;
+  processDone_ = true;
+  killTimer_.stop();
+  // The runner is gone, so its end of the socket is closed: what it sent is ours to read now.
+  if (!socket_ && server_ && server_->hasPendingConnections()) onConnection();
+  if (socket_) {
+    socket_->waitForReadyRead(0);
+    onReadyRead();
+    if (socket_->state() != QLocalSocket::ConnectedState) streamDone_ = true;
+  } else {
+    streamDone_ = true;
+  }
+  // a socket that never says it is closed must not keep the run open
+  if (!streamDone_)
+    QTimer::singleShot(1000, this, [this] {
+      streamDone_ = true;
+      finishIfDone();
+    });
+  finishIfDone();
+}
+
+void RunnerProcess::finishIfDone() {
+  if (!running_ || !processDone_ || !streamDone_) return;
+  running_ = false;
+  killTimer_.stop();
+  deliver();
+
+  ScriptOutcome outcome;
+  outcome.seconds = clock_.elapsed() / 1000.0;
+  const QString after = lastKernel_.isEmpty() ? QString(" before any kernel ran") : " after kernel " + lastKernel_;
+  ts::RunInfo end;
+  if (!protocolError_.isEmpty()) {
+    end.ended = "error";
+    end.end_message = protocolError_.toStdString();
+  } else if (haveEnd_) {
+    end = end_;
+  } else if (killed_ || (stopRequested_ && exitStatus_ == QProcess::CrashExit)) {
+    end.ended = "stopped";
+    end.end_message = QString("stopped: killed %1 s after Stop (the script did not stop)%2")
+                          .arg(kStopGraceMs / 1000)
+                          .arg(after)
+                          .toStdString();
+  } else if (exitStatus_ == QProcess::CrashExit) {
+    end.ended = "signal";
+    end.exit_status = exitCode_;
+    QString msg = "ended by signal " + signalName(exitCode_) + after;
+    if (exitCode_ == SIGKILL) msg += " (killed: out of memory?)";
+    end.end_message = msg.toStdString();
+  } else {
+    end.ended = "exit";
+    end.exit_status = exitCode_;
+    end.end_message = QString("ended with exit status %1%2").arg(exitCode_).arg(after).toStdString();
+  }
+  end.end_time_ns = ts::wall_clock_ns();
+  try {  // the recording says how the run ended, also when the runner could not
+    if (!haveEnd_ && QFile::exists(recordingPath_)) ts::mark_recording_ended(recordingPath_.toStdString(), end);
+  } catch (const ts::RecordingError&) {
+  }
+
+  outcome.ended = QString::fromStdString(end.ended);
+  outcome.ok = end.ended == "finished";
+  outcome.error = QString::fromStdString(end.end_message);
+  // the runner appends " (line N)" to a script error
+  static const QRegularExpression lineSuffix(R"( \(line (\d+)\)$)");
+  if (const auto m = lineSuffix.match(outcome.error); m.hasMatch()) {
+    outcome.errorLine = m.captured(1).toInt();
+    outcome.error.chop(m.capturedLength());
+  }
+  Q_EMIT finished(outcome);
+}
+
+}  // namespace tsui

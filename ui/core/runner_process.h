@@ -1,0 +1,91 @@
+// Runs a script in its own process and brings its events to the GUI thread (RenderDoc's model).
+//
+// The debugger runs no user code: each run starts `tensorscope-cli runner` (app/runner_command.h),
+// which connects back to a QLocalServer of ours and streams the session's events as frames
+// (tensorscope/recording.h), writing the same stream to a recording in a temporary directory. A script
+// that aborts, segfaults, hangs or eats memory ends that process only: the events already received
+// stay, and the end is reported in words ("ended by signal 11 (SIGSEGV) after kernel #41 r_64_16").
+//
+// Stop sends {"command":"stop"} (KeyboardInterrupt in the script) and kills the runner if it has not
+// ended 2 s later. Events are decoded on the GUI thread and delivered in batches, at most every 50 ms.
+#pragma once
+#include <QElapsedTimer>
+#include <QObject>
+#include <QProcess>
+#include <QString>
+#include <QTemporaryDir>
+#include <QTimer>
+#include <memory>
+#include <vector>
+
+#include "tensorscope/recording.h"
+
+class QLocalServer;
+class QLocalSocket;
+
+namespace tsui {
+
+struct ScriptOutcome {
+  bool ok = true;
+  QString ended;      // "finished", "error", "stopped", "exit", "signal" (RunInfo::ended)
+  QString error;      // one line: "ValueError: boom", "ended by signal 11 (SIGSEGV) after kernel #4 E_3"
+  int errorLine = 0;  // 1-based line in the script, 0 when unknown
+  double seconds = 0;
+};
+
+class RunnerProcess : public QObject {
+  Q_OBJECT
+ public:
+  explicit RunnerProcess(QObject* parent = nullptr);
+  ~RunnerProcess() override;  // kills a runner that still runs
+
+  // Starts a run of `source` (the editor's text) as the script `path` on `device`. Returns false (and
+  // emits nothing) when a run is going on; a runner that cannot start is reported through finished().
+  bool start(const QString& path, const QString& source, const QString& device);
+  void stop();
+  bool isRunning() const { return running_; }
+  // The recording of the current or last run ("" before the first), complete once finished() came.
+  QString recordingPath() const { return recordingPath_; }
+  // The runner's address-space limit (RLIMIT_AS) in MiB; 0: none (the default).
+  void setMemoryLimitMb(int mb) { memoryLimitMb_ = mb; }
+  // How long Stop waits for KeyboardInterrupt before killing the runner.
+  static constexpr int kStopGraceMs = 2000;
+  static constexpr int kDeliveryMs = 50;
+
+ signals:
+  void started();
+  void eventsReceived(const std::vector<ts::Event>& events);
+  void output(bool isStderr, const QString& text);
+  void finished(const tsui::ScriptOutcome& outcome);
+
+ private:
+  void onConnection();
+  void onReadyRead();
+  void deliver();
+  void onProcessFinished(int exitCode, QProcess::ExitStatus status);
+  void finishIfDone();
+  void fail(const QString& message);  // a protocol error: the runner is killed, the run ends
+
+  QLocalServer* server_ = nullptr;
+  QLocalSocket* socket_ = nullptr;
+  QProcess* process_ = nullptr;
+  QTimer deliveryTimer_, killTimer_;
+  std::unique_ptr<QTemporaryDir> dir_;
+  QString recordingPath_;
+  int runNumber_ = 0, memoryLimitMb_ = 0;
+  bool running_ = false, processDone_ = false, streamDone_ = false, stopRequested_ = false, killed_ = false;
+  int exitCode_ = 0;
+  QProcess::ExitStatus exitStatus_ = QProcess::NormalExit;
+  QElapsedTimer clock_;
+
+  ts::FrameParser parser_;
+  ts::EventDecoder decoder_;
+  std::vector<ts::Event> pending_;
+  bool haveEnd_ = false;
+  ts::RunInfo end_;
+  QString lastKernel_;  // "#41 r_64_16": where a crash happened
+  QString protocolError_;
+  QString nativeStderr_;  // what the runner process itself wrote (a crash message, a fatal Python error)
+};
+
+}  // namespace tsui
