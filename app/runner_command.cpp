@@ -100,6 +100,7 @@ int cmd_runner(int argc, char** argv) {
   const int fd = connect_to(socket_path);
   if (fd < 0) return fail("cannot connect to the debugger at " + socket_path + ": " + std::strerror(errno));
 
+  unsetenv("TENSORSCOPE_RECORD");  // this process records through its own streamer
   ScriptRunner::initialize({ScriptRunner::default_python_path()}, /*signal_handlers=*/true);
   RunInfo info;
   try {

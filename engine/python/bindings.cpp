@@ -10,6 +10,7 @@
 #include "runtime/realize.h"
 #include "tensorscope/device.h"
 #include "tensorscope/jit.h"
+#include "tensorscope/recording.h"
 #include "tensorscope/tensor.h"
 
 namespace py = pybind11;
@@ -319,4 +320,34 @@ PYBIND11_MODULE(_C, m) {
   m.def("device_properties", &device_properties, "The registry's DeviceProperties of a device, as a dict");
   m.def("default_device", &ts::default_device);
   m.def("set_default_device", &ts::set_default_device);
+
+  // TENSORSCOPE_RECORD (tensorscope/_recording.py): the process records itself, no GUI or CLI involved.
+  static std::unique_ptr<ts::EventStreamer> recording;
+  m.def("start_recording", [](const std::string& path, const std::string& script_path, const std::string& script_text,
+                              const std::vector<std::string>& argv, const std::string& python_version) {
+    if (recording) throw std::runtime_error("this process is already recording");
+    ts::RunInfo info = ts::new_run_info(script_path, script_text, argv, "");
+    info.python_version = python_version;
+    try {
+      recording = std::make_unique<ts::EventStreamer>(info, path, -1);
+    } catch (const ts::RecordingError& e) {
+      throw std::runtime_error(std::string("TENSORSCOPE_RECORD: ") + e.what());
+    }
+    ts::Session::get().subscribe(recording.get());
+  });
+  m.def("finish_recording", [](const std::string& ended, int exit_status, const std::string& message) {
+    if (!recording) return;
+    ts::Session::get().unsubscribe(recording.get());
+    ts::RunInfo end;
+    end.ended = ended;
+    end.exit_status = exit_status;
+    end.end_message = message;
+    end.end_time_ns = ts::wall_clock_ns();
+    recording->finish(end);
+    recording.reset();
+  });
+  m.def("record_output", [](bool is_stderr, const std::string& text) {
+    ts::Session& s = ts::Session::get();
+    if (s.observed()) s.emit(ts::ScriptOutputEvent{is_stderr ? ts::ScriptOutputEvent::Stderr : ts::ScriptOutputEvent::Stdout, text});
+  });
 }

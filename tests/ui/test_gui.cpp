@@ -1,6 +1,8 @@
 // QtTest of the debugger, offscreen. The first tests check the non-widget logic on synthetic
 // events; the last ones drive the real window through real runs of samples/quickstart.py.
 #include <QComboBox>
+#include <QElapsedTimer>
+#include <QProcess>
 #include <QFile>
 #include <QSettings>
 #include <QTemporaryDir>
@@ -289,6 +291,129 @@ class GuiTest : public QObject {
     window.stopScript();
     QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), 10000);
     QVERIFY2(window.consoleText().contains("stopped"), qPrintable(window.consoleText()));
+  }
+
+  // ---- the runner process: whatever the script does, the window survives ---------------------------
+
+  // Runs `code` (after a realize, so that a kernel ran first) and returns the status bar's text.
+  QString runUntilTheRunnerEnds(tsui::MainWindow& window, const QString& code, int memoryLimitMb = 0) {
+    window.editor()->setText("from tensorscope import Tensor\n(Tensor([1.0, 2.0]) + 1).numpy()\n" + code);
+    window.runner()->setMemoryLimitMb(memoryLimitMb);
+    window.runScript();
+    [&] { QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs); }();
+    return window.statusText();
+  }
+
+  void crashesEndTheRunnerNotTheWindow_data() {
+    QTest::addColumn<QString>("code");
+    QTest::addColumn<int>("memoryLimitMb");
+    QTest::addColumn<QString>("said");
+    QTest::newRow("abort") << "import os\nos.abort()\n" << 0 << "signal 6 (SIGABRT) after kernel #";
+    QTest::newRow("segfault") << "import ctypes\nctypes.string_at(0)\n" << 0 << "signal 11 (SIGSEGV) after kernel #";
+    QTest::newRow("os._exit(3)") << "import os\nos._exit(3)\n" << 0 << "exit status 3 after kernel #";
+    QTest::newRow("memory") << "x = [bytearray(1 << 20) for _ in range(100000)]\n" << 1024 << "MemoryError";
+  }
+  void crashesEndTheRunnerNotTheWindow() {
+    QFETCH(QString, code);
+    QFETCH(int, memoryLimitMb);
+    QFETCH(QString, said);
+    tsui::MainWindow window;
+    window.show();
+    const QString status = runUntilTheRunnerEnds(window, code, memoryLimitMb);
+    QVERIFY2(status.contains(said), qPrintable(status + "\n" + window.consoleText()));
+    QVERIFY(!window.lastRunOk());
+    QVERIFY(window.consoleText().contains(said));
+    QCOMPARE(window.kernelCount(), 1);  // the events received before the end stay
+    QVERIFY(window.editor()->text().contains(code));  // the editor and its unsaved text too
+    QVERIFY(window.editor()->isModified());
+    // ... and Run works again
+    window.runner()->setMemoryLimitMb(0);
+    QVERIFY(window.openScript(kQuickstart));
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QVERIFY2(window.lastRunOk(), qPrintable(window.consoleText()));
+  }
+
+  void stopKillsAScriptStuckInNativeCode() {
+    tsui::MainWindow window;
+    window.show();
+    window.editor()->setText("import ctypes\nprint('started', flush=True)\nctypes.CDLL(None).sleep(60)\n");
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(window.consoleText().contains("started"), 20000);
+    QElapsedTimer clock;
+    clock.start();
+    window.stopScript();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), 10000);
+    QVERIFY(clock.elapsed() < 5000);  // KeyboardInterrupt cannot reach C code: killed after 2 s
+    QVERIFY2(window.statusText().contains("Stopped"), qPrintable(window.statusText()));
+    QVERIFY2(window.consoleText().contains("killed 2 s after Stop"), qPrintable(window.consoleText()));
+  }
+
+  // The recording of a live run holds what the window showed: opening it gives the same model.
+  void aRecordingOpensAsTheLiveRunShowedIt() {
+    QTemporaryDir dir;
+    const QString saved = dir.filePath("quickstart.tsrec");
+    int liveKernels = 0;
+    QString liveConsole;
+    {
+      tsui::MainWindow window;
+      window.show();
+      QVERIFY(window.openScript(kQuickstart));
+      window.runScript();
+      QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+      liveKernels = window.kernelCount();
+      QString error;
+      QVERIFY2(window.saveRecording(saved, &error), qPrintable(error));
+    }
+    tsui::MainWindow window;
+    window.show();
+    QString error;
+    QVERIFY2(window.openRecording(saved, &error), qPrintable(error));
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QCOMPARE(window.kernelCount(), liveKernels);
+    QCOMPARE(window.clusterCount(), liveKernels);
+    QVERIFY(window.lastRunOk());
+    QVERIFY(window.consoleText().contains("[[ 2.  2.  2.]"));
+    QVERIFY(window.editor()->text().contains("y.matmul(x)"));
+    QVERIFY(window.windowTitle().contains("quickstart.tsrec"));
+
+    // A bad file: a one-line error, the window keeps what it shows.
+    const QString bad = dir.filePath("bad.tsrec");
+    QFile f(bad);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("not a recording at all, just some text\n");
+    f.close();
+    QVERIFY(!window.openRecording(bad, &error));
+    QVERIFY2(error.contains(bad) && !error.contains('\n'), qPrintable(error));
+    QCOMPARE(window.kernelCount(), liveKernels);
+  }
+
+  // A program SIGKILLed while it records leaves a recording with what it did before the kill.
+  void aRecordingOfAKilledProgramOpens() {
+    QTemporaryDir dir;
+    const QString rec = dir.filePath("killed.tsrec");
+    QProcess python;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.insert("TENSORSCOPE_RECORD", rec);
+    env.insert("PYTHONPATH", QCoreApplication::applicationDirPath() + "/../python");
+    python.setProcessEnvironment(env);
+    const QString marker = dir.filePath("realized");
+    python.start("/usr/bin/python3", {"-c", "import sys, time\nfrom tensorscope import Tensor\n"
+                                            "for i in range(3): (Tensor([1.0, 2.0]) * (i + 2)).numpy()\n"
+                                            "open(sys.argv[1], 'w').close()\ntime.sleep(60)\n", marker});
+    QVERIFY(python.waitForStarted());
+    QTRY_VERIFY_WITH_TIMEOUT(QFile::exists(marker) || python.state() != QProcess::Running, 60000);
+    QVERIFY2(python.state() == QProcess::Running, python.readAllStandardError().constData());
+    QTest::qWait(300);  // more than the 100 ms commit interval
+    python.kill();  // SIGKILL
+    QVERIFY(python.waitForFinished());
+    tsui::MainWindow window;
+    window.show();
+    QString error;
+    QVERIFY2(window.openRecording(rec, &error), qPrintable(error));
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QCOMPARE(window.kernelCount(), 3);
+    QVERIFY2(window.consoleText().contains("cut off"), qPrintable(window.consoleText()));
   }
 };
 

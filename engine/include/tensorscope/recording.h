@@ -79,6 +79,7 @@ class EventEncoder {
   std::unordered_map<std::string, bool> given_;
   // KernelCode objects already encoded (kept alive so that an address is never reused) → code blob hash
   std::unordered_map<const KernelCode*, std::pair<std::shared_ptr<const KernelCode>, std::string>> code_hash_;
+  std::unordered_map<const ScheduleEvent*, std::pair<std::shared_ptr<const ScheduleEvent>, std::string>> structure_hash_;
 };
 
 // Turns payloads back into events. Blobs must be added before the events that name them.
@@ -93,6 +94,7 @@ class EventDecoder {
   const std::string& blob(const std::string& hash) const;
   std::unordered_map<std::string, std::string> blobs_;
   std::unordered_map<std::string, std::shared_ptr<const KernelCode>> code_;  // decoded once, shared
+  std::unordered_map<std::string, std::shared_ptr<const ScheduleEvent>> structures_;
 };
 
 // A RunInfo for a run starting now on `device` ("" = the default device): device properties, Tensorscope's
@@ -182,8 +184,9 @@ class FrameParser {
 // ---- the observer -----------------------------------------------------------------------------------
 
 // Serializes the session's events once and sends them to a recording file and/or a connection (a file
-// descriptor: a socket to the debugger). Attach with Session::subscribe. Writes happen on background
-// threads; on_event only encodes and queues.
+// descriptor: a socket to the debugger). Attach with Session::subscribe. on_event encodes, sends to the
+// connection at once (so a process that crashes has sent everything before the crash) and queues for
+// the file, which a background thread writes.
 class EventStreamer : public SessionObserver {
  public:
   EventStreamer(const RunInfo& info, const std::string& record_path, int connection_fd);

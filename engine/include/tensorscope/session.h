@@ -54,7 +54,20 @@ struct ScheduleEvent {
   int schedule_id = 0;
   std::vector<GraphNodeInfo> nodes;  // every node the schedule touches, inputs included
   std::vector<KernelInfo> kernels;   // in launch order
+  // The schedule's structure, shared by every schedule of the same graph structure (a training loop's
+  // steps): this event with each node uid replaced by a position, and position_uids[p] the uid of the
+  // node at position p here. Set by the engine (null in events made by hand); a recording stores the
+  // structure once and each schedule as a list of uids. See instantiate_schedule.
+  std::shared_ptr<const ScheduleEvent> structure;
+  std::vector<uint64_t> position_uids;
 };
+
+// The schedule `structure` with position p replaced by position_uids[p] in every uid field, and the given
+// schedule id and kernel ids (one per kernel of the structure). Throws std::invalid_argument when a
+// position is out of range or the kernel ids do not match.
+ScheduleEvent instantiate_schedule(const std::shared_ptr<const ScheduleEvent>& structure,
+                                   std::vector<uint64_t> position_uids, const std::vector<int>& kernel_ids,
+                                   int schedule_id);
 
 struct PassSnapshot {
   std::string pass;   // "lower", then one entry per pass that ran

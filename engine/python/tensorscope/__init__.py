@@ -9,3 +9,10 @@ from tensorscope.tensor import Tensor, dtypes, Device, GlobalCounters
 from tensorscope.tinyjit import jit, TinyJit, JitError
 
 __all__ = ["Tensor", "dtypes", "Device", "GlobalCounters", "jit", "TinyJit", "JitError"]
+
+import os as _os
+
+if _os.environ.get("TENSORSCOPE_RECORD"):  # the program records itself (tensorscope/_recording.py)
+    from tensorscope import _recording
+
+    _recording.start(_os.environ["TENSORSCOPE_RECORD"])

@@ -111,7 +111,28 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
   JsonWriter w;
   if (auto* s = std::get_if<ScheduleEvent>(&event)) {
     out.kind = EventKind::Schedule;
-    write_schedule(w, *s);
+    if (!s->structure) {
+      write_schedule(w, *s);
+    } else {
+      // a training loop repeats one structure: store it once, and each schedule as its uids
+      auto known = structure_hash_.find(s->structure.get());
+      if (known == structure_hash_.end()) {
+        JsonWriter structure;
+        write_schedule(structure, *s->structure);
+        known = structure_hash_.emplace(s->structure.get(), std::make_pair(s->structure, blob(structure.take(), new_blobs)))
+                    .first;
+      }
+      w.begin_object();
+      w.key("schedule_id").value(s->schedule_id);
+      w.key("structure").value(known->second.second);
+      w.key("position_uids").begin_array();
+      for (uint64_t u : s->position_uids) w.value(u);
+      w.end_array();
+      w.key("kernel_ids").begin_array();
+      for (const KernelInfo& k : s->kernels) w.value(k.id);
+      w.end_array();
+      w.end_object();
+    }
   } else if (auto* r = std::get_if<KernelRunEvent>(&event)) {
     out.kind = EventKind::Launch;
     std::string code;
@@ -293,7 +314,27 @@ Event EventDecoder::decode(const EncodedEvent& e) {
   try {
     json j = json::parse(e.payload);
     switch (e.kind) {
-      case EventKind::Schedule: return read_schedule(j);
+      case EventKind::Schedule: {
+        if (!j.is_object() || !j.contains("structure")) return read_schedule(j);
+        const std::string hash = str(j, "structure");
+        auto known = structures_.find(hash);
+        if (known == structures_.end())
+          known = structures_.emplace(hash, std::make_shared<const ScheduleEvent>(read_schedule(json::parse(blob(hash))))).first;
+        std::vector<uint64_t> uids;
+        for (const json& u : array(j, "position_uids")) uids.push_back(uid(u));
+        std::vector<int> kernel_ids;
+        for (const json& k : array(j, "kernel_ids")) {
+          const int64_t id = integer(k, "kernel_ids");
+          if (id < 0 || id > kMaxId) throw RecordingError("field 'kernel_ids' is out of range");
+          kernel_ids.push_back(static_cast<int>(id));
+        }
+        try {
+          return instantiate_schedule(known->second, std::move(uids), kernel_ids,
+                                      static_cast<int>(integer(j, "schedule_id", 0, kMaxId)));
+        } catch (const std::invalid_argument& x) {
+          throw RecordingError(x.what());
+        }
+      }
       case EventKind::Launch: {
         KernelRunEvent r;
         r.kernel_id = static_cast<int>(integer(j, "kernel_id", 0, kMaxId));

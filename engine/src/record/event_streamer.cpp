@@ -1,76 +1,40 @@
 // EventStreamer: the observer that serializes the session's events once and hands the same records to a
-// recording file and to the debugger's connection. on_event runs on the engine's thread and only
-// encodes and queues; the file is written by RecordingWriter's thread, the connection by this one's.
-#include <poll.h>
+// recording file and to the debugger's connection. on_event runs on the engine's thread: it encodes,
+// sends to the connection, and queues for the file (written by RecordingWriter's thread).
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <mutex>
-#include <thread>
 
 #include "tensorscope/recording.h"
 
 namespace ts {
 namespace {
 
-// Sends bytes to a file descriptor from a background thread, in the order they were queued.
-// When the other end is gone (EPIPE), what is queued is dropped.
+// Sends bytes to the debugger on the engine's thread, at once: a runner that crashes right after a
+// kernel has already sent that kernel (a send to a local socket with room in its buffer takes ~1 µs;
+// when the debugger reads slower than the script emits, the script waits for it). When the other end
+// is gone, later sends are dropped; MSG_NOSIGNAL: no SIGPIPE.
 class ConnectionWriter {
  public:
-  explicit ConnectionWriter(int fd) : fd_(fd), thread_([this] { loop(); }) {}
-  ~ConnectionWriter() { close(); }
-
-  void send(std::string bytes, bool urgent) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (stopping_ || broken_) return;
-    pending_ += bytes;
-    // batched: a training loop makes thousands of small events a second
-    if (urgent || pending_.size() > (64u << 10)) wake_.notify_one();
-  }
-  void close() {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (stopping_) return;
-      stopping_ = true;
-      wake_.notify_one();
+  explicit ConnectionWriter(int fd) : fd_(fd) {}
+  void send(std::string_view bytes) {
+    while (!broken_ && !bytes.empty()) {
+      ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        broken_ = true;
+        break;
+      }
+      bytes.remove_prefix(static_cast<size_t>(n));
     }
-    thread_.join();
   }
 
  private:
-  void loop() {
-    std::string out;
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (true) {
-      wake_.wait_for(lock, std::chrono::milliseconds(20), [&] { return stopping_ || pending_.size() > (64u << 10); });
-      out.swap(pending_);
-      const bool stop = stopping_;
-      lock.unlock();
-      size_t done = 0;
-      while (done < out.size()) {
-        ssize_t n = ::write(fd_, out.data() + done, out.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-          std::lock_guard<std::mutex> l(mutex_);
-          broken_ = true;
-          break;
-        }
-        done += static_cast<size_t>(n);
-      }
-      out.clear();
-      lock.lock();
-      if (stop && pending_.empty()) return;
-    }
-  }
-
   int fd_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::string pending_;
-  bool stopping_ = false, broken_ = false;
-  std::thread thread_;  // last: starts after the members it uses
+  bool broken_ = false;
 };
 
 int64_t now_ns() {
@@ -94,7 +58,7 @@ EventStreamer::EventStreamer(const RunInfo& info, const std::string& record_path
   if (!record_path.empty()) impl_->file = std::make_unique<RecordingWriter>(record_path, info);
   if (connection_fd >= 0) {
     impl_->connection = std::make_unique<ConnectionWriter>(connection_fd);
-    impl_->connection->send(frame_bytes('I', run_info_to_json(info)), true);
+    impl_->connection->send(frame_bytes('I', run_info_to_json(info)));
   }
 }
 
@@ -109,7 +73,7 @@ void EventStreamer::on_event(uint64_t seq, const Event& event) {
     std::string bytes;
     for (const Blob& b : blobs) bytes += frame_bytes('B', blob_frame_body(b));
     bytes += frame_bytes('E', event_frame_body(e));
-    impl_->connection->send(std::move(bytes), e.kind == EventKind::Schedule);
+    impl_->connection->send(bytes);
   }
   if (impl_->file) impl_->file->add(std::move(blobs), std::move(e));
 }
@@ -120,8 +84,7 @@ void EventStreamer::finish(const RunInfo& end) {
   impl_->finished = true;
   if (impl_->file) impl_->file->finish(end);
   if (impl_->connection) {
-    if (!end.ended.empty()) impl_->connection->send(frame_bytes('X', run_info_to_json(end)), true);
-    impl_->connection->close();
+    if (!end.ended.empty()) impl_->connection->send(frame_bytes('X', run_info_to_json(end)));
   }
 }
 

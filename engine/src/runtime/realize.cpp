@@ -133,8 +133,9 @@ struct CachedSchedule {
   std::vector<uint64_t> words;
   std::vector<CachedKernel> kernels;
   // The ScheduleEvent of the realize() that made this entry, with every node uid replaced by the node's
-  // position in StructuralKey::order: a later realize of the same structure emits it with its own uids,
-  // without scheduling, lowering or rendering anything. Null when the entry was made unobserved.
+  // position in StructuralKey::order (ScheduleEvent::structure): a later realize of the same structure
+  // emits it with its own uids, without scheduling, lowering or rendering anything. Null when the entry
+  // was made unobserved.
   std::shared_ptr<const ScheduleEvent> event;
 };
 
@@ -174,24 +175,12 @@ void record_launch(const CachedKernel& k, int kernel_id, std::vector<std::shared
   if (Capture* c = active_capture()) c->launches.push_back({k.name, k.device, kernel_id, k.is_copy, k.program, std::move(buffers)});
 }
 
-// The cached schedule event with this graph's node uids and fresh schedule and kernel ids.
-ScheduleEvent schedule_event_for(const Graph& g, const StructuralKey& key, const ScheduleEvent& cached,
-                                 const std::vector<int>& kernel_ids, int schedule_id) {
-  ScheduleEvent ev = cached;
-  auto uid = [&](uint64_t& u) { u = g[key.order[u]].uid; };
-  ev.schedule_id = schedule_id;
-  for (GraphNodeInfo& n : ev.nodes) {
-    uid(n.uid);
-    for (uint64_t& s : n.srcs) uid(s);
-  }
-  for (size_t k = 0; k < ev.kernels.size(); k++) {
-    KernelInfo& ki = ev.kernels[k];
-    ki.id = kernel_ids[k];
-    for (uint64_t& u : ki.node_uids) uid(u);
-    for (BufferInfo& b : ki.inputs) uid(b.node_uid);
-    for (BufferInfo& b : ki.outputs) uid(b.node_uid);
-  }
-  return ev;
+// The uid of each node of the key, by position.
+std::vector<uint64_t> position_uids(const Graph& g, const StructuralKey& key) {
+  std::vector<uint64_t> uids;
+  uids.reserve(key.order.size());
+  for (NodeId id : key.order) uids.push_back(g[id].uid);
+  return uids;
 }
 
 // The same event with uids replaced by key positions, to be cached; null if a node is not in the key.
@@ -223,7 +212,8 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
   Session& session = Session::get();
   std::vector<int> kernel_ids;
   for (size_t k = 0; k < sched.kernels.size(); k++) kernel_ids.push_back(session.next_kernel_id());
-  if (observed) session.emit(schedule_event_for(g, key, *sched.event, kernel_ids, session.next_schedule_id()));
+  if (observed)
+    session.emit(instantiate_schedule(sched.event, position_uids(g, key), kernel_ids, session.next_schedule_id()));
   std::vector<std::shared_ptr<Buffer>> produced(sched.kernels.size());
   std::unordered_map<uint32_t, size_t> producer;  // order index → kernel that stores it
   auto buffer_of = [&](uint32_t index) -> const std::shared_ptr<Buffer>& {
@@ -334,10 +324,14 @@ void realize(const std::vector<NodeId>& targets) {
       ki.boundary_reasons = item.reasons;
       ev.kernels.push_back(std::move(ki));
     }
-    session.emit(ev);
     std::unordered_map<uint64_t, uint32_t> position_of_uid;
     for (uint32_t i = 0; i < key.order.size(); i++) position_of_uid[g[key.order[i]].uid] = i;
     cached.event = cacheable_event(ev, position_of_uid);
+    if (cached.event) {
+      ev.structure = cached.event;
+      ev.position_uids = position_uids(g, key);
+    }
+    session.emit(ev);
   }
 
   // Buffers of the stored nodes, attached to the graph only when the whole schedule has run.
