@@ -95,7 +95,15 @@ int main(int argc, char** argv) {
   }
   tsui::MainWindow window;
   window.setDevice(parser.value(device).toUpper());
-  if (!args.isEmpty() && !window.openFile(args.first())) return 1;
+  if (!args.isEmpty() && args.first().endsWith(".tsrec", Qt::CaseInsensitive)) {
+    QString error;  // on the terminal, not in a dialog: a batch run must not wait for a click
+    if (!window.openRecording(args.first(), &error)) {
+      std::fprintf(stderr, "tensorscope: %s\n", qPrintable(error));
+      return 2;
+    }
+  } else if (!args.isEmpty() && !window.openFile(args.first())) {
+    return 1;
+  }
   window.show();
 
   BatchTasks tasks{parser.value(screenshot), parser.value(svg), parser.value(timeout).toInt()};

@@ -10,3 +10,6 @@ mkdir -p out
 for threads in 1 2; do
   BENCH_THREADS=$threads PYTHONPATH=build/python /usr/bin/python3 scripts/bench.py "$@" --json "out/bench-${threads}t.json"
 done
+# what watching costs: a sample plain, recorded and in the debugger; recordings' sizes and opening times
+cmake --build build -j2 --target tensorscope_gui tensorscope-cli
+PYTHONPATH=build/python /usr/bin/python3 scripts/bench_watch.py "$@" | tee out/bench-watch.txt

@@ -1,0 +1,116 @@
+"""What watching costs: a sample run plain, recorded, and inside the debugger, side by side in one run.
+
+Rows (medians of alternating rounds, wall-clock seconds of the whole process, so start-up counts):
+- `samples/transformer_tiny.py` with /usr/bin/python3 (plain), with TENSORSCOPE_RECORD (recorded), and in
+  the debugger under xvfb-run (`tensorscope SCRIPT --screenshot`: start-up, the runner process, every event,
+  the graph layout and a screenshot). Bars (issue 11): recorded <= 1.2x plain, debugger <= 1.5x plain.
+- the size of a recording of 1000 steps of a jitted training loop (bar: <= 10 MB);
+- opening a recording of 100,000 events in the debugger (`tensorscope FILE.tsrec --screenshot`, whole
+  process: Qt start-up, reading, the kernel list and the graph) and the reading alone (`tensorscope-cli info`).
+Kernel caches are warmed first (one run of each), so compile time is not in the ratios.
+Run: scripts/bench.sh (after the op benchmarks), or PYTHONPATH=build/python /usr/bin/python3 scripts/bench_watch.py
+"""
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "build", "bin")
+ENV = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "build", "python"))
+QUICK = "--quick" in sys.argv
+ROUNDS = 2 if QUICK else 3
+
+
+def wall(cmd, env=None):
+    t0 = time.perf_counter()
+    subprocess.run(cmd, env=env or ENV, cwd=ROOT, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return time.perf_counter() - t0
+
+
+def race(cmds):
+    """Median wall time of each command, run in alternating rounds (drift falls on all alike)."""
+    for c in cmds.values():
+        wall(*c)  # warm-up: kernel caches, page cache
+    times = {k: [] for k in cmds}
+    for _ in range(ROUNDS):
+        for k, c in cmds.items():
+            times[k].append(wall(*c))
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+JIT_LOOP = """
+import numpy as np
+import tensorscope
+from tensorscope import Tensor, nn
+from tensorscope.nn import optim
+Tensor.manual_seed(0)
+l1, l2 = nn.Linear(64, 128), nn.Linear(128, 10)
+opt = optim.SGD([l1.weight, l1.bias, l2.weight, l2.bias], lr=0.01)
+@tensorscope.jit
+def step(x, y):
+    opt.zero_grad()
+    loss = l2(l1(x).relu()).sparse_categorical_crossentropy(y)
+    loss.backward()
+    opt.step()
+    return loss
+rng = np.random.default_rng(0)
+for i in range(1000):
+    step(Tensor(rng.standard_normal((32, 64), dtype=np.float32)), Tensor(rng.integers(0, 10, 32).astype(np.int32)))
+"""
+
+MANY_EVENTS = """
+from tensorscope import Tensor
+a = Tensor([1.0, 2.0, 3.0])
+for i in range(50000):  # one schedule and one launch each: 100,000 events
+    (a + i).realize()
+"""
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="bench_watch_")
+    try:
+        sample = os.path.join(ROOT, "samples", "transformer_tiny.py")
+        rec = os.path.join(tmp, "tt.tsrec")
+        png = os.path.join(tmp, "tt.png")
+        cmds = {
+            "plain": (["/usr/bin/python3", sample],),
+            "recorded": (["/usr/bin/python3", sample], dict(ENV, TENSORSCOPE_RECORD=rec)),
+        }
+        have_xvfb = shutil.which("xvfb-run") is not None
+        if have_xvfb:
+            cmds["debugger"] = (["xvfb-run", "-a", os.path.join(BIN, "tensorscope"), sample, "--screenshot", png],)
+        t = race(cmds)
+        print(f"{'samples/transformer_tiny.py (whole process, s)':52} {'plain':>8} {'recorded':>9} {'debugger':>9}")
+        dbg = t.get("debugger", float("nan"))
+        print(f"{'':52} {t['plain']:8.2f} {t['recorded']:9.2f} {dbg:9.2f}")
+        print(f"{'ratio to plain (bars: 1.2x recorded, 1.5x debugger)':52} {1:8.2f} {t['recorded'] / t['plain']:9.2f} "
+              f"{dbg / t['plain']:9.2f}")
+        print(f"{'recording size (MB)':52} {os.path.getsize(rec) / 1e6:8.1f}")
+
+        jit_script = os.path.join(tmp, "jit_loop.py")
+        with open(jit_script, "w") as f:
+            f.write(JIT_LOOP)
+        jit_rec = os.path.join(tmp, "jit.tsrec")
+        wall(["/usr/bin/python3", jit_script], dict(ENV, TENSORSCOPE_RECORD=jit_rec))
+        print(f"{'1000 jitted MLP training steps: recording size (MB, bar 10)':52} {os.path.getsize(jit_rec) / 1e6:8.2f}")
+
+        many_script = os.path.join(tmp, "many.py")
+        with open(many_script, "w") as f:
+            f.write(MANY_EVENTS)
+        many_rec = os.path.join(tmp, "many.tsrec")
+        wall(["/usr/bin/python3", many_script], dict(ENV, TENSORSCOPE_RECORD=many_rec))
+        info = race({"info": ([os.path.join(BIN, "tensorscope-cli"), "info", many_rec],)})["info"]
+        print(f"{'100,000 events: tensorscope-cli info (s)':52} {info:8.2f}")
+        if have_xvfb:
+            gui = race({"gui": (["xvfb-run", "-a", os.path.join(BIN, "tensorscope"), many_rec, "--screenshot", png],)})
+            print(f"{'100,000 events: debugger opens it, whole process (s)':52} {gui['gui']:8.2f}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
