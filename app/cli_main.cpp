@@ -1,18 +1,31 @@
 // tensorscope-cli: the headless face of Tensorscope.
-//   tensorscope-cli run SCRIPT [--device NAME] [--out DIR] [--svg FILE]   (NAME: see `devices`)
+//   tensorscope-cli run SCRIPT [--device NAME] [--out DIR] [--svg FILE] [--record FILE]   (NAME: see `devices`)
+//   tensorscope-cli record SCRIPT -o FILE.tsrec [--device NAME]
+//   tensorscope-cli info FILE.tsrec
+//   tensorscope-cli export FILE.tsrec [--out DIR] [--svg FILE]
 //   tensorscope-cli devices
+//   tensorscope-cli runner ...   (the debugger's runner process: runner_command.h)
+// Recordings (.tsrec) are described in docs/recording.md.
+#include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <optional>
+#include <set>
 #include <sstream>
 #include <string>
 
 #include "graph_svg.h"
 #include "run_recorder.h"
 #include "runner.h"
+#include "runner_command.h"
 #include "tensorscope/device.h"
+#include "tensorscope/recording.h"
 
 namespace {
 
@@ -20,10 +33,20 @@ int usage(int code) {
   std::fprintf(code ? stderr : stdout,
                "usage:\n"
                "  tensorscope-cli run SCRIPT [--device C|INTERP|OPENCL|VULKAN|CUDA] [--out DIR] [--svg FILE]\n"
+               "                             [--record FILE.tsrec]\n"
                "      runs a tensor script headless; --out writes kernels.json with every kernel's IR and\n"
-               "      source beside it; --svg writes the lazy graph with one cluster per kernel\n"
+               "      source beside it; --svg writes the lazy graph with one cluster per kernel;\n"
+               "      --record writes the run's events to a recording (docs/recording.md)\n"
+               "  tensorscope-cli record SCRIPT -o FILE.tsrec [--device NAME]\n"
+               "      runs a tensor script headless and records it\n"
+               "  tensorscope-cli info FILE.tsrec\n"
+               "      says what a recording holds: the run, how it ended, counts, the slowest launches\n"
+               "  tensorscope-cli export FILE.tsrec [--out DIR] [--svg FILE]\n"
+               "      writes a recording's kernels.json and listings (as run --out) and its graph (as run --svg)\n"
                "  tensorscope-cli devices\n"
-               "      lists the devices\n");
+               "      lists the devices\n"
+               "  tensorscope-cli runner --connect SOCKET --source FILE [...]\n"
+               "      the process the debugger runs each script in (not for people)\n");
   return code;
 }
 
@@ -57,8 +80,84 @@ int cmd_devices() {
   return 0;
 }
 
-int cmd_run(int argc, char** argv) {
-  std::string script, device, out_dir, svg;
+// The recording of one run in this process: the session's events go to an EventStreamer (counted on
+// the way) while the script runs.
+class Recording : public ts::SessionObserver {
+ public:
+  // Throws RecordingError when the file cannot be created, std::invalid_argument for an unknown device.
+  Recording(const std::string& path, const std::string& script, const std::string& text, const std::string& device)
+      : path_(path), streamer_(ts::new_run_info(script, text, {script}, device), path, -1) {
+    observe_.emplace(this);
+  }
+  void on_event(uint64_t seq, const ts::Event& event) override {
+    events_++;
+    streamer_.on_event(seq, event);
+  }
+
+  // Says how the run ended, closes the file and reports on stderr.
+  void finish(const ts::ScriptResult& result) {
+    observe_.reset();
+    ts::RunInfo end;
+    if (result.ok) {
+      end.ended = "finished";
+    } else if (result.error.rfind("KeyboardInterrupt", 0) == 0) {
+      end.ended = "stopped";
+      end.end_message = "stopped (KeyboardInterrupt)";
+    } else {  // as the runner and TENSORSCOPE_RECORD say it: "ValueError: boom (line 4)"
+      end.ended = "error";
+      end.exit_status = 1;
+      end.end_message = result.error + (result.error_line ? " (line " + std::to_string(result.error_line) + ")" : "");
+    }
+    end.end_time_ns = ts::wall_clock_ns();
+    streamer_.finish(end);
+    std::fprintf(stderr, "tensorscope-cli: recorded %zu event(s) to %s\n", events_, path_.c_str());
+  }
+
+ private:
+  std::string path_;
+  ts::EventStreamer streamer_;
+  std::optional<ts::ScopedObserver> observe_;
+  size_t events_ = 0;
+};
+
+// Reads a script for `run` / `record`; prints why not and returns false.
+bool read_script(const std::string& script, std::string& text) {
+  std::ifstream f(script);
+  if (!f) {
+    std::fprintf(stderr, "tensorscope-cli: cannot read script '%s': %s\n", script.c_str(), std::strerror(errno));
+    return false;
+  }
+  std::stringstream ss;
+  ss << f.rdbuf();
+  text = ss.str();
+  return true;
+}
+
+void echo_output(bool is_stderr, std::string_view s) {
+  std::fwrite(s.data(), 1, s.size(), is_stderr ? stderr : stdout);
+  std::fflush(is_stderr ? stderr : stdout);
+}
+
+// kernels.json (--out) and the graph (--svg) from what a RunRecorder kept. Prints what it wrote.
+void write_outputs(const ts::RunRecorder& recorder, const std::string& out_dir, const std::string& svg,
+                   const std::string& script, const std::string& device) {
+  if (!out_dir.empty()) {
+    ts::write_manifest(recorder, out_dir, script, device);
+    std::fprintf(stderr, "tensorscope-cli: wrote %zu kernel(s) to %s/kernels.json\n", recorder.kernels.size(), out_dir.c_str());
+  }
+  if (!svg.empty()) {
+    auto parent = std::filesystem::path(svg).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent);
+    std::ofstream f(svg);
+    f << ts::dot_to_svg(ts::graph_to_dot(recorder.schedules));
+    if (!f) throw std::runtime_error("cannot write " + svg);
+    std::fprintf(stderr, "tensorscope-cli: wrote the graph to %s\n", svg.c_str());
+  }
+}
+
+// `run` and `record`: the script runs in this process; `record` == true is `record` (-o FILE required).
+int cmd_run(int argc, char** argv, bool record) {
+  std::string script, device, out_dir, svg, record_path;
   for (int i = 0; i < argc; i++) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> std::string {
@@ -69,8 +168,10 @@ int cmd_run(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--device") device = value("--device");
-    else if (a == "--out") out_dir = value("--out");
-    else if (a == "--svg") svg = value("--svg");
+    else if (!record && a == "--out") out_dir = value("--out");
+    else if (!record && a == "--svg") svg = value("--svg");
+    else if (!record && a == "--record") record_path = value("--record");
+    else if (record && (a == "-o" || a == "--output")) record_path = value("-o");
     else if (a == "-h" || a == "--help") return usage(0);
     else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "tensorscope-cli: unknown option %s\n", a.c_str());
@@ -79,13 +180,12 @@ int cmd_run(int argc, char** argv) {
     else return usage(2);
   }
   if (script.empty()) return usage(2);
-  std::ifstream f(script);
-  if (!f) {
-    std::fprintf(stderr, "tensorscope-cli: cannot read script '%s': %s\n", script.c_str(), std::strerror(errno));
-    return 2;
+  if (record && record_path.empty()) {
+    std::fprintf(stderr, "tensorscope-cli: record needs -o FILE.tsrec\n");
+    return usage(2);
   }
-  std::stringstream text;
-  text << f.rdbuf();
+  std::string text;
+  if (!read_script(script, text)) return 2;
   if (!device.empty()) {
     try {
       ts::DeviceRegistry::index(device);
@@ -96,24 +196,26 @@ int cmd_run(int argc, char** argv) {
   }
 
   ts::RunRecorder recorder;
-  ts::ScopedObserver observe(&recorder);
-  ts::ScriptRunner::initialize({ts::ScriptRunner::default_python_path()});
-  ts::ScriptResult result = ts::ScriptRunner::run(script, text.str(), device, [](bool is_stderr, std::string_view s) {
-    std::fwrite(s.data(), 1, s.size(), is_stderr ? stderr : stdout);
-    std::fflush(is_stderr ? stderr : stdout);
-  });
+  std::optional<ts::ScopedObserver> observe;
+  if (!out_dir.empty() || !svg.empty() || !record) observe.emplace(&recorder);
+  // A recorded run takes Python's SIGINT handler, so that Ctrl-C stops the script (KeyboardInterrupt)
+  // and the recording still says how the run ended ("stopped").
+  ts::ScriptRunner::initialize({ts::ScriptRunner::default_python_path()}, /*signal_handlers=*/!record_path.empty());
+  std::unique_ptr<Recording> recording;
+  if (!record_path.empty()) {
+    try {
+      recording = std::make_unique<Recording>(record_path, script, text, device);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "tensorscope-cli: %s\n", e.what());
+      return 2;
+    }
+  }
+  ts::ScriptResult result = ts::ScriptRunner::run(script, text, device, echo_output);
+  observe.reset();
+  if (recording) recording->finish(result);
   std::string dev_name = device.empty() ? ts::DeviceRegistry::at(ts::DeviceRegistry::default_index()).name() : device;
   try {
-    if (!out_dir.empty()) {
-      ts::write_manifest(recorder, out_dir, script, dev_name);
-      std::fprintf(stderr, "tensorscope-cli: wrote %zu kernel(s) to %s/kernels.json\n", recorder.kernels.size(), out_dir.c_str());
-    }
-    if (!svg.empty()) {
-      auto parent = std::filesystem::path(svg).parent_path();
-      if (!parent.empty()) std::filesystem::create_directories(parent);
-      std::ofstream(svg) << ts::dot_to_svg(ts::graph_to_dot(recorder.schedules));
-      std::fprintf(stderr, "tensorscope-cli: wrote the graph to %s\n", svg.c_str());
-    }
+    write_outputs(recorder, out_dir, svg, script, dev_name);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tensorscope-cli: %s\n", e.what());
     return 1;
@@ -121,13 +223,170 @@ int cmd_run(int argc, char** argv) {
   return result.ok ? 0 : 1;
 }
 
+// ---- recordings --------------------------------------------------------------------------------------
+
+// One line: a message from a recording may hold line breaks (an exception's text); `info` keeps one line.
+std::string one_line(std::string s) {
+  for (char& c : s)
+    if (c == '\n' || c == '\r') c = ' ';
+  return s;
+}
+
+// "2024-05-01T12:34:56.789Z"; "-" for 0.
+std::string utc_iso(int64_t ns) {
+  if (ns <= 0) return "-";
+  const time_t secs = static_cast<time_t>(ns / 1000000000);
+  struct tm t {};
+  gmtime_r(&secs, &t);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", t.tm_year + 1900, t.tm_mon + 1, t.tm_mday,
+                t.tm_hour, t.tm_min, t.tm_sec, static_cast<int>((ns / 1000000) % 1000));
+  return buf;
+}
+
+// A recording that cannot be read: one line that names the file, exit status 2.
+int recording_error(const std::string& path, const std::exception& e) {
+  std::string msg = one_line(e.what());
+  if (msg.find(path) == std::string::npos) msg = path + ": " + msg;  // RecordingError names it already
+  std::fprintf(stderr, "tensorscope-cli: %s\n", msg.c_str());
+  return 2;
+}
+
+// `info FILE`: the run and its events, in "key: value" lines (the format is in docs/recording.md).
+int cmd_info(int argc, char** argv) {
+  if (argc != 1 || argv[0][0] == '-') {
+    if (argc == 1 && (std::strcmp(argv[0], "-h") == 0 || std::strcmp(argv[0], "--help") == 0)) return usage(0);
+    return usage(2);
+  }
+  const std::string path = argv[0];
+  struct Launch {
+    int id;
+    std::string name, device;
+    double ms;
+    bool replayed;
+    int replay_of;
+  };
+  std::vector<Launch> launches;
+  size_t events = 0, schedules = 0, outputs = 0, replays = 0;
+  std::set<int> kernels;
+  double total_ms = 0;
+  ts::RunInfo run;
+  try {
+    ts::RecordingReader reader(path);
+    run = reader.run();
+    reader.read_events([&](uint64_t, int64_t, const ts::Event& event) {
+      events++;
+      if (auto* s = std::get_if<ts::ScheduleEvent>(&event)) {
+        schedules++;
+        for (const ts::KernelInfo& k : s->kernels) kernels.insert(k.id);
+      } else if (auto* r = std::get_if<ts::KernelRunEvent>(&event)) {
+        launches.push_back({r->kernel_id, r->name, r->device, r->time_ms, r->replayed, r->replay_of});
+        total_ms += r->time_ms;
+        if (r->replayed) replays++;
+      } else {
+        outputs++;
+      }
+    });
+  } catch (const std::exception& e) {
+    return recording_error(path, e);
+  }
+  auto line = [](const char* key, const std::string& value) { std::printf("%-12s %s\n", key, value.c_str()); };
+  line("recording:", path);
+  line("script:", run.script_path);
+  line("device:", run.device);
+  line("version:", run.version.empty() ? "-" : run.version);
+  line("python:", run.python_version.empty() ? "-" : one_line(run.python_version));
+  line("started:", utc_iso(run.start_time_ns));
+  if (run.ended.empty()) {
+    line("ended:", "cut off (the program died without saying how)");
+  } else {
+    line("ended:", run.ended);
+    if (!run.end_message.empty()) line("message:", one_line(run.end_message));
+    if (run.ended == "exit" || run.ended == "error") line("exit status:", std::to_string(run.exit_status));
+    if (run.ended == "signal") line("signal:", std::to_string(run.exit_status));
+    if (run.end_time_ns >= run.start_time_ns && run.start_time_ns > 0) {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.3f s", (run.end_time_ns - run.start_time_ns) / 1e9);
+      line("duration:", buf);
+    }
+  }
+  line("events:", std::to_string(events));
+  line("schedules:", std::to_string(schedules));
+  line("kernels:", std::to_string(kernels.size()));
+  line("launches:", std::to_string(launches.size()));
+  line("replays:", std::to_string(replays));
+  line("outputs:", std::to_string(outputs));
+  char ms[32];
+  std::snprintf(ms, sizeof ms, "%.3f ms", total_ms);
+  line("kernel time:", ms);
+  // The ten slowest launches, slowest first (launch order among equals).
+  std::stable_sort(launches.begin(), launches.end(), [](const Launch& a, const Launch& b) { return a.ms > b.ms; });
+  if (launches.size() > 10) launches.resize(10);
+  std::printf("slowest launches:\n");
+  if (!launches.empty()) std::printf("  %6s  %-32s %-10s %10s\n", "ID", "NAME", "DEVICE", "MS");
+  for (const Launch& l : launches) {
+    std::printf("  %6d  %-32s %-10s %10.3f", l.id, l.name.c_str(), l.device.c_str(), l.ms);
+    if (l.replayed) std::printf("  (jit replay of %d)", l.replay_of);
+    std::printf("\n");
+  }
+  return 0;
+}
+
+// `export FILE --out DIR [--svg FILE]`: what `run --out/--svg` writes, from a recording's events.
+int cmd_export(int argc, char** argv) {
+  std::string path, out_dir, svg;
+  for (int i = 0; i < argc; i++) {
+    std::string a = argv[i];
+    auto value = [&](const char* flag) -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "tensorscope-cli: %s needs a value\n", flag);
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--out") out_dir = value("--out");
+    else if (a == "--svg") svg = value("--svg");
+    else if (a == "-h" || a == "--help") return usage(0);
+    else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "tensorscope-cli: unknown option %s\n", a.c_str());
+      return usage(2);
+    } else if (path.empty()) path = a;
+    else return usage(2);
+  }
+  if (path.empty()) return usage(2);
+  if (out_dir.empty() && svg.empty()) {
+    std::fprintf(stderr, "tensorscope-cli: export needs --out DIR and/or --svg FILE\n");
+    return usage(2);
+  }
+  ts::RunRecorder recorder;
+  ts::RunInfo run;
+  try {
+    ts::RecordingReader reader(path);
+    run = reader.run();
+    reader.read_events([&](uint64_t seq, int64_t, const ts::Event& event) { recorder.on_event(seq, event); });
+  } catch (const std::exception& e) {
+    return recording_error(path, e);
+  }
+  try {
+    write_outputs(recorder, out_dir, svg, run.script_path, run.device);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tensorscope-cli: %s\n", one_line(e.what()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 2) return usage(2);
   std::string cmd = argv[1];
-  if (cmd == "run") return cmd_run(argc - 2, argv + 2);
+  if (cmd == "run") return cmd_run(argc - 2, argv + 2, false);
+  if (cmd == "record") return cmd_run(argc - 2, argv + 2, true);
+  if (cmd == "info") return cmd_info(argc - 2, argv + 2);
+  if (cmd == "export") return cmd_export(argc - 2, argv + 2);
   if (cmd == "devices") return cmd_devices();
+  if (cmd == "runner") return ts::cmd_runner(argc - 2, argv + 2);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") return usage(0);
   std::fprintf(stderr, "tensorscope-cli: unknown command '%s'\n", cmd.c_str());
   return usage(2);

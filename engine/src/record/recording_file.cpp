@@ -200,7 +200,10 @@ void RecordingWriter::finish(const RunInfo& end) {
     } catch (const RecordingError&) {
     }
   }
-  sqlite3_close(impl_->db);  // the last connection checkpoints the WAL into the file and removes it
+  // A finished recording is one file: back to a rollback journal, so that readers (which open it read-only)
+  // find no WAL to recover and leave no -wal/-shm files beside it.
+  sqlite3_exec(impl_->db, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr);
+  sqlite3_close(impl_->db);
   impl_->db = nullptr;
 }
 
@@ -384,6 +387,7 @@ void copy_recording(const std::string& from, const std::string& to) {
     close();
     throw RecordingError(to + ": cannot copy the recording: " + msg);
   }
+  sqlite3_exec(dst, "PRAGMA journal_mode=DELETE", nullptr, nullptr, nullptr);  // the copy is one file
   close();
 }
 
