@@ -64,6 +64,7 @@ class MainWindow : public QMainWindow {
   bool lastRunOk() const { return lastRunOk_; }
   QString statusText() const;
   RunnerProcess* runner() const { return runner_; }
+  const RunModel& model() const { return *model_; }
   ScriptEditor* editor() const { return editor_; }
 
  protected:

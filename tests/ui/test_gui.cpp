@@ -1,6 +1,7 @@
 // QtTest of the debugger, offscreen. The first tests check the non-widget logic on synthetic
 // events; the last ones drive the real window through real runs of samples/quickstart.py.
 #include <QComboBox>
+#include <QDir>
 #include <QElapsedTimer>
 #include <QProcess>
 #include <QFile>
@@ -13,6 +14,7 @@
 #include "core/graph_spec.h"
 #include "core/ir_line_map.h"
 #include "core/layout_scheduler.h"
+#include "core/run_model.h"
 #include "main_window.h"
 #include "panels/graph_panel.h"
 #include "panels/graph_scene_items.h"
@@ -60,6 +62,50 @@ std::vector<ts::ScheduleEvent> twoSchedules() {
   b.nodes = {node(4, "BUFFER", "load", -1), node(5, "SUM", "reduce", 0, {4})};
   b.kernels = {kernel(8, "r_3_3")};
   return {a, b};
+}
+
+// Everything the model holds, as text: two models are equal when their texts are.
+QString modelText(const tsui::RunModel& m) {
+  QStringList out;
+  auto uids = [](const std::vector<uint64_t>& v) {
+    QStringList l;
+    for (uint64_t u : v) l << QString::number(u);
+    return l.join(',');
+  };
+  for (const ts::ScheduleEvent& s : m.schedules()) {
+    out << QString("schedule %1").arg(s.schedule_id);
+    for (const ts::GraphNodeInfo& n : s.nodes) {
+      QStringList shape;
+      for (int64_t d : n.shape) shape << QString::number(d);
+      out << QString("  %1 %2 %3 %4 %5 [%6] <- %7 k%8")
+                 .arg(n.uid)
+                 .arg(QString::fromStdString(n.op), QString::fromStdString(n.op_class), QString::fromStdString(n.dtype),
+                      QString::fromStdString(n.arg), shape.join('x'), uids(n.srcs))
+                 .arg(n.kernel);
+    }
+  }
+  for (int id : m.kernelIds()) {
+    const ts::KernelInfo* k = m.kernel(id);
+    if (k) {
+      out << QString("kernel %1 %2 on %3: %4").arg(id).arg(QString::fromStdString(k->name),
+                                                          QString::fromStdString(k->device), uids(k->node_uids));
+      for (const std::string& r : k->boundary_reasons) out << "  " + QString::fromStdString(r);
+    }
+    if (const ts::KernelRunEvent* r = m.kernelRun(id)) {
+      out << QString("run %1 %2 %3 ms, compile %4 ms, cached %5, replay of %6")
+                 .arg(r->kernel_id)
+                 .arg(QString::fromStdString(r->name))
+                 .arg(r->time_ms, 0, 'g', 17)
+                 .arg(r->compile_ms, 0, 'g', 17)
+                 .arg(r->compile_cache_hit)
+                 .arg(r->replayed ? r->replay_of : -1);
+      if (r->code) {
+        for (const ts::PassSnapshot& p : r->code->ir) out << QString::fromStdString(p.pass + "\n" + p.ir);
+        for (const ts::SourceListing& src : r->code->sources) out << QString::fromStdString(src.renderer + "\n" + src.code);
+      }
+    }
+  }
+  return out.join('\n');
 }
 
 int svgClusterCount(const QString& path) {
@@ -386,6 +432,37 @@ class GuiTest : public QObject {
     QVERIFY(!window.openRecording(bad, &error));
     QVERIFY2(error.contains(bad) && !error.contains('\n'), qPrintable(error));
     QCOMPARE(window.kernelCount(), liveKernels);
+  }
+
+  // For every sample: the model built live equals the model built from its recording.
+  void everySamplesRecordingEqualsItsLiveRun_data() {
+    QTest::addColumn<QString>("sample");
+    for (const QString& name : QDir(TS_SOURCE_DIR "/samples").entryList({"*.py"}, QDir::Files, QDir::Name))
+      QTest::newRow(qPrintable(name)) << QString(TS_SOURCE_DIR "/samples/" + name);
+  }
+  void everySamplesRecordingEqualsItsLiveRun() {
+    QFETCH(QString, sample);
+    QTemporaryDir dir;
+    const QString saved = dir.filePath("run.tsrec");
+    QString live;
+    {
+      tsui::MainWindow window;
+      window.show();
+      QVERIFY(window.openScript(sample));
+      window.runScript();
+      QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
+      QVERIFY2(window.lastRunOk(), qPrintable(window.consoleText().right(2000)));
+      live = modelText(window.model());
+      QString error;
+      QVERIFY2(window.saveRecording(saved, &error), qPrintable(error));
+    }
+    tsui::MainWindow window;
+    QString error;
+    QVERIFY2(window.openRecording(saved, &error), qPrintable(error));
+    const QString recorded = modelText(window.model());
+    QVERIFY(live.size() > 100);
+    QCOMPARE(recorded.size(), live.size());
+    QVERIFY(recorded == live);
   }
 
   // A program SIGKILLed while it records leaves a recording with what it did before the kill.

@@ -12,6 +12,7 @@
 // Errors: everything that reads a recording or a frame throws RecordingError with one line that names the
 // file (or "connection") and the reason; it never crashes on bad input (fuzzed in tests/recording).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -25,9 +26,17 @@
 
 namespace ts {
 
+// One line, always: control characters that a damaged file put into the message (a garbled kind, a
+// hash, SQLite quoting a broken schema) become spaces.
 class RecordingError : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit RecordingError(std::string what) : std::runtime_error(one_line(std::move(what))) {}
+
+ private:
+  static std::string one_line(std::string s) {
+    std::replace_if(s.begin(), s.end(), [](unsigned char c) { return c < 0x20 || c == 0x7f; }, ' ');
+    return s;
+  }
 };
 
 // The `run` table. Times are nanoseconds since the Unix epoch.
