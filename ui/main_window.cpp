@@ -42,8 +42,9 @@ namespace {
 
 // While a script runs, schedules can arrive by the thousand (a training loop): rebuild and lay
 // out the graph at most this often, so that the GUI and the layout thread leave the CPU to the
-// script. The final graph is built as soon as the run ends.
-constexpr int kGraphRebuildMs = 400;
+// script (its kernels use every core: a core the GUI takes slows them down more than its share).
+// The final graph is built as soon as the run ends.
+constexpr int kGraphRebuildMs = 1000;
 
 QDockWidget* dock(QMainWindow* window, const QString& title, const QString& name, QWidget* content,
                   Qt::DockWidgetArea area) {
@@ -176,7 +177,7 @@ void MainWindow::buildActions() {
 }
 
 void MainWindow::connectEngine() {
-  connect(runner_, &RunnerProcess::eventsReceived, this, &MainWindow::addEvents);
+  connect(runner_, &RunnerProcess::eventsReady, this, [this] { addEvents(runner_->takeEvents()); });
   connect(model_, &RunModel::scheduleAdded, this, &MainWindow::onScheduleAdded);
   connect(model_, &RunModel::kernelRunAdded, this, &MainWindow::onKernelRunAdded);
 
@@ -268,12 +269,12 @@ void MainWindow::onRunFinished(const ScriptOutcome& outcome) {
   updateActions();
 }
 
-void MainWindow::addEvents(const std::vector<ts::Event>& events) {
-  for (const ts::Event& event : events) {
+void MainWindow::addEvents(std::vector<ts::Event> events) {
+  for (ts::Event& event : events) {
     if (auto* schedule = std::get_if<ts::ScheduleEvent>(&event))
-      model_->addSchedule(*schedule);
+      model_->addSchedule(std::move(*schedule));
     else if (auto* run = std::get_if<ts::KernelRunEvent>(&event))
-      model_->addKernelRun(*run);
+      model_->addKernelRun(std::move(*run));
     else if (auto* out = std::get_if<ts::ScriptOutputEvent>(&event))
       console_->append(QString::fromStdString(out->text),
                        out->stream == ts::ScriptOutputEvent::Stderr ? ConsolePanel::Stream::Stderr
@@ -378,7 +379,7 @@ bool MainWindow::openRecording(const QString& path, QString* error) {
     return r;
   }));
   if (!watcher.isFinished()) loop.exec(QEventLoop::ExcludeUserInputEvents);
-  const LoadedRecording loaded = watcher.result();
+  LoadedRecording loaded = watcher.result();
   if (!loaded.error.isEmpty()) {
     if (error) *error = loaded.error;
     return false;
@@ -399,7 +400,7 @@ bool MainWindow::openRecording(const QString& path, QString* error) {
                                                             QString::fromStdString(loaded.run.device),
                                                             started.toString(Qt::ISODate)),
                    ConsolePanel::Stream::Info);
-  addEvents(loaded.events);
+  addEvents(std::move(loaded.events));
   ScriptOutcome outcome;
   outcome.ended = QString::fromStdString(loaded.run.ended);
   outcome.ok = loaded.run.ended == "finished";

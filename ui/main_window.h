@@ -78,7 +78,7 @@ class MainWindow : public QMainWindow {
   void onScheduleAdded(int scheduleIndex);
   void onKernelRunAdded(int kernelId);
   void onRunFinished(const ScriptOutcome& outcome);
-  void addEvents(const std::vector<ts::Event>& events);
+  void addEvents(std::vector<ts::Event> events);
   void onLayout(const GraphLayout& layout);
   void selectKernel(int kernelId, bool centreGraph);
   void requestGraph();  // soon: schedules arrive in bursts

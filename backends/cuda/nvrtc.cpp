@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "cuda/cuda_renderer.h"
@@ -137,14 +138,13 @@ SourceListing PTXRenderer::render(const ir::Kernel& kernel) const {
       cuda_line_of.push_back(current);
     }
   }
+  // the first PTX line of each CUDA C line (one pass: big kernels have tens of thousands of PTX lines)
+  std::unordered_map<int, int> first_ptx_line;
+  for (size_t i = 0; i < cuda_line_of.size(); i++) first_ptx_line.emplace(cuda_line_of[i], static_cast<int>(i + 1));
   for (size_t op = 0; op < kernel.insts.size(); op++) {
     int want = cuda.ir_op_line[op];
     if (want == 0) continue;
-    for (size_t i = 0; i < cuda_line_of.size(); i++)
-      if (cuda_line_of[i] == want) {
-        out.ir_op_line[op] = static_cast<int>(i + 1);
-        break;
-      }
+    if (auto it = first_ptx_line.find(want); it != first_ptx_line.end()) out.ir_op_line[op] = it->second;
   }
   return out;
 }

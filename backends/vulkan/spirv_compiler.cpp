@@ -8,6 +8,7 @@
 #include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <unordered_map>
 
 #include "gpu_cache.h"
 #include "vulkan/glsl_renderer.h"
@@ -122,14 +123,14 @@ SourceListing SpirvRenderer::render(const ir::Kernel& kernel) const {
   for (char c : out.code) lines += c == '\n';
   size_t header = lines >= mod.glsl_line.size() ? lines - mod.glsl_line.size() : 0;
   if (lines != header + mod.glsl_line.size() || header > 8) return out;
+  // the first SPIR-V instruction of each GLSL line (one pass: big kernels have tens of thousands)
+  std::unordered_map<int, int> first_spirv_line;
+  for (size_t i = 0; i < mod.glsl_line.size(); i++)
+    first_spirv_line.emplace(mod.glsl_line[i], static_cast<int>(header + i + 1));
   for (size_t op = 0; op < kernel.insts.size(); op++) {
     int want = glsl.ir_op_line[op];
     if (want == 0) continue;
-    for (size_t i = 0; i < mod.glsl_line.size(); i++)
-      if (mod.glsl_line[i] == want) {
-        out.ir_op_line[op] = static_cast<int>(header + i + 1);
-        break;
-      }
+    if (auto it = first_spirv_line.find(want); it != first_spirv_line.end()) out.ir_op_line[op] = it->second;
   }
   return out;
 }

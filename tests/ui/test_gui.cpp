@@ -274,7 +274,7 @@ class GuiTest : public QObject {
     // ... and picking a kernel in the list highlights its cluster.
     auto* list = window.findChild<tsui::KernelListPanel*>();
     list->selectRow(0);
-    const int first = list->item(0, 0)->data(Qt::UserRole).toInt();
+    const int first = list->kernelAt(0);
     QCOMPARE(window.selectedKernel(), first);
     QCOMPARE(graph->highlightedKernel(), first);
 

@@ -4,6 +4,11 @@
 // every kThrottleMs), each job carries a generation number, a queued job that is already stale
 // skips graphviz entirely, and a finished job that is stale is dropped. graphviz cannot be stopped
 // mid-layout, so cancel() only forgets the result; the GUI is free again at once.
+//
+// A training loop schedules the same graph every step with new uids and kernel ids: a request whose
+// graph has the shape of the last laid-out one (same labels, clusters and edges) reuses that layout's
+// geometry at once, with the new nodes and kernels, and graphviz does not run (it would take the CPU
+// from the script being watched).
 #pragma once
 #include <QObject>
 #include <QThreadPool>
@@ -36,8 +41,11 @@ class LayoutScheduler : public QObject {
   void startJob();
   void deliver(quint64 generation, const GraphLayout& layout);
   void setBusy(bool busy);
+  static QByteArray shapeOf(const GraphSpec& spec);
 
   QThreadPool pool_;  // one thread: the layout thread
+  GraphLayout last_;    // the last layout delivered without error
+  QByteArray lastShape_;
   QTimer throttle_;
   std::shared_ptr<const GraphSpec> pending_;
   std::atomic<quint64> generation_{0};

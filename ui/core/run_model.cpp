@@ -12,9 +12,9 @@ void RunModel::clear() {
   Q_EMIT cleared();
 }
 
-void RunModel::addSchedule(const ts::ScheduleEvent& event) {
+void RunModel::addSchedule(ts::ScheduleEvent event) {
   const int s = static_cast<int>(schedules_.size());
-  schedules_.push_back(event);
+  schedules_.push_back(std::move(event));
   const ts::ScheduleEvent& stored = schedules_.back();
   for (int i = 0; i < static_cast<int>(stored.kernels.size()); ++i) {
     const int id = stored.kernels[i].id;
@@ -31,14 +31,15 @@ void RunModel::addSchedule(const ts::ScheduleEvent& event) {
   Q_EMIT scheduleAdded(s);
 }
 
-void RunModel::addKernelRun(const ts::KernelRunEvent& event) {
-  auto stored = runs_.insert(event.kernel_id, event);
+void RunModel::addKernelRun(ts::KernelRunEvent event) {
+  const int id = event.kernel_id;
   // A jit replay runs the code of the launch it captured: show that code with it.
   if (event.replayed && !event.code)
-    if (const ts::KernelRunEvent* captured = kernelRun(event.replay_of)) stored->code = captured->code;
+    if (const ts::KernelRunEvent* captured = kernelRun(event.replay_of)) event.code = captured->code;
+  runs_.insert(id, std::move(event));
   // A launch can arrive for a kernel whose schedule we did not see (an observer attached late).
-  if (!kernels_.contains(event.kernel_id)) kernelOrder_.push_back(event.kernel_id);
-  Q_EMIT kernelRunAdded(event.kernel_id);
+  if (!kernels_.contains(id)) kernelOrder_.push_back(id);
+  Q_EMIT kernelRunAdded(id);
 }
 
 const ts::KernelInfo* RunModel::kernel(int kernelId) const {

@@ -19,8 +19,8 @@ class RunModel : public QObject {
   explicit RunModel(QObject* parent = nullptr) : QObject(parent) {}
 
   void clear();
-  void addSchedule(const ts::ScheduleEvent& event);
-  void addKernelRun(const ts::KernelRunEvent& event);
+  void addSchedule(ts::ScheduleEvent event);
+  void addKernelRun(ts::KernelRunEvent event);
 
   const std::vector<ts::ScheduleEvent>& schedules() const { return schedules_; }
   // Kernel ids in launch order.

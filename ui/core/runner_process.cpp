@@ -144,7 +144,7 @@ void RunnerProcess::onReadyRead() {
     while (parser_.next(frame)) {
       switch (frame.type) {
         case 'I': break;  // the run's description: the recording has it
-        case 'B': decoder_.add_blob(ts::blob_from_frame_body(frame.body)); break;
+        case 'B': decoder_.add_blob(ts::blob_from_frame_body(frame.body), /*verify=*/false); break;
         case 'E': {
           ts::Event event = decoder_.decode(ts::event_from_frame_body(frame.body));
           if (auto* run = std::get_if<ts::KernelRunEvent>(&event))
@@ -168,19 +168,10 @@ void RunnerProcess::onReadyRead() {
 
 void RunnerProcess::deliver() {
   deliveryTimer_.stop();
-  std::vector<ts::Event> events;
-  events.swap(pending_);
-  // in order: engine events in batches, script output between them
-  std::vector<ts::Event> batch;
-  for (ts::Event& e : events) {
-    if (auto* out = std::get_if<ts::ScriptOutputEvent>(&e)) {
-      if (!batch.empty()) Q_EMIT eventsReceived(std::exchange(batch, {}));
-      Q_EMIT output(out->stream == ts::ScriptOutputEvent::Stderr, QString::fromStdString(out->text));
-    } else {
-      batch.push_back(std::move(e));
-    }
-  }
-  if (!batch.empty()) Q_EMIT eventsReceived(batch);
+  if (pending_.empty()) return;
+  if (ready_.empty()) ready_.swap(pending_);
+  else std::move(pending_.begin(), pending_.end(), std::back_inserter(ready_)), pending_.clear();
+  Q_EMIT eventsReady();
 }
 
 void RunnerProcess::fail(const QString& message) {

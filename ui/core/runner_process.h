@@ -7,7 +7,7 @@
 // stay, and the end is reported in words ("ended by signal 11 (SIGSEGV) after kernel #41 r_64_16").
 //
 // Stop sends {"command":"stop"} (KeyboardInterrupt in the script) and kills the runner if it has not
-// ended 2 s later. Events are decoded on the GUI thread and delivered in batches, at most every 50 ms.
+// ended 2 s later. Events are decoded on the GUI thread and delivered in batches (kDeliveryMs).
 #pragma once
 #include <QElapsedTimer>
 #include <QObject>
@@ -48,13 +48,19 @@ class RunnerProcess : public QObject {
   QString recordingPath() const { return recordingPath_; }
   // The runner's address-space limit (RLIMIT_AS) in MiB; 0: none (the default).
   void setMemoryLimitMb(int mb) { memoryLimitMb_ = mb; }
+  // The events received since the last call, in order (moved out: the model keeps them, no copy).
+  std::vector<ts::Event> takeEvents() { return std::exchange(ready_, {}); }
   // How long Stop waits for KeyboardInterrupt before killing the runner.
   static constexpr int kStopGraceMs = 2000;
-  static constexpr int kDeliveryMs = 50;
+  // Events reach the panels in batches at most this often: each batch repaints them, and the GUI's
+  // CPU time is taken from the script's kernels.
+  static constexpr int kDeliveryMs = 200;
 
  signals:
   void started();
-  void eventsReceived(const std::vector<ts::Event>& events);
+  // Events are waiting in takeEvents() (schedules, launches and the script's output, in order).
+  void eventsReady();
+  // What the runner process itself wrote to stdout/stderr (a fatal Python error, a C library's message).
   void output(bool isStderr, const QString& text);
   void finished(const tsui::ScriptOutcome& outcome);
 
@@ -80,7 +86,8 @@ class RunnerProcess : public QObject {
 
   ts::FrameParser parser_;
   ts::EventDecoder decoder_;
-  std::vector<ts::Event> pending_;
+  std::vector<ts::Event> pending_;  // decoded, waiting for the delivery timer
+  std::vector<ts::Event> ready_;    // delivered, waiting for takeEvents()
   bool haveEnd_ = false;
   ts::RunInfo end_;
   QString lastKernel_;  // "#41 r_64_16": where a crash happened

@@ -1,5 +1,7 @@
 #include "panels/kernel_list_panel.h"
 
+#include <QAbstractTableModel>
+#include <QHash>
 #include <QHeaderView>
 
 #include "core/graph_spec.h"
@@ -7,22 +9,102 @@
 #include "widgets/code_view.h"
 
 namespace tsui {
-namespace {
 
-QTableWidgetItem* cell(const QString& text, Qt::Alignment align = Qt::AlignLeft | Qt::AlignVCenter) {
-  auto* item = new QTableWidgetItem(text);
-  item->setTextAlignment(align);
-  item->setFlags(Qt::ItemIsSelectable | Qt::ItemIsEnabled);
-  return item;
-}
+// Rows are RunModel::kernelIds() in order; cells are computed when painted.
+class KernelTableModel : public QAbstractTableModel {
+ public:
+  enum Column { Id, Name, FusedOps, OutputShape, Device, Time, ColumnCount };
 
-constexpr Qt::Alignment kNumber = Qt::AlignRight | Qt::AlignVCenter;
+  explicit KernelTableModel(const RunModel* model, QObject* parent) : QAbstractTableModel(parent), model_(model) {}
 
-}  // namespace
+  int rowCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : rows_; }
+  int columnCount(const QModelIndex& parent = {}) const override { return parent.isValid() ? 0 : ColumnCount; }
 
-KernelListPanel::KernelListPanel(const RunModel* model, QWidget* parent) : QTableWidget(parent), model_(model) {
-  setColumnCount(ColumnCount);
-  setHorizontalHeaderLabels({"#", "name", "fused ops", "output shape", "device", "time (ms)"});
+  QVariant headerData(int section, Qt::Orientation orientation, int role) const override {
+    static const char* names[] = {"#", "name", "fused ops", "output shape", "device", "time (ms)"};
+    if (orientation == Qt::Horizontal && role == Qt::DisplayRole && section >= 0 && section < ColumnCount)
+      return QString(names[section]);
+    return {};
+  }
+
+  QVariant data(const QModelIndex& index, int role) const override {
+    if (!index.isValid() || index.row() >= rows_) return {};
+    const int id = model_->kernelIds()[index.row()];
+    const ts::KernelInfo* k = model_->kernel(id);
+    const ts::KernelRunEvent* run = model_->kernelRun(id);
+    const int column = index.column();
+    switch (role) {
+      case Qt::UserRole: return id;
+      case Qt::TextAlignmentRole:
+        return column == Id || column == FusedOps || column == Time ? int(Qt::AlignRight | Qt::AlignVCenter)
+                                                                     : int(Qt::AlignLeft | Qt::AlignVCenter);
+      case Qt::FontRole:
+        if (column == Name) return CodeView::codeFont();
+        return {};
+      case Qt::ToolTipRole:
+        if (column == Name && k) {
+          QStringList reasons;
+          for (const std::string& r : k->boundary_reasons) reasons << "• " + QString::fromStdString(r);
+          return reasons.join("\n");
+        }
+        if (column == FusedOps && k) {
+          QStringList ops;
+          for (const std::string& op : k->ops) ops << QString::fromStdString(op);
+          return ops.join(", ");
+        }
+        if (column == Time && run)
+          return run->compile_cache_hit ? QString("compiled program taken from the cache")
+                                        : QString("compile: %1 ms").arg(run->compile_ms, 0, 'f', 1);
+        return {};
+      case Qt::DisplayRole:
+        switch (column) {
+          case Id: return QString::number(id);
+          case Name: return QString::fromStdString(k ? k->name : run ? run->name : std::string());
+          case FusedOps: return k ? QString::number(k->ops.size()) : QString();
+          case OutputShape: {
+            if (!k) return QString();
+            QStringList shapes;
+            for (const ts::BufferInfo& out : k->outputs) shapes << shapeText(out.shape);
+            return shapes.join(", ");
+          }
+          case Device: return QString::fromStdString(run ? run->device : k ? k->device : std::string());
+          case Time: return run ? QString::number(run->time_ms, 'f', 3) : QString();
+        }
+        return {};
+      default: return {};
+    }
+  }
+
+  void reset() {
+    beginResetModel();
+    rows_ = 0;
+    rowOfKernel_.clear();
+    endResetModel();
+  }
+  // Appends rows for kernels the RunModel has and the table does not show yet.
+  void sync() {
+    const int total = static_cast<int>(model_->kernelIds().size());
+    if (total <= rows_) return;
+    beginInsertRows({}, rows_, total - 1);
+    for (int r = rows_; r < total; ++r) rowOfKernel_.insert(model_->kernelIds()[r], r);
+    rows_ = total;
+    endInsertRows();
+  }
+  int rowOf(int kernelId) const { return rowOfKernel_.value(kernelId, -1); }
+  void changed(int kernelId) {
+    const int row = rowOf(kernelId);
+    if (row >= 0) Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1));
+  }
+
+ private:
+  const RunModel* model_;
+  int rows_ = 0;
+  QHash<int, int> rowOfKernel_;
+};
+
+KernelListPanel::KernelListPanel(const RunModel* model, QWidget* parent)
+    : QTableView(parent), table_(new KernelTableModel(model, this)) {
+  setModel(table_);
   setSelectionBehavior(SelectRows);
   setSelectionMode(SingleSelection);
   setEditTriggers(NoEditTriggers);
@@ -30,91 +112,53 @@ KernelListPanel::KernelListPanel(const RunModel* model, QWidget* parent) : QTabl
   setWordWrap(false);
   setShowGrid(false);
   verticalHeader()->hide();
+  // a fixed row height: the view never measures 50,000 rows
+  verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);
   verticalHeader()->setDefaultSectionSize(fontMetrics().height() + 6);
   horizontalHeader()->setHighlightSections(false);
   horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
-  horizontalHeader()->setSectionResizeMode(Name, QHeaderView::Stretch);  // names vary most in length
+  horizontalHeader()->setSectionResizeMode(KernelTableModel::Name, QHeaderView::Stretch);  // names vary most
   horizontalHeader()->setMinimumSectionSize(30);
-  setColumnWidth(Id, fontMetrics().horizontalAdvance("000000"));  // ids grow over a long session
-  setColumnWidth(FusedOps, 64);
-  setColumnWidth(OutputShape, 84);
-  setColumnWidth(Device, 52);
-  setColumnWidth(Time, 70);
-  connect(this, &QTableWidget::itemSelectionChanged, this, [this] {
+  setColumnWidth(KernelTableModel::Id, fontMetrics().horizontalAdvance("000000"));  // ids grow over a session
+  setColumnWidth(KernelTableModel::FusedOps, 64);
+  setColumnWidth(KernelTableModel::OutputShape, 84);
+  setColumnWidth(KernelTableModel::Device, 52);
+  setColumnWidth(KernelTableModel::Time, 70);
+  connect(selectionModel(), &QItemSelectionModel::selectionChanged, this, [this] {
     if (updatingSelection_) return;
     const int id = selectedKernel();
     if (id >= 0) Q_EMIT kernelSelected(id);
   });
 }
 
-void KernelListPanel::clearKernels() {
-  setRowCount(0);
-  rowOfKernel_.clear();
-}
+void KernelListPanel::clearKernels() { table_->reset(); }
 
-int KernelListPanel::rowFor(int kernelId) {
-  auto it = rowOfKernel_.find(kernelId);
-  if (it != rowOfKernel_.end()) return *it;
-  const int row = rowCount();
-  insertRow(row);
-  auto* id = cell(QString::number(kernelId), kNumber);
-  id->setData(Qt::UserRole, kernelId);
-  setItem(row, Id, id);
-  for (int c = Name; c < ColumnCount; ++c)
-    setItem(row, c, cell("", c == Time || c == FusedOps ? kNumber : Qt::AlignLeft | Qt::AlignVCenter));
-  item(row, Name)->setFont(CodeView::codeFont());
-  rowOfKernel_.insert(kernelId, row);
-  return row;
-}
-
-void KernelListPanel::fillFromSchedule(int row, int kernelId) {
-  const ts::KernelInfo* k = model_->kernel(kernelId);
-  if (!k) return;
-  item(row, Name)->setText(QString::fromStdString(k->name));
-  item(row, FusedOps)->setText(QString::number(k->ops.size()));
-  QStringList ops;
-  for (const std::string& op : k->ops) ops << QString::fromStdString(op);
-  item(row, FusedOps)->setToolTip(ops.join(", "));
-  QStringList shapes;
-  for (const ts::BufferInfo& out : k->outputs) shapes << shapeText(out.shape);
-  item(row, OutputShape)->setText(shapes.join(", "));
-  if (item(row, Device)->text().isEmpty()) item(row, Device)->setText(QString::fromStdString(k->device));
-  QStringList reasons;
-  for (const std::string& r : k->boundary_reasons) reasons << "• " + QString::fromStdString(r);
-  item(row, Name)->setToolTip(reasons.join("\n"));
-}
-
-void KernelListPanel::addSchedule(int scheduleIndex) {
-  setUpdatesEnabled(false);
-  for (const ts::KernelInfo& k : model_->schedules()[scheduleIndex].kernels) fillFromSchedule(rowFor(k.id), k.id);
-  setUpdatesEnabled(true);
-}
+void KernelListPanel::addSchedule(int) { table_->sync(); }
 
 void KernelListPanel::updateKernelRun(int kernelId) {
-  const ts::KernelRunEvent* run = model_->kernelRun(kernelId);
-  if (!run) return;
-  const int row = rowFor(kernelId);
-  if (item(row, Name)->text().isEmpty()) item(row, Name)->setText(QString::fromStdString(run->name));
-  item(row, Device)->setText(QString::fromStdString(run->device));
-  item(row, Time)->setText(QString::number(run->time_ms, 'f', 3));
-  item(row, Time)->setToolTip(run->compile_cache_hit ? QString("compiled program taken from the cache")
-                                                     : QString("compile: %1 ms").arg(run->compile_ms, 0, 'f', 1));
+  if (table_->rowOf(kernelId) < 0) table_->sync();
+  else table_->changed(kernelId);
 }
 
 void KernelListPanel::selectKernel(int kernelId) {
-  auto it = rowOfKernel_.find(kernelId);
-  if (it == rowOfKernel_.end()) return;
+  const int row = table_->rowOf(kernelId);
+  if (row < 0) return;
   updatingSelection_ = true;
-  selectRow(*it);
-  scrollToItem(item(*it, Id));
+  selectRow(row);
+  scrollTo(table_->index(row, 0));
   updatingSelection_ = false;
 }
 
+int KernelListPanel::kernelCount() const { return table_->rowCount(); }
+
+int KernelListPanel::kernelAt(int row) const {
+  const QVariant v = table_->index(row, 0).data(Qt::UserRole);
+  return v.isValid() ? v.toInt() : -1;
+}
+
 int KernelListPanel::selectedKernel() const {
-  const QList<QTableWidgetItem*> items = selectedItems();
-  for (QTableWidgetItem* i : items)
-    if (i->column() == Id) return i->data(Qt::UserRole).toInt();
-  return -1;
+  const QModelIndexList rows = selectionModel()->selectedRows();
+  return rows.isEmpty() ? -1 : rows.first().data(Qt::UserRole).toInt();
 }
 
 }  // namespace tsui

@@ -1,14 +1,18 @@
 // The kernel list: one row per kernel in launch order, filled in two steps — the schedule tells
 // the name, the fused ops and the output; the launch report adds the device and the time.
+//
+// A view over the RunModel (Qt's model/view): a training run has tens of thousands of kernels, and
+// rows cost nothing until they are painted, so adding 50,000 kernels is a row count, not 300,000
+// table items.
 #pragma once
-#include <QHash>
-#include <QTableWidget>
+#include <QTableView>
 
 namespace tsui {
 
 class RunModel;
+class KernelTableModel;
 
-class KernelListPanel : public QTableWidget {
+class KernelListPanel : public QTableView {
   Q_OBJECT
  public:
   explicit KernelListPanel(const RunModel* model, QWidget* parent = nullptr);
@@ -18,19 +22,16 @@ class KernelListPanel : public QTableWidget {
   void updateKernelRun(int kernelId);
   // Selects the row without emitting kernelSelected (the caller already knows).
   void selectKernel(int kernelId);
-  int kernelCount() const { return rowCount(); }
+  int kernelCount() const;
   int selectedKernel() const;
+  // The kernel id shown in `row` (Qt::UserRole of column 0), or -1.
+  int kernelAt(int row) const;
 
  signals:
   void kernelSelected(int kernelId);
 
  private:
-  enum Column { Id, Name, FusedOps, OutputShape, Device, Time, ColumnCount };
-  int rowFor(int kernelId);  // appends a row if needed
-  void fillFromSchedule(int row, int kernelId);
-
-  const RunModel* model_;
-  QHash<int, int> rowOfKernel_;
+  KernelTableModel* table_;
   bool updatingSelection_ = false;
 };
 

@@ -2,6 +2,7 @@
 // allocation per value. Output is RFC 8259 JSON (strings escaped; bytes that are not UTF-8 become U+FFFD, so that
 // every payload reads back).
 #pragma once
+#include <charconv>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -33,16 +34,8 @@ class JsonWriter {
   JsonWriter& value(const std::string& s) { return value(std::string_view(s)); }
   JsonWriter& value(bool b) { return raw(b ? "true" : "false"); }
   JsonWriter& value(int v) { return value(static_cast<int64_t>(v)); }
-  JsonWriter& value(int64_t v) {
-    char buf[24];
-    int n = std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-    return raw(std::string_view(buf, n));
-  }
-  JsonWriter& value(uint64_t v) {
-    char buf[24];
-    int n = std::snprintf(buf, sizeof buf, "%llu", static_cast<unsigned long long>(v));
-    return raw(std::string_view(buf, n));
-  }
+  JsonWriter& value(int64_t v) { return integer(v); }
+  JsonWriter& value(uint64_t v) { return integer(v); }
   JsonWriter& value(double v) {
     if (!(v == v) || v > 1e308 || v < -1e308) return raw("null");  // JSON has no NaN/Inf
     char buf[32];
@@ -62,6 +55,12 @@ class JsonWriter {
   std::string take() { return std::move(out_); }
 
  private:
+  template <typename T>
+  JsonWriter& integer(T v) {
+    char buf[24];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    return raw(std::string_view(buf, static_cast<size_t>(end - buf)));
+  }
   JsonWriter& open(char c) {
     separate();
     out_.push_back(c);
