@@ -101,6 +101,8 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "tensorscope: %s\n", qPrintable(error));
       return 2;
     }
+    std::printf("tensorscope: opened %lld events of %s in %.2f s\n", static_cast<long long>(window.lastOpenTiming().events),
+                qPrintable(args.first()), window.lastOpenTiming().seconds);
   } else if (!args.isEmpty() && !window.openFile(args.first())) {
     return 1;
   }

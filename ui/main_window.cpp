@@ -8,6 +8,7 @@
 #include <QComboBox>
 #include <QStandardItemModel>
 #include <QDateTime>
+#include <QElapsedTimer>
 #include <QDockWidget>
 #include <QDragEnterEvent>
 #include <QDropEvent>
@@ -362,6 +363,8 @@ bool MainWindow::openRecording(const QString& path, QString* error) {
     if (error) *error = "Stop the run before opening a recording.";
     return false;
   }
+  QElapsedTimer clock;
+  clock.start();
   // SQLite and the decoding run on a worker while a local event loop keeps the window painting.
   QFutureWatcher<LoadedRecording> watcher;
   QEventLoop loop;
@@ -400,6 +403,7 @@ bool MainWindow::openRecording(const QString& path, QString* error) {
                                                             QString::fromStdString(loaded.run.device),
                                                             started.toString(Qt::ISODate)),
                    ConsolePanel::Stream::Info);
+  const size_t events = loaded.events.size();
   addEvents(std::move(loaded.events));
   ScriptOutcome outcome;
   outcome.ended = QString::fromStdString(loaded.run.ended);
@@ -409,6 +413,9 @@ bool MainWindow::openRecording(const QString& path, QString* error) {
   if (loaded.run.end_time_ns > loaded.run.start_time_ns)
     outcome.seconds = (loaded.run.end_time_ns - loaded.run.start_time_ns) / 1e9;
   onRunFinished(outcome);
+  lastOpen_ = {static_cast<qint64>(events), clock.elapsed() / 1000.0};
+  console_->append(QString("  %1 events read and shown in %2 s").arg(events).arg(lastOpen_.seconds, 0, 'f', 2),
+                   ConsolePanel::Stream::Info);
   addRecent(path);
   updateTitle();
   return true;

@@ -65,6 +65,12 @@ class MainWindow : public QMainWindow {
   QString statusText() const;
   RunnerProcess* runner() const { return runner_; }
   const RunModel& model() const { return *model_; }
+  // The last opened recording: how many events, and the seconds from File ▸ Open to every panel filled.
+  struct OpenTiming {
+    qint64 events = 0;
+    double seconds = 0;
+  };
+  OpenTiming lastOpenTiming() const { return lastOpen_; }
   ScriptEditor* editor() const { return editor_; }
 
  protected:
@@ -120,6 +126,7 @@ class MainWindow : public QMainWindow {
   QAction* saveRecordingAction_ = nullptr;
   QMenu* recentMenu_ = nullptr;
   QString recordingShown_;  // the opened recording, when the panels show one instead of a run
+  OpenTiming lastOpen_;
 
   int selectedKernel_ = -1;
   int graphSchedule_ = -1;  // schedule shown when the graph is not the merged one; -1: merged
