@@ -1,6 +1,8 @@
 #include "opt/pass_manager.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <set>
 #include <sstream>
@@ -48,15 +50,33 @@ static bool random_skip(const ir::Kernel& kernel, size_t pass_index) {
   return (h >> (pass_index % 60)) & 1;
 }
 
+// Same instructions and applied opts: the listing would be the same text.
+static bool same_kernel(const ir::Kernel& a, const std::vector<ir::Inst>& insts, size_t opts) {
+  if (a.insts.size() != insts.size() || a.opts.size() != opts) return false;
+  for (size_t i = 0; i < insts.size(); i++) {
+    const ir::Inst &x = a.insts[i], &y = insts[i];
+    if (x.op != y.op || x.dtype != y.dtype || x.num_src != y.num_src || x.arg != y.arg ||
+        std::memcmp(&x.value, &y.value, sizeof x.value) != 0 || !std::equal(x.src, x.src + 3, y.src))
+      return false;
+  }
+  return true;
+}
+
 void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots) {
   static const std::set<std::string> disabled = disabled_passes();
+  std::vector<ir::Inst> before;
   for (size_t i = 0; i < pipeline().size(); i++) {
     const Pass& p = pipeline()[i];
     if (disabled.count(p.name) || random_skip(kernel, i)) continue;
+    const size_t opts = kernel.opts.size();
+    if (snapshots) before = kernel.insts;
     p.run(kernel);
     if (auto errors = ir::verify(kernel); !errors.empty())
       throw std::logic_error(std::string("IR verifier failed after pass ") + p.name + " in " + kernel.name + ": " + errors.front());
-    if (snapshots) snapshots->push_back({p.name, ir::print(kernel)});
+    if (!snapshots) continue;
+    // a pass that changed nothing (about half of them) shares the listing before it instead of printing it
+    const bool unchanged = !snapshots->empty() && same_kernel(kernel, before, opts);
+    snapshots->push_back({p.name, unchanged ? snapshots->back().ir : ir::print(kernel)});
   }
 }
 
