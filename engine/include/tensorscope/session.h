@@ -62,6 +62,10 @@ struct ScheduleEvent {
   std::vector<uint64_t> position_uids;
 };
 
+// Calls `f` on every field of `event` that holds a node uid (nodes and their sources, kernels' nodes,
+// inputs and outputs): how a schedule becomes a structure (uids to positions) and back.
+void for_each_uid(ScheduleEvent& event, const std::function<void(uint64_t&)>& f);
+
 // The schedule `structure` with position p replaced by position_uids[p] in every uid field, and the given
 // schedule id and kernel ids (one per kernel of the structure). Throws std::invalid_argument when a
 // position is out of range or the kernel ids do not match.

@@ -188,20 +188,11 @@ std::shared_ptr<const ScheduleEvent> cacheable_event(const ScheduleEvent& ev,
                                                     const std::unordered_map<uint64_t, uint32_t>& position_of_uid) {
   auto cached = std::make_shared<ScheduleEvent>(ev);
   bool complete = true;
-  auto pos = [&](uint64_t& u) {
+  for_each_uid(*cached, [&](uint64_t& u) {
     auto it = position_of_uid.find(u);
     if (it == position_of_uid.end()) complete = false;
     else u = it->second;
-  };
-  for (GraphNodeInfo& n : cached->nodes) {
-    pos(n.uid);
-    for (uint64_t& s : n.srcs) pos(s);
-  }
-  for (KernelInfo& ki : cached->kernels) {
-    for (uint64_t& u : ki.node_uids) pos(u);
-    for (BufferInfo& b : ki.inputs) pos(b.node_uid);
-    for (BufferInfo& b : ki.outputs) pos(b.node_uid);
-  }
+  });
   return complete ? cached : nullptr;
 }
 

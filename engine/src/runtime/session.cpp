@@ -26,6 +26,18 @@ void Session::emit(const Event& event) {
   for (SessionObserver* o : observers_) o->on_event(seq, event);
 }
 
+void for_each_uid(ScheduleEvent& ev, const std::function<void(uint64_t&)>& f) {
+  for (GraphNodeInfo& n : ev.nodes) {
+    f(n.uid);
+    for (uint64_t& s : n.srcs) f(s);
+  }
+  for (KernelInfo& k : ev.kernels) {
+    for (uint64_t& u : k.node_uids) f(u);
+    for (BufferInfo& b : k.inputs) f(b.node_uid);
+    for (BufferInfo& b : k.outputs) f(b.node_uid);
+  }
+}
+
 ScheduleEvent instantiate_schedule(const std::shared_ptr<const ScheduleEvent>& structure,
                                    std::vector<uint64_t> position_uids, const std::vector<int>& kernel_ids,
                                    int schedule_id) {
@@ -33,22 +45,12 @@ ScheduleEvent instantiate_schedule(const std::shared_ptr<const ScheduleEvent>& s
     throw std::invalid_argument("schedule: " + std::to_string(kernel_ids.size()) + " kernel ids for " +
                                 std::to_string(structure->kernels.size()) + " kernels");
   ScheduleEvent ev = *structure;
-  auto uid = [&](uint64_t& u) {
+  for_each_uid(ev, [&](uint64_t& u) {
     if (u >= position_uids.size()) throw std::invalid_argument("schedule: node position " + std::to_string(u) + " out of range");
     u = position_uids[u];
-  };
+  });
   ev.schedule_id = schedule_id;
-  for (GraphNodeInfo& n : ev.nodes) {
-    uid(n.uid);
-    for (uint64_t& s : n.srcs) uid(s);
-  }
-  for (size_t k = 0; k < ev.kernels.size(); k++) {
-    KernelInfo& ki = ev.kernels[k];
-    ki.id = kernel_ids[k];
-    for (uint64_t& u : ki.node_uids) uid(u);
-    for (BufferInfo& b : ki.inputs) uid(b.node_uid);
-    for (BufferInfo& b : ki.outputs) uid(b.node_uid);
-  }
+  for (size_t k = 0; k < ev.kernels.size(); k++) ev.kernels[k].id = kernel_ids[k];
   ev.structure = structure;
   ev.position_uids = std::move(position_uids);
   return ev;
