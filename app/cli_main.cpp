@@ -33,10 +33,12 @@ int usage(int code) {
   std::fprintf(code ? stderr : stdout,
                "usage:\n"
                "  tensorscope-cli run SCRIPT [--device C|INTERP|OPENCL|VULKAN|CUDA] [--out DIR] [--svg FILE]\n"
-               "                             [--record FILE.tsrec]\n"
+               "                             [--record FILE.tsrec] [--break-on-nan]\n"
                "      runs a tensor script headless; --out writes kernels.json with every kernel's IR and\n"
                "      source beside it; --svg writes the lazy graph with one cluster per kernel;\n"
-               "      --record writes the run's events to a recording (docs/recording.md)\n"
+               "      --record writes the run's events to a recording (docs/recording.md); --break-on-nan stops\n"
+               "      at the first kernel that makes a NaN or an infinity, prints it (kernel, element, the\n"
+               "      script line of the op) and exits with status 3\n"
                "  tensorscope-cli record SCRIPT -o FILE.tsrec [--device NAME]\n"
                "      runs a tensor script headless and records it\n"
                "  tensorscope-cli info FILE.tsrec\n"
@@ -158,6 +160,7 @@ void write_outputs(const ts::RunRecorder& recorder, const std::string& out_dir, 
 // `run` and `record`: the script runs in this process; `record` == true is `record` (-o FILE required).
 int cmd_run(int argc, char** argv, bool record) {
   std::string script, device, out_dir, svg, record_path;
+  bool break_on_nan = false;
   for (int i = 0; i < argc; i++) {
     std::string a = argv[i];
     auto value = [&](const char* flag) -> std::string {
@@ -172,6 +175,7 @@ int cmd_run(int argc, char** argv, bool record) {
     else if (!record && a == "--svg") svg = value("--svg");
     else if (!record && a == "--record") record_path = value("--record");
     else if (record && (a == "-o" || a == "--output")) record_path = value("-o");
+    else if (a == "--break-on-nan") break_on_nan = true;
     else if (a == "-h" || a == "--help") return usage(0);
     else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "tensorscope-cli: unknown option %s\n", a.c_str());
@@ -195,6 +199,8 @@ int cmd_run(int argc, char** argv, bool record) {
     }
   }
 
+  // read by the tensorscope module when the script imports it (tensorscope/__init__.py)
+  if (break_on_nan) setenv("TENSORSCOPE_BREAK_ON_NAN", "1", 1);
   ts::RunRecorder recorder;
   std::optional<ts::ScopedObserver> observe;
   if (!out_dir.empty() || !svg.empty() || !record) observe.emplace(&recorder);
@@ -219,6 +225,11 @@ int cmd_run(int argc, char** argv, bool record) {
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tensorscope-cli: %s\n", e.what());
     return 1;
+  }
+  if (break_on_nan && result.error.find("NonFiniteError: ") != std::string::npos) {
+    const std::string what = result.error.substr(result.error.find("NonFiniteError: ") + 16);
+    std::fprintf(stderr, "tensorscope-cli: break on NaN/Inf: %s\n", what.c_str());
+    return 3;
   }
   return result.ok ? 0 : 1;
 }

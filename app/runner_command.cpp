@@ -130,7 +130,17 @@ int cmd_runner(int argc, char** argv) {
     } else {
       end.ended = "error";
       end.exit_status = 1;
-      end.end_message = result.error + (result.error_line ? " (line " + std::to_string(result.error_line) + ")" : "");
+      // break on NaN/Inf: the line to show is the one that made the op, not the one that realized it
+      int line = result.error_line;
+      const std::string made_at = " made at " + path + ":";
+      if (size_t at = result.error.find("NonFiniteError: "); at != std::string::npos) {
+        end.end_message = "NaN/Inf: " + result.error.substr(at + 16);
+        if (size_t m = result.error.rfind(made_at); m != std::string::npos)
+          line = std::atoi(result.error.c_str() + m + made_at.size());
+      } else {
+        end.end_message = result.error;
+      }
+      if (line) end.end_message += " (line " + std::to_string(line) + ")";
     }
     streamer.finish(end);
   }

@@ -134,6 +134,12 @@ void MainWindow::buildActions() {
                               &MainWindow::runScript);
   stopAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaStop), "&Stop", QKeySequence(Qt::SHIFT | Qt::Key_F5),
                                this, &MainWindow::stopScript);
+  run->addSeparator();
+  breakOnNanAction_ = run->addAction("Break on &NaN/Inf");
+  breakOnNanAction_->setCheckable(true);
+  breakOnNanAction_->setToolTip("Stop the run at the first kernel whose output holds a NaN or an infinity, "
+                                "and mark the script line that made it");
+  connect(breakOnNanAction_, &QAction::toggled, runner_, &RunnerProcess::setBreakOnNan);
 
   QMenu* view = menuBar()->addMenu("&View");
   view->addAction("&Fit Graph", QKeySequence(Qt::CTRL | Qt::Key_0), graph_, &GraphPanel::fitGraph);
@@ -610,6 +616,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 }
 
 bool MainWindow::isRunning() const { return runner_->isRunning(); }
+void MainWindow::setBreakOnNan(bool on) { breakOnNanAction_->setChecked(on); }
 QString MainWindow::statusText() const { return runStatus_->text(); }
 bool MainWindow::isLayoutPending() const { return graphTimer_->isActive() || layout_->isBusy(); }
 int MainWindow::kernelCount() const { return kernels_->kernelCount(); }

@@ -64,6 +64,7 @@ class MainWindow : public QMainWindow {
   bool lastRunOk() const { return lastRunOk_; }
   QString statusText() const;
   RunnerProcess* runner() const { return runner_; }
+  void setBreakOnNan(bool on);
   const RunModel& model() const { return *model_; }
   // The last opened recording: how many events, and the seconds from File ▸ Open to every panel filled.
   struct OpenTiming {
@@ -124,6 +125,7 @@ class MainWindow : public QMainWindow {
   QAction* stopAction_ = nullptr;
   QAction* exportAction_ = nullptr;
   QAction* saveRecordingAction_ = nullptr;
+  QAction* breakOnNanAction_ = nullptr;
   QMenu* recentMenu_ = nullptr;
   QString recordingShown_;  // the opened recording, when the panels show one instead of a run
   OpenTiming lastOpen_;

@@ -395,6 +395,29 @@ class GuiTest : public QObject {
     QVERIFY2(window.consoleText().contains("killed 2 s after Stop"), qPrintable(window.consoleText()));
   }
 
+  // Break on NaN/Inf: the run ends at the kernel that stored the first non-finite value, that kernel is
+  // the current one, and the editor marks the line that made the op (not the line that realized it).
+  void breakOnNanStopsAtTheKernelAndMarksTheLineOfTheOp() {
+    tsui::MainWindow window;
+    window.show();
+    window.setBreakOnNan(true);
+    window.editor()->setText("from tensorscope import Tensor\nx = Tensor([1.0, 2.0, 3.0])\nprint((x * 2).numpy())\n"
+                             "y = (x - x).log()\nprint(y.numpy())\nprint('not reached')\n");
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
+    QVERIFY(!window.lastRunOk());
+    const QString status = window.statusText();
+    QVERIFY2(status.contains("NaN/Inf: kernel #") && status.contains("produced -inf at output element 0 of 3"),
+             qPrintable(status));
+    QVERIFY2(status.contains("(line 4)"), qPrintable(status));
+    QVERIFY(window.editor()->markersAtLine(3) != 0);  // line 4, 0-based in QScintilla
+    QVERIFY(window.consoleText().contains("[2. 4. 6.]"));
+    QVERIFY(!window.consoleText().contains("not reached"));
+    QCOMPARE(window.kernelCount(), 2);
+    QCOMPARE(window.selectedKernel(), window.model().kernelIds().back());
+    QVERIFY(status.contains(QString("kernel #%1 ").arg(window.selectedKernel())));
+  }
+
   // The recording of a live run holds what the window showed: opening it gives the same model.
   void aRecordingOpensAsTheLiveRunShowedIt() {
     QTemporaryDir dir;

@@ -105,6 +105,11 @@ bool RunnerProcess::start(const QString& path, const QString& source, const QStr
                    "--record", recordingPath_};
   if (!device.isEmpty()) args << "--device" << device;
   if (memoryLimitMb_ > 0) args << "--memory-limit" << QString::number(memoryLimitMb_);
+  QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+  env.remove("TENSORSCOPE_RECORD");  // the runner records through its own streamer
+  if (breakOnNan_) env.insert("TENSORSCOPE_BREAK_ON_NAN", "1");
+  else env.remove("TENSORSCOPE_BREAK_ON_NAN");
+  process_->setProcessEnvironment(env);
   process_->start(QCoreApplication::applicationDirPath() + "/tensorscope-cli", args);
   return true;
 }

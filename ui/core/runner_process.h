@@ -48,6 +48,8 @@ class RunnerProcess : public QObject {
   QString recordingPath() const { return recordingPath_; }
   // The runner's address-space limit (RLIMIT_AS) in MiB; 0: none (the default).
   void setMemoryLimitMb(int mb) { memoryLimitMb_ = mb; }
+  // Break on NaN/Inf: the run stops at the first kernel whose output holds one (NonFiniteError).
+  void setBreakOnNan(bool on) { breakOnNan_ = on; }
   // The events received since the last call, in order (moved out: the model keeps them, no copy).
   std::vector<ts::Event> takeEvents() { return std::exchange(ready_, {}); }
   // How long Stop waits for KeyboardInterrupt before killing the runner.
@@ -79,6 +81,7 @@ class RunnerProcess : public QObject {
   std::unique_ptr<QTemporaryDir> dir_;
   QString recordingPath_;
   int runNumber_ = 0, memoryLimitMb_ = 0;
+  bool breakOnNan_ = false;
   bool running_ = false, processDone_ = false, streamDone_ = false, stopRequested_ = false, killed_ = false;
   int exitCode_ = 0;
   QProcess::ExitStatus exitStatus_ = QProcess::NormalExit;

@@ -12,6 +12,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
+#include <unordered_map>
 #include <string>
 #include <variant>
 #include <vector>
@@ -116,6 +118,21 @@ struct ScriptOutputEvent {
 
 using Event = std::variant<ScheduleEvent, KernelRunEvent, ScriptOutputEvent>;
 
+// Where the script made a graph node: the innermost Python frame outside the tensorscope package (the
+// user's line, also for a node made inside nn.Linear called from it).
+struct SourceLocation {
+  std::string file;  // "" when unknown (a node made from C++, or nothing was tracking)
+  int line = 0;
+};
+
+// Raised by a launch whose output holds a NaN or an infinity while Session::break_on_nan() is on
+// (Python: tensorscope.NonFiniteError, a FloatingPointError). The message names the kernel, the first
+// such output element and the script line that made the kernel's output node.
+class NonFiniteError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class SessionObserver {
  public:
   virtual ~SessionObserver() = default;
@@ -134,12 +151,35 @@ class Session {
   int next_schedule_id() { return schedule_counter_++; }
   int next_kernel_id() { return kernel_counter_++; }
 
+  // Script lines of graph nodes. The Python module installs a locator (it walks the Python stack);
+  // while tracking is on, Graph::add asks it for every node it makes and keeps the answer by uid.
+  // Off (the default) it costs Graph::add one branch.
+  using SourceLocator = SourceLocation (*)();
+  void set_source_locator(SourceLocator locator) { locator_ = locator; }
+  void set_track_sources(bool on) { track_sources_ = on && locator_; }
+  bool tracking_sources() const { return track_sources_; }
+  void note_node_source(uint64_t uid);
+  SourceLocation source_of(uint64_t uid) const;  // file "" when unknown
+
+  // Break on NaN/Inf: after every launch the floating-point outputs are read back and checked, and the
+  // first NaN or infinity raises NonFiniteError (tensorscope-cli run --break-on-nan,
+  // TENSORSCOPE_BREAK_ON_NAN=1). Turning it on also tracks sources, for the message's script line.
+  void set_break_on_nan(bool on) {
+    break_on_nan_ = on;
+    if (on) set_track_sources(true);
+  }
+  bool break_on_nan() const { return break_on_nan_; }
+
  private:
   std::mutex mutex_;
   std::vector<SessionObserver*> observers_;
   uint64_t seq_ = 0;
   int schedule_counter_ = 0;
   int kernel_counter_ = 0;
+  SourceLocator locator_ = nullptr;
+  bool track_sources_ = false;
+  bool break_on_nan_ = false;
+  std::unordered_map<uint64_t, SourceLocation> sources_;
 };
 
 // RAII subscription.

@@ -2,6 +2,8 @@
 
 #include <sstream>
 
+#include "tensorscope/session.h"
+
 namespace ts {
 
 const char* op_name(Op op) {
@@ -41,6 +43,7 @@ NodeId Graph::add(Op op, DType dtype, const Shape& shape, std::vector<NodeId> sr
   n.value = value;
   n.device = device;
   n.uid = next_uid_++;
+  if (Session& s = Session::get(); s.tracking_sources()) s.note_node_source(n.uid);
   n.num_src = static_cast<uint8_t>(srcs.size());
   for (size_t i = 0; i < srcs.size(); i++) {
     n.src[i] = srcs[i];

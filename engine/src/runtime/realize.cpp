@@ -1,12 +1,14 @@
 #include "runtime/realize.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <stdexcept>
 #include <unordered_map>
 
 #include "ir/lower.h"
+#include "ir/ts_math.h"
 #include "opt/pass_manager.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/capture.h"
@@ -175,6 +177,38 @@ void record_launch(const CachedKernel& k, int kernel_id, std::vector<std::shared
   if (Capture* c = active_capture()) c->launches.push_back({k.name, k.device, kernel_id, k.is_copy, k.program, std::move(buffers)});
 }
 
+// Break on NaN/Inf (Session::break_on_nan): reads a kernel's output back and raises NonFiniteError at its
+// first NaN or infinity, naming the kernel, the element (flat index and coordinates) and the script line
+// that made the output node.
+void check_finite(const Buffer& out, const Node& node, int kernel_id, const std::string& kernel) {
+  if (out.dtype != DType::Float32 && out.dtype != DType::Float16) return;
+  std::vector<uint8_t> host(out.nbytes());
+  out.device->copy_out(host.data(), out.handle, host.size());
+  for (int64_t i = 0; i < out.numel; i++) {
+    float v;
+    if (out.dtype == DType::Float32) {
+      std::memcpy(&v, host.data() + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, host.data() + 2 * i, 2);
+      v = ts_half_to_float(h);
+    }
+    if (std::isfinite(v)) continue;
+    std::string index;
+    for (int64_t rest = i, d = static_cast<int64_t>(node.shape.size()) - 1; d >= 0; d--) {
+      index = std::to_string(rest % node.shape[d]) + (index.empty() ? "" : ", ") + index;
+      rest /= node.shape[d];
+    }
+    const SourceLocation where = Session::get().source_of(node.uid);
+    throw NonFiniteError("kernel #" + std::to_string(kernel_id) + " " + kernel + " produced " +
+                         (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") + " at output element " +
+                         std::to_string(i) + " of " + std::to_string(out.numel) + " (index (" + index +
+                         (node.shape.size() == 1 ? ",))" : "))") + ", computing " + op_name(node.op) + " #" +
+                         std::to_string(node.uid) +
+                         (where.file.empty() ? "" : " made at " + where.file + ":" + std::to_string(where.line)));
+  }
+}
+
 // The uid of each node of the key, by position.
 std::vector<uint64_t> position_uids(const Graph& g, const StructuralKey& key) {
   std::vector<uint64_t> uids;
@@ -233,6 +267,7 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
       ev.time_ms = ms;
       session.emit(ev);
     }
+    if (session.break_on_nan()) check_finite(*out, g[key.order[ck.output]], kernel_id, ck.name);
   }
   for (size_t k = 0; k < sched.kernels.size(); k++) g.set_realized(key.order[sched.kernels[k].output], produced[k]);
 }
@@ -430,6 +465,7 @@ void realize(const std::vector<NodeId>& targets) {
       session.emit(ev);
     }
     cached.kernels.push_back(std::move(ck));
+    if (session.break_on_nan()) check_finite(*out_buf, out, kernel_ids[k], kernel.name);
   }
   for (auto& [id, buf] : out_buffers) g.set_realized(id, buf);
 

@@ -26,6 +26,16 @@ void Session::emit(const Event& event) {
   for (SessionObserver* o : observers_) o->on_event(seq, event);
 }
 
+void Session::note_node_source(uint64_t uid) {
+  SourceLocation where = locator_();
+  if (!where.file.empty()) sources_[uid] = std::move(where);
+}
+
+SourceLocation Session::source_of(uint64_t uid) const {
+  auto it = sources_.find(uid);
+  return it == sources_.end() ? SourceLocation{} : it->second;
+}
+
 void for_each_uid(ScheduleEvent& ev, const std::function<void(uint64_t&)>& f) {
   for (GraphNodeInfo& n : ev.nodes) {
     f(n.uid);
