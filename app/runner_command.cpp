@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <condition_variable>
+#include <mutex>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -42,10 +44,66 @@ int connect_to(const std::string& socket_path) {
   return fd;
 }
 
+// Pauses the script at the engine's gate (tensorscope/session.h) when the debugger asks: at the next
+// launch (F10), at the next stop of any stage (F11), or at the next stop at all (Pause). While paused,
+// the engine's thread waits here for a command; every event before the stop has already been sent.
+class DebuggerGate : public GateHandler {
+ public:
+  DebuggerGate(int fd, bool start_paused) : fd_(fd), mode_(start_paused ? Mode::NextLaunch : Mode::Run) {}
+
+  void at_gate(const GateStop& stop) override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const bool pause = mode_ == Mode::NextStop || (mode_ == Mode::NextLaunch && stop.stage == GateStop::BeforeLaunch);
+    if (!pause || gone_) return;
+    nlohmann::json where = {{"stage", gate_stage_name(stop.stage)}, {"kernel_id", stop.kernel_id}, {"kernel", stop.kernel}};
+    const std::string frame = frame_bytes('P', where.dump());
+    if (::send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(frame.size())) return;
+    resumed_ = false;
+    wake_.wait(lock, [&] { return resumed_ || gone_; });
+  }
+
+  // {"command": "continue" | "step" (with "until": "launch" | "stage") | "pause" | "stop"}; from the
+  // command thread.
+  void command(const nlohmann::json& c) {
+    const std::string what = c.value("command", "");
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (what == "continue") {
+      mode_ = Mode::Run;
+      resume();
+    } else if (what == "step") {
+      mode_ = c.value("until", "launch") == "stage" ? Mode::NextStop : Mode::NextLaunch;
+      resume();
+    } else if (what == "pause") {
+      mode_ = Mode::NextStop;
+    } else if (what == "stop") {
+      mode_ = Mode::Run;
+      ScriptRunner::interrupt_main();  // KeyboardInterrupt at the script's next bytecode
+      resume();
+    }
+  }
+  void gone() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    gone_ = true;
+    wake_.notify_all();
+  }
+
+ private:
+  enum class Mode { Run, NextLaunch, NextStop };
+  void resume() {
+    resumed_ = true;
+    wake_.notify_all();
+  }
+  int fd_;
+  Mode mode_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool resumed_ = false, gone_ = false;
+};
+
 // Reads the debugger's commands. Runs on its own thread so that a command is heard while the script
 // holds the main thread (and the GIL) in a long engine call. When the debugger goes away (the socket
 // closes), the run is stopped the same way, and the process ends if the script does not stop.
-void read_commands(int fd, std::atomic<bool>* done) {
+void read_commands(int fd, DebuggerGate* gate, std::atomic<bool>* done) {
   FrameParser parser;
   char buf[4096];
   while (true) {
@@ -58,12 +116,13 @@ void read_commands(int fd, std::atomic<bool>* done) {
       while (parser.next(frame)) {
         if (frame.type != 'C') continue;
         const auto command = nlohmann::json::parse(frame.body, nullptr, false);
-        if (command.is_object() && command.value("command", "") == "stop") ScriptRunner::interrupt_main();
+        if (command.is_object()) gate->command(command);
       }
     } catch (const RecordingError&) {
       break;  // a garbled connection: treat as gone
     }
   }
+  gate->gone();
   if (done->load()) return;
   ScriptRunner::interrupt_main();
   for (int i = 0; i < 40 && !done->load(); i++) std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -75,8 +134,13 @@ void read_commands(int fd, std::atomic<bool>* done) {
 int cmd_runner(int argc, char** argv) {
   std::string socket_path, source_file, path, record, device;
   long memory_mb = 0;
+  bool start_paused = false;
   for (int i = 0; i < argc; i++) {
     std::string a = argv[i];
+    if (a == "--step") {
+      start_paused = true;
+      continue;
+    }
     if (i + 1 >= argc) return fail("option " + a + " needs a value");
     std::string v = argv[++i];
     if (a == "--connect") socket_path = v;
@@ -110,7 +174,9 @@ int cmd_runner(int argc, char** argv) {
   }
   info.python_version = Py_GetVersion();
   std::atomic<bool> done{false};
-  std::thread commands(read_commands, fd, &done);
+  auto* gate = new DebuggerGate(fd, start_paused);  // never freed: the detached command thread may outlive main
+  Session::get().set_gate(gate);
+  std::thread commands(read_commands, fd, gate, &done);
   commands.detach();
 
   ScriptResult result;

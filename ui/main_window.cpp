@@ -131,7 +131,17 @@ void MainWindow::buildActions() {
 
   QMenu* run = menuBar()->addMenu("&Run");
   runAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaPlay), "&Run", QKeySequence(Qt::Key_F5), this,
-                              &MainWindow::runScript);
+                              &MainWindow::continueOrRun);
+  runAction_->setToolTip("Run the script (F5); when paused, continue");
+  stepAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaSkipForward), "Step to Next &Launch",
+                               QKeySequence(Qt::Key_F10), this, &MainWindow::stepToNextLaunch);
+  stepAction_->setToolTip("Pause before the next kernel launch (F10); starts the script paused if it is not running");
+  stepIntoAction_ = run->addAction("Step &Into Next Stage", QKeySequence(Qt::Key_F11), this,
+                                   &MainWindow::stepIntoNextStage);
+  stepIntoAction_->setToolTip("Pause at the next stage: schedule, launch, after the launch (F11)");
+  pauseAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaPause), "&Pause", QKeySequence(Qt::Key_Pause), this,
+                                [this] { runner_->pause(); });
+  pauseAction_->setToolTip("Pause the running script at the engine's next stop (Pause)");
   stopAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaStop), "&Stop", QKeySequence(Qt::SHIFT | Qt::Key_F5),
                                this, &MainWindow::stopScript);
   run->addSeparator();
@@ -163,6 +173,8 @@ void MainWindow::buildActions() {
   bar->addAction(saveAction);
   bar->addSeparator();
   bar->addAction(runAction_);
+  bar->addAction(stepAction_);
+  bar->addAction(pauseAction_);
   bar->addAction(stopAction_);
   bar->addSeparator();
   bar->addWidget(new QLabel(" Device "));
@@ -192,6 +204,11 @@ void MainWindow::connectEngine() {
     console_->append(text, isStderr ? ConsolePanel::Stream::Stderr : ConsolePanel::Stream::Stdout);
   });
   connect(runner_, &RunnerProcess::finished, this, &MainWindow::onRunFinished);
+  connect(runner_, &RunnerProcess::paused, this, &MainWindow::onPaused);
+  connect(runner_, &RunnerProcess::resumed, this, [this] {
+    runStatus_->setText("Running…");
+    updateActions();
+  });
 
   connect(graphTimer_, &QTimer::timeout, this, &MainWindow::rebuildGraph);
   connect(layout_, &LayoutScheduler::laidOut, graph_, &GraphPanel::showLayout);
@@ -211,7 +228,38 @@ void MainWindow::connectEngine() {
 
 // ---- running ----------------------------------------------------------------------------------
 
-void MainWindow::runScript() {
+void MainWindow::runScript() { startRun(false); }
+
+// F5: continue a paused run, else run.
+void MainWindow::continueOrRun() {
+  if (runner_->isPaused()) runner_->continueRun();
+  else startRun(false);
+}
+
+// F10 / F11: step a paused run; a script that is not running starts paused before its first launch.
+void MainWindow::stepToNextLaunch() {
+  if (runner_->isPaused()) runner_->stepToNextLaunch();
+  else startRun(true);
+}
+
+void MainWindow::stepIntoNextStage() {
+  if (runner_->isPaused()) runner_->stepIntoNextStage();
+  else startRun(true);
+}
+
+void MainWindow::onPaused() {
+  const RunnerProcess::PausePoint& at = runner_->pausePoint();
+  QString where = at.stage;
+  if (at.kernelId >= 0) {
+    where += QString(" of kernel #%1 %2").arg(at.kernelId).arg(at.kernel);
+    if (model_->kernel(at.kernelId) || model_->kernelRun(at.kernelId)) selectKernel(at.kernelId, true);
+  }
+  runStatus_->setText("Paused " + where);
+  console_->append("⏸ paused " + where, ConsolePanel::Stream::Info);
+  updateActions();
+}
+
+void MainWindow::startRun(bool stepping) {
   if (runner_->isRunning()) return;
   resetRun();
   const QString path = editor_->filePath().isEmpty() ? "untitled.py" : editor_->filePath();
@@ -219,7 +267,7 @@ void MainWindow::runScript() {
                    ConsolePanel::Stream::Info);
   runStatus_->setText("Running…");
   recordingShown_.clear();
-  runner_->start(path, editor_->text(), device_->currentData().toString());
+  runner_->start(path, editor_->text(), device_->currentData().toString(), stepping);
   updateActions();
 }
 
@@ -602,8 +650,12 @@ void MainWindow::updateTitle() {
 }
 
 void MainWindow::updateActions() {
-  const bool running = runner_->isRunning();
-  runAction_->setEnabled(!running);
+  const bool running = runner_->isRunning(), paused = runner_->isPaused();
+  runAction_->setEnabled(!running || paused);
+  runAction_->setText(paused ? "&Continue" : "&Run");
+  stepAction_->setEnabled(!running || paused);
+  stepIntoAction_->setEnabled(!running || paused);
+  pauseAction_->setEnabled(running && !paused);
   stopAction_->setEnabled(running);
   saveRecordingAction_->setEnabled(!running && (!recordingShown_.isEmpty() || !runner_->recordingPath().isEmpty()));
   device_->setEnabled(!running);

@@ -49,6 +49,12 @@ class MainWindow : public QMainWindow {
   void setDevice(const QString& device);
   void runScript();
   void stopScript();
+  // The debugger keys: F5 continue (or run), F10 step to the next kernel launch, F11 step into the
+  // next stage; a script that is not running starts paused before its first launch.
+  void continueOrRun();
+  void stepToNextLaunch();
+  void stepIntoNextStage();
+  bool isPaused() const { return runner_->isPaused(); }
   // Renders the shown graph to a standalone SVG at `path` (graphviz runs on a worker thread while
   // a progress dialog keeps the window alive).
   bool exportSvg(const QString& path, QString* error);
@@ -85,6 +91,8 @@ class MainWindow : public QMainWindow {
   void onScheduleAdded(int scheduleIndex);
   void onKernelRunAdded(int kernelId);
   void onRunFinished(const ScriptOutcome& outcome);
+  void onPaused();
+  void startRun(bool stepping);
   void addEvents(std::vector<ts::Event> events);
   void onLayout(const GraphLayout& layout);
   void selectKernel(int kernelId, bool centreGraph);
@@ -123,6 +131,9 @@ class MainWindow : public QMainWindow {
 
   QAction* runAction_ = nullptr;
   QAction* stopAction_ = nullptr;
+  QAction* stepAction_ = nullptr;
+  QAction* stepIntoAction_ = nullptr;
+  QAction* pauseAction_ = nullptr;
   QAction* exportAction_ = nullptr;
   QAction* saveRecordingAction_ = nullptr;
   QAction* breakOnNanAction_ = nullptr;

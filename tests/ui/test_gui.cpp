@@ -2,6 +2,9 @@
 // events; the last ones drive the real window through real runs of samples/quickstart.py.
 #include <QComboBox>
 #include <QDir>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QElapsedTimer>
 #include <QProcess>
 #include <QFile>
@@ -393,6 +396,66 @@ class GuiTest : public QObject {
     QVERIFY(clock.elapsed() < 5000);  // KeyboardInterrupt cannot reach C code: killed after 2 s
     QVERIFY2(window.statusText().contains("Stopped"), qPrintable(window.statusText()));
     QVERIFY2(window.consoleText().contains("killed 2 s after Stop"), qPrintable(window.consoleText()));
+  }
+
+  // F10 through samples/quickstart.py pauses before every launch, in the order the CLI launches them
+  // (kernels.json), with the paused kernel current in every panel; then the run finishes.
+  void f10StepsThroughEveryLaunchInOrder() {
+    QTemporaryDir dir;
+    QProcess cli;
+    cli.start(QCoreApplication::applicationDirPath() + "/tensorscope-cli", {"run", kQuickstart, "--out", dir.path()});
+    QVERIFY(cli.waitForFinished(kRunTimeoutMs));
+    QCOMPARE(cli.exitCode(), 0);
+    QFile manifest(dir.filePath("kernels.json"));
+    QVERIFY(manifest.open(QIODevice::ReadOnly));
+    QStringList expected;
+    for (const QJsonValue k : QJsonDocument::fromJson(manifest.readAll()).object().value("kernels").toArray())
+      expected << QString("#%1 %2").arg(k.toObject().value("id").toInt()).arg(k.toObject().value("name").toString());
+    QVERIFY(!expected.isEmpty());
+
+    tsui::MainWindow window;
+    window.show();
+    window.activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(&window));
+    QVERIFY(window.openScript(kQuickstart));
+    QStringList stepped;
+    QTest::keyClick(&window, Qt::Key_F10);  // not running: starts paused before the first launch
+    for (int guard = 0; guard < 100; ++guard) {
+      QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
+      if (!window.isRunning()) break;
+      const auto& at = window.runner()->pausePoint();
+      QCOMPARE(at.stage, QString("before launch"));
+      stepped << QString("#%1 %2").arg(at.kernelId).arg(at.kernel);
+      QCOMPARE(window.selectedKernel(), at.kernelId);  // every panel follows the paused kernel
+      QVERIFY2(window.statusText().startsWith("Paused before launch of kernel #"), qPrintable(window.statusText()));
+      QTest::keyClick(&window, Qt::Key_F10);
+    }
+    QCOMPARE(stepped, expected);
+    QVERIFY(window.lastRunOk());
+    QVERIFY(window.consoleText().contains("[[ 2.  2.  2.]"));
+  }
+
+  // F11 stops at every stage (before each schedule, before and after each launch); Stop while paused
+  // ends the run and leaves the debugger usable.
+  void f11StopsAtEveryStageAndStopWhilePausedEnds() {
+    tsui::MainWindow window;
+    window.show();
+    QVERIFY(window.openScript(kQuickstart));
+    window.stepIntoNextStage();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused(), kRunTimeoutMs);
+    QStringList stages;
+    for (int i = 0; i < 3; ++i) {
+      window.stepIntoNextStage();
+      QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
+      stages << window.runner()->pausePoint().stage;
+    }
+    QCOMPARE(stages, (QStringList{"after launch", "before schedule", "before launch"}));
+    window.stopScript();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), 10000);
+    QVERIFY2(window.statusText().contains("Stopped"), qPrintable(window.statusText()));
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QVERIFY(window.lastRunOk());
   }
 
   // Break on NaN/Inf: the run ends at the kernel that stored the first non-finite value, that kernel is

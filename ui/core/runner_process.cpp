@@ -2,6 +2,8 @@
 
 #include <QCoreApplication>
 #include <QFile>
+#include <QJsonDocument>
+#include <QJsonObject>
 #include <QLocalServer>
 #include <QLocalSocket>
 #include <QRegularExpression>
@@ -41,9 +43,10 @@ RunnerProcess::~RunnerProcess() {
   }
 }
 
-bool RunnerProcess::start(const QString& path, const QString& source, const QString& device) {
+bool RunnerProcess::start(const QString& path, const QString& source, const QString& device, bool stepping) {
   if (running_) return false;
   running_ = true;
+  paused_ = false;
   processDone_ = streamDone_ = stopRequested_ = killed_ = haveEnd_ = false;
   exitCode_ = 0;
   exitStatus_ = QProcess::NormalExit;
@@ -105,6 +108,7 @@ bool RunnerProcess::start(const QString& path, const QString& source, const QStr
                    "--record", recordingPath_};
   if (!device.isEmpty()) args << "--device" << device;
   if (memoryLimitMb_ > 0) args << "--memory-limit" << QString::number(memoryLimitMb_);
+  if (stepping) args << "--step";
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.remove("TENSORSCOPE_RECORD");  // the runner records through its own streamer
   if (breakOnNan_) env.insert("TENSORSCOPE_BREAK_ON_NAN", "1");
@@ -114,12 +118,45 @@ bool RunnerProcess::start(const QString& path, const QString& source, const QStr
   return true;
 }
 
+void RunnerProcess::sendCommand(const QByteArray& json) {
+  if (socket_ && socket_->state() == QLocalSocket::ConnectedState)
+    socket_->write(QByteArray::fromStdString(ts::frame_bytes('C', json.toStdString())));
+}
+
 void RunnerProcess::stop() {
   if (!running_ || stopRequested_) return;
   stopRequested_ = true;
-  if (socket_ && socket_->state() == QLocalSocket::ConnectedState)
-    socket_->write(QByteArray::fromStdString(ts::frame_bytes('C', R"({"command":"stop"})")));
+  sendCommand(R"({"command":"stop"})");
+  if (paused_) {
+    paused_ = false;
+    Q_EMIT resumed();
+  }
   killTimer_.start(kStopGraceMs);
+}
+
+void RunnerProcess::continueRun() {
+  if (!paused_) return;
+  paused_ = false;
+  sendCommand(R"({"command":"continue"})");
+  Q_EMIT resumed();
+}
+
+void RunnerProcess::stepToNextLaunch() {
+  if (!paused_) return;
+  paused_ = false;
+  sendCommand(R"({"command":"step","until":"launch"})");
+  Q_EMIT resumed();
+}
+
+void RunnerProcess::stepIntoNextStage() {
+  if (!paused_) return;
+  paused_ = false;
+  sendCommand(R"({"command":"step","until":"stage"})");
+  Q_EMIT resumed();
+}
+
+void RunnerProcess::pause() {
+  if (running_ && !paused_) sendCommand(R"({"command":"pause"})");
 }
 
 void RunnerProcess::onConnection() {
@@ -161,6 +198,15 @@ void RunnerProcess::onReadyRead() {
           end_ = ts::run_info_from_json(frame.body);
           haveEnd_ = true;
           break;
+        case 'P': {  // paused at the gate: show everything before the stop, then say where
+          const QJsonObject where = QJsonDocument::fromJson(QByteArray::fromStdString(frame.body)).object();
+          pausePoint_ = {where.value("stage").toString(), where.value("kernel_id").toInt(-1),
+                         where.value("kernel").toString()};
+          deliver();
+          paused_ = true;
+          Q_EMIT paused();
+          break;
+        }
         default: throw ts::RecordingError("connection: a frame of unknown type");
       }
     }
@@ -216,6 +262,7 @@ void RunnerProcess::onProcessFinished(int exitCode, QProcess::ExitStatus status)
 void RunnerProcess::finishIfDone() {
   if (!running_ || !processDone_ || !streamDone_) return;
   running_ = false;
+  paused_ = false;
   killTimer_.stop();
   deliver();
 

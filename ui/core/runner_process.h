@@ -41,9 +41,23 @@ class RunnerProcess : public QObject {
 
   // Starts a run of `source` (the editor's text) as the script `path` on `device`. Returns false (and
   // emits nothing) when a run is going on; a runner that cannot start is reported through finished().
-  bool start(const QString& path, const QString& source, const QString& device);
+  // `stepping`: pause before the first kernel launch (F10 on a script that is not running).
+  bool start(const QString& path, const QString& source, const QString& device, bool stepping = false);
   void stop();
   bool isRunning() const { return running_; }
+
+  // The gate (issue 12): where the runner is paused, and the commands that move it on.
+  struct PausePoint {
+    QString stage;  // "before launch", "after launch", "before schedule"
+    int kernelId = -1;
+    QString kernel;
+  };
+  bool isPaused() const { return paused_; }
+  const PausePoint& pausePoint() const { return pausePoint_; }
+  void continueRun();          // F5
+  void stepToNextLaunch();     // F10
+  void stepIntoNextStage();    // F11
+  void pause();                // pauses at the next stop of any stage
   // The recording of the current or last run ("" before the first), complete once finished() came.
   QString recordingPath() const { return recordingPath_; }
   // The runner's address-space limit (RLIMIT_AS) in MiB; 0: none (the default).
@@ -65,6 +79,9 @@ class RunnerProcess : public QObject {
   // What the runner process itself wrote to stdout/stderr (a fatal Python error, a C library's message).
   void output(bool isStderr, const QString& text);
   void finished(const tsui::ScriptOutcome& outcome);
+  // The runner waits at the gate; every event before the stop has been delivered (takeEvents()).
+  void paused();
+  void resumed();
 
  private:
   void onConnection();
@@ -73,6 +90,7 @@ class RunnerProcess : public QObject {
   void onProcessFinished(int exitCode, QProcess::ExitStatus status);
   void finishIfDone();
   void fail(const QString& message);  // a protocol error: the runner is killed, the run ends
+  void sendCommand(const QByteArray& json);
 
   QLocalServer* server_ = nullptr;
   QLocalSocket* socket_ = nullptr;
@@ -82,6 +100,8 @@ class RunnerProcess : public QObject {
   QString recordingPath_;
   int runNumber_ = 0, memoryLimitMb_ = 0;
   bool breakOnNan_ = false;
+  bool paused_ = false;
+  PausePoint pausePoint_;
   bool running_ = false, processDone_ = false, streamDone_ = false, stopRequested_ = false, killed_ = false;
   int exitCode_ = 0;
   QProcess::ExitStatus exitStatus_ = QProcess::NormalExit;

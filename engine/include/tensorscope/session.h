@@ -133,6 +133,22 @@ class NonFiniteError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// The gate: where the engine can pause between stages when a debugger asks (issue 12). The engine calls
+// the installed GateHandler at each stop, on the engine's thread; the handler returns when the run may
+// go on (it may block: the debugger's runner waits there for step/continue). No handler: one branch.
+struct GateStop {
+  enum Stage { BeforeSchedule, BeforeLaunch, AfterLaunch } stage = BeforeSchedule;
+  int kernel_id = -1;  // BeforeLaunch / AfterLaunch: the kernel (KernelInfo::id)
+  std::string kernel;  // its name
+};
+const char* gate_stage_name(GateStop::Stage stage);  // "before schedule", "before launch", "after launch"
+
+class GateHandler {
+ public:
+  virtual ~GateHandler() = default;
+  virtual void at_gate(const GateStop& stop) = 0;
+};
+
 class SessionObserver {
  public:
   virtual ~SessionObserver() = default;
@@ -170,6 +186,12 @@ class Session {
   }
   bool break_on_nan() const { return break_on_nan_; }
 
+  void set_gate(GateHandler* gate) { gate_ = gate; }
+  // Calls the gate handler, if any, at a stop.
+  void gate(GateStop::Stage stage, int kernel_id = -1, const std::string& kernel = {}) {
+    if (gate_) gate_->at_gate({stage, kernel_id, kernel});
+  }
+
  private:
   std::mutex mutex_;
   std::vector<SessionObserver*> observers_;
@@ -179,6 +201,7 @@ class Session {
   SourceLocator locator_ = nullptr;
   bool track_sources_ = false;
   bool break_on_nan_ = false;
+  GateHandler* gate_ = nullptr;
   std::unordered_map<uint64_t, SourceLocation> sources_;
 };
 

@@ -255,6 +255,7 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
     if (!ck.is_copy && ck.numel == 0) continue;
     std::vector<std::shared_ptr<Buffer>> bufs{out};
     for (uint32_t in : ck.inputs) bufs.push_back(buffer_of(in));
+    session.gate(GateStop::BeforeLaunch, kernel_id, ck.name);
     const double ms = ck.is_copy ? copy_buffer(*bufs[1], *bufs[0]) : launch_program(*ck.program, bufs);
     record_launch(ck, kernel_id, std::move(bufs));
     if (observed) {
@@ -268,6 +269,7 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
       session.emit(ev);
     }
     if (session.break_on_nan()) check_finite(*out, g[key.order[ck.output]], kernel_id, ck.name);
+    session.gate(GateStop::AfterLaunch, kernel_id, ck.name);
   }
   for (size_t k = 0; k < sched.kernels.size(); k++) g.set_realized(key.order[sched.kernels[k].output], produced[k]);
 }
@@ -300,6 +302,7 @@ void realize(const std::vector<NodeId>& targets) {
     if (!g[t].realized()) todo.push_back(t);
   if (todo.empty()) return;
   Session& session = Session::get();
+  session.gate(GateStop::BeforeSchedule);
   const bool observed = session.observed();
 
   // A structure seen before runs its cached kernels. With an observer, the entry must also hold the
@@ -381,6 +384,7 @@ void realize(const std::vector<NodeId>& targets) {
     if (item.is_copy) {
       auto src = buffer_of(item.inputs[0]);
       auto dst = pooled_buffer(dev_index, out.dtype, ck.numel);
+      session.gate(GateStop::BeforeLaunch, kernel_ids[k], item.name);
       double ms = copy_buffer(*src, *dst);
       out_buffers[item.output] = dst;
       record_launch(ck, kernel_ids[k], {dst, src});
@@ -394,6 +398,7 @@ void realize(const std::vector<NodeId>& targets) {
         session.emit(ev);
       }
       cached.kernels.push_back(std::move(ck));
+      session.gate(GateStop::AfterLaunch, kernel_ids[k], item.name);
       continue;
     }
     for (NodeId in : item.inputs)
@@ -432,6 +437,7 @@ void realize(const std::vector<NodeId>& targets) {
     ck.program = it->second;
     std::vector<std::shared_ptr<Buffer>> bufs{out_buf};
     for (NodeId in : item.inputs) bufs.push_back(buffer_of(in));
+    session.gate(GateStop::BeforeLaunch, kernel_ids[k], kernel.name);
     double ms = launch_program(*ck.program, bufs);
     record_launch(ck, kernel_ids[k], std::move(bufs));
 
@@ -466,6 +472,7 @@ void realize(const std::vector<NodeId>& targets) {
     }
     cached.kernels.push_back(std::move(ck));
     if (session.break_on_nan()) check_finite(*out_buf, out, kernel_ids[k], kernel.name);
+    session.gate(GateStop::AfterLaunch, kernel_ids[k], kernel.name);
   }
   for (auto& [id, buf] : out_buffers) g.set_realized(id, buf);
 

@@ -26,6 +26,15 @@ void Session::emit(const Event& event) {
   for (SessionObserver* o : observers_) o->on_event(seq, event);
 }
 
+const char* gate_stage_name(GateStop::Stage stage) {
+  switch (stage) {
+    case GateStop::BeforeSchedule: return "before schedule";
+    case GateStop::BeforeLaunch: return "before launch";
+    case GateStop::AfterLaunch: return "after launch";
+  }
+  return "?";
+}
+
 void Session::note_node_source(uint64_t uid) {
   SourceLocation where = locator_();
   if (!where.file.empty()) sources_[uid] = std::move(where);
