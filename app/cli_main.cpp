@@ -88,7 +88,7 @@ class Recording : public ts::SessionObserver {
  public:
   // Throws RecordingError when the file cannot be created, std::invalid_argument for an unknown device.
   Recording(const std::string& path, const std::string& script, const std::string& text, const std::string& device)
-      : path_(path), streamer_(ts::new_run_info(script, text, {script}, device), path, -1) {
+      : path_(path), script_(script), streamer_(ts::new_run_info(script, text, {script}, device), path, -1) {
     observe_.emplace(this);
   }
   void on_event(uint64_t seq, const ts::Event& event) override {
@@ -99,24 +99,12 @@ class Recording : public ts::SessionObserver {
   // Says how the run ended, closes the file and reports on stderr.
   void finish(const ts::ScriptResult& result) {
     observe_.reset();
-    ts::RunInfo end;
-    if (result.ok) {
-      end.ended = "finished";
-    } else if (result.error.rfind("KeyboardInterrupt", 0) == 0) {
-      end.ended = "stopped";
-      end.end_message = "stopped (KeyboardInterrupt)";
-    } else {  // as the runner and TENSORSCOPE_RECORD say it: "ValueError: boom (line 4)"
-      end.ended = "error";
-      end.exit_status = 1;
-      end.end_message = result.error + (result.error_line ? " (line " + std::to_string(result.error_line) + ")" : "");
-    }
-    end.end_time_ns = ts::wall_clock_ns();
-    streamer_.finish(end);
+    streamer_.finish(ts::how_it_ended(result, script_));
     std::fprintf(stderr, "tensorscope-cli: recorded %zu event(s) to %s\n", events_, path_.c_str());
   }
 
  private:
-  std::string path_;
+  std::string path_, script_;
   ts::EventStreamer streamer_;
   std::optional<ts::ScopedObserver> observe_;
   size_t events_ = 0;
@@ -203,7 +191,7 @@ int cmd_run(int argc, char** argv, bool record) {
   if (break_on_nan) setenv("TENSORSCOPE_BREAK_ON_NAN", "1", 1);
   ts::RunRecorder recorder;
   std::optional<ts::ScopedObserver> observe;
-  if (!out_dir.empty() || !svg.empty() || !record) observe.emplace(&recorder);
+  if (!out_dir.empty() || !svg.empty()) observe.emplace(&recorder);  // unobserved, a run costs nothing extra
   // A recorded run takes Python's SIGINT handler, so that Ctrl-C stops the script (KeyboardInterrupt)
   // and the recording still says how the run ended ("stopped").
   ts::ScriptRunner::initialize({ts::ScriptRunner::default_python_path()}, /*signal_handlers=*/!record_path.empty());

@@ -186,29 +186,7 @@ int cmd_runner(int argc, char** argv) {
     // Script output travels as events (ScriptOutputEvent); nothing is echoed to this process's stdout.
     result = ScriptRunner::run(path, info.script_text, device, {});
     Session::get().unsubscribe(&streamer);
-    RunInfo end;
-    end.end_time_ns = wall_clock_ns();
-    if (result.ok) {
-      end.ended = "finished";
-    } else if (result.error.rfind("KeyboardInterrupt", 0) == 0) {
-      end.ended = "stopped";
-      end.end_message = "stopped";
-    } else {
-      end.ended = "error";
-      end.exit_status = 1;
-      // break on NaN/Inf: the line to show is the one that made the op, not the one that realized it
-      int line = result.error_line;
-      const std::string made_at = " made at " + path + ":";
-      if (size_t at = result.error.find("NonFiniteError: "); at != std::string::npos) {
-        end.end_message = "NaN/Inf: " + result.error.substr(at + 16);
-        if (size_t m = result.error.rfind(made_at); m != std::string::npos)
-          line = std::atoi(result.error.c_str() + m + made_at.size());
-      } else {
-        end.end_message = result.error;
-      }
-      if (line) end.end_message += " (line " + std::to_string(line) + ")";
-    }
-    streamer.finish(end);
+    streamer.finish(how_it_ended(result, path));
   }
   done = true;
   ::shutdown(fd, SHUT_RDWR);

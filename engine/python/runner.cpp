@@ -140,4 +140,29 @@ void ScriptRunner::interrupt() {
 
 void ScriptRunner::interrupt_main() { PyErr_SetInterrupt(); }
 
+RunInfo how_it_ended(const ScriptResult& result, const std::string& path) {
+  RunInfo end;
+  end.end_time_ns = wall_clock_ns();
+  if (result.ok) {
+    end.ended = "finished";
+  } else if (result.error.rfind("KeyboardInterrupt", 0) == 0) {
+    end.ended = "stopped";
+    end.end_message = "stopped (KeyboardInterrupt)";
+  } else {
+    end.ended = "error";
+    end.exit_status = 1;
+    int line = result.error_line;
+    end.end_message = result.error;
+    // break on NaN/Inf: the line to show is the one that made the op, not the one that realized it
+    if (size_t at = result.error.find("NonFiniteError: "); at != std::string::npos) {
+      end.end_message = "NaN/Inf: " + result.error.substr(at + 16);
+      const std::string made_at = " made at " + path + ":";
+      if (size_t m = result.error.rfind(made_at); m != std::string::npos)
+        line = std::atoi(result.error.c_str() + m + made_at.size());
+    }
+    if (line) end.end_message += " (line " + std::to_string(line) + ")";
+  }
+  return end;
+}
+
 }  // namespace ts

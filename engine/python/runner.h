@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "tensorscope/recording.h"
+
 namespace ts {
 
 struct ScriptResult {
@@ -18,6 +20,11 @@ struct ScriptResult {
   std::string traceback;  // the formatted Python traceback; empty when ok
   int error_line = 0;     // line in the script where the error was raised (0: unknown)
 };
+
+// How a run of `path` ended, as a recording says it (RunInfo::ended and the fields after it):
+// "finished"; "stopped"; "error" with "ValueError: boom (line 4)"; a NonFiniteError (break on NaN/Inf)
+// as "NaN/Inf: kernel #1 E_3 produced -inf ... (line 6)", the line that made the op.
+RunInfo how_it_ended(const ScriptResult& result, const std::string& path);
 
 class ScriptRunner {
  public:
