@@ -45,25 +45,29 @@ int connect_to(const std::string& socket_path) {
 }
 
 // Pauses the script at the engine's gate (tensorscope/session.h) when the debugger asks: at the next
-// launch (F10), at the next stop of any stage (F11), or at the next stop at all (Pause). While paused,
+// launch (F10), at the next stop of any stage (F11, Pause), or at the end of the schedule (Shift+F11). While paused,
 // the engine's thread waits here for a command; every event before the stop has already been sent.
 class DebuggerGate : public GateHandler {
  public:
-  DebuggerGate(int fd, bool start_paused) : fd_(fd), mode_(start_paused ? Mode::NextLaunch : Mode::Run) {}
+  // `step`: "" runs; "launch" pauses before the first launch, "stage" at the first stop
+  DebuggerGate(int fd, const std::string& step)
+      : fd_(fd), mode_(step == "launch" ? Mode::NextLaunch : step == "stage" ? Mode::NextStop : Mode::Run) {}
 
   void at_gate(const GateStop& stop) override {
     std::unique_lock<std::mutex> lock(mutex_);
-    const bool pause = mode_ == Mode::NextStop || (mode_ == Mode::NextLaunch && stop.stage == GateStop::BeforeLaunch);
+    const bool pause = mode_ == Mode::NextStop || (mode_ == Mode::NextLaunch && stop.stage == GateStop::BeforeLaunch) ||
+                       (mode_ == Mode::EndOfSchedule && stop.stage == GateStop::AfterSchedule);
     if (!pause || gone_) return;
-    nlohmann::json where = {{"stage", gate_stage_name(stop.stage)}, {"kernel_id", stop.kernel_id}, {"kernel", stop.kernel}};
+    nlohmann::json where = {{"stage", gate_stage_name(stop.stage)}, {"kernel_id", stop.kernel_id},
+                            {"kernel", stop.kernel}, {"detail", stop.detail}};
     const std::string frame = frame_bytes('P', where.dump());
     if (::send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(frame.size())) return;
     resumed_ = false;
     wake_.wait(lock, [&] { return resumed_ || gone_; });
   }
 
-  // {"command": "continue" | "step" (with "until": "launch" | "stage") | "pause" | "stop"}; from the
-  // command thread.
+  // {"command": "continue" | "step" (with "until": "launch" | "stage" | "schedule end") | "pause" |
+  // "stop"}; from the command thread.
   void command(const nlohmann::json& c) {
     const std::string what = c.value("command", "");
     std::lock_guard<std::mutex> lock(mutex_);
@@ -71,7 +75,8 @@ class DebuggerGate : public GateHandler {
       mode_ = Mode::Run;
       resume();
     } else if (what == "step") {
-      mode_ = c.value("until", "launch") == "stage" ? Mode::NextStop : Mode::NextLaunch;
+      const std::string until = c.value("until", "launch");
+      mode_ = until == "stage" ? Mode::NextStop : until == "schedule end" ? Mode::EndOfSchedule : Mode::NextLaunch;
       resume();
     } else if (what == "pause") {
       mode_ = Mode::NextStop;
@@ -88,7 +93,7 @@ class DebuggerGate : public GateHandler {
   }
 
  private:
-  enum class Mode { Run, NextLaunch, NextStop };
+  enum class Mode { Run, NextLaunch, NextStop, EndOfSchedule };
   void resume() {
     resumed_ = true;
     wake_.notify_all();
@@ -134,13 +139,9 @@ void read_commands(int fd, DebuggerGate* gate, std::atomic<bool>* done) {
 int cmd_runner(int argc, char** argv) {
   std::string socket_path, source_file, path, record, device;
   long memory_mb = 0;
-  bool start_paused = false;
+  std::string step;
   for (int i = 0; i < argc; i++) {
     std::string a = argv[i];
-    if (a == "--step") {
-      start_paused = true;
-      continue;
-    }
     if (i + 1 >= argc) return fail("option " + a + " needs a value");
     std::string v = argv[++i];
     if (a == "--connect") socket_path = v;
@@ -149,6 +150,7 @@ int cmd_runner(int argc, char** argv) {
     else if (a == "--record") record = v;
     else if (a == "--device") device = v;
     else if (a == "--memory-limit") memory_mb = std::atol(v.c_str());
+    else if (a == "--step" && (v == "launch" || v == "stage")) step = v;
     else return fail("unknown option " + a);
   }
   if (socket_path.empty() || source_file.empty()) return fail("usage: runner --connect SOCKET --source FILE [...]");
@@ -174,7 +176,7 @@ int cmd_runner(int argc, char** argv) {
   }
   info.python_version = Py_GetVersion();
   std::atomic<bool> done{false};
-  auto* gate = new DebuggerGate(fd, start_paused);  // never freed: the detached command thread may outlive main
+  auto* gate = new DebuggerGate(fd, step);  // never freed: the detached command thread may outlive main
   Session::get().set_gate(gate);
   std::thread commands(read_commands, fd, gate, &done);
   commands.detach();

@@ -138,7 +138,11 @@ void MainWindow::buildActions() {
   stepAction_->setToolTip("Pause before the next kernel launch (F10); starts the script paused if it is not running");
   stepIntoAction_ = run->addAction("Step &Into Next Stage", QKeySequence(Qt::Key_F11), this,
                                    &MainWindow::stepIntoNextStage);
-  stepIntoAction_->setToolTip("Pause at the next stage: schedule, launch, after the launch (F11)");
+  stepIntoAction_->setToolTip("Pause at the next stage: schedule, lowering, each pass, compile, launch (F11)");
+  stepOutAction_ = run->addAction("Step to End of &Schedule", QKeySequence(Qt::SHIFT | Qt::Key_F11), this, [this] {
+    if (runner_->isPaused()) runner_->stepToScheduleEnd();
+  });
+  stepOutAction_->setToolTip("Run the rest of the current schedule and pause after it (Shift+F11)");
   pauseAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaPause), "&Pause", QKeySequence(Qt::Key_Pause), this,
                                 [this] { runner_->pause(); });
   pauseAction_->setToolTip("Pause the running script at the engine's next stop (Pause)");
@@ -228,28 +232,29 @@ void MainWindow::connectEngine() {
 
 // ---- running ----------------------------------------------------------------------------------
 
-void MainWindow::runScript() { startRun(false); }
+void MainWindow::runScript() { startRun(RunnerProcess::Start::Running); }
 
 // F5: continue a paused run, else run.
 void MainWindow::continueOrRun() {
   if (runner_->isPaused()) runner_->continueRun();
-  else startRun(false);
+  else startRun(RunnerProcess::Start::Running);
 }
 
-// F10 / F11: step a paused run; a script that is not running starts paused before its first launch.
+// F10 / F11: step a paused run; a script that is not running starts paused (before its first launch /
+// at its first stop).
 void MainWindow::stepToNextLaunch() {
   if (runner_->isPaused()) runner_->stepToNextLaunch();
-  else startRun(true);
+  else startRun(RunnerProcess::Start::PausedBeforeLaunch);
 }
 
 void MainWindow::stepIntoNextStage() {
   if (runner_->isPaused()) runner_->stepIntoNextStage();
-  else startRun(true);
+  else startRun(RunnerProcess::Start::PausedAtFirstStop);
 }
 
 void MainWindow::onPaused() {
   const RunnerProcess::PausePoint& at = runner_->pausePoint();
-  QString where = at.stage;
+  QString where = at.stage + (at.detail.isEmpty() ? QString() : " " + at.detail);
   if (at.kernelId >= 0) {
     where += QString(" of kernel #%1 %2").arg(at.kernelId).arg(at.kernel);
     if (model_->kernel(at.kernelId) || model_->kernelRun(at.kernelId)) selectKernel(at.kernelId, true);
@@ -259,7 +264,7 @@ void MainWindow::onPaused() {
   updateActions();
 }
 
-void MainWindow::startRun(bool stepping) {
+void MainWindow::startRun(RunnerProcess::Start how) {
   if (runner_->isRunning()) return;
   resetRun();
   const QString path = editor_->filePath().isEmpty() ? "untitled.py" : editor_->filePath();
@@ -267,7 +272,7 @@ void MainWindow::startRun(bool stepping) {
                    ConsolePanel::Stream::Info);
   runStatus_->setText("Running…");
   recordingShown_.clear();
-  runner_->start(path, editor_->text(), device_->currentData().toString(), stepping);
+  runner_->start(path, editor_->text(), device_->currentData().toString(), how);
   updateActions();
 }
 
@@ -656,6 +661,7 @@ void MainWindow::updateActions() {
   stepAction_->setEnabled(!running || paused);
   stepIntoAction_->setEnabled(!running || paused);
   pauseAction_->setEnabled(running && !paused);
+  stepOutAction_->setEnabled(paused);
   stopAction_->setEnabled(running);
   saveRecordingAction_->setEnabled(!running && (!recordingShown_.isEmpty() || !runner_->recordingPath().isEmpty()));
   device_->setEnabled(!running);

@@ -50,7 +50,7 @@ class MainWindow : public QMainWindow {
   void runScript();
   void stopScript();
   // The debugger keys: F5 continue (or run), F10 step to the next kernel launch, F11 step into the
-  // next stage; a script that is not running starts paused before its first launch.
+  // next stage (Shift+F11: to the end of the schedule); a script that is not running starts paused.
   void continueOrRun();
   void stepToNextLaunch();
   void stepIntoNextStage();
@@ -92,7 +92,7 @@ class MainWindow : public QMainWindow {
   void onKernelRunAdded(int kernelId);
   void onRunFinished(const ScriptOutcome& outcome);
   void onPaused();
-  void startRun(bool stepping);
+  void startRun(RunnerProcess::Start how);
   void addEvents(std::vector<ts::Event> events);
   void onLayout(const GraphLayout& layout);
   void selectKernel(int kernelId, bool centreGraph);
@@ -133,6 +133,7 @@ class MainWindow : public QMainWindow {
   QAction* stopAction_ = nullptr;
   QAction* stepAction_ = nullptr;
   QAction* stepIntoAction_ = nullptr;
+  QAction* stepOutAction_ = nullptr;
   QAction* pauseAction_ = nullptr;
   QAction* exportAction_ = nullptr;
   QAction* saveRecordingAction_ = nullptr;

@@ -435,21 +435,29 @@ class GuiTest : public QObject {
     QVERIFY(window.consoleText().contains("[[ 2.  2.  2.]"));
   }
 
-  // F11 stops at every stage (before each schedule, before and after each launch); Stop while paused
-  // ends the run and leaves the debugger usable.
+  // F11 stops at every stage of a new kernel: schedule, lowering, each pass, compile, launch; Shift+F11
+  // runs to the end of the schedule; Stop while paused ends the run and leaves the debugger usable.
   void f11StopsAtEveryStageAndStopWhilePausedEnds() {
     tsui::MainWindow window;
     window.show();
     QVERIFY(window.openScript(kQuickstart));
-    window.stepIntoNextStage();
-    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused(), kRunTimeoutMs);
     QStringList stages;
-    for (int i = 0; i < 3; ++i) {
-      window.stepIntoNextStage();
+    window.stepIntoNextStage();  // not running: starts paused at the first stop
+    for (int i = 0; i < 14; ++i) {
       QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
-      stages << window.runner()->pausePoint().stage;
+      const auto& at = window.runner()->pausePoint();
+      stages << (at.detail.isEmpty() ? at.stage : at.stage + " " + at.detail);
+      window.stepIntoNextStage();
     }
-    QCOMPARE(stages, (QStringList{"after launch", "before schedule", "before launch"}));
+    QCOMPARE(stages, (QStringList{"before schedule", "before lowering", "after pass hoist_constants",
+                                  "after pass dead_code_elimination", "after pass loop_invariant_code_motion",
+                                  "after pass upcast_global", "after pass register_tile", "after pass simplify",
+                                  "after pass upcast_reduce", "after pass max_reduce_as_int",
+                                  "after pass fuse_multiply_add", "before compile", "before launch", "after launch"}));
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused(), kRunTimeoutMs);
+    window.runner()->stepToScheduleEnd();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused(), kRunTimeoutMs);
+    QCOMPARE(window.runner()->pausePoint().stage, QString("after schedule"));
     window.stopScript();
     QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), 10000);
     QVERIFY2(window.statusText().contains("Stopped"), qPrintable(window.statusText()));

@@ -43,7 +43,7 @@ RunnerProcess::~RunnerProcess() {
   }
 }
 
-bool RunnerProcess::start(const QString& path, const QString& source, const QString& device, bool stepping) {
+bool RunnerProcess::start(const QString& path, const QString& source, const QString& device, Start how) {
   if (running_) return false;
   running_ = true;
   paused_ = false;
@@ -108,7 +108,8 @@ bool RunnerProcess::start(const QString& path, const QString& source, const QStr
                    "--record", recordingPath_};
   if (!device.isEmpty()) args << "--device" << device;
   if (memoryLimitMb_ > 0) args << "--memory-limit" << QString::number(memoryLimitMb_);
-  if (stepping) args << "--step";
+  if (how == Start::PausedBeforeLaunch) args << "--step" << "launch";
+  if (how == Start::PausedAtFirstStop) args << "--step" << "stage";
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.remove("TENSORSCOPE_RECORD");  // the runner records through its own streamer
   if (breakOnNan_) env.insert("TENSORSCOPE_BREAK_ON_NAN", "1");
@@ -152,6 +153,13 @@ void RunnerProcess::stepIntoNextStage() {
   if (!paused_) return;
   paused_ = false;
   sendCommand(R"({"command":"step","until":"stage"})");
+  Q_EMIT resumed();
+}
+
+void RunnerProcess::stepToScheduleEnd() {
+  if (!paused_) return;
+  paused_ = false;
+  sendCommand(R"({"command":"step","until":"schedule end"})");
   Q_EMIT resumed();
 }
 
@@ -201,7 +209,7 @@ void RunnerProcess::onReadyRead() {
         case 'P': {  // paused at the gate: show everything before the stop, then say where
           const QJsonObject where = QJsonDocument::fromJson(QByteArray::fromStdString(frame.body)).object();
           pausePoint_ = {where.value("stage").toString(), where.value("kernel_id").toInt(-1),
-                         where.value("kernel").toString()};
+                         where.value("kernel").toString(), where.value("detail").toString()};
           deliver();
           paused_ = true;
           Q_EMIT paused();

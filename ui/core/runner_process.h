@@ -41,8 +41,10 @@ class RunnerProcess : public QObject {
 
   // Starts a run of `source` (the editor's text) as the script `path` on `device`. Returns false (and
   // emits nothing) when a run is going on; a runner that cannot start is reported through finished().
-  // `stepping`: pause before the first kernel launch (F10 on a script that is not running).
-  bool start(const QString& path, const QString& source, const QString& device, bool stepping = false);
+  // How a run starts: running, paused before its first kernel launch (F10 on a script that is not
+  // running), or paused at its first stop of any stage (F11).
+  enum class Start { Running, PausedBeforeLaunch, PausedAtFirstStop };
+  bool start(const QString& path, const QString& source, const QString& device, Start how = Start::Running);
   void stop();
   bool isRunning() const { return running_; }
 
@@ -51,12 +53,14 @@ class RunnerProcess : public QObject {
     QString stage;  // "before launch", "after launch", "before schedule"
     int kernelId = -1;
     QString kernel;
+    QString detail;  // "after pass": the pass
   };
   bool isPaused() const { return paused_; }
   const PausePoint& pausePoint() const { return pausePoint_; }
   void continueRun();          // F5
   void stepToNextLaunch();     // F10
   void stepIntoNextStage();    // F11
+  void stepToScheduleEnd();    // Shift+F11
   void pause();                // pauses at the next stop of any stage
   // The recording of the current or last run ("" before the first), complete once finished() came.
   QString recordingPath() const { return recordingPath_; }

@@ -136,12 +136,18 @@ class NonFiniteError : public std::runtime_error {
 // The gate: where the engine can pause between stages when a debugger asks (issue 12). The engine calls
 // the installed GateHandler at each stop, on the engine's thread; the handler returns when the run may
 // go on (it may block: the debugger's runner waits there for step/continue). No handler: one branch.
+// Stages in the order a kernel meets them; a schedule the schedule cache has seen skips lowering, the
+// passes and the compile, and a program in the compile cache skips the compile.
 struct GateStop {
-  enum Stage { BeforeSchedule, BeforeLaunch, AfterLaunch } stage = BeforeSchedule;
-  int kernel_id = -1;  // BeforeLaunch / AfterLaunch: the kernel (KernelInfo::id)
+  enum Stage { BeforeSchedule, BeforeLower, AfterPass, BeforeCompile, BeforeLaunch, AfterLaunch, AfterSchedule };
+  Stage stage = BeforeSchedule;
+  int kernel_id = -1;  // from BeforeLower to AfterLaunch: the kernel (KernelInfo::id)
   std::string kernel;  // its name
+  std::string detail;  // AfterPass: the pass's name
 };
-const char* gate_stage_name(GateStop::Stage stage);  // "before schedule", "before launch", "after launch"
+// "before schedule", "before lowering", "after pass", "before compile", "before launch", "after launch",
+// "after schedule"
+const char* gate_stage_name(GateStop::Stage stage);
 
 class GateHandler {
  public:
@@ -188,8 +194,8 @@ class Session {
 
   void set_gate(GateHandler* gate) { gate_ = gate; }
   // Calls the gate handler, if any, at a stop.
-  void gate(GateStop::Stage stage, int kernel_id = -1, const std::string& kernel = {}) {
-    if (gate_) gate_->at_gate({stage, kernel_id, kernel});
+  void gate(GateStop::Stage stage, int kernel_id = -1, const std::string& kernel = {}, const std::string& detail = {}) {
+    if (gate_) gate_->at_gate({stage, kernel_id, kernel, detail});
   }
 
  private:

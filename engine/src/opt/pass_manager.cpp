@@ -8,6 +8,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "tensorscope/session.h"
+
 namespace ts {
 
 const std::vector<Pass>& pipeline() {
@@ -62,7 +64,7 @@ static bool same_kernel(const ir::Kernel& a, const std::vector<ir::Inst>& insts,
   return true;
 }
 
-void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots) {
+void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots, int kernel_id) {
   static const std::set<std::string> disabled = disabled_passes();
   std::vector<ir::Inst> before;
   for (size_t i = 0; i < pipeline().size(); i++) {
@@ -73,10 +75,12 @@ void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots) {
     p.run(kernel);
     if (auto errors = ir::verify(kernel); !errors.empty())
       throw std::logic_error(std::string("IR verifier failed after pass ") + p.name + " in " + kernel.name + ": " + errors.front());
-    if (!snapshots) continue;
-    // a pass that changed nothing (about half of them) shares the listing before it instead of printing it
-    const bool unchanged = !snapshots->empty() && same_kernel(kernel, before, opts);
-    snapshots->push_back({p.name, unchanged ? snapshots->back().ir : ir::print(kernel)});
+    if (snapshots) {
+      // a pass that changed nothing (about half of them) shares the listing before it instead of printing it
+      const bool unchanged = !snapshots->empty() && same_kernel(kernel, before, opts);
+      snapshots->push_back({p.name, unchanged ? snapshots->back().ir : ir::print(kernel)});
+    }
+    Session::get().gate(GateStop::AfterPass, kernel_id, kernel.name, p.name);
   }
 }
 

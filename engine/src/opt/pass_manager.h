@@ -25,7 +25,8 @@ struct Pass {
 const std::vector<Pass>& pipeline();
 
 // Runs the enabled passes on `kernel` in place. With `snapshots`, appends the IR after each pass.
-void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots);
+// `kernel_id` names the kernel at the gate's AfterPass stop (Session::gate), one after each pass.
+void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots, int kernel_id = -1);
 
 // Passes (one file each).
 void dead_code_elimination(ir::Kernel& kernel);

@@ -272,6 +272,7 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
     session.gate(GateStop::AfterLaunch, kernel_id, ck.name);
   }
   for (size_t k = 0; k < sched.kernels.size(); k++) g.set_realized(key.order[sched.kernels[k].output], produced[k]);
+  session.gate(GateStop::AfterSchedule);
 }
 
 }  // namespace
@@ -413,13 +414,14 @@ void realize(const std::vector<NodeId>& targets) {
       continue;
     }
 
+    session.gate(GateStop::BeforeLower, kernel_ids[k], item.name);
     ir::Kernel kernel = lower(item);
     // always on: a few µs per kernel, and an invalid kernel would otherwise fail in a compiler
     if (auto errors = ir::verify(kernel); !errors.empty())
       throw std::logic_error("IR verifier failed for kernel " + kernel.name + " after lowering: " + errors.front());
     std::vector<PassSnapshot> snapshots;
     if (observed) snapshots.push_back({"lower", ir::print(kernel)});
-    run_passes(kernel, observed ? &snapshots : nullptr);
+    run_passes(kernel, observed ? &snapshots : nullptr, kernel_ids[k]);
     const Renderer* renderer = dev.renderer();
     SourceListing source;
     if (renderer) source = renderer->render(kernel);
@@ -429,6 +431,7 @@ void realize(const std::vector<NodeId>& targets) {
     double compile_ms = 0;
     auto it = programs.find(program_key);
     if (it == programs.end()) {
+      session.gate(GateStop::BeforeCompile, kernel_ids[k], kernel.name);
       CompileResult cr = dev.compile(kernel, renderer ? &source : nullptr);
       cache_hit = cr.cache_hit;
       compile_ms = cr.compile_ms;
@@ -482,6 +485,7 @@ void realize(const std::vector<NodeId>& targets) {
   auto [slot, inserted] = cache.entries.try_emplace(key.hash);
   if (!inserted) cache.words -= slot->second.words.size();  // a collision or an unobserved entry: replaced
   slot->second = std::move(cached);
+  session.gate(GateStop::AfterSchedule);
 }
 
 }  // namespace ts

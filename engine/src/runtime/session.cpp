@@ -29,8 +29,12 @@ void Session::emit(const Event& event) {
 const char* gate_stage_name(GateStop::Stage stage) {
   switch (stage) {
     case GateStop::BeforeSchedule: return "before schedule";
+    case GateStop::BeforeLower: return "before lowering";
+    case GateStop::AfterPass: return "after pass";
+    case GateStop::BeforeCompile: return "before compile";
     case GateStop::BeforeLaunch: return "before launch";
     case GateStop::AfterLaunch: return "after launch";
+    case GateStop::AfterSchedule: return "after schedule";
   }
   return "?";
 }
