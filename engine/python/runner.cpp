@@ -4,7 +4,6 @@
 #include <pybind11/stl.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <filesystem>
 
 #include "tensorscope/session.h"
@@ -15,7 +14,6 @@ namespace ts {
 namespace {
 
 PyThreadState* g_main_state = nullptr;
-std::atomic<unsigned long> g_script_thread{0};
 
 // Installed as sys.stdout / sys.stderr while a script runs.
 const char* kWriterSource = R"(
@@ -70,7 +68,6 @@ ScriptResult ScriptRunner::run(const std::string& path, const std::string& sourc
     PyGILState_STATE state = PyGILState_Ensure();
     ~GilState() { PyGILState_Release(state); }
   } gil;
-  g_script_thread = PyThread_get_thread_ident();
   py::module_ sys = py::module_::import("sys");
   py::object old_out = sys.attr("stdout"), old_err = sys.attr("stderr"), old_argv = sys.attr("argv");
   py::list path_list = sys.attr("path");
@@ -126,16 +123,7 @@ ScriptResult ScriptRunner::run(const std::string& path, const std::string& sourc
   sys.attr("stderr") = old_err;
   sys.attr("argv") = old_argv;
   if (py::len(path_list) && py::str(path_list[0]).cast<std::string>() == script_dir) path_list.attr("pop")(0);
-  g_script_thread = 0;
   return result;
-}
-
-void ScriptRunner::interrupt() {
-  unsigned long tid = g_script_thread;
-  if (!tid || !Py_IsInitialized()) return;
-  PyGILState_STATE st = PyGILState_Ensure();
-  PyThreadState_SetAsyncExc(tid, PyExc_KeyboardInterrupt);
-  PyGILState_Release(st);
 }
 
 void ScriptRunner::interrupt_main() { PyErr_SetInterrupt(); }

@@ -1,9 +1,10 @@
-// The embedded-interpreter script runner shared by `tensorscope` (GUI) and `tensorscope-cli`.
+// The embedded-interpreter script runner of `tensorscope-cli` (`run`, `record`, and `runner`, the process
+// the debugger runs each script in: the debugger itself runs no Python).
 //
 // One CPython interpreter per process (pybind11 embed). `initialize` is called once from the main
-// thread; it then releases the GIL so that `run` can be called from a worker thread (the GUI's script
-// thread). Scripts import the same `tensorscope` module as `/usr/bin/python3` does, and so report to
-// the same ts::Session as the host program.
+// thread; it then releases the GIL, and `run` takes it again on whichever thread calls it. Scripts import
+// the same `tensorscope` module as `/usr/bin/python3` does, and so report to the same ts::Session as the
+// host program.
 #pragma once
 #include <functional>
 #include <string>
@@ -43,12 +44,9 @@ class ScriptRunner {
   static ScriptResult run(const std::string& path, const std::string& source, const std::string& device,
                           std::function<void(bool is_stderr, std::string_view text)> on_output = {});
 
-  // Asks the running script to stop: raises KeyboardInterrupt in it at the next bytecode boundary.
-  // Safe to call from any thread; does nothing when no script runs.
-  static void interrupt();
-  // The same without taking the GIL (PyErr_SetInterrupt): for a script on the main thread of a process
-  // initialized with signal_handlers. Async-signal-safe; never blocks, also while the script is inside
-  // a long engine call.
+  // Asks the running script to stop: KeyboardInterrupt at its next bytecode boundary (PyErr_SetInterrupt),
+  // for a script on the main thread of a process initialized with signal_handlers. Safe from any thread
+  // and async-signal-safe; never blocks, also while the script is inside a long engine call.
   static void interrupt_main();
 
   // Directory of the `tensorscope` Python package next to the running executable

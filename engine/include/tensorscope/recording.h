@@ -133,7 +133,6 @@ class RecordingWriter {
   void add(std::vector<Blob> blobs, EncodedEvent event);  // any thread; returns at once
   // Writes how the run ended (RunInfo::ended and the fields after it), commits and closes.
   void finish(const RunInfo& end);
-  const std::string& path() const;
 
  private:
   struct Impl;

@@ -209,7 +209,6 @@ void RecordingWriter::finish(const RunInfo& end) {
 
 RecordingWriter::~RecordingWriter() { finish(RunInfo{}); }
 
-const std::string& RecordingWriter::path() const { return impl_->path; }
 
 // ---- reading ------------------------------------------------------------------------------------------
 
