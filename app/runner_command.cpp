@@ -55,7 +55,8 @@ class DebuggerGate : public GateHandler {
 
   void at_gate(const GateStop& stop) override {
     std::unique_lock<std::mutex> lock(mutex_);
-    const bool pause = mode_ == Mode::NextStop || (mode_ == Mode::NextLaunch && stop.stage == GateStop::BeforeLaunch) ||
+    const bool pause = mode_ == Mode::NextStop || stop.stage == GateStop::NonFinite ||
+                       (mode_ == Mode::NextLaunch && stop.stage == GateStop::BeforeLaunch) ||
                        (mode_ == Mode::EndOfSchedule && stop.stage == GateStop::AfterSchedule);
     if (!pause || gone_) return;
     nlohmann::json where = {{"stage", gate_stage_name(stop.stage)}, {"kernel_id", stop.kernel_id},

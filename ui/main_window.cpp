@@ -254,11 +254,15 @@ void MainWindow::stepIntoNextStage() {
 
 void MainWindow::onPaused() {
   const RunnerProcess::PausePoint& at = runner_->pausePoint();
-  QString where = at.stage + (at.detail.isEmpty() ? QString() : " " + at.detail);
-  if (at.kernelId >= 0) {
-    where += QString(" of kernel #%1 %2").arg(at.kernelId).arg(at.kernel);
-    if (model_->kernel(at.kernelId) || model_->kernelRun(at.kernelId)) selectKernel(at.kernelId, true);
+  QString where;
+  if (at.stage == "non-finite output") {  // break on NaN/Inf: the detail says it all (F5 raises it)
+    where = "at a non-finite output: " + at.detail;
+  } else {
+    where = at.stage + (at.detail.isEmpty() ? QString() : " " + at.detail);
+    if (at.kernelId >= 0) where += QString(" of kernel #%1 %2").arg(at.kernelId).arg(at.kernel);
   }
+  if (at.kernelId >= 0 && (model_->kernel(at.kernelId) || model_->kernelRun(at.kernelId)))
+    selectKernel(at.kernelId, true);
   runStatus_->setText("Paused " + where);
   console_->append("⏸ paused " + where, ConsolePanel::Stream::Info);
   updateActions();

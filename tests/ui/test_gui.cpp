@@ -466,8 +466,9 @@ class GuiTest : public QObject {
     QVERIFY(window.lastRunOk());
   }
 
-  // Break on NaN/Inf: the run ends at the kernel that stored the first non-finite value, that kernel is
-  // the current one, and the editor marks the line that made the op (not the line that realized it).
+  // Break on NaN/Inf: the run pauses at the kernel that stored the first non-finite value, which is the
+  // current one; F5 then ends the run with the error, and the editor marks the line that made the op
+  // (not the line that realized it).
   void breakOnNanStopsAtTheKernelAndMarksTheLineOfTheOp() {
     tsui::MainWindow window;
     window.show();
@@ -475,6 +476,12 @@ class GuiTest : public QObject {
     window.editor()->setText("from tensorscope import Tensor\nx = Tensor([1.0, 2.0, 3.0])\nprint((x * 2).numpy())\n"
                              "y = (x - x).log()\nprint(y.numpy())\nprint('not reached')\n");
     window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
+    QVERIFY(window.isPaused());
+    QCOMPARE(window.runner()->pausePoint().stage, QString("non-finite output"));
+    QVERIFY2(window.statusText().contains("produced -inf at output element 0 of 3"), qPrintable(window.statusText()));
+    QCOMPARE(window.selectedKernel(), window.runner()->pausePoint().kernelId);
+    window.continueOrRun();
     QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
     QVERIFY(!window.lastRunOk());
     const QString status = window.statusText();

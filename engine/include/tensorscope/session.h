@@ -139,14 +139,16 @@ class NonFiniteError : public std::runtime_error {
 // Stages in the order a kernel meets them; a schedule the schedule cache has seen skips lowering, the
 // passes and the compile, and a program in the compile cache skips the compile.
 struct GateStop {
-  enum Stage { BeforeSchedule, BeforeLower, AfterPass, BeforeCompile, BeforeLaunch, AfterLaunch, AfterSchedule };
+  enum Stage { BeforeSchedule, BeforeLower, AfterPass, BeforeCompile, BeforeLaunch, AfterLaunch, AfterSchedule,
+               NonFinite };
   Stage stage = BeforeSchedule;
   int kernel_id = -1;  // from BeforeLower to AfterLaunch: the kernel (KernelInfo::id)
   std::string kernel;  // its name
-  std::string detail;  // AfterPass: the pass's name
+  std::string detail;  // AfterPass: the pass's name; NonFinite: what break on NaN/Inf found
 };
 // "before schedule", "before lowering", "after pass", "before compile", "before launch", "after launch",
-// "after schedule"
+// "after schedule"; "non-finite output": break on NaN/Inf found one (after the launch's event, before
+// NonFiniteError is raised), where a debugger always pauses.
 const char* gate_stage_name(GateStop::Stage stage);
 
 class GateHandler {

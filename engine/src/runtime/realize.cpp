@@ -200,12 +200,14 @@ void check_finite(const Buffer& out, const Node& node, int kernel_id, const std:
       rest /= node.shape[d];
     }
     const SourceLocation where = Session::get().source_of(node.uid);
-    throw NonFiniteError("kernel #" + std::to_string(kernel_id) + " " + kernel + " produced " +
-                         (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") + " at output element " +
-                         std::to_string(i) + " of " + std::to_string(out.numel) + " (index (" + index +
-                         (node.shape.size() == 1 ? ",))" : "))") + ", computing " + op_name(node.op) + " #" +
-                         std::to_string(node.uid) +
-                         (where.file.empty() ? "" : " made at " + where.file + ":" + std::to_string(where.line)));
+    const std::string what = "kernel #" + std::to_string(kernel_id) + " " + kernel + " produced " +
+                             (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") + " at output element " +
+                             std::to_string(i) + " of " + std::to_string(out.numel) + " (index (" + index +
+                             (node.shape.size() == 1 ? ",))" : "))") + ", computing " + op_name(node.op) + " #" +
+                             std::to_string(node.uid) +
+                             (where.file.empty() ? "" : " made at " + where.file + ":" + std::to_string(where.line));
+    Session::get().gate(GateStop::NonFinite, kernel_id, kernel, what);  // a debugger pauses here first
+    throw NonFiniteError(what);
   }
 }
 

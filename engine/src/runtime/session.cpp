@@ -35,6 +35,7 @@ const char* gate_stage_name(GateStop::Stage stage) {
     case GateStop::BeforeLaunch: return "before launch";
     case GateStop::AfterLaunch: return "after launch";
     case GateStop::AfterSchedule: return "after schedule";
+    case GateStop::NonFinite: return "non-finite output";
   }
   return "?";
 }
