@@ -176,8 +176,9 @@ int cmd_runner(int argc, char** argv) {
     return fail(std::string("--device: ") + e.what());
   }
   info.python_version = Py_GetVersion();
-  std::atomic<bool> done{false};
-  auto* gate = new DebuggerGate(fd, step);  // never freed: the detached command thread may outlive main
+  // Both outlive this function: the detached command thread may still look at them while the process exits.
+  static std::atomic<bool> done{false};
+  auto* gate = new DebuggerGate(fd, step);
   Session::get().set_gate(gate);
   std::thread commands(read_commands, fd, gate, &done);
   commands.detach();
