@@ -145,19 +145,22 @@ void write_outputs(const ts::RunRecorder& recorder, const std::string& out_dir, 
   }
 }
 
+// The value after option argv[i] (advancing i); a missing one exits with status 2.
+std::string option_value(int argc, char** argv, int& i, const char* flag) {
+  if (i + 1 >= argc) {
+    std::fprintf(stderr, "tensorscope-cli: %s needs a value\n", flag);
+    std::exit(2);
+  }
+  return argv[++i];
+}
+
 // `run` and `record`: the script runs in this process; `record` == true is `record` (-o FILE required).
 int cmd_run(int argc, char** argv, bool record) {
   std::string script, device, out_dir, svg, record_path;
   bool break_on_nan = false;
   for (int i = 0; i < argc; i++) {
     std::string a = argv[i];
-    auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "tensorscope-cli: %s needs a value\n", flag);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto value = [&](const char* flag) { return option_value(argc, argv, i, flag); };
     if (a == "--device") device = value("--device");
     else if (!record && a == "--out") out_dir = value("--out");
     else if (!record && a == "--svg") svg = value("--svg");
@@ -336,13 +339,7 @@ int cmd_export(int argc, char** argv) {
   std::string path, out_dir, svg;
   for (int i = 0; i < argc; i++) {
     std::string a = argv[i];
-    auto value = [&](const char* flag) -> std::string {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "tensorscope-cli: %s needs a value\n", flag);
-        std::exit(2);
-      }
-      return argv[++i];
-    };
+    auto value = [&](const char* flag) { return option_value(argc, argv, i, flag); };
     if (a == "--out") out_dir = value("--out");
     else if (a == "--svg") svg = value("--svg");
     else if (a == "-h" || a == "--help") return usage(0);
