@@ -2,7 +2,7 @@
 // recording). One buffer at a time, picked in a combo box: statistics over the whole buffer, a
 // table and a heat map of one 2-D slice, a histogram of the finite values, and "Copy as NumPy".
 //
-// Sizes: everything is computed on demand or in one pass over the values, so a buffer of 1e7
+// Sizes: everything is computed on demand or in a pass or two over the values, so a buffer of 1e7
 // elements stays responsive: the table formats only the cells it paints, a page at a time; the
 // heat map is at most kHeatMapMaxSide pixels a side; the clipboard never gets more than
 // kNumpyMaxElements values unless the page shown is bigger.
@@ -157,7 +157,7 @@ class BufferInspector : public QWidget {
   const Slice2D& slice() const { return slice_; }  // the whole 2-D slice
   const Slice2D& page() const { return page_; }    // the part of it in the table
 
-  // What the panel shows, for tests and for the lead's other panels.
+  // What the panel shows, for tests and for other panels.
   const BufferStats& stats() const { return stats_; }
   const std::vector<int64_t>& histogramCounts() const;
   const QAbstractItemModel* tableModel() const;
