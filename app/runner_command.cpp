@@ -59,6 +59,9 @@ class DebuggerGate : public GateHandler {
                        (mode_ == Mode::NextLaunch && stop.stage == GateStop::BeforeLaunch) ||
                        (mode_ == Mode::EndOfSchedule && stop.stage == GateStop::AfterSchedule);
     if (!pause || gone_) return;
+    lock.unlock();
+    Session::get().flush_nodes();  // the lazy graph as it is now, before the debugger looks at it
+    lock.lock();
     nlohmann::json where = {{"stage", gate_stage_name(stop.stage)}, {"kernel_id", stop.kernel_id},
                             {"kernel", stop.kernel}, {"detail", stop.detail}};
     const std::string frame = frame_bytes('P', where.dump());

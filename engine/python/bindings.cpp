@@ -8,6 +8,7 @@
 #include <pybind11/stl.h>
 
 #include "runtime/realize.h"
+#include "stack_locator.h"
 #include "tensorscope/device.h"
 #include "tensorscope/jit.h"
 #include "tensorscope/recording.h"
@@ -19,31 +20,6 @@ using ts::DType;
 using ts::Tensor;
 
 namespace {
-
-// The script line that makes a graph node (Session::SourceLocator): the innermost Python frame whose
-// file is not inside the tensorscope package (the user's line, also for nodes made inside nn.Linear).
-std::string g_package_dir;  // ".../tensorscope/", set by the package's __init__
-
-ts::SourceLocation locate_in_script() {
-  ts::SourceLocation where;
-  PyFrameObject* frame = PyEval_GetFrame();  // borrowed; null outside Python
-  Py_XINCREF(frame);
-  while (frame) {
-    PyCodeObject* code = PyFrame_GetCode(frame);
-    const char* file = PyUnicode_AsUTF8(code->co_filename);
-    const bool ours = !file || (!g_package_dir.empty() && std::string_view(file).substr(0, g_package_dir.size()) == g_package_dir);
-    if (!ours) {
-      where.file = file;
-      where.line = PyFrame_GetLineNumber(frame);
-    }
-    Py_DECREF(code);
-    PyFrameObject* back = ours ? PyFrame_GetBack(frame) : nullptr;
-    Py_DECREF(frame);
-    frame = back;
-  }
-  if (PyErr_Occurred()) PyErr_Clear();
-  return where;
-}
 
 DType dtype_of(const py::array& a) {
   py::dtype dt = a.dtype();
@@ -349,10 +325,7 @@ PYBIND11_MODULE(_C, m) {
 
   // Script lines and break on NaN/Inf (Session::set_break_on_nan; TENSORSCOPE_BREAK_ON_NAN=1).
   py::register_exception<ts::NonFiniteError>(m, "NonFiniteError", PyExc_FloatingPointError);
-  m.def("set_package_dir", [](const std::string& dir) {
-    g_package_dir = dir.empty() || dir.back() == '/' ? dir : dir + "/";
-    ts::Session::get().set_source_locator(&locate_in_script);
-  });
+  m.def("set_package_dir", &tsbind::install_stack_locator);
   m.def("set_break_on_nan", [](bool on) { ts::Session::get().set_break_on_nan(on); });
   m.def("break_on_nan", [] { return ts::Session::get().break_on_nan(); });
 

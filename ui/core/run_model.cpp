@@ -1,8 +1,16 @@
 #include "core/run_model.h"
 
+#include <QSet>
+#include <algorithm>
+
 namespace tsui {
 
 void RunModel::clear() {
+  events_.clear();
+  nodeEvents_.clear();
+  outputs_.clear();
+  created_.clear();
+  launchEvent_.clear();
   schedules_.clear();
   kernelOrder_.clear();
   kernels_.clear();
@@ -14,6 +22,7 @@ void RunModel::clear() {
 
 void RunModel::addSchedule(ts::ScheduleEvent event) {
   const int s = static_cast<int>(schedules_.size());
+  events_.push_back({EventRef::Schedule, s});
   schedules_.push_back(std::move(event));
   const ts::ScheduleEvent& stored = schedules_.back();
   for (int i = 0; i < static_cast<int>(stored.kernels.size()); ++i) {
@@ -37,6 +46,8 @@ void RunModel::addKernelRun(ts::KernelRunEvent event) {
   if (event.replayed && !event.code)
     if (const ts::KernelRunEvent* captured = kernelRun(event.replay_of)) event.code = captured->code;
   runs_.insert(id, std::move(event));
+  launchEvent_.insert(id, static_cast<int>(events_.size()));
+  events_.push_back({EventRef::Launch, id});
   // A launch can arrive for a kernel whose schedule we did not see (an observer attached late).
   if (!kernels_.contains(id)) kernelOrder_.push_back(id);
   Q_EMIT kernelRunAdded(id);
@@ -62,6 +73,119 @@ const ts::GraphNodeInfo* RunModel::node(uint64_t uid) const {
   auto it = nodes_.find(uid);
   if (it == nodes_.end()) return nullptr;
   return &schedules_[it->schedule].nodes[it->index];
+}
+
+void RunModel::addNodes(ts::NodesEvent event) {
+  const int e = static_cast<int>(nodeEvents_.size());
+  for (size_t i = 0; i < event.size(); ++i) created_.insert(event.uid(i), {e, static_cast<int>(i)});
+  events_.push_back({EventRef::Nodes, e});
+  nodeEvents_.push_back(std::move(event));
+}
+
+void RunModel::addOutput(ts::ScriptOutputEvent event) {
+  events_.push_back({EventRef::Output, static_cast<int>(outputs_.size())});
+  outputs_.push_back(std::move(event));
+}
+
+int RunModel::eventOfSchedule(int scheduleIndex) const {
+  for (int i = 0; i < static_cast<int>(events_.size()); ++i)
+    if (events_[i].kind == EventRef::Schedule && events_[i].index == scheduleIndex) return i;
+  return -1;
+}
+
+const ts::SourceStack* RunModel::stackOf(uint64_t uid) const {
+  auto it = created_.find(uid);
+  if (it == created_.end()) return nullptr;
+  const ts::NodesEvent& ev = nodeEvents_[it->event];
+  const int s = ev.batch->stack[it->position];
+  return s < 0 ? nullptr : &ev.batch->stacks[s];
+}
+
+ts::SourceLocation RunModel::whereMade(uint64_t uid) const {
+  const ts::SourceStack* stack = stackOf(uid);
+  return stack ? stack->where() : ts::SourceLocation{};
+}
+
+std::optional<ts::GraphNodeInfo> RunModel::createdNode(uint64_t uid) const {
+  auto it = created_.find(uid);
+  if (it == created_.end()) return std::nullopt;
+  const ts::NodesEvent& ev = nodeEvents_[it->event];
+  ts::GraphNodeInfo info = ev.batch->nodes[it->position];
+  info.uid = uid;
+  for (uint64_t& src : info.srcs) src = ev.uid_at(src);
+  return info;
+}
+
+std::vector<uint64_t> RunModel::nodesMadeAt(int line) const {
+  std::vector<uint64_t> uids;
+  const std::string path = scriptPath_.toStdString();
+  for (const ts::NodesEvent& ev : nodeEvents_) {
+    // per batch: which of its stacks are at that line (batches repeat, stacks are few)
+    std::vector<char> atLine(ev.batch->stacks.size());
+    bool any = false;
+    for (size_t s = 0; s < atLine.size(); ++s) {
+      const ts::SourceLocation w = ev.batch->stacks[s].where();
+      atLine[s] = w.line == line && (path.empty() || w.file == path);
+      any = any || atLine[s];
+    }
+    if (!any) continue;
+    for (size_t i = 0; i < ev.size(); ++i)
+      if (ev.batch->stack[i] >= 0 && atLine[ev.batch->stack[i]]) uids.push_back(ev.uid(i));
+  }
+  return uids;
+}
+
+std::vector<int> RunModel::kernelsFromLine(int line) const {
+  const std::vector<uint64_t> made = nodesMadeAt(line);
+  QSet<quint64> uids(made.begin(), made.end());
+  std::vector<int> ids;
+  for (const ts::ScheduleEvent& s : schedules_)
+    for (const ts::KernelInfo& k : s.kernels)
+      for (uint64_t u : k.node_uids)
+        if (uids.contains(u)) {
+          ids.push_back(k.id);
+          break;
+        }
+  return ids;
+}
+
+RunModel::LazyGraph RunModel::lazyGraphAt(int eventIndex, int limit) const {
+  // Replays the events: a node is pending from its creation until a schedule computes it or it is freed.
+  QHash<quint64, int> pendingAt;  // uid -> creation order
+  QSet<quint64> computed;
+  std::vector<uint64_t> order;
+  const int last = std::min(eventIndex, static_cast<int>(events_.size()) - 1);
+  for (int e = 0; e <= last; ++e) {
+    const EventRef& ref = events_[e];
+    if (ref.kind == EventRef::Nodes) {
+      const ts::NodesEvent& ev = nodeEvents_[ref.index];
+      for (size_t i = 0; i < ev.size(); ++i) {
+        pendingAt.insert(ev.uid(i), static_cast<int>(order.size()));
+        order.push_back(ev.uid(i));
+      }
+      for (uint64_t u : ev.freed_uids) pendingAt.remove(u);
+    } else if (ref.kind == EventRef::Schedule) {
+      for (const ts::KernelInfo& k : schedules_[ref.index].kernels)
+        for (uint64_t u : k.node_uids) {
+          pendingAt.remove(u);
+          computed.insert(u);
+        }
+    }
+  }
+  LazyGraph g;
+  for (uint64_t u : order)
+    if (pendingAt.contains(u)) g.pending.push_back(u);
+  g.total = static_cast<int>(g.pending.size());
+  if (static_cast<int>(g.pending.size()) > limit) g.pending.erase(g.pending.begin(), g.pending.end() - limit);
+  QSet<quint64> shown(g.pending.begin(), g.pending.end()), inputs;
+  for (uint64_t u : g.pending)
+    if (auto info = createdNode(u))
+      for (uint64_t src : info->srcs)
+        if (!shown.contains(src) && !inputs.contains(src)) {
+          inputs.insert(src);
+          g.inputs.push_back(src);
+        }
+  return g;
 }
 
 }  // namespace tsui

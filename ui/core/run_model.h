@@ -21,6 +21,42 @@ class RunModel : public QObject {
   void clear();
   void addSchedule(ts::ScheduleEvent event);
   void addKernelRun(ts::KernelRunEvent event);
+  void addNodes(ts::NodesEvent event);
+  void addOutput(ts::ScriptOutputEvent event);
+
+  // Every event in arrival order: what the event browser lists and what "the current event" indexes.
+  struct EventRef {
+    enum Kind { Nodes, Schedule, Launch, Output } kind;
+    int index;  // Nodes: into nodeEvents(); Schedule: into schedules(); Launch: the kernel id; Output: into outputs()
+  };
+  const std::vector<EventRef>& events() const { return events_; }
+  const std::vector<ts::NodesEvent>& nodeEvents() const { return nodeEvents_; }
+  const std::vector<ts::ScriptOutputEvent>& outputs() const { return outputs_; }
+  // Index into events() of a kernel's launch / of a schedule; -1 when not (yet) there.
+  int eventOfLaunch(int kernelId) const { return launchEvent_.value(kernelId, -1); }
+  int eventOfSchedule(int scheduleIndex) const;
+
+  // The script whose lines the stacks name (the runner's --path, a recording's script_path).
+  void setScriptPath(const QString& path) { scriptPath_ = path; }
+  const QString& scriptPath() const { return scriptPath_; }
+  // Where the script made a node: the short call stack (nullptr when unknown) and its user line.
+  const ts::SourceStack* stackOf(uint64_t uid) const;
+  ts::SourceLocation whereMade(uint64_t uid) const;
+  // The node as it was created (uid, op, shape, dtype, sources as uids), or nullopt.
+  std::optional<ts::GraphNodeInfo> createdNode(uint64_t uid) const;
+  // Uids of the nodes made at `line` of the script (scriptPath()), in creation order.
+  std::vector<uint64_t> nodesMadeAt(int line) const;
+  // Ids of the kernels whose fused nodes include a node made at `line`.
+  std::vector<int> kernelsFromLine(int line) const;
+
+  // The lazy graph after events()[0..eventIndex]: nodes created and not freed, that no schedule has
+  // computed yet, newest last (at most `limit`); realized nodes they read are in `inputs`.
+  struct LazyGraph {
+    std::vector<uint64_t> pending;  // unrealized: dashed in the graph
+    std::vector<uint64_t> inputs;   // realized (or computed by a schedule) sources of pending nodes
+    int total = 0;                  // pending nodes before the limit
+  };
+  LazyGraph lazyGraphAt(int eventIndex, int limit) const;
 
   const std::vector<ts::ScheduleEvent>& schedules() const { return schedules_; }
   // Kernel ids in launch order.
@@ -44,6 +80,16 @@ class RunModel : public QObject {
     int schedule = -1;
     int index = -1;  // into ScheduleEvent::kernels
   };
+  struct CreatedRef {
+    int event = -1;     // into nodeEvents_
+    int position = -1;  // in its batch
+  };
+  std::vector<EventRef> events_;
+  std::vector<ts::NodesEvent> nodeEvents_;
+  std::vector<ts::ScriptOutputEvent> outputs_;
+  QHash<quint64, CreatedRef> created_;
+  QHash<int, int> launchEvent_;  // kernel id -> index into events_
+  QString scriptPath_;
   std::vector<ts::ScheduleEvent> schedules_;
   std::vector<int> kernelOrder_;
   QHash<int, KernelRef> kernels_;

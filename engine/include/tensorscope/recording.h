@@ -58,8 +58,10 @@ struct RunInfo {
   int64_t end_time_ns = 0;
 };
 
-enum class EventKind : uint8_t { Schedule = 1, Launch = 2, Output = 3 };
-const char* event_kind_name(EventKind kind);  // "schedule", "launch", "output"
+enum class EventKind : uint8_t { Schedule = 1, Launch = 2, Output = 3, Nodes = 4 };
+const char* event_kind_name(EventKind kind);  // "schedule", "launch", "output", "nodes"
+// The kind named by event_kind_name's text; throws RecordingError for another text.
+EventKind event_kind_from_name(const std::string& name);
 
 // One serialized event: its payload is JSON (docs/recording.md); listings live in blobs.
 struct EncodedEvent {
@@ -89,6 +91,7 @@ class EventEncoder {
   // KernelCode objects already encoded (kept alive so that an address is never reused) → code blob hash
   std::unordered_map<const KernelCode*, std::pair<std::shared_ptr<const KernelCode>, std::string>> code_hash_;
   std::unordered_map<const ScheduleEvent*, std::pair<std::shared_ptr<const ScheduleEvent>, std::string>> structure_hash_;
+  std::unordered_map<const NodeBatch*, std::pair<std::shared_ptr<const NodeBatch>, std::string>> batch_hash_;
 };
 
 // Turns payloads back into events. Blobs must be added before the events that name them.
@@ -106,6 +109,7 @@ class EventDecoder {
   std::unordered_map<std::string, std::string> blobs_;
   std::unordered_map<std::string, std::shared_ptr<const KernelCode>> code_;  // decoded once, shared
   std::unordered_map<std::string, std::shared_ptr<const ScheduleEvent>> structures_;
+  std::unordered_map<std::string, std::shared_ptr<const NodeBatch>> batches_;
 };
 
 // A RunInfo for a run starting now on `device` ("" = the default device): device properties, Tensorscope's
@@ -202,6 +206,7 @@ class EventStreamer : public SessionObserver {
   EventStreamer(const RunInfo& info, const std::string& record_path, int connection_fd);
   ~EventStreamer() override;
   void on_event(uint64_t seq, const Event& event) override;
+  bool wants_nodes() const override { return true; }
   // Sends the end (how the run ended) to both, flushes, closes the file. Idempotent.
   void finish(const RunInfo& end);
 

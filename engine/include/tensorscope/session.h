@@ -51,9 +51,17 @@ struct KernelInfo {
   std::vector<std::string> boundary_reasons;  // why the kernel ends (its output is stored) and why each input is a buffer
 };
 
+// Where the script made a graph node: the innermost Python frame outside the tensorscope package (the
+// user's line, also for a node made inside nn.Linear called from it).
+struct SourceLocation {
+  std::string file;  // "" when unknown (a node made from C++, or nothing was tracking)
+  int line = 0;
+};
+
 // A realize() call turned a piece of the lazy graph into kernels.
 struct ScheduleEvent {
   int schedule_id = 0;
+  SourceLocation where;              // the script line whose realize made it ("" file when unknown)
   std::vector<GraphNodeInfo> nodes;  // every node the schedule touches, inputs included
   std::vector<KernelInfo> kernels;   // in launch order
   // The schedule's structure, shared by every schedule of the same graph structure (a training loop's
@@ -116,14 +124,57 @@ struct ScriptOutputEvent {
   std::string text;
 };
 
-using Event = std::variant<ScheduleEvent, KernelRunEvent, ScriptOutputEvent>;
-
-// Where the script made a graph node: the innermost Python frame outside the tensorscope package (the
-// user's line, also for a node made inside nn.Linear called from it).
-struct SourceLocation {
-  std::string file;  // "" when unknown (a node made from C++, or nothing was tracking)
-  int line = 0;
+// One frame of a Python call stack.
+struct SourceFrame {
+  std::string file;
+  int line = 0;           // 1-based
+  std::string function;   // the code object's qualified name: "Linear.__call__", "<module>"
 };
+
+// The short call stack where a node was made, innermost frame first: the tensorscope frames down to
+// the user's line, and up to two user frames above it (who called the function that made the node).
+struct SourceStack {
+  std::vector<SourceFrame> frames;
+  int user = -1;  // index of the innermost frame outside the tensorscope package: the user's line; -1: none
+  SourceLocation where() const {
+    return user < 0 ? SourceLocation{} : SourceLocation{frames[user].file, frames[user].line};
+  }
+};
+
+// A batch of created nodes without their uids: what a training loop repeats step after step, so a
+// recording stores it once (like ScheduleEvent::structure). Node i of the batch is at position i; a
+// source position p < nodes.size() is a node of the batch, p >= nodes.size() the earlier node
+// NodesEvent::external_uids[p - nodes.size()]. GraphNodeInfo::uid is the position, kernel is -1.
+struct NodeBatch {
+  std::vector<GraphNodeInfo> nodes;   // srcs hold positions
+  std::vector<int> stack;             // per node: index into stacks; -1 when unknown
+  std::vector<SourceStack> stacks;
+};
+
+// Graph nodes the script created (the lazy graph as it grows), with the script line of each, and the
+// nodes freed since the previous NodesEvent (dropped before they were ever realized, or sources a
+// realize no longer needs). The session emits one before any other event when nodes are pending, and
+// when the debugger's gate pauses, so every event sees the graph it was made from.
+struct NodesEvent {
+  uint64_t first_uid = 0;                  // the batch's node i has uid first_uid + i (uids are consecutive)
+  std::vector<uint64_t> external_uids;     // uids of earlier nodes the batch's nodes read
+  std::shared_ptr<const NodeBatch> batch;  // shared by every repeat of the same structure
+  std::vector<uint64_t> freed_uids;
+
+  size_t size() const { return batch ? batch->nodes.size() : 0; }
+  uint64_t uid(size_t i) const { return first_uid + i; }
+  // The uid a source position of the batch names.
+  uint64_t uid_at(uint64_t position) const {
+    return position < size() ? first_uid + position : external_uids.at(position - size());
+  }
+  // The user's line that made node i ("" file when unknown).
+  SourceLocation where(size_t i) const {
+    const int s = batch->stack[i];
+    return s < 0 ? SourceLocation{} : batch->stacks[s].where();
+  }
+};
+
+using Event = std::variant<ScheduleEvent, KernelRunEvent, ScriptOutputEvent, NodesEvent>;
 
 // Raised by a launch whose output holds a NaN or an infinity while Session::break_on_nan() is on
 // (Python: tensorscope.NonFiniteError, a FloatingPointError). The message names the kernel, the first
@@ -162,6 +213,10 @@ class SessionObserver {
   virtual ~SessionObserver() = default;
   // `seq` numbers events from 0 in emission order.
   virtual void on_event(uint64_t seq, const Event& event) = 0;
+  // Whether this observer wants NodesEvents (every node the script creates, with its script line).
+  // They cost the run about a microsecond per node, so observers that do not show the lazy graph
+  // (the DEBUG printer, the CLI's manifest) leave them off.
+  virtual bool wants_nodes() const { return false; }
 };
 
 class Session {
@@ -175,22 +230,37 @@ class Session {
   int next_schedule_id() { return schedule_counter_++; }
   int next_kernel_id() { return kernel_counter_++; }
 
-  // Script lines of graph nodes. The Python module installs a locator (it walks the Python stack);
-  // while tracking is on, Graph::add asks it for every node it makes and keeps the answer by uid.
-  // Off (the default) it costs Graph::add one branch.
-  using SourceLocator = SourceLocation (*)();
-  void set_source_locator(SourceLocator locator) { locator_ = locator; }
-  void set_track_sources(bool on) { track_sources_ = on && locator_; }
+  // Script lines of graph nodes. The Python module installs a locator: it walks the Python stack and
+  // returns the id of that short call stack in the session's stack table (interning it with
+  // add_stack the first time), or -1. While tracking is on, Graph::add asks it for every node it makes
+  // and keeps the id in the node. Tracking is on while an observer wants NodesEvents or break on NaN/Inf
+  // is on; off, it costs Graph::add one branch.
+  using StackLocator = int (*)();
+  void set_stack_locator(StackLocator locator) {
+    locator_ = locator;
+    update_tracking();
+  }
   bool tracking_sources() const { return track_sources_; }
-  void note_node_source(uint64_t uid);
-  SourceLocation source_of(uint64_t uid) const;  // file "" when unknown
+  bool logging_nodes() const { return log_nodes_; }
+  int locate_stack() const { return locator_ ? locator_() : -1; }
+  int add_stack(SourceStack stack);
+  // A stack of the table; an empty one for -1 or an unknown id.
+  const SourceStack& stack(int id) const;
+  SourceLocation source_of_stack(int id) const { return stack(id).where(); }
+
+  // Emits the nodes created (and freed) since the last NodesEvent, if any (emit() does it first).
+  void flush_nodes();
+  // Where the pending NodesEvents come from: the graph's node log registers itself when the graph is
+  // made (so a program without a graph, such as a recording reader, needs none).
+  using PendingNodes = std::vector<NodesEvent> (*)();
+  void set_pending_nodes(PendingNodes take) { take_nodes_ = take; }
 
   // Break on NaN/Inf: after every launch the floating-point outputs are read back and checked, and the
   // first NaN or infinity raises NonFiniteError (tensorscope-cli run --break-on-nan,
   // TENSORSCOPE_BREAK_ON_NAN=1). Turning it on also tracks sources, for the message's script line.
   void set_break_on_nan(bool on) {
     break_on_nan_ = on;
-    if (on) set_track_sources(true);
+    update_tracking();
   }
   bool break_on_nan() const { return break_on_nan_; }
 
@@ -206,11 +276,16 @@ class Session {
   uint64_t seq_ = 0;
   int schedule_counter_ = 0;
   int kernel_counter_ = 0;
-  SourceLocator locator_ = nullptr;
+  void update_tracking();
+  void dispatch(const Event& event);  // to every observer, under mutex_
+
+  StackLocator locator_ = nullptr;
+  PendingNodes take_nodes_ = nullptr;
   bool track_sources_ = false;
+  bool log_nodes_ = false;
   bool break_on_nan_ = false;
   GateHandler* gate_ = nullptr;
-  std::unordered_map<uint64_t, SourceLocation> sources_;
+  std::vector<SourceStack> stacks_;
 };
 
 // RAII subscription.

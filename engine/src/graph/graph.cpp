@@ -1,5 +1,7 @@
 #include "graph/graph.h"
 
+#include "graph/node_log.h"
+
 #include <sstream>
 
 #include "tensorscope/session.h"
@@ -24,6 +26,10 @@ Graph& Graph::get() {
   return graph;
 }
 
+Graph::Graph() {
+  Session::get().set_pending_nodes([] { return NodeLog::get().take(); });
+}
+
 NodeId Graph::add(Op op, DType dtype, const Shape& shape, std::vector<NodeId> srcs, std::vector<int64_t> arg,
                   double value, int device) {
   NodeId id;
@@ -43,11 +49,14 @@ NodeId Graph::add(Op op, DType dtype, const Shape& shape, std::vector<NodeId> sr
   n.value = value;
   n.device = device;
   n.uid = next_uid_++;
-  if (Session& s = Session::get(); s.tracking_sources()) s.note_node_source(n.uid);
   n.num_src = static_cast<uint8_t>(srcs.size());
   for (size_t i = 0; i < srcs.size(); i++) {
     n.src[i] = srcs[i];
     nodes_[srcs[i]].refcount++;
+  }
+  if (Session& s = Session::get(); s.tracking_sources()) {
+    n.stack = s.locate_stack();
+    if (s.logging_nodes()) NodeLog::get().created(n, n.src);
   }
   return id;
 }
@@ -63,12 +72,14 @@ NodeId Graph::add_buffer(std::shared_ptr<Buffer> buffer, const Shape& shape) {
 void Graph::release(NodeId id) {
   // iterative, so that freeing a long chain cannot overflow the stack
   std::vector<NodeId> stack{id};
+  const bool logging = Session::get().logging_nodes();
   while (!stack.empty()) {
     NodeId cur = stack.back();
     stack.pop_back();
     Node& n = nodes_[cur];
     if (--n.refcount > 0) continue;
     for (int i = 0; i < n.num_src; i++) stack.push_back(n.src[i]);
+    if (logging) NodeLog::get().freed(n.uid);
     n = Node{};
     free_.push_back(cur);
   }

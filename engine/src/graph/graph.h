@@ -33,6 +33,7 @@ struct Node {
   std::vector<int64_t> arg;      // Reshape/Expand: new shape; Permute: order; Pad/Shrink: flat pairs;
                                  // Flip: 0/1 per axis; Reduce*: reduced axes (sorted)
   double value = 0;              // Const: the value
+  int stack = -1;                // where the script made it: an id in Session's stack table (-1: unknown)
   std::shared_ptr<Buffer> buffer;  // set once realized (op is then Buffer)
 
   bool realized() const { return buffer != nullptr; }
@@ -62,6 +63,7 @@ class Graph {
   size_t slab_size() const { return nodes_.size(); }
 
  private:
+  Graph();
   // A deque, not a vector: adding a node never moves the others, so references to a node (and to its
   // shape) stay valid while new nodes are built from it.
   std::deque<Node> nodes_;

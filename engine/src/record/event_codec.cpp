@@ -16,8 +16,15 @@ const char* event_kind_name(EventKind kind) {
     case EventKind::Schedule: return "schedule";
     case EventKind::Launch: return "launch";
     case EventKind::Output: return "output";
+    case EventKind::Nodes: return "nodes";
   }
   return "?";
+}
+
+EventKind event_kind_from_name(const std::string& name) {
+  for (EventKind k : {EventKind::Schedule, EventKind::Launch, EventKind::Output, EventKind::Nodes})
+    if (name == event_kind_name(k)) return k;
+  throw RecordingError("unknown event kind '" + name.substr(0, 40) + "'");
 }
 
 std::string content_hash(std::string_view data) {
@@ -57,9 +64,17 @@ void write_buffers(JsonWriter& w, const std::vector<BufferInfo>& buffers) {
   w.end_array();
 }
 
-void write_schedule(JsonWriter& w, const ScheduleEvent& s) {
+void write_where(JsonWriter& w, const SourceLocation& where) {
+  w.key("where").begin_object();
+  w.key("file").value(where.file);
+  w.key("line").value(where.line);
+  w.end_object();
+}
+
+void write_schedule(JsonWriter& w, const ScheduleEvent& s, bool with_where) {
   w.begin_object();
   w.key("schedule_id").value(s.schedule_id);
+  if (with_where) write_where(w, s.where);
   w.key("nodes").begin_array();
   for (const GraphNodeInfo& n : s.nodes) {
     w.begin_object();
@@ -102,6 +117,44 @@ void write_schedule(JsonWriter& w, const ScheduleEvent& s) {
   w.end_object();
 }
 
+void write_node_batch(JsonWriter& w, const NodeBatch& b) {
+  w.begin_object();
+  w.key("nodes").begin_array();
+  for (size_t i = 0; i < b.nodes.size(); i++) {
+    const GraphNodeInfo& n = b.nodes[i];
+    w.begin_object();
+    w.key("op").value(n.op);
+    w.key("op_class").value(n.op_class);
+    w.key("shape");
+    write_shape(w, n.shape);
+    w.key("dtype").value(n.dtype);
+    w.key("srcs").begin_array();
+    for (uint64_t p : n.srcs) w.value(p);
+    w.end_array();
+    w.key("arg").value(n.arg);
+    w.key("stack").value(b.stack[i]);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("stacks").begin_array();
+  for (const SourceStack& st : b.stacks) {
+    w.begin_object();
+    w.key("user").value(st.user);
+    w.key("frames").begin_array();
+    for (const SourceFrame& f : st.frames) {
+      w.begin_array();
+      w.value(f.file);
+      w.value(f.line);
+      w.value(f.function);
+      w.end_array();
+    }
+    w.end_array();
+    w.end_object();
+  }
+  w.end_array();
+  w.end_object();
+}
+
 }  // namespace
 
 EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& event, std::vector<Blob>& new_blobs) {
@@ -112,18 +165,19 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
   if (auto* s = std::get_if<ScheduleEvent>(&event)) {
     out.kind = EventKind::Schedule;
     if (!s->structure) {
-      write_schedule(w, *s);
+      write_schedule(w, *s, true);
     } else {
       // a training loop repeats one structure: store it once, and each schedule as its uids
       auto known = structure_hash_.find(s->structure.get());
       if (known == structure_hash_.end()) {
         JsonWriter structure;
-        write_schedule(structure, *s->structure);
+        write_schedule(structure, *s->structure, false);
         known = structure_hash_.emplace(s->structure.get(), std::make_pair(s->structure, blob(structure.take(), new_blobs)))
                     .first;
       }
       w.begin_object();
       w.key("schedule_id").value(s->schedule_id);
+      write_where(w, s->where);
       w.key("structure").value(known->second.second);
       w.key("position_uids").begin_array();
       for (uint64_t u : s->position_uids) w.value(u);
@@ -181,6 +235,28 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
     w.key("time_ms").value(r->time_ms);
     w.key("replayed").value(r->replayed);
     w.key("replay_of").value(r->replay_of);
+    w.end_object();
+  } else if (auto* n = std::get_if<NodesEvent>(&event)) {
+    // the batch's structure once per distinct batch; each event is its first uid and external uids
+    out.kind = EventKind::Nodes;
+    static const NodeBatch kEmpty;
+    const NodeBatch& batch = n->batch ? *n->batch : kEmpty;
+    auto known = batch_hash_.find(n->batch.get());
+    if (known == batch_hash_.end()) {
+      JsonWriter b;
+      write_node_batch(b, batch);
+      known = batch_hash_.emplace(n->batch.get(), std::make_pair(n->batch, blob(b.take(), new_blobs))).first;
+    }
+    w.begin_object();
+    w.key("first_uid").value(n->first_uid);
+    w.key("count").value(static_cast<uint64_t>(batch.nodes.size()));
+    w.key("batch").value(known->second.second);
+    w.key("external_uids").begin_array();
+    for (uint64_t u : n->external_uids) w.value(u);
+    w.end_array();
+    w.key("freed_uids").begin_array();
+    for (uint64_t u : n->freed_uids) w.value(u);
+    w.end_array();
     w.end_object();
   } else if (auto* o = std::get_if<ScriptOutputEvent>(&event)) {
     out.kind = EventKind::Output;
@@ -264,9 +340,17 @@ std::vector<BufferInfo> buffers(const json& obj, const char* name) {
 
 constexpr int64_t kMaxId = INT32_MAX;
 
+// "where" is optional: recordings made before it existed lack it.
+SourceLocation read_where(const json& j) {
+  if (!j.contains("where")) return {};
+  const json& w = field(j, "where");
+  return {str(w, "file"), static_cast<int>(integer(w, "line", 0, kMaxId))};
+}
+
 ScheduleEvent read_schedule(const json& j) {
   ScheduleEvent s;
   s.schedule_id = static_cast<int>(integer(j, "schedule_id", 0, kMaxId));
+  s.where = read_where(j);
   for (const json& n : array(j, "nodes")) {
     GraphNodeInfo info;
     info.uid = uid(field(n, "uid"));
@@ -295,6 +379,34 @@ ScheduleEvent read_schedule(const json& j) {
   for (const GraphNodeInfo& n : s.nodes)
     if (n.kernel >= static_cast<int>(s.kernels.size())) throw RecordingError("a node names a kernel the schedule lacks");
   return s;
+}
+
+NodeBatch read_node_batch(const json& j) {
+  NodeBatch b;
+  const json& stacks = array(j, "stacks");
+  for (const json& st : stacks) {
+    SourceStack stack;
+    for (const json& f : array(st, "frames")) {
+      if (!f.is_array() || f.size() != 3 || !f[0].is_string() || !f[2].is_string())
+        throw RecordingError("a stack frame is not [file, line, function]");
+      stack.frames.push_back({f[0].get<std::string>(), static_cast<int>(integer(f[1], "line")), f[2].get<std::string>()});
+    }
+    stack.user = static_cast<int>(integer(st, "user", -1, static_cast<int64_t>(stack.frames.size()) - 1));
+    b.stacks.push_back(std::move(stack));
+  }
+  for (const json& n : array(j, "nodes")) {
+    GraphNodeInfo info;
+    info.uid = b.nodes.size();
+    info.op = str(n, "op");
+    info.op_class = str(n, "op_class");
+    info.shape = shape(n, "shape");
+    info.dtype = str(n, "dtype");
+    for (const json& p : array(n, "srcs")) info.srcs.push_back(uid(p));
+    info.arg = str(n, "arg");
+    b.stack.push_back(static_cast<int>(integer(n, "stack", -1, static_cast<int64_t>(b.stacks.size()) - 1)));
+    b.nodes.push_back(std::move(info));
+  }
+  return b;
 }
 
 }  // namespace
@@ -329,8 +441,10 @@ Event EventDecoder::decode(const EncodedEvent& e) {
           kernel_ids.push_back(static_cast<int>(id));
         }
         try {
-          return instantiate_schedule(known->second, std::move(uids), kernel_ids,
-                                      static_cast<int>(integer(j, "schedule_id", 0, kMaxId)));
+          ScheduleEvent s = instantiate_schedule(known->second, std::move(uids), kernel_ids,
+                                                 static_cast<int>(integer(j, "schedule_id", 0, kMaxId)));
+          s.where = read_where(j);
+          return s;
         } catch (const std::invalid_argument& x) {
           throw RecordingError(x.what());
         }
@@ -367,6 +481,25 @@ Event EventDecoder::decode(const EncodedEvent& e) {
         r.replayed = boolean(j, "replayed");
         r.replay_of = static_cast<int>(integer(j, "replay_of", -1, kMaxId));
         return r;
+      }
+      case EventKind::Nodes: {
+        NodesEvent n;
+        const std::string hash = str(j, "batch");
+        auto known = batches_.find(hash);
+        if (known == batches_.end())
+          known = batches_.emplace(hash, std::make_shared<const NodeBatch>(read_node_batch(json::parse(blob(hash))))).first;
+        n.batch = known->second;
+        n.first_uid = uid(field(j, "first_uid"));
+        if (static_cast<uint64_t>(integer(j, "count", 0, INT64_MAX)) != n.batch->nodes.size())
+          throw RecordingError("field 'count' differs from its batch's node count");
+        for (const json& u : array(j, "external_uids")) n.external_uids.push_back(uid(u));
+        for (const json& u : array(j, "freed_uids")) n.freed_uids.push_back(uid(u));
+        // every source position must name a node of the batch or an external uid
+        const uint64_t positions = n.batch->nodes.size() + n.external_uids.size();
+        for (const GraphNodeInfo& node : n.batch->nodes)
+          for (uint64_t p : node.srcs)
+            if (p >= positions) throw RecordingError("a node's source position " + std::to_string(p) + " is out of range");
+        return n;
       }
       case EventKind::Output: {
         ScriptOutputEvent o;
@@ -473,7 +606,7 @@ EncodedEvent event_from_frame_body(std::string_view body) {
   e.seq = get_u64(body, 0);
   e.time_ns = static_cast<int64_t>(get_u64(body, 8));
   const int kind = static_cast<unsigned char>(body[16]);
-  if (kind < 1 || kind > 3) throw RecordingError("connection: an event of unknown kind " + std::to_string(kind));
+  if (kind < 1 || kind > 4) throw RecordingError("connection: an event of unknown kind " + std::to_string(kind));
   e.kind = static_cast<EventKind>(kind);
   e.payload = std::string(body.substr(17));
   return e;

@@ -320,10 +320,11 @@ void RecordingReader::read_events(const std::function<void(uint64_t, int64_t, co
     EncodedEvent e;
     e.seq = static_cast<uint64_t>(sqlite3_column_int64(events.s, 0));
     const std::string kind = events.column_text(1);
-    if (kind == "schedule") e.kind = EventKind::Schedule;
-    else if (kind == "launch") e.kind = EventKind::Launch;
-    else if (kind == "output") e.kind = EventKind::Output;
-    else m.fail("event " + std::to_string(e.seq) + " has an unknown kind '" + kind.substr(0, 40) + "'");
+    try {
+      e.kind = event_kind_from_name(kind);
+    } catch (const RecordingError& x) {
+      m.fail("event " + std::to_string(e.seq) + ": " + x.what());
+    }
     e.time_ns = sqlite3_column_int64(events.s, 2);
     e.payload = events.column_text(3);
     if (content_hash(e.payload) != events.column_text(4))

@@ -199,7 +199,7 @@ void check_finite(const Buffer& out, const Node& node, int kernel_id, const std:
       index = std::to_string(rest % node.shape[d]) + (index.empty() ? "" : ", ") + index;
       rest /= node.shape[d];
     }
-    const SourceLocation where = Session::get().source_of(node.uid);
+    const SourceLocation where = Session::get().source_of_stack(node.stack);
     const std::string what = "kernel #" + std::to_string(kernel_id) + " " + kernel + " produced " +
                              (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") + " at output element " +
                              std::to_string(i) + " of " + std::to_string(out.numel) + " (index (" + index +
@@ -233,14 +233,23 @@ std::shared_ptr<const ScheduleEvent> cacheable_event(const ScheduleEvent& ev,
 }
 
 // The fast path: the kernels of an earlier realize() with the same structure, on this graph's buffers.
+// The script line that called realize (a schedule's ScheduleEvent::where), when lines are tracked.
+SourceLocation realize_line() {
+  Session& session = Session::get();
+  return session.tracking_sources() ? session.source_of_stack(session.locate_stack()) : SourceLocation{};
+}
+
 // Observers get the cached schedule event and each kernel's cached code: nothing is built twice.
 void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched, bool observed) {
   GlobalCounters::schedule_cache_hits++;
   Session& session = Session::get();
   std::vector<int> kernel_ids;
   for (size_t k = 0; k < sched.kernels.size(); k++) kernel_ids.push_back(session.next_kernel_id());
-  if (observed)
-    session.emit(instantiate_schedule(sched.event, position_uids(g, key), kernel_ids, session.next_schedule_id()));
+  if (observed) {
+    ScheduleEvent ev = instantiate_schedule(sched.event, position_uids(g, key), kernel_ids, session.next_schedule_id());
+    ev.where = realize_line();
+    session.emit(ev);
+  }
   std::vector<std::shared_ptr<Buffer>> produced(sched.kernels.size());
   std::unordered_map<uint32_t, size_t> producer;  // order index → kernel that stores it
   auto buffer_of = [&](uint32_t index) -> const std::shared_ptr<Buffer>& {
@@ -332,6 +341,7 @@ void realize(const std::vector<NodeId>& targets) {
   if (observed) {
     ScheduleEvent ev;
     ev.schedule_id = session.next_schedule_id();
+    ev.where = realize_line();
     std::map<NodeId, int> kernel_of;
     for (size_t k = 0; k < sched.items.size(); k++)
       for (NodeId f : sched.items[k].fused)

@@ -1,5 +1,6 @@
 #include "tensorscope/session.h"
 
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -11,19 +12,52 @@ Session& Session::get() {
 }
 
 void Session::subscribe(SessionObserver* observer) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (std::find(observers_.begin(), observers_.end(), observer) == observers_.end()) observers_.push_back(observer);
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (std::find(observers_.begin(), observers_.end(), observer) == observers_.end()) observers_.push_back(observer);
+  }
+  update_tracking();
 }
 
 void Session::unsubscribe(SessionObserver* observer) {
+  flush_nodes();  // what it watched so far, before it goes
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    observers_.erase(std::remove(observers_.begin(), observers_.end(), observer), observers_.end());
+  }
+  update_tracking();
+}
+
+void Session::update_tracking() {
   std::lock_guard<std::mutex> lock(mutex_);
-  observers_.erase(std::remove(observers_.begin(), observers_.end(), observer), observers_.end());
+  log_nodes_ = locator_ && std::any_of(observers_.begin(), observers_.end(), [](auto* o) { return o->wants_nodes(); });
+  track_sources_ = locator_ && (log_nodes_ || break_on_nan_);
 }
 
 void Session::emit(const Event& event) {
+  if (log_nodes_) flush_nodes();  // the nodes an event was made from come before it
+  dispatch(event);
+}
+
+void Session::dispatch(const Event& event) {
   std::lock_guard<std::mutex> lock(mutex_);
   uint64_t seq = seq_++;
   for (SessionObserver* o : observers_) o->on_event(seq, event);
+}
+
+void Session::flush_nodes() {
+  if (!take_nodes_) return;
+  for (const NodesEvent& ev : take_nodes_()) dispatch(ev);
+}
+
+int Session::add_stack(SourceStack stack) {
+  stacks_.push_back(std::move(stack));
+  return static_cast<int>(stacks_.size()) - 1;
+}
+
+const SourceStack& Session::stack(int id) const {
+  static const SourceStack none;
+  return id < 0 || id >= static_cast<int>(stacks_.size()) ? none : stacks_[id];
 }
 
 const char* gate_stage_name(GateStop::Stage stage) {
@@ -38,16 +72,6 @@ const char* gate_stage_name(GateStop::Stage stage) {
     case GateStop::NonFinite: return "non-finite output";
   }
   return "?";
-}
-
-void Session::note_node_source(uint64_t uid) {
-  SourceLocation where = locator_();
-  if (!where.file.empty()) sources_[uid] = std::move(where);
-}
-
-SourceLocation Session::source_of(uint64_t uid) const {
-  auto it = sources_.find(uid);
-  return it == sources_.end() ? SourceLocation{} : it->second;
 }
 
 void for_each_uid(ScheduleEvent& ev, const std::function<void(uint64_t&)>& f) {
