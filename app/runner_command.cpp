@@ -19,6 +19,7 @@
 #include <string>
 #include <thread>
 
+#include "debugger_gate.h"
 #include "runner.h"
 #include "tensorscope/recording.h"
 
@@ -43,71 +44,6 @@ int connect_to(const std::string& socket_path) {
   }
   return fd;
 }
-
-// Pauses the script at the engine's gate (tensorscope/session.h) when the debugger asks: at the next
-// launch (F10), at the next stop of any stage (F11, Pause), or at the end of the schedule (Shift+F11). While paused,
-// the engine's thread waits here for a command; every event before the stop has already been sent.
-class DebuggerGate : public GateHandler {
- public:
-  // `step`: "" runs; "launch" pauses before the first launch, "stage" at the first stop
-  DebuggerGate(int fd, const std::string& step)
-      : fd_(fd), mode_(step == "launch" ? Mode::NextLaunch : step == "stage" ? Mode::NextStop : Mode::Run) {}
-
-  void at_gate(const GateStop& stop) override {
-    std::unique_lock<std::mutex> lock(mutex_);
-    const bool pause = mode_ == Mode::NextStop || stop.stage == GateStop::NonFinite ||
-                       (mode_ == Mode::NextLaunch && stop.stage == GateStop::BeforeLaunch) ||
-                       (mode_ == Mode::EndOfSchedule && stop.stage == GateStop::AfterSchedule);
-    if (!pause || gone_) return;
-    lock.unlock();
-    Session::get().flush_nodes();  // the lazy graph as it is now, before the debugger looks at it
-    lock.lock();
-    nlohmann::json where = {{"stage", gate_stage_name(stop.stage)}, {"kernel_id", stop.kernel_id},
-                            {"kernel", stop.kernel}, {"detail", stop.detail}};
-    const std::string frame = frame_bytes('P', where.dump());
-    if (::send(fd_, frame.data(), frame.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(frame.size())) return;
-    resumed_ = false;
-    wake_.wait(lock, [&] { return resumed_ || gone_; });
-  }
-
-  // {"command": "continue" | "step" (with "until": "launch" | "stage" | "schedule end") | "pause" |
-  // "stop"}; from the command thread.
-  void command(const nlohmann::json& c) {
-    const std::string what = c.value("command", "");
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (what == "continue") {
-      mode_ = Mode::Run;
-      resume();
-    } else if (what == "step") {
-      const std::string until = c.value("until", "launch");
-      mode_ = until == "stage" ? Mode::NextStop : until == "schedule end" ? Mode::EndOfSchedule : Mode::NextLaunch;
-      resume();
-    } else if (what == "pause") {
-      mode_ = Mode::NextStop;
-    } else if (what == "stop") {
-      mode_ = Mode::Run;
-      ScriptRunner::interrupt_main();  // KeyboardInterrupt at the script's next bytecode
-      resume();
-    }
-  }
-  void gone() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    gone_ = true;
-    wake_.notify_all();
-  }
-
- private:
-  enum class Mode { Run, NextLaunch, NextStop, EndOfSchedule };
-  void resume() {
-    resumed_ = true;
-    wake_.notify_all();
-  }
-  int fd_;
-  Mode mode_;
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  bool resumed_ = false, gone_ = false;
-};
 
 // Reads the debugger's commands. Runs on its own thread so that a command is heard while the script
 // holds the main thread (and the GIL) in a long engine call. When the debugger goes away (the socket
@@ -143,7 +79,7 @@ void read_commands(int fd, DebuggerGate* gate, std::atomic<bool>* done) {
 int cmd_runner(int argc, char** argv) {
   std::string socket_path, source_file, path, record, device;
   long memory_mb = 0;
-  std::string step;
+  std::string step, breakpoints;
   for (int i = 0; i < argc; i++) {
     std::string a = argv[i];
     if (i + 1 >= argc) return fail("option " + a + " needs a value");
@@ -155,6 +91,7 @@ int cmd_runner(int argc, char** argv) {
     else if (a == "--device") device = v;
     else if (a == "--memory-limit") memory_mb = std::atol(v.c_str());
     else if (a == "--step" && (v == "launch" || v == "stage")) step = v;
+    else if (a == "--breakpoints") breakpoints = v;
     else return fail("unknown option " + a);
   }
   if (socket_path.empty() || source_file.empty()) return fail("usage: runner --connect SOCKET --source FILE [...]");
@@ -182,7 +119,19 @@ int cmd_runner(int argc, char** argv) {
   // Both outlive this function: the detached command thread may still look at them while the process exits.
   static std::atomic<bool> done{false};
   auto* gate = new DebuggerGate(fd, step);
+  if (!breakpoints.empty()) {
+    auto c = nlohmann::json::parse(breakpoints, nullptr, false);
+    if (!c.is_object()) return fail("--breakpoints: not a JSON object");
+    c["command"] = "breakpoints";
+    gate->command(c);
+  }
+  {
+    PyGILState_STATE gil = PyGILState_Ensure();  // line tracing goes on before the script's first line
+    gate->update_line_tracing();
+    PyGILState_Release(gil);
+  }
   Session::get().set_gate(gate);
+  Session::get().subscribe(gate);
   std::thread commands(read_commands, fd, gate, &done);
   commands.detach();
 

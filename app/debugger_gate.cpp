@@ -1,0 +1,270 @@
+#include "debugger_gate.h"
+
+#include <fnmatch.h>
+#include <frameobject.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+
+#include "runner.h"
+#include "tensorscope/recording.h"
+
+namespace ts {
+namespace {
+
+DebuggerGate* g_gate = nullptr;  // the trace function's and the pending call's gate (one per process)
+
+int update_tracing_soon(void*) {
+  if (g_gate) g_gate->update_line_tracing();
+  return 0;
+}
+
+void say(ScriptOutputEvent::Stream stream, const std::string& text) {
+  Session& s = Session::get();
+  if (s.observed()) s.emit(ScriptOutputEvent{stream, text});
+}
+
+}  // namespace
+
+DebuggerGate::DebuggerGate(int fd, const std::string& step)
+    : fd_(fd), mode_(step == "launch" ? Mode::NextLaunch : step == "stage" ? Mode::NextStop : Mode::Run) {
+  g_gate = this;
+}
+
+// ---- the engine's stops ---------------------------------------------------------------------------
+
+void DebuggerGate::at_gate(const GateStop& stop) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (gone_ || evaluating_) return;  // the console's own realizes run through
+  if (tracing_update_pending_) {  // the engine's thread holds the GIL here: a good place to switch
+    lock.unlock();
+    update_line_tracing();
+    lock.lock();
+  }
+  const std::string breakpoint = stop.stage == GateStop::BeforeLaunch ? kernel_breakpoint(stop) : "";
+  const bool pause = mode_ == Mode::NextStop || stop.stage == GateStop::NonFinite || !breakpoint.empty() ||
+                     (mode_ == Mode::NextLaunch && stop.stage == GateStop::BeforeLaunch) ||
+                     (mode_ == Mode::EndOfSchedule && stop.stage == GateStop::AfterSchedule);
+  if (!pause) return;
+  lock.unlock();
+  Session::get().flush_nodes();  // the lazy graph as it is now, before the debugger looks at it
+  lock.lock();
+  const nlohmann::json where = {{"stage", gate_stage_name(stop.stage)}, {"kernel_id", stop.kernel_id},
+                                {"kernel", stop.kernel},
+                                {"detail", breakpoint.empty() ? stop.detail : breakpoint},
+                                {"file", ""}, {"line", 0}};
+  wait_here(lock, where, nullptr);
+}
+
+std::string DebuggerGate::kernel_breakpoint(const GateStop& stop) {
+  for (const std::string& pattern : kernel_patterns_)
+    if (fnmatch(pattern.c_str(), stop.kernel.c_str(), 0) == 0) return "breakpoint on kernels " + pattern;
+  auto it = kernels_.find(stop.kernel_id);
+  if (it == kernels_.end()) return "";
+  for (const std::string& op : it->second.ops)
+    if (ops_.count(op)) return "breakpoint on op " + op;
+  for (uint64_t uid : it->second.node_uids)
+    if (nodes_.count(uid)) return "breakpoint on node #" + std::to_string(uid);
+  return "";
+}
+
+void DebuggerGate::on_event(uint64_t, const Event& event) {
+  const auto* schedule = std::get_if<ScheduleEvent>(&event);
+  if (!schedule) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (ops_.empty() && nodes_.empty()) return;
+  kernels_.clear();
+  for (const KernelInfo& k : schedule->kernels) kernels_[k.id] = {k.name, k.ops, k.node_uids};
+}
+
+// ---- script lines ---------------------------------------------------------------------------------
+
+bool DebuggerGate::has_line_breakpoints(const std::string& file) {
+  return lines_.count(file) || run_to_file_ == file;
+}
+
+bool DebuggerGate::line_breakpoint(const std::string& file, int line) {
+  if (run_to_line_ == line && run_to_file_ == file) {
+    run_to_file_.clear();
+    run_to_line_ = 0;
+    tracing_update_pending_ = true;  // wait_here switches tracing off when no breakpoint is left
+    return true;
+  }
+  auto it = lines_.find(file);
+  return it != lines_.end() && it->second.count(line);
+}
+
+// The C trace function (PyEval_SetTrace), on the main thread with the GIL. A frame of a file without
+// line breakpoints stops producing line events at its call (f_trace_lines = False).
+int DebuggerGate::trace(PyObject*, PyFrameObject* frame, int what, PyObject*) {
+  DebuggerGate* gate = g_gate;
+  if (!gate || gate->evaluating_ || (what != PyTrace_CALL && what != PyTrace_LINE)) return 0;
+  PyCodeObject* code = PyFrame_GetCode(frame);
+  const char* name = PyUnicode_AsUTF8(code->co_filename);
+  Py_DECREF(code);
+  if (!name) {
+    PyErr_Clear();
+    return 0;
+  }
+  const std::string file = name;
+  std::unique_lock<std::mutex> lock(gate->mutex_);
+  if (what == PyTrace_CALL) {
+    const bool wanted = gate->has_line_breakpoints(file);
+    lock.unlock();
+    if (!wanted && PyObject_SetAttrString(reinterpret_cast<PyObject*>(frame), "f_trace_lines", Py_False) != 0)
+      PyErr_Clear();
+    return 0;
+  }
+  const int line = PyFrame_GetLineNumber(frame);
+  if (gate->gone_ || !gate->line_breakpoint(file, line)) return 0;
+  lock.unlock();
+  Session::get().flush_nodes();
+  lock.lock();
+  gate->mode_ = Mode::Run;
+  const nlohmann::json where = {{"stage", "line"}, {"kernel_id", -1}, {"kernel", ""}, {"detail", ""},
+                                {"file", file}, {"line", line}};
+  gate->wait_here(lock, where, frame);
+  return 0;
+}
+
+void DebuggerGate::update_line_tracing() {
+  bool want;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    tracing_update_pending_ = false;
+    want = !lines_.empty() || !run_to_file_.empty();
+  }
+  if (want == tracing_) return;
+  PyEval_SetTrace(want ? &DebuggerGate::trace : nullptr, nullptr);
+  tracing_ = want;
+}
+
+// ---- pausing --------------------------------------------------------------------------------------
+
+void DebuggerGate::wait_here(std::unique_lock<std::mutex>& lock, const nlohmann::json& where, PyFrameObject* frame) {
+  const std::string bytes = frame_bytes('P', where.dump());
+  if (gone_ || ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) return;
+  resumed_ = false;
+  while (true) {
+    wake_.wait(lock, [&] { return resumed_ || gone_ || !evaluations_.empty(); });
+    if (resumed_ || gone_) break;
+    const std::string code = evaluations_.front();
+    evaluations_.erase(evaluations_.begin());
+    lock.unlock();
+    if (frame) {
+      evaluate(frame, code);
+    } else {
+      say(ScriptOutputEvent::Stderr,
+          "The console evaluates Python while the script is paused on a line (a line breakpoint, F9, or "
+          "Ctrl+F10); it is paused inside the engine now (" + where.value("stage", std::string()) + ").\n");
+    }
+    Session::get().flush_nodes();
+    lock.lock();
+    // paused again at the same place: the debugger takes the console's events as done
+    if (!resumed_ && !gone_) ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  }
+  if (tracing_update_pending_) {  // breakpoints changed while paused: switch tracing before going on
+    lock.unlock();
+    update_line_tracing();
+    lock.lock();
+  }
+}
+
+// Runs `source` in the paused frame like Python's interactive console (an expression's value is
+// printed by sys.displayhook), falling back to a whole block of statements. Output and tracebacks go
+// to the script's sys.stdout / sys.stderr, which stream to the debugger.
+void DebuggerGate::evaluate(PyFrameObject* frame, const std::string& source) {
+  evaluating_ = true;
+  PyObject* globals = PyFrame_GetGlobals(frame);
+  PyObject* locals = PyFrame_GetLocals(frame);
+  PyObject* code = Py_CompileString(source.c_str(), "<console>", Py_single_input);
+  if (!code && PyErr_ExceptionMatches(PyExc_SyntaxError)) {
+    PyErr_Clear();
+    code = Py_CompileString(source.c_str(), "<console>", Py_file_input);
+  }
+  PyObject* result = code ? PyEval_EvalCode(code, globals, locals) : nullptr;
+  if (!result) {
+    if (PyErr_ExceptionMatches(PyExc_SystemExit)) {
+      PyErr_Clear();
+      say(ScriptOutputEvent::Stderr, "SystemExit in the console is ignored: Shift+F5 stops the script.\n");
+    } else {
+      PyErr_Print();  // the traceback, to the script's sys.stderr
+    }
+  } else if (locals != globals) {
+    PyFrame_LocalsToFast(frame, 0);  // assignments in a function's frame reach its variables
+  }
+  Py_XDECREF(result);
+  Py_XDECREF(code);
+  Py_XDECREF(globals);
+  Py_XDECREF(locals);
+  if (PyErr_Occurred()) PyErr_Clear();
+  evaluating_ = false;
+}
+
+// ---- commands -------------------------------------------------------------------------------------
+
+void DebuggerGate::set_breakpoints(const nlohmann::json& c) {
+  lines_.clear();
+  kernel_patterns_.clear();
+  ops_.clear();
+  nodes_.clear();
+  for (const auto& l : c.value("lines", nlohmann::json::array()))
+    if (l.is_object() && l.value("line", 0) > 0) lines_[l.value("file", std::string())].insert(l.value("line", 0));
+  for (const auto& k : c.value("kernels", nlohmann::json::array()))
+    if (k.is_string()) kernel_patterns_.push_back(k.get<std::string>());
+  for (const auto& o : c.value("ops", nlohmann::json::array()))
+    if (o.is_string()) ops_.insert(o.get<std::string>());
+  for (const auto& n : c.value("nodes", nlohmann::json::array()))
+    if (n.is_number_unsigned()) nodes_.insert(n.get<uint64_t>());
+}
+
+void DebuggerGate::command(const nlohmann::json& c) {
+  const std::string what = c.value("command", "");
+  std::lock_guard<std::mutex> lock(mutex_);
+  const bool traced = !lines_.empty() || !run_to_file_.empty();
+  if (what == "continue") {
+    mode_ = Mode::Run;
+    resume();
+  } else if (what == "step") {
+    const std::string until = c.value("until", "launch");
+    mode_ = until == "stage" ? Mode::NextStop : until == "schedule end" ? Mode::EndOfSchedule : Mode::NextLaunch;
+    resume();
+  } else if (what == "pause") {
+    mode_ = Mode::NextStop;
+  } else if (what == "stop") {
+    mode_ = Mode::Run;
+    ScriptRunner::interrupt_main();  // KeyboardInterrupt at the script's next bytecode
+    resume();
+  } else if (what == "breakpoints") {
+    set_breakpoints(c);
+  } else if (what == "run to line") {
+    run_to_file_ = c.value("file", std::string());
+    run_to_line_ = c.value("line", 0);
+    mode_ = Mode::Run;
+    resume();
+  } else if (what == "evaluate") {
+    evaluations_.push_back(c.value("code", std::string()));
+    wake_.notify_all();
+  }
+  const bool traced_now = !lines_.empty() || !run_to_file_.empty();
+  if (traced != traced_now && !tracing_update_pending_) {
+    // PyEval_SetTrace must run on the main thread. It does when the paused script resumes, at the
+    // engine's next stop, or in a pending call: Python 3.11 runs a pending call queued by another thread
+    // only when something else interrupts the main thread's bytecode (a signal, a GIL switch).
+    tracing_update_pending_ = true;
+    Py_AddPendingCall(&update_tracing_soon, nullptr);
+  }
+}
+
+void DebuggerGate::gone() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  gone_ = true;
+  wake_.notify_all();
+}
+
+void DebuggerGate::resume() {
+  resumed_ = true;
+  wake_.notify_all();
+}
+
+}  // namespace ts

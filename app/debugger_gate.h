@@ -1,0 +1,100 @@
+// The runner's side of the debugger (issue 12): where a script run pauses and what it does meanwhile.
+//
+// DebuggerGate is the engine's GateHandler in `tensorscope-cli runner`. It pauses the script
+//   - at the engine's stops (tensorscope/session.h): at the next launch (F10), at the next stop of any
+//     stage (F11, Pause), at the end of the schedule (Shift+F11), and always at a non-finite output
+//     (break on NaN/Inf);
+//   - before the launch of a kernel that a breakpoint names: by kernel name pattern ("r_*", fnmatch),
+//     by op fused into it ("SUM"), or by graph node ("when node #41 is realized");
+//   - at a line of the script (line breakpoints, and run to the cursor's line). Python's line tracing
+//     (PyEval_SetTrace, a C trace function) is on only while line breakpoints exist, and only for
+//     frames of files that have some: a run without line breakpoints pays nothing for them.
+// When it pauses it first emits the pending NodesEvents (so the debugger sees the lazy graph as it is),
+// then sends a 'P' frame {"stage", "kernel_id", "kernel", "detail", "file", "line"} and waits on the
+// engine's thread for a command. Paused on a script line, the pause console's "evaluate" commands run
+// Python in the paused frame (its globals and locals), on that same thread; what they print and
+// realize streams to the debugger like the script's own output and kernels.
+//
+// Commands (JSON, on the command thread; see runner_command.h for the connection):
+//   {"command": "continue"}                 F5
+//   {"command": "step", "until": "launch" | "stage" | "schedule end"}   F10, F11, Shift+F11
+//   {"command": "pause"}                    pause at the next stop of any stage
+//   {"command": "stop"}                     KeyboardInterrupt in the script
+//   {"command": "breakpoints", "lines": [{"file": F, "line": N}], "kernels": ["r_*"], "ops": ["SUM"],
+//    "nodes": [uid]}                        replaces every breakpoint
+//   {"command": "run to line", "file": F, "line": N}   Ctrl+F10: continue until that line
+//   {"command": "evaluate", "code": "x.shape"}         the pause console
+#pragma once
+#include <Python.h>
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "tensorscope/session.h"
+
+namespace ts {
+
+class DebuggerGate : public GateHandler, public SessionObserver {
+ public:
+  // `fd`: the debugger's connection. `step`: "" runs; "launch" pauses before the first launch, "stage"
+  // at the first stop of any stage.
+  DebuggerGate(int fd, const std::string& step);
+
+  // The engine's stops (engine thread).
+  void at_gate(const GateStop& stop) override;
+  // Remembers the kernels of the latest schedule (their ops and nodes), for op and node breakpoints.
+  void on_event(uint64_t seq, const Event& event) override;
+
+  // A command from the debugger (command thread).
+  void command(const nlohmann::json& command);
+  // The debugger went away: nothing waits any more.
+  void gone();
+
+  // Turns Python's line tracing on or off to match the line breakpoints (main thread, GIL held). The
+  // runner calls it before the script starts; later changes arrive through Py_AddPendingCall.
+  void update_line_tracing();
+
+ private:
+  enum class Mode { Run, NextLaunch, NextStop, EndOfSchedule };
+  struct KernelFacts {
+    std::string name;
+    std::vector<std::string> ops;
+    std::vector<uint64_t> node_uids;
+  };
+
+  static int trace(PyObject* self, PyFrameObject* frame, int what, PyObject* arg);
+  bool has_line_breakpoints(const std::string& file);   // mutex_ held
+  bool line_breakpoint(const std::string& file, int line);  // mutex_ held; clears a hit run-to-line
+  std::string kernel_breakpoint(const GateStop& stop);  // mutex_ held; "" or why it breaks there
+  // Sends the 'P' frame and waits for a command (mutex_ held through `lock`). `frame`: the paused
+  // Python frame, where "evaluate" commands run (null at the engine's stops).
+  void wait_here(std::unique_lock<std::mutex>& lock, const nlohmann::json& where, PyFrameObject* frame);
+  void evaluate(PyFrameObject* frame, const std::string& code);  // GIL held, mutex_ not held
+  void set_breakpoints(const nlohmann::json& c);  // mutex_ held
+  void resume();
+
+  int fd_;
+  Mode mode_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool resumed_ = false, gone_ = false, evaluating_ = false;
+  std::vector<std::string> evaluations_;  // waiting for the paused main thread
+
+  std::map<std::string, std::set<int>> lines_;  // file -> line breakpoints
+  std::string run_to_file_;                     // Ctrl+F10's target ("" none)
+  int run_to_line_ = 0;
+  std::vector<std::string> kernel_patterns_;
+  std::set<std::string> ops_;
+  std::set<uint64_t> nodes_;
+  std::unordered_map<int, KernelFacts> kernels_;  // the latest schedule's kernels by id
+  bool tracing_ = false;                          // main thread only
+  bool tracing_update_pending_ = false;
+};
+
+}  // namespace ts

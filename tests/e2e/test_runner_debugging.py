@@ -1,0 +1,179 @@
+# The runner's side of the debugger, driven through its connection as the GUI drives it: node events
+# carry the script line of every node, a line breakpoint pauses with the lazy graph holding exactly the
+# nodes made above that line, the pause console evaluates Python in the paused frame (its kernels
+# stream like the script's), Ctrl+F10 runs to a line, and kernel/op/node breakpoints pause before the
+# launch they name. Values are checked against NumPy.
+import json
+import os
+import socket
+import struct
+import subprocess
+import textwrap
+
+import numpy as np
+import pytest
+
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+BUILD = os.environ.get("TS_BUILD_DIR", os.path.join(REPO, "build"))
+CLI = os.path.join(BUILD, "bin", "tensorscope-cli")
+
+pytestmark = pytest.mark.skipif(not os.access(CLI, os.X_OK), reason=f"{CLI} is not built")
+
+SCRIPT = textwrap.dedent("""\
+    from tensorscope import Tensor
+
+    a = Tensor([[1.0, 2.0], [3.0, 4.0]])
+    b = a * 2 + 1
+    c = b.sum(axis=1)
+    print("c", c.numpy())
+    d = (a @ a).relu()
+    print("d", d.numpy())
+    """)
+
+
+class FakeDebugger:
+    """The GUI's end of the connection: a local socket server, frames in, JSON commands out."""
+
+    def __init__(self, tmp_path, script, *runner_args):
+        """runner_args may say PATH for the script's path (in --breakpoints)."""
+        self.path = str(tmp_path / "script.py")
+        runner_args = [a.replace("PATH", self.path) for a in runner_args]
+        with open(self.path, "w") as f:
+            f.write(script)
+        sock_path = str(tmp_path / "debugger.sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(sock_path)
+        self.server.listen(1)
+        env = dict(os.environ)
+        env.pop("DEBUG", None)
+        self.proc = subprocess.Popen(
+            [CLI, "runner", "--connect", sock_path, "--source", self.path, "--path", self.path, *runner_args],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        self.server.settimeout(60)
+        self.conn, _ = self.server.accept()
+        self.conn.settimeout(60)
+        self.buf = b""
+        self.blobs = {}
+        self.events = []  # (kind, payload dict) in order
+
+    def frame(self):
+        while True:
+            if len(self.buf) >= 4:
+                n = struct.unpack("<I", self.buf[:4])[0]
+                if len(self.buf) >= 4 + n:
+                    body = self.buf[4:4 + n]
+                    self.buf = self.buf[4 + n:]
+                    return chr(body[0]), body[1:]
+            chunk = self.conn.recv(65536)
+            if not chunk:
+                return None, None
+            self.buf += chunk
+
+    def until_pause(self):
+        """Reads frames up to the next pause ('P', returned) or the end (None)."""
+        while True:
+            kind, body = self.frame()
+            if kind is None or kind == "X":
+                return None
+            if kind == "B":
+                self.blobs[body[:16].decode()] = body[16:].decode()
+            elif kind == "E":
+                self.events.append((body[16], json.loads(body[17:].decode())))
+            elif kind == "P":
+                return json.loads(body.decode())
+
+    def send(self, **command):
+        body = json.dumps(command).encode()
+        self.conn.sendall(struct.pack("<I", len(body) + 1) + b"C" + body)
+
+    def finish(self):
+        while self.until_pause() is not None:
+            self.send(command="continue")
+        return self.proc.wait(timeout=60)
+
+    # node events (kind 4) -> {uid: (op, line)}, and frees
+    def nodes(self):
+        made, freed = {}, set()
+        for kind, p in self.events:
+            if kind != 4:
+                continue
+            batch = json.loads(self.blobs[p["batch"]])
+            for i, n in enumerate(batch["nodes"]):
+                stack = batch["stacks"][n["stack"]] if n["stack"] >= 0 else None
+                line = stack["frames"][stack["user"]][1] if stack and stack["user"] >= 0 else 0
+                made[p["first_uid"] + i] = (n["op"], line)
+            freed.update(p["freed_uids"])
+        return made, freed
+
+    def output(self):
+        return "".join(p["text"] for kind, p in self.events if kind == 3)
+
+    def launches(self):
+        return [p["name"] for kind, p in self.events if kind == 2]
+
+
+def test_line_breakpoint_pauses_with_the_lazy_graph_of_the_lines_above(tmp_path):
+    dbg = FakeDebugger(tmp_path, SCRIPT, "--breakpoints", json.dumps({"lines": [{"file": "PATH", "line": 6}]}))
+    where = dbg.until_pause()
+    assert where["stage"] == "line" and where["line"] == 6 and where["file"] == dbg.path
+    made, freed = dbg.nodes()
+    lines = {line for op, line in made.values()}
+    assert lines == {3, 4, 5}, lines  # every node so far was made on lines 3-5, and each knows its line
+    ops_at = lambda line: sorted(op for op, l in made.values() if l == line)
+    assert "BUFFER" in ops_at(3) and "MUL" in ops_at(4) and "ADD" in ops_at(4) and "SUM" in ops_at(5)
+    assert dbg.launches() == []  # nothing realized yet: the graph is lazy
+    dbg.send(command="continue")
+    assert dbg.finish() == 0
+    assert "c [ 8. 16.]" in dbg.output()
+
+
+def test_console_evaluates_in_the_paused_frame_and_its_kernels_stream(tmp_path):
+    dbg = FakeDebugger(tmp_path, SCRIPT, "--breakpoints", json.dumps({"lines": [{"file": "PATH", "line": 7}]}))
+    where = dbg.until_pause()
+    assert where["line"] == 7
+    launched = len(dbg.launches())
+    dbg.send(command="evaluate", code="(b * 10).numpy().tolist()")
+    again = dbg.until_pause()  # the same pause, sent again once the console's events are out
+    assert again["line"] == 7
+    expected = ((np.array([[1.0, 2.0], [3.0, 4.0]]) * 2 + 1) * 10).tolist()
+    assert repr(expected) in dbg.output()
+    assert len(dbg.launches()) > launched  # the console realized a kernel, streamed like the script's
+    dbg.send(command="evaluate", code="zz = a.shape\nprint('shape', zz)")
+    dbg.until_pause()
+    assert "shape (2, 2)" in dbg.output()
+    dbg.send(command="evaluate", code="undefined_name + 1")
+    dbg.until_pause()
+    assert "NameError" in dbg.output()
+    dbg.send(command="continue")
+    assert dbg.finish() == 0
+    assert "d [[ 7. 10.]\n [15. 22.]]" in dbg.output()
+
+
+def test_run_to_line_and_kernel_breakpoints(tmp_path):
+    dbg = FakeDebugger(tmp_path, SCRIPT, "--breakpoints", json.dumps({"ops": ["SUM"]}))
+    where = dbg.until_pause()
+    # the first kernel with a SUM is c's: paused before its launch
+    assert where["stage"] == "before launch" and where["detail"] == "breakpoint on op SUM"
+    assert where["kernel"].startswith("r_")
+    dbg.send(command="breakpoints")  # clear every breakpoint
+    dbg.send(command="run to line", file=dbg.path, line=8)
+    where = dbg.until_pause()
+    assert where["stage"] == "line" and where["line"] == 8
+    dbg.send(command="breakpoints", kernels=["E_*"])
+    dbg.send(command="continue")
+    assert dbg.finish() == 0  # no elementwise kernel after line 8
+    assert "d [[ 7. 10.]" in dbg.output()
+
+
+def test_node_breakpoint_pauses_before_the_kernel_that_computes_it(tmp_path):
+    first = FakeDebugger(tmp_path, SCRIPT, "--breakpoints", json.dumps({"lines": [{"file": "PATH", "line": 6}]}))
+    assert first.until_pause()["line"] == 6
+    made, _ = first.nodes()
+    sum_uid = next(uid for uid, (op, line) in made.items() if op == "SUM")
+    first.send(command="breakpoints", nodes=[sum_uid])
+    first.send(command="continue")
+    where = first.until_pause()
+    assert where["stage"] == "before launch" and where["detail"] == f"breakpoint on node #{sum_uid}"
+    first.send(command="breakpoints")
+    first.send(command="continue")
+    assert first.finish() == 0
