@@ -7,6 +7,8 @@
 #include <algorithm>
 
 #include "runner.h"
+#include "tensorscope/device.h"
+#include "tensorscope/dtype.h"
 #include "tensorscope/recording.h"
 
 namespace ts {
@@ -53,7 +55,7 @@ void DebuggerGate::at_gate(const GateStop& stop) {
                                 {"kernel", stop.kernel},
                                 {"detail", breakpoint.empty() ? stop.detail : breakpoint},
                                 {"file", ""}, {"line", 0}};
-  wait_here(lock, where, nullptr);
+  wait_here(lock, where, nullptr, &stop);
 }
 
 std::string DebuggerGate::kernel_breakpoint(const GateStop& stop) {
@@ -141,18 +143,27 @@ void DebuggerGate::update_line_tracing() {
 
 // ---- pausing --------------------------------------------------------------------------------------
 
-void DebuggerGate::wait_here(std::unique_lock<std::mutex>& lock, const nlohmann::json& where, PyFrameObject* frame) {
+void DebuggerGate::wait_here(std::unique_lock<std::mutex>& lock, const nlohmann::json& where, PyFrameObject* frame,
+                             const GateStop* stop) {
   const std::string bytes = frame_bytes('P', where.dump());
   if (gone_ || ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) return;
   resumed_ = false;
   while (true) {
-    wake_.wait(lock, [&] { return resumed_ || gone_ || !evaluations_.empty(); });
+    wake_.wait(lock, [&] { return resumed_ || gone_ || !requests_.empty(); });
     if (resumed_ || gone_) break;
-    const std::string code = evaluations_.front();
-    evaluations_.erase(evaluations_.begin());
+    const nlohmann::json request = requests_.front();
+    requests_.erase(requests_.begin());
     lock.unlock();
+    if (request.value("command", "") == "buffers") {
+      const std::string reply =
+          frame_bytes('D', stop && stop->buffers ? read_buffers(*stop) : R"({"kernel_id":-1,"buffers":[]})"
+                                                                         "\n");
+      lock.lock();
+      if (!gone_) ::send(fd_, reply.data(), reply.size(), MSG_NOSIGNAL);
+      continue;
+    }
     if (frame) {
-      evaluate(frame, code);
+      evaluate(frame, request.value("code", ""));
     } else {
       say(ScriptOutputEvent::Stderr,
           "The console evaluates Python while the script is paused on a line (a line breakpoint, F9, or "
@@ -168,6 +179,31 @@ void DebuggerGate::wait_here(std::unique_lock<std::mutex>& lock, const nlohmann:
     update_line_tracing();
     lock.lock();
   }
+}
+
+std::string DebuggerGate::read_buffers(const GateStop& stop) {
+  nlohmann::json list = nlohmann::json::array();
+  std::string data;
+  const auto& buffers = *stop.buffers;
+  for (size_t i = 0; i < buffers.size(); i++) {
+    const Buffer& b = *buffers[i];
+    nlohmann::json entry = {{"role", i == 0 ? "output" : "input"}, {"index", i == 0 ? 0 : i - 1},
+                            {"dtype", dtype_name(b.dtype)}, {"numel", b.numel}, {"bytes", 0}, {"note", ""}};
+    if (i == 0 && stop.stage == GateStop::BeforeLaunch) {
+      entry["note"] = "not computed yet: paused before the launch (F11 steps to after it)";
+    } else if (b.nbytes() > kMaxBufferBytes) {
+      entry["note"] = "not read: " + std::to_string(b.nbytes() >> 20) + " MiB is over the inspector's " +
+                      std::to_string(kMaxBufferBytes >> 20) + " MiB";
+    } else {
+      const size_t at = data.size();
+      data.resize(at + b.nbytes());
+      if (b.nbytes()) b.device->copy_out(data.data() + at, b.handle, b.nbytes());
+      entry["bytes"] = b.nbytes();
+    }
+    list.push_back(std::move(entry));
+  }
+  const nlohmann::json head = {{"kernel_id", stop.kernel_id}, {"stage", gate_stage_name(stop.stage)}, {"buffers", list}};
+  return head.dump() + "\n" + data;
 }
 
 // Runs `source` in the paused frame like Python's interactive console (an expression's value is
@@ -242,8 +278,8 @@ void DebuggerGate::command(const nlohmann::json& c) {
     run_to_line_ = c.value("line", 0);
     mode_ = Mode::Run;
     resume();
-  } else if (what == "evaluate") {
-    evaluations_.push_back(c.value("code", std::string()));
+  } else if (what == "evaluate" || what == "buffers") {
+    requests_.push_back(c);
     wake_.notify_all();
   }
   const bool traced_now = !lines_.empty() || !run_to_file_.empty();

@@ -24,6 +24,8 @@
 //    "nodes": [uid]}                        replaces every breakpoint
 //   {"command": "run to line", "file": F, "line": N}   Ctrl+F10: continue until that line
 //   {"command": "evaluate", "code": "x.shape"}         the pause console
+//   {"command": "buffers"}                  paused before or after a launch: sends the launch's buffers
+//                                           as a 'D' frame (see read_buffers)
 #pragma once
 #include <Python.h>
 
@@ -74,8 +76,15 @@ class DebuggerGate : public GateHandler, public SessionObserver {
   std::string kernel_breakpoint(const GateStop& stop);  // mutex_ held; "" or why it breaks there
   // Sends the 'P' frame and waits for a command (mutex_ held through `lock`). `frame`: the paused
   // Python frame, where "evaluate" commands run (null at the engine's stops).
-  void wait_here(std::unique_lock<std::mutex>& lock, const nlohmann::json& where, PyFrameObject* frame);
+  void wait_here(std::unique_lock<std::mutex>& lock, const nlohmann::json& where, PyFrameObject* frame,
+                 const GateStop* stop = nullptr);
   void evaluate(PyFrameObject* frame, const std::string& code);  // GIL held, mutex_ not held
+  // The 'D' frame of a launch's buffers: a JSON line {"kernel_id", "stage", "buffers": [{"role": "output" |
+  // "input", "index", "dtype", "numel", "bytes", "note"}]}, then each buffer's bytes (host byte order) in
+  // that order. Paused before the launch, the output is not computed yet: it has no bytes and says so.
+  // A buffer over kMaxBufferBytes is not sent (its note says so).
+  std::string read_buffers(const GateStop& stop);
+  static constexpr size_t kMaxBufferBytes = size_t{64} << 20;  // a 'D' frame stays under FrameParser::kMaxFrame
   void set_breakpoints(const nlohmann::json& c);  // mutex_ held
   void resume();
 
@@ -84,7 +93,7 @@ class DebuggerGate : public GateHandler, public SessionObserver {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool resumed_ = false, gone_ = false, evaluating_ = false;
-  std::vector<std::string> evaluations_;  // waiting for the paused main thread
+  std::vector<nlohmann::json> requests_;  // "evaluate" and "buffers", for the paused engine thread
 
   std::map<std::string, std::set<int>> lines_;  // file -> line breakpoints
   std::string run_to_file_;                     // Ctrl+F10's target ("" none)

@@ -124,6 +124,8 @@ int cmd_runner(int argc, char** argv) {
     if (!c.is_object()) return fail("--breakpoints: not a JSON object");
     c["command"] = "breakpoints";
     gate->command(c);
+    if (c.contains("run_to") && c["run_to"].is_object())  // Ctrl+F10 on a script that is not running
+      gate->command({{"command", "run to line"}, {"file", c["run_to"].value("file", "")}, {"line", c["run_to"].value("line", 0)}});
   }
   {
     PyGILState_STATE gil = PyGILState_Ensure();  // line tracing goes on before the script's first line

@@ -18,7 +18,10 @@
 #include <QFileDialog>
 #include <QFileInfo>
 #include <QFutureWatcher>
+#include <QInputDialog>
 #include <QLabel>
+#include <QLineEdit>
+#include <QVBoxLayout>
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QProgressDialog>
@@ -28,10 +31,14 @@
 #include <QTimer>
 #include <QToolBar>
 #include <QtConcurrent/QtConcurrentRun>
+#include <cmath>
+#include <cstring>
 
 #include "core/layout_scheduler.h"
 #include "core/run_model.h"
+#include "panels/buffer_inspector.h"
 #include "panels/console_panel.h"
+#include "panels/event_browser.h"
 #include "panels/graph_panel.h"
 #include "panels/kernel_details_panel.h"
 #include "panels/kernel_list_panel.h"
@@ -46,6 +53,18 @@ namespace {
 // script (its kernels use every core: a core the GUI takes slows them down more than its share).
 // The final graph is built as soon as the run ends.
 constexpr int kGraphRebuildMs = 1000;
+// The lazy graph shows at most this many of its newest nodes (a script can hold thousands unrealized).
+constexpr int kLazyNodeLimit = 300;
+
+// IEEE 754 binary16 to float (the buffer inspector's float16 buffers).
+float halfToFloat(uint16_t h) {
+  const int sign = h >> 15, exponent = (h >> 10) & 0x1f, mantissa = h & 0x3ff;
+  float v;
+  if (exponent == 0) v = std::ldexp(static_cast<float>(mantissa), -24);
+  else if (exponent == 31) v = mantissa ? NAN : INFINITY;
+  else v = std::ldexp(static_cast<float>(mantissa | 0x400), exponent - 25);
+  return sign ? -v : v;
+}
 
 QDockWidget* dock(QMainWindow* window, const QString& title, const QString& name, QWidget* content,
                   Qt::DockWidgetArea area) {
@@ -85,6 +104,22 @@ void MainWindow::buildPanels() {
   details_ = new KernelDetailsPanel;
   properties_ = new PropertiesPanel(model_);
   console_ = new ConsolePanel;
+  events_ = new EventBrowser;
+  events_->setModel(model_);
+  buffers_ = new BufferInspector;
+  // the console and, under it, the pause console's input line
+  consoleInput_ = new QLineEdit;
+  consoleInput_->setFont(console_->font());
+  consoleInput_->setPlaceholderText(">>> Python in the paused frame (pause on a line: F9, Ctrl+F10)");
+  consoleInput_->setToolTip("The pause console: evaluates Python in the script's frame while it is paused on a "
+                            "line, e.g. x.shape, x.numpy(), print(loss.item())");
+  consoleInput_->setEnabled(false);
+  auto* consoleBox = new QWidget;
+  auto* consoleLayout = new QVBoxLayout(consoleBox);
+  consoleLayout->setContentsMargins(0, 0, 0, 0);
+  consoleLayout->setSpacing(2);
+  consoleLayout->addWidget(console_);
+  consoleLayout->addWidget(consoleInput_);
 
   setCentralWidget(graph_);
   // The left column (script over its console) runs the full height, Compiler Explorer style;
@@ -92,20 +127,28 @@ void MainWindow::buildPanels() {
   setCorner(Qt::BottomLeftCorner, Qt::LeftDockWidgetArea);
   setDockOptions(AnimatedDocks | AllowNestedDocks | AllowTabbedDocks);
   QDockWidget* scriptDock = dock(this, "Script", "script", editor_, Qt::LeftDockWidgetArea);
-  QDockWidget* consoleDock = dock(this, "Console", "console", console_, Qt::LeftDockWidgetArea);
+  QDockWidget* consoleDock = dock(this, "Console", "console", consoleBox, Qt::LeftDockWidgetArea);
+  QDockWidget* eventsDock = dock(this, "Events", "events", events_, Qt::RightDockWidgetArea);
+  QDockWidget* buffersDock = dock(this, "Buffers", "buffers", buffers_, Qt::BottomDockWidgetArea);
   QDockWidget* propertiesDock = dock(this, "Properties", "properties", properties_, Qt::RightDockWidgetArea);
   QDockWidget* kernelsDock = dock(this, "Kernels", "kernels", kernels_, Qt::BottomDockWidgetArea);
   QDockWidget* detailsDock = dock(this, "Kernel IR and source", "kernel", details_, Qt::BottomDockWidgetArea);
   splitDockWidget(scriptDock, consoleDock, Qt::Vertical);
   splitDockWidget(kernelsDock, detailsDock, Qt::Horizontal);
+  splitDockWidget(propertiesDock, eventsDock, Qt::Vertical);
+  tabifyDockWidget(detailsDock, buffersDock);
+  detailsDock->raise();
   resizeDocks({scriptDock, propertiesDock}, {440, 270}, Qt::Horizontal);
   resizeDocks({scriptDock, consoleDock}, {640, 360}, Qt::Vertical);
   resizeDocks({kernelsDock}, {310}, Qt::Vertical);
   resizeDocks({kernelsDock, detailsDock}, {430, 730}, Qt::Horizontal);
-  docks_ = {scriptDock, consoleDock, propertiesDock, kernelsDock, detailsDock};
+  docks_ = {scriptDock, consoleDock, propertiesDock, eventsDock, kernelsDock, detailsDock, buffersDock};
 
   runStatus_ = new QLabel("Ready");
   statusBar()->addWidget(runStatus_, 1);
+  lineInfo_ = new QLabel;
+  lineInfo_->setTextInteractionFlags(Qt::TextSelectableByMouse);
+  statusBar()->addPermanentWidget(lineInfo_);
 }
 
 void MainWindow::buildActions() {
@@ -148,6 +191,45 @@ void MainWindow::buildActions() {
   pauseAction_->setToolTip("Pause the running script at the engine's next stop (Pause)");
   stopAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaStop), "&Stop", QKeySequence(Qt::SHIFT | Qt::Key_F5),
                                this, &MainWindow::stopScript);
+  runToCursorAction_ = run->addAction("Run to &Cursor", QKeySequence(Qt::CTRL | Qt::Key_F10), this, &MainWindow::runToCursor);
+  runToCursorAction_->setToolTip("Run (or go on) until the editor's cursor line and pause there (Ctrl+F10)");
+  stepBackAction_ = run->addAction("Step &Back", QKeySequence(Qt::SHIFT | Qt::Key_F10), this, [this] { stepRecording(-1); });
+  stepBackAction_->setToolTip("In a finished run or a recording: make the previous launch the current event "
+                              "(F10 goes forward in a recording)");
+  run->addSeparator();
+  QAction* toggleBreakpointAction = run->addAction("Toggle &Breakpoint", QKeySequence(Qt::Key_F9), this,
+                                                   &MainWindow::toggleBreakpoint);
+  toggleBreakpointAction->setToolTip("A line breakpoint on the cursor's line, or off (F9; or click the gutter)");
+  run->addAction("Break on &Kernel Name…", this, [this] {
+    bool ok = false;
+    const QString text = QInputDialog::getText(this, "Break on kernel name",
+                                               "Pause before launching a kernel whose name matches one of these "
+                                               "patterns (fnmatch, comma-separated; empty: none):",
+                                               QLineEdit::Normal, kernelPatterns_.join(", "), &ok);
+    if (ok) setKernelBreakpoints(text.split(',', Qt::SkipEmptyParts), opBreakpoints_, nodeBreakpoints_);
+  });
+  run->addAction("Break on &Op…", this, [this] {
+    bool ok = false;
+    const QString text = QInputDialog::getText(this, "Break on op",
+                                               "Pause before launching a kernel that fuses one of these ops "
+                                               "(e.g. SUM, REDUCE_MAX, EXP2; comma-separated; empty: none):",
+                                               QLineEdit::Normal, opBreakpoints_.join(", "), &ok);
+    if (ok) setKernelBreakpoints(kernelPatterns_, text.toUpper().split(',', Qt::SkipEmptyParts), nodeBreakpoints_);
+  });
+  run->addAction("Break When Selected &Node Is Realized", this, [this] {
+    if (!selectedNodeUid_) {
+      statusBar()->showMessage("Click a node in the graph first", 4000);
+      return;
+    }
+    QList<quint64> nodes = nodeBreakpoints_;
+    if (nodes.contains(selectedNodeUid_)) nodes.removeAll(selectedNodeUid_);
+    else nodes << selectedNodeUid_;
+    setKernelBreakpoints(kernelPatterns_, opBreakpoints_, nodes);
+  });
+  run->addAction("&Remove All Breakpoints", this, [this] {
+    editor_->setBreakpoints({});
+    setKernelBreakpoints({}, {}, {});
+  });
   run->addSeparator();
   breakOnNanAction_ = run->addAction("Break on &NaN/Inf");
   breakOnNanAction_->setCheckable(true);
@@ -211,6 +293,8 @@ void MainWindow::connectEngine() {
   connect(runner_, &RunnerProcess::paused, this, &MainWindow::onPaused);
   connect(runner_, &RunnerProcess::resumed, this, [this] {
     runStatus_->setText("Running…");
+    editor_->markCurrentLine(0);
+    consoleInput_->setEnabled(false);
     updateActions();
   });
 
@@ -224,10 +308,24 @@ void MainWindow::connectEngine() {
   connect(graph_, &GraphPanel::nodeClicked, this, [this](const GraphSpecNode& node) {
     if (node.kernelId >= 0) selectKernel(node.kernelId, false);
     properties_->showNode(node);  // the node, not its kernel, is what was clicked
+    selectedNodeUid_ = node.info.uid;
+    // the script line that made it, selected in the editor
+    const ts::SourceLocation where = model_->whereMade(node.info.uid);
+    if (where.line > 0 && QString::fromStdString(where.file) == model_->scriptPath()) editor_->showLine(where.line);
   });
   connect(kernels_, &KernelListPanel::kernelSelected, this, [this](int id) { selectKernel(id, true); });
 
   connect(editor_, &QsciScintilla::modificationChanged, this, &MainWindow::updateTitle);
+  connect(editor_, &ScriptEditor::breakpointsChanged, this, &MainWindow::updateBreakpoints);
+  connect(editor_, &ScriptEditor::cursorLineChanged, this, &MainWindow::onCursorLine);
+  connect(events_, &EventBrowser::eventSelected, this, &MainWindow::setCurrentEvent);
+  connect(runner_, &RunnerProcess::buffersReady, this, &MainWindow::onBuffers);
+  connect(consoleInput_, &QLineEdit::returnPressed, this, [this] {
+    const QString code = consoleInput_->text();
+    if (code.trimmed().isEmpty()) return;
+    consoleInput_->clear();
+    evaluate(code);
+  });
 }
 
 // ---- running ----------------------------------------------------------------------------------
@@ -244,7 +342,108 @@ void MainWindow::continueOrRun() {
 // at its first stop).
 void MainWindow::stepToNextLaunch() {
   if (runner_->isPaused()) runner_->stepToNextLaunch();
+  else if (!recordingShown_.isEmpty() && !runner_->isRunning()) stepRecording(+1);  // a recording: forward
   else startRun(RunnerProcess::Start::PausedBeforeLaunch);
+}
+
+void MainWindow::runToCursor() {
+  runner_->runToLine(editor_->cursorLine());
+  if (!runner_->isRunning()) startRun(RunnerProcess::Start::Running);
+}
+
+void MainWindow::toggleBreakpoint() { editor_->toggleBreakpoint(editor_->cursorLine()); }
+
+void MainWindow::setKernelBreakpoints(const QStringList& patterns, const QStringList& ops, const QList<quint64>& nodes) {
+  kernelPatterns_.clear();
+  for (const QString& p : patterns) kernelPatterns_ << p.trimmed();
+  opBreakpoints_.clear();
+  for (const QString& o : ops) opBreakpoints_ << o.trimmed();
+  nodeBreakpoints_ = nodes;
+  updateBreakpoints();
+  QStringList said;
+  if (!kernelPatterns_.isEmpty()) said << "kernels " + kernelPatterns_.join(", ");
+  if (!opBreakpoints_.isEmpty()) said << "ops " + opBreakpoints_.join(", ");
+  for (quint64 n : nodeBreakpoints_) said << QString("node #%1").arg(n);
+  console_->append(said.isEmpty() ? "breakpoints on kernels: none" : "break before launching: " + said.join("; "),
+                   ConsolePanel::Stream::Info);
+}
+
+void MainWindow::updateBreakpoints() {
+  runner_->setBreakpoints({editor_->breakpointLines(), kernelPatterns_, opBreakpoints_, nodeBreakpoints_});
+}
+
+void MainWindow::evaluate(const QString& code) {
+  if (!runner_->isPaused() || runner_->pausePoint().stage != "line") {
+    console_->append("The console evaluates Python while the script is paused on a line (F9 sets a breakpoint, "
+                     "Ctrl+F10 runs to the cursor).", ConsolePanel::Stream::Info);
+    return;
+  }
+  console_->append(">>> " + code, ConsolePanel::Stream::Info);
+  runner_->evaluate(code);
+}
+
+// "What did line 13 become?": the nodes the line made are marked in the graph, and the status bar
+// names the kernels they fell into.
+void MainWindow::onCursorLine(int line) {
+  const std::vector<uint64_t> made = model_->nodesMadeAt(line);
+  const int shown = graph_->markNodes(QSet<quint64>(made.begin(), made.end()));
+  if (made.empty()) {
+    lineInfo_->clear();
+    return;
+  }
+  const std::vector<int> kernels = model_->kernelsFromLine(line);
+  QStringList names;
+  for (int id : kernels) {
+    if (names.size() == 4) {
+      names << QString("… %1 more").arg(kernels.size() - 4);
+      break;
+    }
+    const ts::KernelInfo* k = model_->kernel(id);
+    names << QString("#%1 %2").arg(id).arg(k ? QString::fromStdString(k->name) : QString());
+  }
+  lineInfo_->setText(QString("line %1 made %2 node%3 (%4 shown) → %5")
+                         .arg(line)
+                         .arg(made.size())
+                         .arg(made.size() == 1 ? "" : "s")
+                         .arg(shown)
+                         .arg(kernels.empty() ? QString("no kernel yet (lazy)") : names.join(", ")));
+}
+
+void MainWindow::setCurrentEvent(int eventIndex) {
+  const auto& events = model_->events();
+  if (eventIndex < 0 || eventIndex >= static_cast<int>(events.size())) return;
+  currentEvent_ = eventIndex;
+  events_->setCurrentEvent(eventIndex);
+  const RunModel::EventRef& ref = events[eventIndex];
+  int kernelId = -1;
+  if (ref.kind == RunModel::EventRef::Launch) kernelId = ref.index;
+  if (ref.kind == RunModel::EventRef::Schedule && !model_->schedules()[ref.index].kernels.empty())
+    kernelId = model_->schedules()[ref.index].kernels.front().id;
+  if (kernelId >= 0) {
+    selectedKernel_ = kernelId;
+    kernels_->selectKernel(kernelId);
+    const ts::KernelInfo* k = model_->kernel(kernelId);
+    details_->showKernel(kernelId, k ? QString::fromStdString(k->name) : QString(), model_->kernelRun(kernelId));
+    properties_->showKernel(kernelId);
+    graph_->highlightKernel(kernelId, true);
+  }
+  if (!runner_->isRunning()) {
+    buffers_->clear();
+    buffers_->setBuffers({{"buffers", {}, "", {}, "Buffers are read while a live run is paused before or after a launch "
+                                                 "(F10, F11); this recording holds none."}});
+  }
+  requestGraph();  // the graph as it was then: the schedule's kernels and the lazy nodes of that moment
+}
+
+void MainWindow::stepRecording(int direction) {
+  const auto& events = model_->events();
+  int e = currentEvent_ < 0 ? (direction > 0 ? -1 : static_cast<int>(events.size())) : currentEvent_;
+  for (e += direction; e >= 0 && e < static_cast<int>(events.size()); e += direction)
+    if (events[e].kind == RunModel::EventRef::Launch) {
+      setCurrentEvent(e);
+      return;
+    }
+  statusBar()->showMessage(direction > 0 ? "No later launch" : "No earlier launch", 3000);
 }
 
 void MainWindow::stepIntoNextStage() {
@@ -261,11 +460,67 @@ void MainWindow::onPaused() {
     where = at.stage + (at.detail.isEmpty() ? QString() : " " + at.detail);
     if (at.kernelId >= 0) where += QString(" of kernel #%1 %2").arg(at.kernelId).arg(at.kernel);
   }
+  if (at.stage == "line") where = QString("at line %1").arg(at.line);
   if (at.kernelId >= 0 && (model_->kernel(at.kernelId) || model_->kernelRun(at.kernelId)))
     selectKernel(at.kernelId, true);
+  const bool again = runStatus_->text() == "Paused " + where;  // the console's evaluation is done
   runStatus_->setText("Paused " + where);
-  console_->append("⏸ paused " + where, ConsolePanel::Stream::Info);
+  if (!again) console_->append("⏸ paused " + where, ConsolePanel::Stream::Info);
+  editor_->markCurrentLine(at.stage == "line" && at.file == model_->scriptPath() ? at.line : 0);
+  consoleInput_->setEnabled(at.stage == "line");
+  if (at.stage == "before launch" || at.stage == "after launch") runner_->requestBuffers();
+  else buffers_->setBuffers({{"buffers", {}, "", {}, "Paused " + where + ": buffers are shown before and after a launch."}});
+  if (!model_->events().empty()) {
+    currentEvent_ = static_cast<int>(model_->events().size()) - 1;
+    events_->setCurrentEvent(currentEvent_);
+  }
+  graphTimer_->stop();
+  rebuildGraph();  // now, not in a second: the lazy graph as the pause left it
   updateActions();
+}
+
+// A paused launch's buffers: their shapes come from the schedule's KernelInfo (output, then inputs).
+void MainWindow::onBuffers(int kernelId, const QString& stage, const std::vector<RunnerProcess::BufferData>& data) {
+  const ts::KernelInfo* k = model_->kernel(kernelId);
+  std::vector<BufferContents> shown;
+  for (const RunnerProcess::BufferData& d : data) {
+    BufferContents b;
+    const ts::BufferInfo* info = nullptr;
+    if (k && d.role == "output" && !k->outputs.empty()) info = &k->outputs[0];
+    if (k && d.role == "input" && d.index < static_cast<int>(k->inputs.size())) info = &k->inputs[d.index];
+    b.name = d.role == "output" ? QString("output") : QString("input %1").arg(d.index);
+    if (info) {
+      b.name += QString(" · uid %1").arg(info->node_uid);
+      b.shape = info->shape;
+    } else {
+      b.shape = {d.numel};
+    }
+    b.dtype = d.dtype;
+    b.unavailable = d.note;
+    const char* p = d.bytes.constData();
+    const qint64 n = d.bytes.isEmpty() ? 0 : d.numel;
+    b.values.resize(static_cast<size_t>(n));
+    for (qint64 i = 0; i < n; ++i) {
+      if (d.dtype == "float32") {
+        float v;
+        std::memcpy(&v, p + 4 * i, 4);
+        b.values[i] = v;
+      } else if (d.dtype == "int32") {
+        int32_t v;
+        std::memcpy(&v, p + 4 * i, 4);
+        b.values[i] = v;
+      } else if (d.dtype == "bool") {
+        b.values[i] = p[i] ? 1 : 0;
+      } else if (d.dtype == "float16") {
+        uint16_t h;
+        std::memcpy(&h, p + 2 * i, 2);
+        b.values[i] = halfToFloat(h);
+      }
+    }
+    shown.push_back(std::move(b));
+  }
+  buffers_->setBuffers(std::move(shown));
+  Q_UNUSED(stage);
 }
 
 void MainWindow::startRun(RunnerProcess::Start how) {
@@ -276,6 +531,9 @@ void MainWindow::startRun(RunnerProcess::Start how) {
                    ConsolePanel::Stream::Info);
   runStatus_->setText("Running…");
   recordingShown_.clear();
+  model_->setScriptPath(path);
+  events_->setScriptText(editor_->text());
+  runner_->setBreakpoints({editor_->breakpointLines(), kernelPatterns_, opBreakpoints_, nodeBreakpoints_});
   runner_->start(path, editor_->text(), device_->currentData().toString(), how);
   updateActions();
 }
@@ -298,12 +556,21 @@ void MainWindow::resetRun() {
   graph_->clearGraph("Running…");
   graph_->highlightKernel(-1, false);
   graph_->highlightNode({});
+  graph_->markNodes({});
+  buffers_->clear();
+  editor_->markCurrentLine(0);
+  consoleInput_->setEnabled(false);
+  lineInfo_->clear();
   selectedKernel_ = -1;
+  selectedNodeUid_ = 0;
+  currentEvent_ = -1;
   graphSchedule_ = -1;
 }
 
 void MainWindow::onRunFinished(const ScriptOutcome& outcome) {
   lastRunOk_ = outcome.ok;
+  editor_->markCurrentLine(0);
+  consoleInput_->setEnabled(false);
   const int kernels = static_cast<int>(model_->kernelIds().size());
   const QString summary =
       QString("%1 kernel%2, %3 s").arg(kernels).arg(kernels == 1 ? "" : "s").arg(outcome.seconds, 0, 'f', 2);
@@ -337,13 +604,24 @@ void MainWindow::addEvents(std::vector<ts::Event> events) {
   for (ts::Event& event : events) {
     if (auto* schedule = std::get_if<ts::ScheduleEvent>(&event))
       model_->addSchedule(std::move(*schedule));
-    else if (auto* run = std::get_if<ts::KernelRunEvent>(&event))
+    else if (auto* run = std::get_if<ts::KernelRunEvent>(&event)) {
+      if (runner_->isPaused())  // only the pause console runs anything while the script is paused
+        console_->append(QString("  ↳ the console ran kernel #%1 %2").arg(run->kernel_id).arg(QString::fromStdString(run->name)),
+                         ConsolePanel::Stream::Info);
       model_->addKernelRun(std::move(*run));
-    else if (auto* out = std::get_if<ts::ScriptOutputEvent>(&event))
+    }
+    else if (auto* nodes = std::get_if<ts::NodesEvent>(&event)) {
+      model_->addNodes(std::move(*nodes));
+      requestGraph();  // the lazy graph grew
+    }
+    else if (auto* out = std::get_if<ts::ScriptOutputEvent>(&event)) {
       console_->append(QString::fromStdString(out->text),
                        out->stream == ts::ScriptOutputEvent::Stderr ? ConsolePanel::Stream::Stderr
                                                                     : ConsolePanel::Stream::Stdout);
+      model_->addOutput(std::move(*out));
+    }
   }
+  events_->refresh();
 }
 
 // ---- engine events ----------------------------------------------------------------------------
@@ -366,6 +644,19 @@ void MainWindow::rebuildGraph() {
   GraphSpec spec = buildViewGraph(*model_, graph_->unionMode(), selectedKernel_);
   spec.leftToRight = graph_->leftToRight();
   graphSchedule_ = spec.schedule;
+  // The lazy graph of the current event (the latest while a run goes on): nodes made, not computed yet.
+  const int last = static_cast<int>(model_->events().size()) - 1;
+  const int at = runner_->isRunning() || currentEvent_ < 0 ? last : currentEvent_;
+  if (at >= 0) {
+    const RunModel::LazyGraph lazy = model_->lazyGraphAt(at, kLazyNodeLimit);
+    if (!lazy.pending.empty()) {
+      addLazyGraph(spec, *model_, lazy.pending, lazy.inputs);
+      if (!spec.description.isEmpty()) spec.description += " · ";
+      spec.description += lazy.total > kLazyNodeLimit
+                              ? QString("%1 lazy nodes (the newest %2 shown, dashed)").arg(lazy.total).arg(kLazyNodeLimit)
+                              : QString("%1 lazy node%2 (dashed): not computed yet").arg(lazy.total).arg(lazy.total == 1 ? "" : "s");
+    }
+  }
   if (spec.nodes.empty()) {
     layout_->cancel();
     graph_->clearGraph(model_->schedules().empty() ? "This run scheduled no kernels." : "The schedule has no nodes.");
@@ -377,6 +668,10 @@ void MainWindow::rebuildGraph() {
 
 void MainWindow::selectKernel(int kernelId, bool centreGraph) {
   selectedKernel_ = kernelId;
+  if (const int e = model_->eventOfLaunch(kernelId); e >= 0) {  // one current event for every panel
+    currentEvent_ = e;
+    events_->setCurrentEvent(e);
+  }
   kernels_->selectKernel(kernelId);
   const ts::KernelInfo* k = model_->kernel(kernelId);
   details_->showKernel(kernelId, k ? QString::fromStdString(k->name) : QString(), model_->kernelRun(kernelId));
@@ -460,6 +755,8 @@ bool MainWindow::openRecording(const QString& path, QString* error) {
   editor_->setText(QString::fromStdString(loaded.run.script_text));
   editor_->setFilePath({});
   editor_->setModified(false);
+  model_->setScriptPath(QString::fromStdString(loaded.run.script_path));
+  events_->setScriptText(editor_->text());
   const QString script = QFileInfo(QString::fromStdString(loaded.run.script_path)).fileName();
   const QDateTime started = QDateTime::fromMSecsSinceEpoch(loaded.run.start_time_ns / 1000000);
   console_->append(QString("▶ recording %1: %2 on %3, %4").arg(QFileInfo(path).fileName(), script,
@@ -666,6 +963,8 @@ void MainWindow::updateActions() {
   stepIntoAction_->setEnabled(!running || paused);
   pauseAction_->setEnabled(running && !paused);
   stepOutAction_->setEnabled(paused);
+  runToCursorAction_->setEnabled(!running || paused);
+  stepBackAction_->setEnabled(!running && !model_->events().empty());
   stopAction_->setEnabled(running);
   saveRecordingAction_->setEnabled(!running && (!recordingShown_.isEmpty() || !runner_->recordingPath().isEmpty()));
   device_->setEnabled(!running);

@@ -18,12 +18,15 @@ class QDockWidget;
 class QLabel;
 class QMenu;
 class QDragEnterEvent;
+class QLineEdit;
 class QDropEvent;
 class QTimer;
 
 namespace tsui {
 
+class BufferInspector;
 class ConsolePanel;
+class EventBrowser;
 class GraphPanel;
 class KernelDetailsPanel;
 class KernelListPanel;
@@ -55,6 +58,25 @@ class MainWindow : public QMainWindow {
   void stepToNextLaunch();
   void stepIntoNextStage();
   bool isPaused() const { return runner_->isPaused(); }
+  // Ctrl+F10: run (or go on) until the editor's cursor line.
+  void runToCursor();
+  // F9: a line breakpoint on the editor's cursor line, or off.
+  void toggleBreakpoint();
+  // The pause console: evaluates Python in the paused frame (paused on a script line).
+  void evaluate(const QString& code);
+
+  // The current event (RenderDoc's): an index into RunModel::events() that every panel follows: the
+  // kernel's IR and source, the graph as it was then (with the lazy nodes of that moment), the event
+  // browser's marker. -1: none. In a finished run or a recording, stepRecording moves it to the next
+  // (+1) or previous (-1) launch: stepping backwards restores the panels of an earlier event.
+  void setCurrentEvent(int eventIndex);
+  int currentEvent() const { return currentEvent_; }
+  void stepRecording(int direction);
+  EventBrowser* eventBrowser() const { return events_; }
+  BufferInspector* bufferInspector() const { return buffers_; }
+  GraphPanel* graphPanel() const { return graph_; }
+  // Breakpoints that are not script lines: kernel name patterns, ops, graph node uids.
+  void setKernelBreakpoints(const QStringList& patterns, const QStringList& ops, const QList<quint64>& nodes);
   // Renders the shown graph to a standalone SVG at `path` (graphviz runs on a worker thread while
   // a progress dialog keeps the window alive).
   bool exportSvg(const QString& path, QString* error);
@@ -99,6 +121,9 @@ class MainWindow : public QMainWindow {
   void requestGraph();  // soon: schedules arrive in bursts
   void rebuildGraph();
   void resetRun();
+  void updateBreakpoints();
+  void onCursorLine(int line);
+  void onBuffers(int kernelId, const QString& stage, const std::vector<RunnerProcess::BufferData>& buffers);
 
   void newScript();
   void openDialog();
@@ -138,6 +163,16 @@ class MainWindow : public QMainWindow {
   QAction* exportAction_ = nullptr;
   QAction* saveRecordingAction_ = nullptr;
   QAction* breakOnNanAction_ = nullptr;
+  QAction* runToCursorAction_ = nullptr;
+  QAction* stepBackAction_ = nullptr;
+  EventBrowser* events_ = nullptr;
+  BufferInspector* buffers_ = nullptr;
+  QLineEdit* consoleInput_ = nullptr;
+  QLabel* lineInfo_ = nullptr;
+  QStringList kernelPatterns_, opBreakpoints_;
+  QList<quint64> nodeBreakpoints_;
+  quint64 selectedNodeUid_ = 0;
+  int currentEvent_ = -1;
   QMenu* recentMenu_ = nullptr;
   QString recordingShown_;  // the opened recording, when the panels show one instead of a run
   OpenTiming lastOpen_;

@@ -98,6 +98,37 @@ GraphSpec buildViewGraph(const RunModel& model, bool unionMode, int focusKernelI
   return one;
 }
 
+void addLazyGraph(GraphSpec& spec, const RunModel& model, const std::vector<uint64_t>& pending,
+                  const std::vector<uint64_t>& inputs) {
+  QHash<quint64, int> indexOfUid;  // the spec's latest node of each uid
+  for (int i = 0; i < static_cast<int>(spec.nodes.size()); ++i) indexOfUid.insert(spec.nodes[i].info.uid, i);
+  auto add = [&](uint64_t uid, bool lazy) {
+    if (indexOfUid.contains(uid)) return;
+    std::optional<ts::GraphNodeInfo> info = model.createdNode(uid);
+    if (!info) return;
+    GraphSpecNode n;
+    n.key = QString("n%1").arg(uid);
+    n.info = *info;
+    n.lazy = lazy;
+    n.realized = !lazy && (info->op == "BUFFER" || model.node(uid));
+    n.label = QString::fromStdString(info->op) + "\n" + shapeText(info->shape);
+    const int index = static_cast<int>(spec.nodes.size());
+    spec.keyIndex.insert(n.key, index);
+    indexOfUid.insert(uid, index);
+    spec.nodes.push_back(std::move(n));
+  };
+  for (uint64_t uid : inputs) add(uid, false);
+  for (uint64_t uid : pending) add(uid, true);
+  for (uint64_t uid : pending) {
+    const int dst = indexOfUid.value(uid, -1);
+    if (dst < 0) continue;
+    for (uint64_t src : spec.nodes[dst].info.srcs) {
+      const int from = indexOfUid.value(src, -1);
+      if (from >= 0 && from != dst) spec.edges.emplace_back(from, dst);
+    }
+  }
+}
+
 namespace {
 
 QByteArray quoted(const QString& text) {
@@ -110,9 +141,13 @@ QByteArray nodeStatement(const GraphSpecNode& n) {
   QString tooltip = QString::fromStdString(n.info.op);
   if (!n.info.arg.empty()) tooltip += " " + QString::fromStdString(n.info.arg);
   tooltip += QString(" %1 %2").arg(shapeText(n.info.shape), QString::fromStdString(n.info.dtype));
-  return "    " + quoted(n.key) + " [label=" + quoted(n.label) + ", fillcolor=\"" +
-         opClassColor(QString::fromStdString(n.info.op_class)).name().toLatin1() + "\", tooltip=" + quoted(tooltip) +
-         ", id=" + quoted(n.key) + "];\n";
+  // a lazy node (not computed yet) is dashed and grey; a realized buffer it reads has a thick border
+  const QByteArray look = n.lazy ? QByteArray(", style=\"rounded,filled,dashed\", color=\"#8a8a8a\"")
+                          : n.realized ? QByteArray(", penwidth=2.2")
+                                       : QByteArray();
+  const QColor fill = n.lazy ? QColor(0xec, 0xec, 0xec) : opClassColor(QString::fromStdString(n.info.op_class));
+  return "    " + quoted(n.key) + " [label=" + quoted(n.label) + ", fillcolor=\"" + fill.name().toLatin1() + "\"" +
+         look + ", tooltip=" + quoted(tooltip) + ", id=" + quoted(n.key) + "];\n";
 }
 
 }  // namespace

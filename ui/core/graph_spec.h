@@ -20,6 +20,8 @@ struct GraphSpecNode {
   ts::GraphNodeInfo info;  // as reported by the schedule that computed it
   int kernelId = -1;       // session-wide id of the kernel computing it; -1: an input buffer
   QString label;           // "ADD\n3x3"
+  bool lazy = false;       // not computed yet: a node of the lazy graph no schedule has taken (dashed, grey)
+  bool realized = false;   // a lazy node's source that holds a buffer (drawn with a thick border)
 };
 
 struct GraphSpecCluster {
@@ -51,6 +53,11 @@ GraphSpec mergeSchedules(const std::vector<ts::ScheduleEvent>& schedules, int fi
 // The graph to show: every schedule merged when `unionMode` and the result has at most
 // kUnionNodeLimit nodes, otherwise the schedule holding `focusKernelId` (the last one if none).
 GraphSpec buildViewGraph(const RunModel& model, bool unionMode, int focusKernelId);
+
+// Adds the lazy graph (RunModel::lazyGraphAt) to `spec`: its pending nodes dashed and grey, and the
+// nodes they read, linked to the spec's own nodes where it has them (a buffer a schedule computed).
+void addLazyGraph(GraphSpec& spec, const RunModel& model, const std::vector<uint64_t>& pending,
+                  const std::vector<uint64_t>& inputs);
 
 // DOT source of the graph: clusters are subgraphs named "cluster_k<kernel id>".
 QByteArray toDot(const GraphSpec& spec);

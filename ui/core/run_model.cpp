@@ -11,6 +11,7 @@ void RunModel::clear() {
   outputs_.clear();
   created_.clear();
   launchEvent_.clear();
+  lazyNow_ = {};
   schedules_.clear();
   kernelOrder_.clear();
   kernels_.clear();
@@ -24,6 +25,7 @@ void RunModel::addSchedule(ts::ScheduleEvent event) {
   const int s = static_cast<int>(schedules_.size());
   events_.push_back({EventRef::Schedule, s});
   schedules_.push_back(std::move(event));
+  lazyNow_.apply(*this, events_.back());
   const ts::ScheduleEvent& stored = schedules_.back();
   for (int i = 0; i < static_cast<int>(stored.kernels.size()); ++i) {
     const int id = stored.kernels[i].id;
@@ -80,6 +82,7 @@ void RunModel::addNodes(ts::NodesEvent event) {
   for (size_t i = 0; i < event.size(); ++i) created_.insert(event.uid(i), {e, static_cast<int>(i)});
   events_.push_back({EventRef::Nodes, e});
   nodeEvents_.push_back(std::move(event));
+  lazyNow_.apply(*this, events_.back());
 }
 
 void RunModel::addOutput(ts::ScriptOutputEvent event) {
@@ -149,32 +152,42 @@ std::vector<int> RunModel::kernelsFromLine(int line) const {
   return ids;
 }
 
-RunModel::LazyGraph RunModel::lazyGraphAt(int eventIndex, int limit) const {
-  // Replays the events: a node is pending from its creation until a schedule computes it or it is freed.
-  QHash<quint64, int> pendingAt;  // uid -> creation order
-  QSet<quint64> computed;
-  std::vector<uint64_t> order;
-  const int last = std::min(eventIndex, static_cast<int>(events_.size()) - 1);
-  for (int e = 0; e <= last; ++e) {
-    const EventRef& ref = events_[e];
-    if (ref.kind == EventRef::Nodes) {
-      const ts::NodesEvent& ev = nodeEvents_[ref.index];
-      for (size_t i = 0; i < ev.size(); ++i) {
-        pendingAt.insert(ev.uid(i), static_cast<int>(order.size()));
-        order.push_back(ev.uid(i));
-      }
-      for (uint64_t u : ev.freed_uids) pendingAt.remove(u);
-    } else if (ref.kind == EventRef::Schedule) {
-      for (const ts::KernelInfo& k : schedules_[ref.index].kernels)
-        for (uint64_t u : k.node_uids) {
-          pendingAt.remove(u);
-          computed.insert(u);
-        }
+void RunModel::LazyState::apply(const RunModel& model, const EventRef& ref) {
+  if (ref.kind == EventRef::Nodes) {
+    const ts::NodesEvent& ev = model.nodeEvents_[ref.index];
+    for (size_t i = 0; i < ev.size(); ++i) {
+      pending.insert(ev.uid(i), static_cast<int>(order.size()));
+      order.push_back(ev.uid(i));
     }
+    for (uint64_t u : ev.freed_uids) pending.remove(u);
+  } else if (ref.kind == EventRef::Schedule) {
+    for (const ts::KernelInfo& k : model.schedules_[ref.index].kernels)
+      for (uint64_t u : k.node_uids) pending.remove(u);
+  }
+  // drop what is no longer pending once it is most of the list (a training loop frees every step)
+  if (order.size() > 4096 && order.size() > 4 * static_cast<size_t>(pending.size())) {
+    std::vector<uint64_t> kept;
+    for (uint64_t u : order)
+      if (pending.contains(u)) {
+        pending[u] = static_cast<int>(kept.size());
+        kept.push_back(u);
+      }
+    order.swap(kept);
+  }
+}
+
+RunModel::LazyGraph RunModel::lazyGraphAt(int eventIndex, int limit) const {
+  // A node is pending from its creation until a schedule computes it or it is freed. The state after
+  // the last event is kept; an earlier event (a recording stepped back) replays from the start.
+  LazyState replayed;
+  const LazyState* state = &lazyNow_;
+  if (eventIndex < static_cast<int>(events_.size()) - 1) {
+    for (int e = 0; e <= eventIndex; ++e) replayed.apply(*this, events_[e]);
+    state = &replayed;
   }
   LazyGraph g;
-  for (uint64_t u : order)
-    if (pendingAt.contains(u)) g.pending.push_back(u);
+  for (uint64_t u : state->order)
+    if (state->pending.contains(u)) g.pending.push_back(u);
   g.total = static_cast<int>(g.pending.size());
   if (static_cast<int>(g.pending.size()) > limit) g.pending.erase(g.pending.begin(), g.pending.end() - limit);
   QSet<quint64> shown(g.pending.begin(), g.pending.end()), inputs;

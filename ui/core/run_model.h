@@ -80,6 +80,13 @@ class RunModel : public QObject {
     int schedule = -1;
     int index = -1;  // into ScheduleEvent::kernels
   };
+  // The lazy graph as the events so far leave it: pending uid -> creation order (index into order).
+  struct LazyState {
+    QHash<quint64, int> pending;
+    std::vector<uint64_t> order;  // creation order; uids no longer pending are skipped
+    void apply(const RunModel& model, const EventRef& event);
+  };
+  LazyState lazyNow_;  // after the last event: kept up to date, so the live graph costs no replay
   struct CreatedRef {
     int event = -1;     // into nodeEvents_
     int position = -1;  // in its batch

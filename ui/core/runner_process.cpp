@@ -2,6 +2,7 @@
 
 #include <QCoreApplication>
 #include <QFile>
+#include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QLocalServer>
@@ -110,6 +111,9 @@ bool RunnerProcess::start(const QString& path, const QString& source, const QStr
   if (memoryLimitMb_ > 0) args << "--memory-limit" << QString::number(memoryLimitMb_);
   if (how == Start::PausedBeforeLaunch) args << "--step" << "launch";
   if (how == Start::PausedAtFirstStop) args << "--step" << "stage";
+  runPath_ = path;
+  args << "--breakpoints" << QString::fromUtf8(breakpointsJson("breakpoints"));
+  runToLine_ = 0;
   QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
   env.remove("TENSORSCOPE_RECORD");  // the runner records through its own streamer
   if (breakOnNan_) env.insert("TENSORSCOPE_BREAK_ON_NAN", "1");
@@ -135,33 +139,53 @@ void RunnerProcess::stop() {
   killTimer_.start(kStopGraceMs);
 }
 
-void RunnerProcess::continueRun() {
+QByteArray RunnerProcess::breakpointsJson(const QString& command) const {
+  QJsonArray lines, kernels, ops, nodes;
+  for (int line : breakpoints_.lines) lines.append(QJsonObject{{"file", runPath_}, {"line", line}});
+  for (const QString& k : breakpoints_.kernels) kernels.append(k);
+  for (const QString& o : breakpoints_.ops) ops.append(o);
+  for (quint64 n : breakpoints_.nodes) nodes.append(static_cast<qint64>(n));
+  QJsonObject c{{"command", command}, {"lines", lines}, {"kernels", kernels}, {"ops", ops}, {"nodes", nodes}};
+  if (runToLine_ > 0) c.insert("run_to", QJsonObject{{"file", runPath_}, {"line", runToLine_}});
+  return QJsonDocument(c).toJson(QJsonDocument::Compact);
+}
+
+void RunnerProcess::setBreakpoints(const Breakpoints& breakpoints) {
+  breakpoints_ = breakpoints;
+  if (running_) sendCommand(breakpointsJson("breakpoints"));
+}
+
+void RunnerProcess::runToLine(int line) {
+  if (!running_) {
+    runToLine_ = line;
+    return;
+  }
+  resumeWith(QJsonDocument(QJsonObject{{"command", "run to line"}, {"file", runPath_}, {"line", line}})
+                 .toJson(QJsonDocument::Compact));
+}
+
+void RunnerProcess::evaluate(const QString& code) {
+  if (paused_) sendCommand(QJsonDocument(QJsonObject{{"command", "evaluate"}, {"code", code}}).toJson(QJsonDocument::Compact));
+}
+
+void RunnerProcess::requestBuffers() {
+  if (paused_) sendCommand(R"({"command":"buffers"})");
+}
+
+void RunnerProcess::resumeWith(const QByteArray& json) {
   if (!paused_) return;
   paused_ = false;
-  sendCommand(R"({"command":"continue"})");
+  sendCommand(json);
   Q_EMIT resumed();
 }
 
-void RunnerProcess::stepToNextLaunch() {
-  if (!paused_) return;
-  paused_ = false;
-  sendCommand(R"({"command":"step","until":"launch"})");
-  Q_EMIT resumed();
-}
+void RunnerProcess::continueRun() { resumeWith(R"({"command":"continue"})"); }
 
-void RunnerProcess::stepIntoNextStage() {
-  if (!paused_) return;
-  paused_ = false;
-  sendCommand(R"({"command":"step","until":"stage"})");
-  Q_EMIT resumed();
-}
+void RunnerProcess::stepToNextLaunch() { resumeWith(R"({"command":"step","until":"launch"})"); }
 
-void RunnerProcess::stepToScheduleEnd() {
-  if (!paused_) return;
-  paused_ = false;
-  sendCommand(R"({"command":"step","until":"schedule end"})");
-  Q_EMIT resumed();
-}
+void RunnerProcess::stepIntoNextStage() { resumeWith(R"({"command":"step","until":"stage"})"); }
+
+void RunnerProcess::stepToScheduleEnd() { resumeWith(R"({"command":"step","until":"schedule end"})"); }
 
 void RunnerProcess::pause() {
   if (running_ && !paused_) sendCommand(R"({"command":"pause"})");
@@ -209,10 +233,30 @@ void RunnerProcess::onReadyRead() {
         case 'P': {  // paused at the gate: show everything before the stop, then say where
           const QJsonObject where = QJsonDocument::fromJson(QByteArray::fromStdString(frame.body)).object();
           pausePoint_ = {where.value("stage").toString(), where.value("kernel_id").toInt(-1),
-                         where.value("kernel").toString(), where.value("detail").toString()};
+                         where.value("kernel").toString(), where.value("detail").toString(),
+                         where.value("file").toString(), where.value("line").toInt()};
           deliver();
           paused_ = true;
           Q_EMIT paused();
+          break;
+        }
+        case 'D': {  // a launch's buffers: a JSON line, then their bytes (app/debugger_gate.h)
+          const size_t eol = frame.body.find('\n');
+          if (eol == std::string::npos) throw ts::RecordingError("connection: a buffers frame without its header");
+          const QJsonObject head = QJsonDocument::fromJson(QByteArray::fromStdString(frame.body.substr(0, eol))).object();
+          std::vector<BufferData> buffers;
+          size_t at = eol + 1;
+          for (const QJsonValue& v : head.value("buffers").toArray()) {
+            const QJsonObject b = v.toObject();
+            BufferData d{b.value("role").toString(), b.value("index").toInt(), b.value("dtype").toString(),
+                         static_cast<qint64>(b.value("numel").toDouble()), {}, b.value("note").toString()};
+            const auto bytes = static_cast<size_t>(b.value("bytes").toDouble());
+            if (bytes > frame.body.size() - at) throw ts::RecordingError("connection: a buffers frame is cut short");
+            d.bytes = QByteArray(frame.body.data() + at, static_cast<qsizetype>(bytes));
+            at += bytes;
+            buffers.push_back(std::move(d));
+          }
+          Q_EMIT buffersReady(head.value("kernel_id").toInt(-1), head.value("stage").toString(), buffers);
           break;
         }
         default: throw ts::RecordingError("connection: a frame of unknown type");

@@ -50,10 +50,12 @@ class RunnerProcess : public QObject {
 
   // The gate (issue 12): where the runner is paused, and the commands that move it on.
   struct PausePoint {
-    QString stage;  // "before launch", "after launch", "before schedule"
+    QString stage;  // "line", "before launch", "after launch", "before schedule", ...
     int kernelId = -1;
     QString kernel;
-    QString detail;  // "after pass": the pass
+    QString detail;  // "after pass": the pass; a breakpoint's reason ("breakpoint on op SUM")
+    QString file;    // "line": the script line paused at
+    int line = 0;
   };
   bool isPaused() const { return paused_; }
   const PausePoint& pausePoint() const { return pausePoint_; }
@@ -62,6 +64,34 @@ class RunnerProcess : public QObject {
   void stepIntoNextStage();    // F11
   void stepToScheduleEnd();    // Shift+F11
   void pause();                // pauses at the next stop of any stage
+  // Ctrl+F10: a paused run goes on until `line` of its script; otherwise the next start() runs to it.
+  void runToLine(int line);
+
+  // Breakpoints (app/debugger_gate.h): script lines of the run's script, kernel name patterns ("r_*"),
+  // ops ("SUM") and graph node uids ("when this node is realized"). Kept for later runs; sent at once
+  // to a running one.
+  struct Breakpoints {
+    QList<int> lines;
+    QStringList kernels;
+    QStringList ops;
+    QList<quint64> nodes;
+  };
+  void setBreakpoints(const Breakpoints& breakpoints);
+  const Breakpoints& breakpoints() const { return breakpoints_; }
+
+  // The pause console: runs Python in the paused frame (paused on a line); what it prints and realizes
+  // arrives as events, then paused() again.
+  void evaluate(const QString& code);
+  // Asks for the paused launch's buffers (paused before or after a launch): buffersReady() answers.
+  struct BufferData {
+    QString role;    // "output" or "input"
+    int index = 0;   // input number
+    QString dtype;
+    qint64 numel = 0;
+    QByteArray bytes;  // host byte order; empty when not read (see note)
+    QString note;      // why there are no bytes: "not computed yet: paused before the launch ..."
+  };
+  void requestBuffers();
   // The recording of the current or last run ("" before the first), complete once finished() came.
   QString recordingPath() const { return recordingPath_; }
   // The runner's address-space limit (RLIMIT_AS) in MiB; 0: none (the default).
@@ -86,6 +116,7 @@ class RunnerProcess : public QObject {
   // The runner waits at the gate; every event before the stop has been delivered (takeEvents()).
   void paused();
   void resumed();
+  void buffersReady(int kernelId, const QString& stage, const std::vector<tsui::RunnerProcess::BufferData>& buffers);
 
  private:
   void onConnection();
@@ -95,6 +126,8 @@ class RunnerProcess : public QObject {
   void finishIfDone();
   void fail(const QString& message);  // a protocol error: the runner is killed, the run ends
   void sendCommand(const QByteArray& json);
+  QByteArray breakpointsJson(const QString& command) const;
+  void resumeWith(const QByteArray& json);
 
   QLocalServer* server_ = nullptr;
   QLocalSocket* socket_ = nullptr;
@@ -106,6 +139,9 @@ class RunnerProcess : public QObject {
   bool breakOnNan_ = false;
   bool paused_ = false;
   PausePoint pausePoint_;
+  Breakpoints breakpoints_;
+  QString runPath_;  // the running script's path (its stacks' file name)
+  int runToLine_ = 0;  // for the next start
   bool running_ = false, processDone_ = false, streamDone_ = false, stopRequested_ = false, killed_ = false;
   int exitCode_ = 0;
   QProcess::ExitStatus exitStatus_ = QProcess::NormalExit;

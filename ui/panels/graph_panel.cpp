@@ -196,6 +196,7 @@ void GraphPanel::showLayout(const GraphLayout& layout) {
   if (!keepView) view_->fitAll();
   highlightKernel(highlightedKernel_, false);
   highlightNode(highlightedNode_);
+  markNodes(markedUids_);
 }
 
 void GraphPanel::highlightKernel(int kernelId, bool centre) {
@@ -211,6 +212,23 @@ void GraphPanel::highlightNode(const QString& key) {
   if (NodeItem* old = nodes_.value(highlightedNode_)) old->setHighlighted(false);
   highlightedNode_ = key;
   if (NodeItem* item = nodes_.value(key)) item->setHighlighted(true);
+}
+
+int GraphPanel::markNodes(const QSet<quint64>& uids) {
+  markedUids_ = uids;
+  int marked = 0;
+  for (NodeItem* item : nodes_) {
+    const bool on = layout_.spec && uids.contains(layout_.spec->nodes[item->index()].info.uid);
+    item->setMarked(on);
+    marked += on;
+  }
+  return marked;
+}
+
+int GraphPanel::lazyNodeCount() const {
+  int n = 0;
+  for (NodeItem* item : nodes_) n += item->lazy();
+  return n;
 }
 
 void GraphPanel::fitGraph() { view_->fitAll(); }

@@ -5,6 +5,7 @@
 // way it shows "laying out…" with a Cancel button, and keeps the previous graph until then.
 #pragma once
 #include <QHash>
+#include <QSet>
 #include <QWidget>
 
 #include "core/graph_layout.h"
@@ -33,6 +34,9 @@ class GraphPanel : public QWidget {
   void setLayoutBusy(bool busy);
   void highlightKernel(int kernelId, bool centre);
   void highlightNode(const QString& key);  // empty: none
+  // Marks the nodes with these uids (made by the editor's line); returns how many are drawn.
+  int markNodes(const QSet<quint64>& uids);
+  int lazyNodeCount() const;
   void fitGraph();
 
   bool unionMode() const;
@@ -71,6 +75,7 @@ class GraphPanel : public QWidget {
   GraphLayout layout_;
   QHash<int, ClusterItem*> clusters_;  // by kernel id
   QHash<QString, NodeItem*> nodes_;    // by GraphSpecNode::key
+  QSet<quint64> markedUids_;
   int highlightedKernel_ = -1;
   QString highlightedNode_;
 };

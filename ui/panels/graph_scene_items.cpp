@@ -28,13 +28,23 @@ NodeItem::NodeItem(const GraphSpecNode& node, int index, const QRectF& rect)
       op_(QString::fromStdString(node.info.op)),
       shape_(shapeText(node.info.shape)),
       index_(index),
-      kernelId_(node.kernelId) {
+      kernelId_(node.kernelId),
+      lazy_(node.lazy),
+      realized_(node.realized) {
+  if (lazy_) fill_ = QColor(0xec, 0xec, 0xec);
   setAcceptHoverEvents(true);
   setZValue(2);
   QString tip = QString("<b>%1</b> %2 %3").arg(op_, shape_, QString::fromStdString(node.info.dtype));
   if (!node.info.arg.empty()) tip += "<br>arg: " + QString::fromStdString(node.info.arg).toHtmlEscaped();
   tip += QString("<br>uid %%1").arg(node.info.uid);
+  if (lazy_) tip += "<br><i>lazy: not computed yet</i>";
+  if (realized_) tip += "<br><i>realized: holds a buffer</i>";
   setToolTip(tip);
+}
+
+void NodeItem::setMarked(bool on) {
+  marked_ = on;
+  update();
 }
 
 void NodeItem::setHighlighted(bool on) {
@@ -46,7 +56,14 @@ QRectF NodeItem::boundingRect() const { return rect_.adjusted(-3, -3, 3, 3); }
 
 void NodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) {
   painter->setRenderHint(QPainter::Antialiasing);
-  QPen pen(highlighted_ ? selectionColor() : QColor(0x4a, 0x4a, 0x4a), highlighted_ ? 2.5 : (hovered_ ? 1.6 : 0.8));
+  if (marked_) {  // made by the editor's line: an orange halo under the box
+    painter->setPen(Qt::NoPen);
+    painter->setBrush(QColor(0xff, 0x9f, 0x1c, 150));
+    painter->drawRoundedRect(rect_.adjusted(-3, -3, 3, 3), 6, 6);
+  }
+  const QColor border = highlighted_ ? selectionColor() : lazy_ ? QColor(0x8a, 0x8a, 0x8a) : QColor(0x4a, 0x4a, 0x4a);
+  QPen pen(border, highlighted_ ? 2.5 : realized_ ? 2.2 : (hovered_ ? 1.6 : 0.8));
+  if (lazy_ && !highlighted_) pen.setStyle(Qt::DashLine);
   painter->setPen(pen);
   painter->setBrush(hovered_ ? fill_.lighter(108) : fill_);
   painter->drawRoundedRect(rect_, 4, 4);

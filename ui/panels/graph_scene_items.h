@@ -18,6 +18,9 @@ class NodeItem : public QGraphicsItem {
   int index() const { return index_; }  // into GraphSpec::nodes
   int kernelId() const { return kernelId_; }
   void setHighlighted(bool on);
+  // Marked as made by the script line under the editor's cursor ("what did line 13 become?").
+  void setMarked(bool on);
+  bool lazy() const { return lazy_; }
 
   QRectF boundingRect() const override;
   void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
@@ -31,7 +34,7 @@ class NodeItem : public QGraphicsItem {
   QColor fill_;
   QString op_, shape_;
   int index_, kernelId_;
-  bool highlighted_ = false, hovered_ = false;
+  bool highlighted_ = false, hovered_ = false, marked_ = false, lazy_ = false, realized_ = false;
 };
 
 class EdgeItem : public QGraphicsItem {

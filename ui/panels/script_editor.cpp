@@ -40,7 +40,26 @@ ScriptEditor::ScriptEditor(QWidget* parent) : QsciScintilla(parent) {
   setEdgeColumn(100);
   setEdgeColor(QColor(0xe5, 0xe7, 0xeb));
 
-  errorMarker_ = markerDefine(Circle);
+  // margin 1: breakpoints (red dots; a click toggles one), the paused line (a yellow arrow), errors
+  setMarginSensitivity(1, true);
+  breakpointMarker_ = markerDefine(Circle);
+  setMarkerBackgroundColor(QColor(0xe5, 0x39, 0x35), breakpointMarker_);
+  setMarkerForegroundColor(QColor(0xb7, 0x1c, 0x1c), breakpointMarker_);
+  currentMarker_ = markerDefine(RightArrow);
+  setMarkerBackgroundColor(QColor(0xfb, 0xc0, 0x2d), currentMarker_);
+  setMarkerForegroundColor(QColor(0x7a, 0x5b, 0x00), currentMarker_);
+  currentLineMarker_ = markerDefine(Background);
+  setMarkerBackgroundColor(QColor(0xff, 0xf4, 0xc2), currentLineMarker_);
+  connect(this, &QsciScintilla::marginClicked, this, [this](int margin, int line, Qt::KeyboardModifiers) {
+    if (margin <= 1) toggleBreakpoint(line + 1);
+  });
+  connect(this, &QsciScintilla::cursorPositionChanged, this, [this](int line, int) {
+    if (line + 1 == lastCursorLine_) return;
+    lastCursorLine_ = line + 1;
+    Q_EMIT cursorLineChanged(lastCursorLine_);
+  });
+
+  errorMarker_ = markerDefine(Rectangle);
   setMarkerBackgroundColor(QColor(0xd3, 0x2f, 0x2f), errorMarker_);
   setMarkerForegroundColor(QColor(0xd3, 0x2f, 0x2f), errorMarker_);
   errorLineMarker_ = markerDefine(Background);
@@ -104,6 +123,51 @@ void ScriptEditor::clearError() {
   markerDeleteAll(errorLineMarker_);
   clearIndicatorRange(0, 0, qMax(0, lines() - 1), qMax(0, lineLength(qMax(0, lines() - 1))), errorIndicator_);
   clearAnnotations();
+}
+
+void ScriptEditor::toggleBreakpoint(int line) {
+  if (line < 1 || line > lines()) return;
+  if (markersAtLine(line - 1) & (1u << breakpointMarker_)) markerDelete(line - 1, breakpointMarker_);
+  else markerAdd(line - 1, breakpointMarker_);
+  Q_EMIT breakpointsChanged();
+}
+
+void ScriptEditor::setBreakpoints(const QList<int>& lineNumbers) {
+  markerDeleteAll(breakpointMarker_);
+  for (int line : lineNumbers)
+    if (line >= 1 && line <= lines()) markerAdd(line - 1, breakpointMarker_);
+  Q_EMIT breakpointsChanged();
+}
+
+QList<int> ScriptEditor::breakpointLines() const {
+  QList<int> result;
+  for (int l = markerFindNext(0, 1u << breakpointMarker_); l >= 0; l = markerFindNext(l + 1, 1u << breakpointMarker_))
+    result << l + 1;
+  return result;
+}
+
+void ScriptEditor::markCurrentLine(int line) {
+  markerDeleteAll(currentMarker_);
+  markerDeleteAll(currentLineMarker_);
+  currentLine_ = line >= 1 && line <= lines() ? line : 0;
+  if (!currentLine_) return;
+  markerAdd(line - 1, currentMarker_);
+  markerAdd(line - 1, currentLineMarker_);
+  ensureLineVisible(line - 1);
+}
+
+int ScriptEditor::cursorLine() const {
+  int line = 0, index = 0;
+  getCursorPosition(&line, &index);
+  return line + 1;
+}
+
+void ScriptEditor::showLine(int line) {
+  if (line < 1 || line > lines()) return;
+  const QSignalBlocker quiet(this);  // showing a line is not the user moving the cursor
+  setSelection(line - 1, 0, line - 1, lineLength(line - 1) > 0 ? lineLength(line - 1) - (text(line - 1).endsWith('\n') ? 1 : 0) : 0);
+  lastCursorLine_ = line;
+  ensureLineVisible(line - 1);
 }
 
 }  // namespace tsui

@@ -20,6 +20,8 @@
 
 namespace ts {
 
+struct Buffer;  // tensorscope/device.h
+
 // One node of the lazy graph as it was when a schedule was made. `uid` is unique for the whole
 // process lifetime (graph slab ids are reused; uids never are).
 struct GraphNodeInfo {
@@ -196,6 +198,9 @@ struct GateStop {
   int kernel_id = -1;  // from BeforeLower to AfterLaunch: the kernel (KernelInfo::id)
   std::string kernel;  // its name
   std::string detail;  // AfterPass: the pass's name; NonFinite: what break on NaN/Inf found
+  // BeforeLaunch, AfterLaunch: the launch's buffers, output first, then the inputs in KernelInfo::inputs
+  // order (a device copy: destination, source). Valid during the call only; null at other stops.
+  const std::vector<std::shared_ptr<Buffer>>* buffers = nullptr;
 };
 // "before schedule", "before lowering", "after pass", "before compile", "before launch", "after launch",
 // "after schedule"; "non-finite output": break on NaN/Inf found one (after the launch's event, before
@@ -266,8 +271,9 @@ class Session {
 
   void set_gate(GateHandler* gate) { gate_ = gate; }
   // Calls the gate handler, if any, at a stop.
-  void gate(GateStop::Stage stage, int kernel_id = -1, const std::string& kernel = {}, const std::string& detail = {}) {
-    if (gate_) gate_->at_gate({stage, kernel_id, kernel, detail});
+  void gate(GateStop::Stage stage, int kernel_id = -1, const std::string& kernel = {}, const std::string& detail = {},
+            const std::vector<std::shared_ptr<Buffer>>* buffers = nullptr) {
+    if (gate_) gate_->at_gate({stage, kernel_id, kernel, detail, buffers});
   }
 
  private:

@@ -173,8 +173,8 @@ double launch_program(Program& program, const std::vector<std::shared_ptr<Buffer
   return ms;
 }
 
-void record_launch(const CachedKernel& k, int kernel_id, std::vector<std::shared_ptr<Buffer>> buffers) {
-  if (Capture* c = active_capture()) c->launches.push_back({k.name, k.device, kernel_id, k.is_copy, k.program, std::move(buffers)});
+void record_launch(const CachedKernel& k, int kernel_id, const std::vector<std::shared_ptr<Buffer>>& buffers) {
+  if (Capture* c = active_capture()) c->launches.push_back({k.name, k.device, kernel_id, k.is_copy, k.program, buffers});
 }
 
 // Break on NaN/Inf (Session::break_on_nan): reads a kernel's output back and raises NonFiniteError at its
@@ -266,9 +266,9 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
     if (!ck.is_copy && ck.numel == 0) continue;
     std::vector<std::shared_ptr<Buffer>> bufs{out};
     for (uint32_t in : ck.inputs) bufs.push_back(buffer_of(in));
-    session.gate(GateStop::BeforeLaunch, kernel_id, ck.name);
+    session.gate(GateStop::BeforeLaunch, kernel_id, ck.name, {}, &bufs);
     const double ms = ck.is_copy ? copy_buffer(*bufs[1], *bufs[0]) : launch_program(*ck.program, bufs);
-    record_launch(ck, kernel_id, std::move(bufs));
+    record_launch(ck, kernel_id, bufs);
     if (observed) {
       KernelRunEvent ev;
       ev.kernel_id = kernel_id;
@@ -280,7 +280,7 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
       session.emit(ev);
     }
     if (session.break_on_nan()) check_finite(*out, g[key.order[ck.output]], kernel_id, ck.name);
-    session.gate(GateStop::AfterLaunch, kernel_id, ck.name);
+    session.gate(GateStop::AfterLaunch, kernel_id, ck.name, {}, &bufs);
   }
   for (size_t k = 0; k < sched.kernels.size(); k++) g.set_realized(key.order[sched.kernels[k].output], produced[k]);
   session.gate(GateStop::AfterSchedule);
@@ -397,10 +397,11 @@ void realize(const std::vector<NodeId>& targets) {
     if (item.is_copy) {
       auto src = buffer_of(item.inputs[0]);
       auto dst = pooled_buffer(dev_index, out.dtype, ck.numel);
-      session.gate(GateStop::BeforeLaunch, kernel_ids[k], item.name);
+      const std::vector<std::shared_ptr<Buffer>> bufs{dst, src};
+      session.gate(GateStop::BeforeLaunch, kernel_ids[k], item.name, {}, &bufs);
       double ms = copy_buffer(*src, *dst);
       out_buffers[item.output] = dst;
-      record_launch(ck, kernel_ids[k], {dst, src});
+      record_launch(ck, kernel_ids[k], bufs);
       if (observed) {
         KernelRunEvent ev;
         ev.kernel_id = kernel_ids[k];
@@ -411,7 +412,7 @@ void realize(const std::vector<NodeId>& targets) {
         session.emit(ev);
       }
       cached.kernels.push_back(std::move(ck));
-      session.gate(GateStop::AfterLaunch, kernel_ids[k], item.name);
+      session.gate(GateStop::AfterLaunch, kernel_ids[k], item.name, {}, &bufs);
       continue;
     }
     for (NodeId in : item.inputs)
@@ -452,9 +453,9 @@ void realize(const std::vector<NodeId>& targets) {
     ck.program = it->second;
     std::vector<std::shared_ptr<Buffer>> bufs{out_buf};
     for (NodeId in : item.inputs) bufs.push_back(buffer_of(in));
-    session.gate(GateStop::BeforeLaunch, kernel_ids[k], kernel.name);
+    session.gate(GateStop::BeforeLaunch, kernel_ids[k], kernel.name, {}, &bufs);
     double ms = launch_program(*ck.program, bufs);
-    record_launch(ck, kernel_ids[k], std::move(bufs));
+    record_launch(ck, kernel_ids[k], bufs);
 
     if (observed) {
       auto code = std::make_shared<KernelCode>();
@@ -487,7 +488,7 @@ void realize(const std::vector<NodeId>& targets) {
     }
     cached.kernels.push_back(std::move(ck));
     if (session.break_on_nan()) check_finite(*out_buf, out, kernel_ids[k], kernel.name);
-    session.gate(GateStop::AfterLaunch, kernel_ids[k], kernel.name);
+    session.gate(GateStop::AfterLaunch, kernel_ids[k], kernel.name, {}, &bufs);
   }
   for (auto& [id, buf] : out_buffers) g.set_realized(id, buf);
 
