@@ -267,9 +267,10 @@ class EventTreeModel : public QAbstractItemModel {
 
   // A launch: fills its kernel's row, or adds it to the run of launches of no schedule that is open.
   RowRef launched(int kernelId, int eventIndex) {
-    auto it = kernelRow_.find(kernelId);
+    const auto it = kernelRow_.constFind(kernelId);
+    const bool scheduled = it != kernelRow_.cend();
     RowRef row;
-    if (it != kernelRow_.end()) {
+    if (scheduled) {
       row = {it->item, it->kernel};
     } else if (!items_.empty() && items_.back().kind == Kind::Launch) {
       row = {static_cast<int>(items_.size()) - 1, static_cast<int>(items_.back().kernels.size())};
@@ -281,7 +282,7 @@ class EventTreeModel : public QAbstractItemModel {
       run.kernels.push_back(kernelId);
       row = {append(std::move(run), {}, false), 0};
     }
-    if (it == kernelRow_.end()) kernelRow_.insert(kernelId, {row.item, row.child});
+    if (!scheduled) kernelRow_.insert(kernelId, {row.item, row.child});
     const ts::KernelRunEvent* run = model_->kernelRun(kernelId);
     const double ms = run ? run->time_ms : 0;
     Item& item = items_[row.item];
