@@ -983,5 +983,6 @@ bool MainWindow::isLayoutPending() const { return graphTimer_->isActive() || lay
 int MainWindow::kernelCount() const { return kernels_->kernelCount(); }
 int MainWindow::clusterCount() const { return graph_->clusterCount(); }
 QString MainWindow::consoleText() const { return console_->toPlainText(); }
+QString MainWindow::lineInfoText() const { return lineInfo_->text(); }
 
 }  // namespace tsui

@@ -75,6 +75,8 @@ class MainWindow : public QMainWindow {
   EventBrowser* eventBrowser() const { return events_; }
   BufferInspector* bufferInspector() const { return buffers_; }
   GraphPanel* graphPanel() const { return graph_; }
+  // The status bar's "line 13 made 5 nodes → kernels …" for the editor's cursor line.
+  QString lineInfoText() const;
   // Breakpoints that are not script lines: kernel name patterns, ops, graph node uids.
   void setKernelBreakpoints(const QStringList& patterns, const QStringList& ops, const QList<quint64>& nodes);
   // Renders the shown graph to a standalone SVG at `path` (graphviz runs on a worker thread while

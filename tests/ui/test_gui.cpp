@@ -20,6 +20,8 @@
 #include "core/run_model.h"
 #include "main_window.h"
 #include "panels/graph_panel.h"
+#include "panels/buffer_inspector.h"
+#include "panels/event_browser.h"
 #include "panels/graph_scene_items.h"
 #include "panels/kernel_details_panel.h"
 #include "panels/kernel_list_panel.h"
@@ -31,6 +33,16 @@ namespace {
 
 constexpr int kRunTimeoutMs = 120000;
 const QString kQuickstart = QStringLiteral(TS_SOURCE_DIR "/samples/quickstart.py");
+
+// Issue 12's script: lines 2-4 build a lazy graph, line 5 realizes part of it, line 6 builds more.
+const QString kLazyScript = QStringLiteral(
+    "from tensorscope import Tensor\n"       // 1
+    "a = Tensor([[1.0, 2.0], [3.0, 4.0]])\n"  // 2
+    "b = a * 2 + 1\n"                          // 3
+    "c = b.sum(axis=1)\n"                      // 4
+    "print('c', c.numpy())\n"                  // 5
+    "d = (a @ a).relu()\n"                     // 6
+    "print('d', d.numpy())\n");                // 7
 
 ts::GraphNodeInfo node(uint64_t uid, const std::string& op, const std::string& cls, int kernel,
                        std::vector<uint64_t> srcs = {}) {
@@ -592,6 +604,171 @@ class GuiTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
     QCOMPARE(window.kernelCount(), 3);
     QVERIFY2(window.consoleText().contains("cut off"), qPrintable(window.consoleText()));
+  }
+
+  // A line breakpoint pauses with the lazy graph holding exactly the nodes made above that line, each
+  // with its line; the graph shows them dashed; clicking a node selects its line in the editor, and the
+  // cursor on a line marks the nodes it made ("what did line 3 become?").
+  void lineBreakpointShowsTheLazyGraphOfTheLinesAbove() {
+    QTemporaryDir dir;
+    const QString path = dir.filePath("lazy.py");
+    QFile f(path);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write(kLazyScript.toUtf8());
+    f.close();
+    tsui::MainWindow window;
+    window.show();
+    QVERIFY(window.openScript(path));
+    window.editor()->toggleBreakpoint(5);
+    QCOMPARE(window.editor()->breakpointLines(), QList<int>{5});
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
+    QVERIFY(window.isPaused());
+    QCOMPARE(window.runner()->pausePoint().stage, QString("line"));
+    QCOMPARE(window.runner()->pausePoint().line, 5);
+    QCOMPARE(window.editor()->currentLine(), 5);
+    QCOMPARE(window.kernelCount(), 0);  // nothing realized yet
+    const tsui::RunModel& model = window.model();
+    const auto lazy = model.lazyGraphAt(static_cast<int>(model.events().size()) - 1, 1000);
+    QVERIFY(!lazy.pending.empty());
+    QSet<int> lines;
+    for (uint64_t uid : lazy.pending) lines.insert(model.whereMade(uid).line);
+    QCOMPARE(lines, (QSet<int>{2, 3, 4}));  // every node so far, from lines 2-4 only
+    QStringList opsOfLine3;
+    for (uint64_t uid : model.nodesMadeAt(3)) opsOfLine3 << QString::fromStdString(model.createdNode(uid)->op);
+    QVERIFY2(opsOfLine3.contains("MUL") && opsOfLine3.contains("ADD"), qPrintable(opsOfLine3.join(",")));
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isLayoutPending(), kRunTimeoutMs);
+    QCOMPARE(window.graphPanel()->lazyNodeCount(), static_cast<int>(lazy.pending.size()));
+
+    // clicking the SUM node selects line 4
+    const tsui::GraphLayout& layout = window.graphPanel()->layout();
+    QVERIFY(layout.spec);
+    const tsui::GraphSpecNode* sum = nullptr;
+    for (const auto& n : layout.spec->nodes)
+      if (n.info.op == "SUM") sum = &n;
+    QVERIFY(sum);
+    QVERIFY(sum->lazy);
+    QCOMPARE(QString::fromStdString(model.whereMade(sum->info.uid).file), model.scriptPath());
+    QCOMPARE(model.whereMade(sum->info.uid).line, 4);
+    Q_EMIT window.graphPanel()->nodeClicked(*sum);
+    int lineFrom = 0, indexFrom = 0, lineTo = 0, indexTo = 0;
+    window.editor()->getSelection(&lineFrom, &indexFrom, &lineTo, &indexTo);
+    QCOMPARE(lineFrom + 1, 4);
+    // the cursor on line 3 names what it made
+    window.editor()->setCursorPosition(2, 0);  // QScintilla says the cursor moved from its event loop
+    QTRY_VERIFY2_WITH_TIMEOUT(
+        window.lineInfoText().startsWith(QString("line 3 made %1 nodes").arg(model.nodesMadeAt(3).size())),
+        qPrintable(window.lineInfoText()), 5000);
+    QVERIFY2(window.lineInfoText().contains("no kernel yet"), qPrintable(window.lineInfoText()));
+
+    window.continueOrRun();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
+    QVERIFY(window.lastRunOk());
+    // after the run, line 3's nodes fell into c's kernel (fused into it)
+    window.editor()->setCursorPosition(3, 0);
+    QTRY_VERIFY_WITH_TIMEOUT(window.lineInfoText().startsWith("line 4"), 5000);
+    window.editor()->setCursorPosition(2, 0);
+    QTRY_VERIFY2_WITH_TIMEOUT(window.lineInfoText().contains(" → #"), qPrintable(window.lineInfoText()), 5000);
+  }
+
+  // The pause console evaluates in the paused frame; what it realizes shows up as kernels. A script that
+  // crashes while paused (here from the console) leaves the debugger usable.
+  void pauseConsoleEvaluatesAndTheDebuggerSurvivesACrashWhilePaused() {
+    tsui::MainWindow window;
+    window.show();
+    window.editor()->setText(kLazyScript);
+    window.editor()->toggleBreakpoint(6);
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
+    QVERIFY(window.isPaused());
+    QCOMPARE(window.runner()->pausePoint().line, 6);
+    const int kernelsBefore = window.kernelCount();
+    window.evaluate("(b * 10).numpy()");
+    QTRY_VERIFY_WITH_TIMEOUT(window.consoleText().contains("[[30., 50.],"), kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(window.kernelCount() > kernelsBefore, kRunTimeoutMs);
+    QVERIFY(window.consoleText().contains("the console ran kernel #"));
+    window.evaluate("print('shape', c.shape)");
+    QTRY_VERIFY_WITH_TIMEOUT(window.consoleText().contains("shape (2,)"), kRunTimeoutMs);
+    QVERIFY(window.isPaused());
+    window.evaluate("import os; os._exit(3)");  // the script dies while paused
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
+    QVERIFY2(window.statusText().contains("exit status 3"), qPrintable(window.statusText()));
+    QVERIFY(window.editor()->text().contains("d = (a @ a).relu()"));  // the user's text is kept
+    window.editor()->setBreakpoints({});
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QVERIFY(window.lastRunOk());
+    QVERIFY(window.consoleText().contains("d [[ 7. 10.]"));
+  }
+
+  // A breakpoint on an op pauses before the launch of the first kernel that fuses it; the buffer
+  // inspector then shows its inputs (the output is not computed yet), and F11 after the launch its output.
+  void opBreakpointPausesAndTheBufferInspectorShowsTheLaunch() {
+    tsui::MainWindow window;
+    window.show();
+    window.editor()->setText(kLazyScript);
+    window.setKernelBreakpoints({}, {"SUM"}, {});
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
+    QVERIFY(window.isPaused());
+    QCOMPARE(window.runner()->pausePoint().stage, QString("before launch"));
+    QCOMPARE(window.runner()->pausePoint().detail, QString("breakpoint on op SUM"));
+    tsui::BufferInspector* inspector = window.bufferInspector();
+    QTRY_VERIFY_WITH_TIMEOUT(inspector->buffers().size() == 2, 10000);  // c's output and a
+    QCOMPARE(inspector->buffers()[0].name.left(6), QString("output"));
+    QVERIFY(inspector->buffers()[0].values.empty());
+    QVERIFY2(inspector->buffers()[0].unavailable.contains("not computed yet"), qPrintable(inspector->buffers()[0].unavailable));
+    QCOMPARE(inspector->buffers()[1].values, (std::vector<double>{1, 2, 3, 4}));
+    QCOMPARE(inspector->buffers()[1].shape, (std::vector<int64_t>{2, 2}));
+    window.stepIntoNextStage();  // after the launch
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() && window.runner()->pausePoint().stage == "after launch", kRunTimeoutMs);
+    QTRY_VERIFY_WITH_TIMEOUT(!inspector->buffers().empty() && !inspector->buffers()[0].values.empty(), 10000);
+    QCOMPARE(inspector->buffers()[0].values, (std::vector<double>{8, 16}));  // (a*2+1).sum(1), as NumPy says
+    window.setKernelBreakpoints({}, {}, {});
+    window.continueOrRun();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
+    QVERIFY(window.lastRunOk());
+  }
+
+  // In a recording, F10 and Step Back move the current event from launch to launch, and every panel
+  // (kernel list, IR and source, event browser, graph) follows it backwards as well as forwards.
+  void steppingBackwardsInARecordingRestoresThePanels() {
+    QTemporaryDir dir;
+    const QString saved = dir.filePath("quickstart.tsrec");
+    {
+      tsui::MainWindow window;
+      window.show();
+      QVERIFY(window.openScript(kQuickstart));
+      window.runScript();
+      QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+      QString error;
+      QVERIFY2(window.saveRecording(saved, &error), qPrintable(error));
+    }
+    tsui::MainWindow window;
+    window.show();
+    QString error;
+    QVERIFY2(window.openRecording(saved, &error), qPrintable(error));
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    const std::vector<int> ids = window.model().kernelIds();
+    QCOMPARE(ids.size(), size_t{3});
+    window.setCurrentEvent(0);
+    QList<int> forward, events;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      window.stepToNextLaunch();  // F10 in a recording: the next launch
+      forward << window.selectedKernel();
+      events << window.currentEvent();
+      QCOMPARE(window.eventBrowser()->currentEvent(), window.currentEvent());
+      QCOMPARE(window.model().eventOfLaunch(window.selectedKernel()), window.currentEvent());
+    }
+    QCOMPARE(forward, (QList<int>{ids[0], ids[1], ids[2]}));
+    window.stepRecording(-1);
+    QCOMPARE(window.selectedKernel(), ids[1]);
+    QCOMPARE(window.currentEvent(), events[1]);
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QCOMPARE(window.graphPanel()->highlightedKernel(), ids[1]);
+    window.stepRecording(-1);
+    QCOMPARE(window.selectedKernel(), ids[0]);
+    QCOMPARE(window.eventBrowser()->currentEvent(), events[0]);
   }
 };
 

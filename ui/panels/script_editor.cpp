@@ -164,9 +164,9 @@ int ScriptEditor::cursorLine() const {
 
 void ScriptEditor::showLine(int line) {
   if (line < 1 || line > lines()) return;
-  const QSignalBlocker quiet(this);  // showing a line is not the user moving the cursor
-  setSelection(line - 1, 0, line - 1, lineLength(line - 1) > 0 ? lineLength(line - 1) - (text(line - 1).endsWith('\n') ? 1 : 0) : 0);
-  lastCursorLine_ = line;
+  lastCursorLine_ = line;  // showing a line is not the user moving the cursor: no cursorLineChanged
+  const int length = static_cast<int>(text(line - 1).trimmed().isEmpty() ? 0 : text(line - 1).size());
+  setSelection(line - 1, 0, line - 1, length - (text(line - 1).endsWith('\n') ? 1 : 0));
   ensureLineVisible(line - 1);
 }
 
