@@ -138,7 +138,7 @@ void MainWindow::buildPanels() {
   splitDockWidget(propertiesDock, eventsDock, Qt::Vertical);
   tabifyDockWidget(detailsDock, buffersDock);
   detailsDock->raise();
-  resizeDocks({scriptDock, propertiesDock}, {440, 270}, Qt::Horizontal);
+  resizeDocks({scriptDock, propertiesDock}, {440, 360}, Qt::Horizontal);
   resizeDocks({scriptDock, consoleDock}, {640, 360}, Qt::Vertical);
   resizeDocks({kernelsDock}, {310}, Qt::Vertical);
   resizeDocks({kernelsDock, detailsDock}, {430, 730}, Qt::Horizontal);
@@ -649,12 +649,12 @@ void MainWindow::rebuildGraph() {
   const int at = runner_->isRunning() || currentEvent_ < 0 ? last : currentEvent_;
   if (at >= 0) {
     const RunModel::LazyGraph lazy = model_->lazyGraphAt(at, kLazyNodeLimit);
-    if (!lazy.pending.empty()) {
-      addLazyGraph(spec, *model_, lazy.pending, lazy.inputs);
+    const int drawn = lazy.pending.empty() ? 0 : addLazyGraph(spec, *model_, lazy.pending, lazy.inputs);
+    if (drawn > 0) {
       if (!spec.description.isEmpty()) spec.description += " · ";
       spec.description += lazy.total > kLazyNodeLimit
                               ? QString("%1 lazy nodes (the newest %2 shown, dashed)").arg(lazy.total).arg(kLazyNodeLimit)
-                              : QString("%1 lazy node%2 (dashed): not computed yet").arg(lazy.total).arg(lazy.total == 1 ? "" : "s");
+                              : QString("%1 lazy node%2 (dashed): not computed yet").arg(drawn).arg(drawn == 1 ? "" : "s");
     }
   }
   if (spec.nodes.empty()) {

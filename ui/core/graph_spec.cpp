@@ -98,12 +98,14 @@ GraphSpec buildViewGraph(const RunModel& model, bool unionMode, int focusKernelI
   return one;
 }
 
-void addLazyGraph(GraphSpec& spec, const RunModel& model, const std::vector<uint64_t>& pending,
-                  const std::vector<uint64_t>& inputs) {
+int addLazyGraph(GraphSpec& spec, const RunModel& model, const std::vector<uint64_t>& pending,
+                 const std::vector<uint64_t>& inputs) {
+  int added = 0;
   QHash<quint64, int> indexOfUid;  // the spec's latest node of each uid
   for (int i = 0; i < static_cast<int>(spec.nodes.size()); ++i) indexOfUid.insert(spec.nodes[i].info.uid, i);
   auto add = [&](uint64_t uid, bool lazy) {
     if (indexOfUid.contains(uid)) return;
+    added += lazy;
     std::optional<ts::GraphNodeInfo> info = model.createdNode(uid);
     if (!info) return;
     GraphSpecNode n;
@@ -127,6 +129,7 @@ void addLazyGraph(GraphSpec& spec, const RunModel& model, const std::vector<uint
       if (from >= 0 && from != dst) spec.edges.emplace_back(from, dst);
     }
   }
+  return added;
 }
 
 namespace {

@@ -56,7 +56,8 @@ GraphSpec buildViewGraph(const RunModel& model, bool unionMode, int focusKernelI
 
 // Adds the lazy graph (RunModel::lazyGraphAt) to `spec`: its pending nodes dashed and grey, and the
 // nodes they read, linked to the spec's own nodes where it has them (a buffer a schedule computed).
-void addLazyGraph(GraphSpec& spec, const RunModel& model, const std::vector<uint64_t>& pending,
+// Returns how many lazy nodes it added (a pending node the spec already draws is not drawn twice).
+int addLazyGraph(GraphSpec& spec, const RunModel& model, const std::vector<uint64_t>& pending,
                   const std::vector<uint64_t>& inputs);
 
 // DOT source of the graph: clusters are subgraphs named "cluster_k<kernel id>".
