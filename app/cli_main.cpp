@@ -33,13 +33,14 @@ int usage(int code) {
   std::fprintf(code ? stderr : stdout,
                "usage:\n"
                "  tensorscope-cli run SCRIPT [--device C|INTERP|OPENCL|VULKAN|CUDA] [--out DIR] [--svg FILE]\n"
-               "                             [--record FILE.tsrec] [--break-on-nan]\n"
+               "                             [--record FILE.tsrec [--record-buffers[=MB]]] [--break-on-nan]\n"
                "      runs a tensor script headless; --out writes kernels.json with every kernel's IR and\n"
                "      source beside it; --svg writes the lazy graph with one cluster per kernel;\n"
-               "      --record writes the run's events to a recording (docs/recording.md); --break-on-nan stops\n"
+               "      --record writes the run's events to a recording (docs/recording.md), with each launch's\n"
+               "      buffers up to MB in all (default 64) when --record-buffers is given; --break-on-nan stops\n"
                "      at the first kernel that makes a NaN or an infinity, prints it (kernel, element, the\n"
                "      script line of the op) and exits with status 3\n"
-               "  tensorscope-cli record SCRIPT -o FILE.tsrec [--device NAME]\n"
+               "  tensorscope-cli record SCRIPT -o FILE.tsrec [--device NAME] [--record-buffers[=MB]]\n"
                "      runs a tensor script headless and records it\n"
                "  tensorscope-cli info FILE.tsrec\n"
                "      says what a recording holds: the run, how it ended, counts, the slowest launches\n"
@@ -158,6 +159,7 @@ std::string option_value(int argc, char** argv, int& i, const char* flag) {
 int cmd_run(int argc, char** argv, bool record) {
   std::string script, device, out_dir, svg, record_path;
   bool break_on_nan = false;
+  double record_buffers_mb = 0;
   for (int i = 0; i < argc; i++) {
     std::string a = argv[i];
     auto value = [&](const char* flag) { return option_value(argc, argv, i, flag); };
@@ -167,6 +169,17 @@ int cmd_run(int argc, char** argv, bool record) {
     else if (!record && a == "--record") record_path = value("--record");
     else if (record && (a == "-o" || a == "--output")) record_path = value("-o");
     else if (a == "--break-on-nan") break_on_nan = true;
+    else if (a == "--record-buffers" || a.rfind("--record-buffers=", 0) == 0) {
+      const std::string mb = a == "--record-buffers" ? "64" : a.substr(17);
+      char* end = nullptr;
+      const double v = std::strtod(mb.c_str(), &end);
+      if (mb.empty() || *end || !(v > 0) || v > 1e6) {
+        std::fprintf(stderr, "tensorscope-cli: --record-buffers=%s: expected a size in MB, e.g. --record-buffers=64\n",
+                     mb.c_str());
+        return 2;
+      }
+      record_buffers_mb = v;
+    }
     else if (a == "-h" || a == "--help") return usage(0);
     else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "tensorscope-cli: unknown option %s\n", a.c_str());
@@ -192,6 +205,13 @@ int cmd_run(int argc, char** argv, bool record) {
 
   // read by the tensorscope module when the script imports it (tensorscope/__init__.py)
   if (break_on_nan) setenv("TENSORSCOPE_BREAK_ON_NAN", "1", 1);
+  if (record_buffers_mb > 0) {
+    if (record_path.empty()) {
+      std::fprintf(stderr, "tensorscope-cli: --record-buffers keeps buffers in a recording: add --record FILE.tsrec\n");
+      return 2;
+    }
+    ts::Session::get().set_record_buffers(static_cast<size_t>(record_buffers_mb * (1 << 20)));
+  }
   ts::RunRecorder recorder;
   std::optional<ts::ScopedObserver> observe;
   if (!out_dir.empty() || !svg.empty()) observe.emplace(&recorder);  // unobserved, a run costs nothing extra

@@ -7,6 +7,10 @@ Rows (medians of alternating rounds, wall-clock seconds of the whole process, so
 - the size of a recording of 1000 steps of a jitted training loop (bar: <= 10 MB);
 - opening a recording of 100,000 events in the debugger (`tensorscope FILE.tsrec --screenshot`, whole
   process: Qt start-up, reading, the kernel list and the graph) and the reading alone (`tensorscope-cli info`).
+- the gate (issue 12): 10,000 tiny launches with no gate handler, with one that never pauses (the
+  engine's side of an attached debugger), and in a runner streaming to a debugger that does not pause;
+- a step (F10) round trip on samples/transformer_tiny.py through the runner's connection: the command
+  sent to the 'P' frame of the next launch received (the GUI's repaint is not in it).
 Kernel caches are warmed first (one run of each), so compile time is not in the ratios.
 Run: scripts/bench.sh (after the op benchmarks), or PYTHONPATH=build/python /usr/bin/python3 scripts/bench_watch.py
 """
@@ -70,9 +74,76 @@ for i in range(50000):  # one schedule and one launch each (the same structure: 
 """
 
 
+GATE = """
+import sys, time
+import tensorscope
+from tensorscope import Tensor
+if "--idle-gate" in sys.argv:
+    tensorscope._C._set_idle_gate(True)
+a = Tensor([1.0, 2.0, 3.0])
+for i in range(1000):
+    (a + 1).realize()
+t = time.perf_counter()
+for i in range(10000):
+    (a + 1).realize()
+print(f"us_per_launch {(time.perf_counter() - t) / 10000 * 1e6:.3f}")
+"""
+
+
+def gate_rows(tmp):
+    script = os.path.join(tmp, "gate.py")
+    with open(script, "w") as f:
+        f.write(GATE)
+    def per_launch(*args):
+        out = subprocess.run(["/usr/bin/python3", script, *args], env=ENV, cwd=ROOT, check=True,
+                             capture_output=True, text=True).stdout
+        return float(out.split("us_per_launch")[1])
+    plain, idle = [], []
+    for _ in range(ROUNDS + 2):
+        plain.append(per_launch())
+        idle.append(per_launch("--idle-gate"))
+    p, i = statistics.median(plain), statistics.median(idle)
+    print(f"{'10,000 tiny launches (us per launch, median)':52} {'no gate':>8} {'idle gate':>9} {'runner':>9}")
+    sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))  # the test's client of the runner's connection
+    from test_runner_debugging import FakeDebugger
+    import pathlib
+    runner = []
+    for _ in range(ROUNDS):
+        d = pathlib.Path(tempfile.mkdtemp(dir=tmp))
+        dbg = FakeDebugger(d, GATE)
+        dbg.finish()
+        runner.append(float(dbg.output().split("us_per_launch")[1]))
+    r = statistics.median(runner)
+    print(f"{'':52} {p:8.2f} {i:9.2f} {r:9.2f}")
+    print(f"{'gate cost per launch, idle gate - no gate (us, bar 1)':52} {i - p:8.2f}")
+    return FakeDebugger
+
+
+def step_round_trip(tmp, FakeDebugger):
+    import pathlib
+    with open(os.path.join(ROOT, "samples", "transformer_tiny.py")) as f:
+        text = f.read()
+    dbg = FakeDebugger(pathlib.Path(tmp), text, "--step", "launch")
+    times = []
+    assert dbg.until_pause() is not None
+    for _ in range(200):
+        t0 = time.perf_counter()
+        dbg.send(command="step", until="launch")
+        if dbg.until_pause() is None:
+            break
+        times.append((time.perf_counter() - t0) * 1000)
+    dbg.send(command="stop")
+    dbg.proc.kill()
+    dbg.proc.wait()
+    print(f"{'F10 round trip, runner side (ms: median, max; bar 100)':52} {statistics.median(times):8.2f} "
+          f"{max(times):9.2f}")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="bench_watch_")
     try:
+        FakeDebugger = gate_rows(tmp)
+        step_round_trip(tmp, FakeDebugger)
         sample = os.path.join(ROOT, "samples", "transformer_tiny.py")
         rec = os.path.join(tmp, "tt.tsrec")
         png = os.path.join(tmp, "tt.png")

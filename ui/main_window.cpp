@@ -55,6 +55,8 @@ namespace {
 constexpr int kGraphRebuildMs = 1000;
 // The lazy graph shows at most this many of its newest nodes (a script can hold thousands unrealized).
 constexpr int kLazyNodeLimit = 300;
+// Run ▸ Record Buffers: how much of the launches' buffers a run keeps, in all.
+constexpr int kRecordBuffersMb = 64;
 
 // IEEE 754 binary16 to float (the buffer inspector's float16 buffers).
 float halfToFloat(uint16_t h) {
@@ -236,6 +238,13 @@ void MainWindow::buildActions() {
   breakOnNanAction_->setToolTip("Stop the run at the first kernel whose output holds a NaN or an infinity, "
                                 "and mark the script line that made it");
   connect(breakOnNanAction_, &QAction::toggled, runner_, &RunnerProcess::setBreakOnNan);
+  recordBuffersAction_ = run->addAction("Record &Buffers");
+  recordBuffersAction_->setCheckable(true);
+  recordBuffersAction_->setToolTip(QString("Keep every launch's output and inputs in the run's recording (up to %1 MB "
+                                           "in all), to inspect them after the run and in the saved recording")
+                                       .arg(kRecordBuffersMb));
+  connect(recordBuffersAction_, &QAction::toggled, this,
+          [this](bool on) { runner_->setRecordBuffersMb(on ? kRecordBuffersMb : 0); });
 
   QMenu* view = menuBar()->addMenu("&View");
   view->addAction("&Fit Graph", QKeySequence(Qt::CTRL | Qt::Key_0), graph_, &GraphPanel::fitGraph);
@@ -427,10 +436,16 @@ void MainWindow::setCurrentEvent(int eventIndex) {
     properties_->showKernel(kernelId);
     graph_->highlightKernel(kernelId, true);
   }
-  if (!runner_->isRunning()) {
-    buffers_->clear();
-    buffers_->setBuffers({{"buffers", {}, "", {}, "Buffers are read while a live run is paused before or after a launch "
-                                                 "(F10, F11); this recording holds none."}});
+  if (!runner_->isRunning()) {  // a finished run or a recording: the buffers it recorded, if any
+    const ts::KernelRunEvent* run = ref.kind == RunModel::EventRef::Launch ? model_->kernelRun(ref.index) : nullptr;
+    if (run && !run->buffers.empty()) {
+      showBuffers(run->kernel_id, run->buffers);
+    } else {
+      buffers_->clear();
+      buffers_->setBuffers({{"buffers", {}, "", {}, "Buffers are read while a live run is paused before or after a "
+                                                   "launch (F10, F11), and kept in runs made with Run ▸ Record "
+                                                   "Buffers (tensorscope-cli --record-buffers)."}});
+    }
   }
   requestGraph();  // the graph as it was then: the schedule's kernels and the lazy nodes of that moment
 }
@@ -479,28 +494,44 @@ void MainWindow::onPaused() {
   updateActions();
 }
 
-// A paused launch's buffers: their shapes come from the schedule's KernelInfo (output, then inputs).
-void MainWindow::onBuffers(int kernelId, const QString& stage, const std::vector<RunnerProcess::BufferData>& data) {
+// A paused launch's buffers, read by the runner on request.
+void MainWindow::onBuffers(int kernelId, const QString&, const std::vector<RunnerProcess::BufferData>& data) {
+  std::vector<ts::RecordedBuffer> buffers;
+  for (const RunnerProcess::BufferData& d : data) {
+    ts::RecordedBuffer b;
+    b.role = d.role.toStdString();
+    b.index = d.index;
+    b.dtype = d.dtype.toStdString();
+    b.numel = d.numel;
+    if (!d.bytes.isEmpty() || d.numel == 0) b.bytes = std::make_shared<const std::string>(d.bytes.toStdString());
+    b.note = d.note.toStdString();
+    buffers.push_back(std::move(b));
+  }
+  showBuffers(kernelId, buffers);
+}
+
+// A launch's buffers in the inspector: their shapes come from the schedule's KernelInfo (output, inputs).
+void MainWindow::showBuffers(int kernelId, const std::vector<ts::RecordedBuffer>& buffers) {
   const ts::KernelInfo* k = model_->kernel(kernelId);
   std::vector<BufferContents> shown;
-  for (const RunnerProcess::BufferData& d : data) {
+  for (const ts::RecordedBuffer& d : buffers) {
     BufferContents b;
     const ts::BufferInfo* info = nullptr;
     if (k && d.role == "output" && !k->outputs.empty()) info = &k->outputs[0];
     if (k && d.role == "input" && d.index < static_cast<int>(k->inputs.size())) info = &k->inputs[d.index];
-    b.name = d.role == "output" ? QString("output") : QString("input %1").arg(d.index);
+    b.name = QString("#%1 ").arg(kernelId) + (d.role == "output" ? QString("output") : QString("input %1").arg(d.index));
     if (info) {
       b.name += QString(" · uid %1").arg(info->node_uid);
       b.shape = info->shape;
     } else {
       b.shape = {d.numel};
     }
-    b.dtype = d.dtype;
-    b.unavailable = d.note;
-    const char* p = d.bytes.constData();
-    const qint64 n = d.bytes.isEmpty() ? 0 : d.numel;
+    b.dtype = QString::fromStdString(d.dtype);
+    b.unavailable = QString::fromStdString(d.note);
+    const char* p = d.bytes ? d.bytes->data() : nullptr;
+    const int64_t n = p ? d.numel : 0;
     b.values.resize(static_cast<size_t>(n));
-    for (qint64 i = 0; i < n; ++i) {
+    for (int64_t i = 0; i < n; ++i) {
       if (d.dtype == "float32") {
         float v;
         std::memcpy(&v, p + 4 * i, 4);
@@ -520,7 +551,6 @@ void MainWindow::onBuffers(int kernelId, const QString& stage, const std::vector
     shown.push_back(std::move(b));
   }
   buffers_->setBuffers(std::move(shown));
-  Q_UNUSED(stage);
 }
 
 void MainWindow::startRun(RunnerProcess::Start how) {
@@ -978,6 +1008,7 @@ void MainWindow::closeEvent(QCloseEvent* event) {
 
 bool MainWindow::isRunning() const { return runner_->isRunning(); }
 void MainWindow::setBreakOnNan(bool on) { breakOnNanAction_->setChecked(on); }
+void MainWindow::setRecordBuffers(bool on) { recordBuffersAction_->setChecked(on); }
 QString MainWindow::statusText() const { return runStatus_->text(); }
 bool MainWindow::isLayoutPending() const { return graphTimer_->isActive() || layout_->isBusy(); }
 int MainWindow::kernelCount() const { return kernels_->kernelCount(); }

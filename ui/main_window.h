@@ -95,6 +95,7 @@ class MainWindow : public QMainWindow {
   QString statusText() const;
   RunnerProcess* runner() const { return runner_; }
   void setBreakOnNan(bool on);
+  void setRecordBuffers(bool on);
   const RunModel& model() const { return *model_; }
   // The last opened recording: how many events, and the seconds from File ▸ Open to every panel filled.
   struct OpenTiming {
@@ -126,6 +127,7 @@ class MainWindow : public QMainWindow {
   void updateBreakpoints();
   void onCursorLine(int line);
   void onBuffers(int kernelId, const QString& stage, const std::vector<RunnerProcess::BufferData>& buffers);
+  void showBuffers(int kernelId, const std::vector<ts::RecordedBuffer>& buffers);
 
   void newScript();
   void openDialog();
@@ -167,6 +169,7 @@ class MainWindow : public QMainWindow {
   QAction* breakOnNanAction_ = nullptr;
   QAction* runToCursorAction_ = nullptr;
   QAction* stepBackAction_ = nullptr;
+  QAction* recordBuffersAction_ = nullptr;
   EventBrowser* events_ = nullptr;
   BufferInspector* buffers_ = nullptr;
   QLineEdit* consoleInput_ = nullptr;

@@ -327,6 +327,15 @@ PYBIND11_MODULE(_C, m) {
   py::register_exception<ts::NonFiniteError>(m, "NonFiniteError", PyExc_FloatingPointError);
   m.def("set_package_dir", &tsbind::install_stack_locator);
   m.def("set_break_on_nan", [](bool on) { ts::Session::get().set_break_on_nan(on); });
+  // For scripts/bench_watch.py: installs a gate handler that never pauses (what the engine pays for
+  // the gate's stops when a debugger is attached but not stepping), or removes it.
+  m.def("_set_idle_gate", [](bool on) {
+    struct Idle : ts::GateHandler {
+      void at_gate(const ts::GateStop&) override {}
+    };
+    static Idle idle;
+    ts::Session::get().set_gate(on ? &idle : nullptr);
+  });
   m.def("break_on_nan", [] { return ts::Session::get().break_on_nan(); });
 
   // TENSORSCOPE_RECORD (tensorscope/_recording.py): the process records itself, no GUI or CLI involved.

@@ -640,6 +640,11 @@ class GuiTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!window.isLayoutPending(), kRunTimeoutMs);
     QCOMPARE(window.graphPanel()->lazyNodeCount(), static_cast<int>(lazy.pending.size()));
 
+    if (qEnvironmentVariableIsSet("TS_GUI_SHOTS")) {  // for people to look at (docs/debugger-paused.png)
+      window.resize(1600, 1000);
+      QTest::qWait(300);
+      window.grab().save(QDir::temp().filePath("tensorscope_paused_at_line.png"));
+    }
     // clicking the SUM node selects line 4
     const tsui::GraphLayout& layout = window.graphPanel()->layout();
     QVERIFY(layout.spec);
@@ -724,6 +729,11 @@ class GuiTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() && window.runner()->pausePoint().stage == "after launch", kRunTimeoutMs);
     QTRY_VERIFY_WITH_TIMEOUT(!inspector->buffers().empty() && !inspector->buffers()[0].values.empty(), 10000);
     QCOMPARE(inspector->buffers()[0].values, (std::vector<double>{8, 16}));  // (a*2+1).sum(1), as NumPy says
+    if (qEnvironmentVariableIsSet("TS_GUI_SHOTS")) {
+      window.resize(1600, 1000);
+      QTest::qWait(300);
+      window.grab().save(QDir::temp().filePath("tensorscope_paused_after_launch.png"));
+    }
     window.setKernelBreakpoints({}, {}, {});
     window.continueOrRun();
     QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
@@ -731,13 +741,15 @@ class GuiTest : public QObject {
   }
 
   // In a recording, F10 and Step Back move the current event from launch to launch, and every panel
-  // (kernel list, IR and source, event browser, graph) follows it backwards as well as forwards.
+  // (kernel list, IR and source, event browser, graph, the buffers recorded with Record Buffers) follows
+  // it backwards as well as forwards.
   void steppingBackwardsInARecordingRestoresThePanels() {
     QTemporaryDir dir;
     const QString saved = dir.filePath("quickstart.tsrec");
     {
       tsui::MainWindow window;
       window.show();
+      window.setRecordBuffers(true);
       QVERIFY(window.openScript(kQuickstart));
       window.runScript();
       QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
@@ -769,6 +781,11 @@ class GuiTest : public QObject {
     window.stepRecording(-1);
     QCOMPARE(window.selectedKernel(), ids[0]);
     QCOMPARE(window.eventBrowser()->currentEvent(), events[0]);
+    // the first kernel sums y @ x: its input is y = [[2, 0, -2]] and its output the sum, 0
+    const auto& buffers = window.bufferInspector()->buffers();
+    QCOMPARE(buffers.size(), size_t{2});
+    QCOMPARE(buffers[0].values, (std::vector<double>{0}));
+    QCOMPARE(buffers[1].values, (std::vector<double>{2, 0, -2}));
   }
 };
 

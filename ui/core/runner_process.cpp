@@ -118,6 +118,8 @@ bool RunnerProcess::start(const QString& path, const QString& source, const QStr
   env.remove("TENSORSCOPE_RECORD");  // the runner records through its own streamer
   if (breakOnNan_) env.insert("TENSORSCOPE_BREAK_ON_NAN", "1");
   else env.remove("TENSORSCOPE_BREAK_ON_NAN");
+  if (recordBuffersMb_ > 0) env.insert("TENSORSCOPE_RECORD_BUFFERS", QString::number(recordBuffersMb_));
+  else env.remove("TENSORSCOPE_RECORD_BUFFERS");
   process_->setProcessEnvironment(env);
   process_->start(QCoreApplication::applicationDirPath() + "/tensorscope-cli", args);
   return true;

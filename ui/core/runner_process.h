@@ -98,6 +98,8 @@ class RunnerProcess : public QObject {
   void setMemoryLimitMb(int mb) { memoryLimitMb_ = mb; }
   // Break on NaN/Inf: the run stops at the first kernel whose output holds one (NonFiniteError).
   void setBreakOnNan(bool on) { breakOnNan_ = on; }
+  // Keep each launch's buffers in the run's events and recording, up to `mb` in all (0: off).
+  void setRecordBuffersMb(int mb) { recordBuffersMb_ = mb; }
   // The events received since the last call, in order (moved out: the model keeps them, no copy).
   std::vector<ts::Event> takeEvents() { return std::exchange(ready_, {}); }
   // How long Stop waits for KeyboardInterrupt before killing the runner.
@@ -137,6 +139,7 @@ class RunnerProcess : public QObject {
   QString recordingPath_;
   int runNumber_ = 0, memoryLimitMb_ = 0;
   bool breakOnNan_ = false;
+  int recordBuffersMb_ = 0;
   bool paused_ = false;
   PausePoint pausePoint_;
   Breakpoints breakpoints_;

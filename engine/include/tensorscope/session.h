@@ -105,6 +105,16 @@ struct KernelCode {
   std::string device_renderer;         // the renderer of the source the device compiled (one of `sources`)
 };
 
+// The values of one buffer of a launch, kept when buffers are recorded (Session::set_record_buffers).
+struct RecordedBuffer {
+  std::string role;     // "output" or "input"
+  int index = 0;        // the input's number (KernelInfo::inputs order); 0 for the output
+  std::string dtype;    // "float32", "float16", "int32", "bool"
+  int64_t numel = 0;
+  std::shared_ptr<const std::string> bytes;  // numel values in host byte order; null when not kept
+  std::string note;     // when bytes is null: why ("the 64 MB budget of --record-buffers is used up")
+};
+
 // A kernel was compiled (or taken from the cache) and launched.
 struct KernelRunEvent {
   int kernel_id = -1;            // KernelInfo::id
@@ -118,6 +128,8 @@ struct KernelRunEvent {
   // and the sources are those of the captured launch `replay_of` (a kernel_id), and `code` is null.
   bool replayed = false;
   int replay_of = -1;
+  // After the launch: its output, then its inputs, when buffers are recorded; empty otherwise.
+  std::vector<RecordedBuffer> buffers;
 };
 
 // Text the script wrote (stdout/stderr), or a script error with its traceback.
@@ -269,6 +281,22 @@ class Session {
   }
   bool break_on_nan() const { return break_on_nan_; }
 
+  // Buffer recording (tensorscope-cli run/record --record-buffers[=MB], TENSORSCOPE_RECORD_BUFFERS=MB):
+  // each launch's event carries the values of its output and inputs (KernelRunEvent::buffers), until
+  // `budget_bytes` have been read in all; later launches say the budget is used up. 0: off (the
+  // default, unless TENSORSCOPE_RECORD_BUFFERS is set). Costs a device read-back per launch while on.
+  void set_record_buffers(size_t budget_bytes) {
+    record_buffers_budget_ = record_buffers_left_ = budget_bytes;
+  }
+  bool recording_buffers() const { return record_buffers_budget_ > 0; }
+  size_t record_buffers_budget() const { return record_buffers_budget_; }
+  // Takes `bytes` from what is left of the budget; false (taking nothing) when they do not fit.
+  bool take_record_buffers(size_t bytes) {
+    if (bytes > record_buffers_left_) return false;
+    record_buffers_left_ -= bytes;
+    return true;
+  }
+
   void set_gate(GateHandler* gate) { gate_ = gate; }
   // Calls the gate handler, if any, at a stop.
   void gate(GateStop::Stage stage, int kernel_id = -1, const std::string& kernel = {}, const std::string& detail = {},
@@ -292,6 +320,7 @@ class Session {
   bool break_on_nan_ = false;
   GateHandler* gate_ = nullptr;
   std::vector<SourceStack> stacks_;
+  size_t record_buffers_budget_ = 0, record_buffers_left_ = 0;
 };
 
 // RAII subscription.

@@ -235,6 +235,22 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
     w.key("time_ms").value(r->time_ms);
     w.key("replayed").value(r->replayed);
     w.key("replay_of").value(r->replay_of);
+    if (!r->buffers.empty()) {  // --record-buffers: each buffer's bytes are a blob (equal buffers: one blob)
+      w.key("buffers").begin_array();
+      for (const RecordedBuffer& b : r->buffers) {
+        w.begin_object();
+        w.key("role").value(b.role);
+        w.key("index").value(b.index);
+        w.key("dtype").value(b.dtype);
+        w.key("numel").value(b.numel);
+        w.key("blob");
+        if (b.bytes) w.value(blob(*b.bytes, new_blobs));
+        else w.null();
+        w.key("note").value(b.note);
+        w.end_object();
+      }
+      w.end_array();
+    }
     w.end_object();
   } else if (auto* n = std::get_if<NodesEvent>(&event)) {
     // the batch's structure once per distinct batch; each event is its first uid and external uids
@@ -480,6 +496,28 @@ Event EventDecoder::decode(const EncodedEvent& e) {
         r.time_ms = number(j, "time_ms");
         r.replayed = boolean(j, "replayed");
         r.replay_of = static_cast<int>(integer(j, "replay_of", -1, kMaxId));
+        if (j.contains("buffers")) {
+          for (const json& b : array(j, "buffers")) {
+            RecordedBuffer rb;
+            rb.role = str(b, "role");
+            if (rb.role != "output" && rb.role != "input") throw RecordingError("a buffer's role is neither output nor input");
+            rb.index = static_cast<int>(integer(b, "index", 0, kMaxId));
+            rb.dtype = str(b, "dtype");
+            rb.numel = integer(b, "numel", 0, INT64_MAX);
+            const json& data = field(b, "blob");
+            if (data.is_string()) {
+              auto bytes = std::make_shared<const std::string>(blob(data.get<std::string>()));
+              const int64_t item = rb.dtype == "float16" ? 2 : rb.dtype == "bool" ? 1 : 4;
+              if (static_cast<int64_t>(bytes->size()) != rb.numel * item)
+                throw RecordingError("a recorded buffer's size does not match its dtype and numel");
+              rb.bytes = std::move(bytes);
+            } else if (!data.is_null()) {
+              throw RecordingError("field 'blob' is neither a blob hash nor null");
+            }
+            rb.note = str(b, "note");
+            r.buffers.push_back(std::move(rb));
+          }
+        }
         return r;
       }
       case EventKind::Nodes: {

@@ -233,6 +233,31 @@ std::shared_ptr<const ScheduleEvent> cacheable_event(const ScheduleEvent& ev,
 }
 
 // The fast path: the kernels of an earlier realize() with the same structure, on this graph's buffers.
+// Session::set_record_buffers: the launch's output and inputs read back for its KernelRunEvent, while
+// the budget lasts.
+std::vector<RecordedBuffer> recorded_buffers(const std::vector<std::shared_ptr<Buffer>>& bufs) {
+  Session& session = Session::get();
+  std::vector<RecordedBuffer> out;
+  for (size_t i = 0; i < bufs.size(); i++) {
+    const Buffer& b = *bufs[i];
+    RecordedBuffer r;
+    r.role = i == 0 ? "output" : "input";
+    r.index = i == 0 ? 0 : static_cast<int>(i) - 1;
+    r.dtype = dtype_name(b.dtype);
+    r.numel = b.numel;
+    if (session.take_record_buffers(b.nbytes())) {
+      auto bytes = std::make_shared<std::string>(b.nbytes(), '\0');
+      if (b.nbytes()) b.device->copy_out(bytes->data(), b.handle, b.nbytes());
+      r.bytes = std::move(bytes);
+    } else {
+      r.note = "not recorded: the " + std::to_string(session.record_buffers_budget() >> 20) +
+               " MB budget of --record-buffers is used up";
+    }
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
 // The script line that called realize (a schedule's ScheduleEvent::where), when lines are tracked.
 SourceLocation realize_line() {
   Session& session = Session::get();
@@ -277,6 +302,7 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
       ev.code = ck.code;
       ev.compile_cache_hit = true;
       ev.time_ms = ms;
+      if (session.recording_buffers()) ev.buffers = recorded_buffers(bufs);
       session.emit(ev);
     }
     if (session.break_on_nan()) check_finite(*out, g[key.order[ck.output]], kernel_id, ck.name);
@@ -409,6 +435,7 @@ void realize(const std::vector<NodeId>& targets) {
         ev.device = DeviceRegistry::at(dev_index).name();
         ev.compile_cache_hit = true;
         ev.time_ms = ms;
+        if (session.recording_buffers()) ev.buffers = recorded_buffers(bufs);
         session.emit(ev);
       }
       cached.kernels.push_back(std::move(ck));
@@ -484,6 +511,7 @@ void realize(const std::vector<NodeId>& targets) {
       ev.compile_cache_hit = cache_hit;
       ev.compile_ms = compile_ms;
       ev.time_ms = ms;
+      if (session.recording_buffers()) ev.buffers = recorded_buffers(bufs);
       session.emit(ev);
     }
     cached.kernels.push_back(std::move(ck));

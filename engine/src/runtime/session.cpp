@@ -2,12 +2,19 @@
 
 
 #include <algorithm>
+#include <cstdlib>
 #include <stdexcept>
 
 namespace ts {
 
 Session& Session::get() {
   static Session session;
+  static const bool configured = [] {
+    if (const char* mb = std::getenv("TENSORSCOPE_RECORD_BUFFERS"); mb && std::atof(mb) > 0)
+      session.set_record_buffers(static_cast<size_t>(std::atof(mb) * (1 << 20)));
+    return true;
+  }();
+  (void)configured;
   return session;
 }
 
