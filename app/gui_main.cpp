@@ -1,17 +1,23 @@
 // main() of `tensorscope`, the debugger.
 //
 //   tensorscope [script.py] [--device C|INTERP|OPENCL:0|...] [--run] [--screenshot FILE.png] [--export-svg FILE.svg]
+//               [--bench-steps N]
 //
 // --screenshot and --export-svg make it a batch tool (for docs, CI and teachers' slides): the
 // script runs, and once the run and the graph layout are done, the window is saved as a PNG
 // and/or the graph as SVG, and the program exits with 0. A failing script still gives its
 // screenshot (showing the error); only a timeout or a failed export exits non-zero.
+// --bench-steps N (scripts/bench_watch.py) starts the script paused before its first launch, presses F10
+// N times and prints the round trips (key to the paused kernel shown in every panel, repainted; and key
+// to the graph laid out on its thread and repainted too), then stops the script.
 #include <QApplication>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
 #include <QFileInfo>
 #include <QTimer>
+#include <algorithm>
 #include <cstdio>
+#include <vector>
 
 #include "main_window.h"
 
@@ -65,6 +71,39 @@ void runBatchTasks(tsui::MainWindow* window, const BatchTasks& tasks) {
   poll->start(100);
 }
 
+// F10 round trips: from stepToNextLaunch() to the window paused again with every panel filled, the graph
+// laid out and the window repainted.
+int stepBenchmark(tsui::MainWindow& window, int steps) {
+  auto waitFor = [&](auto done) {
+    while (!done()) QCoreApplication::processEvents(QEventLoop::WaitForMoreEvents, 5);
+  };
+  window.stepToNextLaunch();  // not running: starts paused before the first launch
+  waitFor([&] { return window.isPaused() || !window.isRunning(); });
+  std::vector<double> panels, graph;  // paused with the panels repainted; and the graph laid out too
+  for (int i = 0; i < steps && window.isPaused(); ++i) {
+    QElapsedTimer clock;
+    clock.start();
+    window.stepToNextLaunch();
+    waitFor([&] { return window.isPaused() || !window.isRunning(); });
+    if (!window.isPaused()) break;
+    window.repaint();  // paints now, synchronously
+    panels.push_back(clock.nsecsElapsed() / 1e6);
+    waitFor([&] { return !window.isLayoutPending(); });
+    window.repaint();
+    graph.push_back(clock.nsecsElapsed() / 1e6);
+  }
+  window.stopScript();
+  waitFor([&] { return !window.isRunning(); });
+  if (panels.empty()) {
+    std::fprintf(stderr, "tensorscope: --bench-steps: the script launched no kernel\n");
+    return 1;
+  }
+  for (auto* ms : {&panels, &graph}) std::sort(ms->begin(), ms->end());
+  std::printf("step round trip ms: median %.2f max %.2f over %zu steps (panels); median %.2f max %.2f (graph laid out)\n",
+              panels[panels.size() / 2], panels.back(), panels.size(), graph[graph.size() / 2], graph.back());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -84,7 +123,9 @@ int main(int argc, char** argv) {
                          "file.svg");
   QCommandLineOption timeout("timeout", "Longest wait of --screenshot/--export-svg, in seconds (default 120)",
                              "seconds", "120");
-  parser.addOptions({device, run, screenshot, svg, timeout});
+  QCommandLineOption benchSteps("bench-steps", "Benchmark: press F10 N times on the script, print the round trips, quit",
+                                "N");
+  parser.addOptions({device, run, screenshot, svg, timeout, benchSteps});
   parser.process(app);
 
   const QStringList args = parser.positionalArguments();
@@ -107,6 +148,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   window.show();
+  if (parser.isSet(benchSteps)) return stepBenchmark(window, parser.value(benchSteps).toInt());
 
   BatchTasks tasks{parser.value(screenshot), parser.value(svg), parser.value(timeout).toInt()};
   if (tasks.timeoutSeconds <= 0) tasks.timeoutSeconds = 120;
