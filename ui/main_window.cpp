@@ -398,9 +398,11 @@ void MainWindow::onCursorLine(int line) {
   const int shown = graph_->markNodes(QSet<quint64>(made.begin(), made.end()));
   if (made.empty()) {
     lineInfo_->clear();
+    kernels_->markKernels({});
     return;
   }
   const std::vector<int> kernels = model_->kernelsFromLine(line);
+  kernels_->markKernels(QSet<int>(kernels.begin(), kernels.end()));
   QStringList names;
   for (int id : kernels) {
     if (names.size() == 4) {

@@ -674,6 +674,18 @@ class GuiTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(window.lineInfoText().startsWith("line 4"), 5000);
     window.editor()->setCursorPosition(2, 0);
     QTRY_VERIFY2_WITH_TIMEOUT(window.lineInfoText().contains(" → #"), qPrintable(window.lineInfoText()), 5000);
+    // ... and its kernel's row is marked in the kernel list, the others are not
+    auto* list = window.findChild<tsui::KernelListPanel*>();
+    QVERIFY(list);
+    const std::vector<int> fromLine3 = model.kernelsFromLine(3);
+    QCOMPARE(fromLine3.size(), size_t{1});
+    int marked = 0;
+    for (int row = 0; row < list->kernelCount(); ++row) {
+      const bool on = list->model()->index(row, 0).data(Qt::BackgroundRole).isValid();
+      marked += on;
+      if (on) QCOMPARE(list->kernelAt(row), fromLine3[0]);
+    }
+    QCOMPARE(marked, 1);
   }
 
   // The pause console evaluates in the paused frame; what it realizes shows up as kernels. A script that
@@ -704,6 +716,34 @@ class GuiTest : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
     QVERIFY(window.lastRunOk());
     QVERIFY(window.consoleText().contains("d [[ 7. 10.]"));
+  }
+
+  // A script paused on its last line that goes on ends normally: the marker and the console's input go.
+  void aScriptThatEndsWhilePausedLeavesTheDebuggerUsable() {
+    tsui::MainWindow window;
+    window.show();
+    window.editor()->setText(kLazyScript);
+    window.editor()->toggleBreakpoint(7);
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
+    QCOMPARE(window.runner()->pausePoint().line, 7);
+    QCOMPARE(window.editor()->currentLine(), 7);
+    window.continueOrRun();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
+    QVERIFY(window.lastRunOk());
+    QCOMPARE(window.editor()->currentLine(), 0);
+    QVERIFY(window.consoleText().contains("d [[ 7. 10.]"));
+    // Ctrl+F10 on line 6 of a script that is not running: runs to it, then F5 stops at the breakpoint on 7
+    window.editor()->setCursorPosition(5, 0);
+    window.runToCursor();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
+    QCOMPARE(window.runner()->pausePoint().line, 6);
+    window.continueOrRun();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
+    QCOMPARE(window.runner()->pausePoint().line, 7);
+    window.continueOrRun();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
+    QVERIFY(window.lastRunOk());
   }
 
   // A breakpoint on an op pauses before the launch of the first kernel that fuses it; the buffer

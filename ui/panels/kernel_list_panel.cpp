@@ -1,7 +1,9 @@
 #include "panels/kernel_list_panel.h"
 
 #include <QAbstractTableModel>
+#include <QColor>
 #include <QHash>
+#include <QSet>
 #include <QHeaderView>
 
 #include "core/graph_spec.h"
@@ -41,6 +43,9 @@ class KernelTableModel : public QAbstractTableModel {
       case Qt::FontRole:
         if (column == Name) return CodeView::codeFont();
         return {};
+      case Qt::BackgroundRole:  // a kernel made from the editor's line (MainWindow::onCursorLine)
+        if (marked_.contains(id)) return QColor(0xff, 0xe0, 0xb2);
+        return {};
       case Qt::ToolTipRole:
         if (column == Name && k) {
           QStringList reasons;
@@ -75,8 +80,14 @@ class KernelTableModel : public QAbstractTableModel {
     }
   }
 
+  void setMarked(const QSet<int>& ids) {
+    marked_ = ids;
+    if (rows_ > 0) Q_EMIT dataChanged(index(0, 0), index(rows_ - 1, ColumnCount - 1), {Qt::BackgroundRole});
+  }
+
   void reset() {
     beginResetModel();
+    marked_.clear();
     rows_ = 0;
     rowOfKernel_.clear();
     endResetModel();
@@ -99,6 +110,7 @@ class KernelTableModel : public QAbstractTableModel {
  private:
   const RunModel* model_;
   int rows_ = 0;
+  QSet<int> marked_;
   QHash<int, int> rowOfKernel_;
 };
 
@@ -148,6 +160,8 @@ void KernelListPanel::selectKernel(int kernelId) {
   scrollTo(table_->index(row, 0));
   updatingSelection_ = false;
 }
+
+void KernelListPanel::markKernels(const QSet<int>& ids) { table_->setMarked(ids); }
 
 int KernelListPanel::kernelCount() const { return table_->rowCount(); }
 

@@ -5,6 +5,7 @@
 // rows cost nothing until they are painted, so adding 50,000 kernels is a row count, not 300,000
 // table items.
 #pragma once
+#include <QSet>
 #include <QTableView>
 
 namespace tsui {
@@ -22,6 +23,8 @@ class KernelListPanel : public QTableView {
   void updateKernelRun(int kernelId);
   // Selects the row without emitting kernelSelected (the caller already knows).
   void selectKernel(int kernelId);
+  // Highlights the rows of these kernels (the kernels the editor's line fell into); {} clears.
+  void markKernels(const QSet<int>& ids);
   int kernelCount() const;
   int selectedKernel() const;
   // The kernel id shown in `row` (Qt::UserRole of column 0), or -1.
