@@ -177,3 +177,53 @@ def test_node_breakpoint_pauses_before_the_kernel_that_computes_it(tmp_path):
     first.send(command="breakpoints")
     first.send(command="continue")
     assert first.finish() == 0
+
+
+def _launch_buffers(path):
+    """[(kernel name, [(role, dtype, values or None, note)])] of a recording made with --record-buffers."""
+    import sqlite3
+    db = sqlite3.connect(path)
+    blobs = dict(db.execute("SELECT hash, data FROM blobs"))
+    out = []
+    for (payload,) in db.execute("SELECT payload FROM events WHERE kind = 'launch' ORDER BY seq"):
+        p = json.loads(payload)
+        buffers = []
+        for b in p.get("buffers", []):
+            values = None
+            if b["blob"] is not None:
+                values = np.frombuffer(bytes(blobs[b["blob"]]), dtype=np.dtype(b["dtype"])).tolist()
+                assert len(values) == b["numel"]
+            buffers.append((b["role"], b["dtype"], values, b["note"]))
+        out.append((p["name"], buffers))
+    return out
+
+
+def test_record_buffers_keeps_each_launchs_output_and_inputs(tmp_path):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    rec = str(tmp_path / "run.tsrec")
+    env = dict(os.environ)
+    env.pop("DEBUG", None)
+    subprocess.run([CLI, "run", str(script), "--record", rec, "--record-buffers=1"], env=env, check=True,
+                   capture_output=True)
+    launches = _launch_buffers(rec)
+    a = np.array([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32)
+    outputs = [bufs[0][2] for name, bufs in launches]
+    assert ((a * 2 + 1).sum(axis=1)).tolist() in outputs  # c's kernel
+    assert np.maximum(a @ a, 0).ravel().tolist() in outputs  # d's kernel
+    for name, bufs in launches:
+        assert bufs[0][0] == "output" and all(role == "input" for role, *_ in bufs[1:])
+        assert [1.0, 2.0, 3.0, 4.0] in [v for role, dtype, v, note in bufs[1:]] or not bufs[1:]
+
+    # a 10-byte budget: c's 8-byte output fits, nothing after it; every buffer not kept says why
+    small = str(tmp_path / "small.tsrec")
+    subprocess.run([CLI, "run", str(script), "--record", small, "--record-buffers=0.0000095367431640625"], env=env,
+                   check=True, capture_output=True)
+    kept = [values for name, bufs in _launch_buffers(small) for role, dtype, values, note in bufs if values is not None]
+    assert kept == [[8.0, 16.0]]
+    for name, bufs in _launch_buffers(small):
+        for role, dtype, values, note in bufs:
+            assert values is not None or "budget of --record-buffers is used up" in note
+
+    bad = subprocess.run([CLI, "run", str(script), "--record-buffers=lots"], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2 and "expected a size in MB" in bad.stderr

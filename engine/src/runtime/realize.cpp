@@ -250,8 +250,9 @@ std::vector<RecordedBuffer> recorded_buffers(const std::vector<std::shared_ptr<B
       if (b.nbytes()) b.device->copy_out(bytes->data(), b.handle, b.nbytes());
       r.bytes = std::move(bytes);
     } else {
-      r.note = "not recorded: the " + std::to_string(session.record_buffers_budget() >> 20) +
-               " MB budget of --record-buffers is used up";
+      char budget[32];
+      std::snprintf(budget, sizeof budget, "%.3g", static_cast<double>(session.record_buffers_budget()) / (1 << 20));
+      r.note = std::string("not recorded: the ") + budget + " MB budget of --record-buffers is used up";
     }
     out.push_back(std::move(r));
   }
