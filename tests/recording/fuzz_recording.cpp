@@ -1,7 +1,8 @@
 // Fuzz test of the recording loader (RecordingReader), built with AddressSanitizer + UBSan.
 //
-// 1. Writes a small but real recording (schedules, launches that share KernelCode listings, a jit replay,
-//    script output with non-ASCII text) with RecordingWriter + EventEncoder and checks that it reads back
+// 1. Writes a small but real recording (schedules, with and without a script line, launches that share
+//    KernelCode listings, a jit replay, a launch with recorded buffers, script output with non-ASCII text,
+//    NodesEvents that share a node batch) with RecordingWriter + EventEncoder and checks that it reads back
 //    equal; also keeps a copy of a recording taken while its writer was still open (database + -wal).
 // 2. For N iterations, mutates a copy of the file: bytes (bit flips, interesting values, truncation,
 //    deleted / duplicated / inserted ranges, pages copied over pages), or rows through SQLite (garbage in a
@@ -9,7 +10,9 @@
 //    "consistent" edits that recompute checksums and blob hashes so that the event decoder itself is fed
 //    malformed JSON), and loads it: RecordingReader(path) + read_events. Each load must either succeed or
 //    throw ts::RecordingError whose message is one non-empty line naming the file. Any other exception is a
-//    failure (the input is kept); a crash or a sanitizer report aborts the run.
+//    failure (the input is kept); a crash or a sanitizer report aborts the run. What loads must keep the
+//    promises the decoder makes (node sources and stacks in range, recorded bytes of numel × dtype size):
+//    every decoded event is walked, through the accessors a viewer uses (NodesEvent::uid_at, where).
 // 3. Each iteration also mutates the same recording as a connection's frame stream and decodes it
 //    (FrameParser, event/blob frame bodies, run_info_from_json, EventDecoder): RecordingError with one
 //    non-empty line, or success.
@@ -202,9 +205,26 @@ ScheduleEvent structured_schedule(const std::shared_ptr<const ScheduleEvent>& st
   return instantiate_schedule(structure, uids, {first_kernel, first_kernel + 1}, id);
 }
 
+// Nodes the script created, without their uids: positions 0..3 are the batch's nodes, 4 and 5 the
+// event's external uids; two stacks and a node without one.
+std::shared_ptr<const NodeBatch> sample_batch() {
+  auto b = std::make_shared<NodeBatch>();
+  b->nodes = {{0, "CONST", "const", {4, 4}, "float32", {}, "1.0", -1},
+              {1, "ADD", "elementwise", {4, 4}, "float32", {4, 0}, "", -1},
+              {2, "PERMUTE", "movement", {4, 4}, "float32", {1}, "order=(1, 0)", -1},
+              {3, "SUM", "reduce", {1, 1}, "float32", {2, 5}, "axes=(0,1) «ü»", -1}};
+  b->stack = {0, 0, -1, 1};
+  b->stacks = {{{{"/usr/lib/python3/site-packages/tensorscope/tensor.py", 88, "Tensor.__add__"},
+                 {"/home/ünïcode/tränïng.py", 2, "<module>"}},
+                1},
+               {{{"/usr/lib/python3/site-packages/tensorscope/tensor.py", 140, "Tensor.sum"}}, -1}};
+  return b;
+}
+
 std::vector<Event> sample_events() {
   const auto a = code_a(), b = code_b();
   const auto structure = std::make_shared<const ScheduleEvent>(sample_schedule(0, 0, 0));
+  const auto batch = sample_batch();
   std::vector<Event> ev;
   ev.push_back(sample_schedule(0, 0, 100));
   ev.push_back(sample_launch(0, "E_4_4", a, false, 12.5, 0.0123));
@@ -220,7 +240,22 @@ std::vector<Event> sample_events() {
   ev.push_back(ScriptOutputEvent{ScriptOutputEvent::Stderr,
                                  "Traceback (most recent call last):\n  File \"tränïng.py\", line 3\n"
                                  "ValueError: «bad» \t\"quoted\" \\ \x01\n"});
-  ev.push_back(structured_schedule(structure, 2, 5, 300));  // the structure is stored once
+  ScheduleEvent step = structured_schedule(structure, 2, 5, 300);  // the structure is stored once
+  step.where = {"/home/ünïcode/tränïng.py", 3};
+  ev.push_back(step);
+  ev.push_back(NodesEvent{400, {100, 103}, batch, {}});  // 10
+  ScheduleEvent located = sample_schedule(3, 7, 400);  // 11
+  located.where = {"/home/ünïcode/tränïng — 日本語.py", 2};
+  ev.push_back(located);
+  KernelRunEvent recorded = sample_launch(7, "E_4_4", a, true, 0, 0.012);  // 12
+  const auto bytes = std::make_shared<const std::string>(std::string("\0\0\x80\x3f" "\0\0\0\0" "\xff\xff\x7f\x7f", 12));
+  recorded.buffers = {{"output", 0, "float32", 3, bytes, ""},
+                      {"input", 0, "float32", 3, std::make_shared<const std::string>(*bytes), ""},  // equal: one blob
+                      {"input", 1, "float16", 2, std::make_shared<const std::string>(std::string("\x00\x3c\x00\xc0", 4)), ""},
+                      {"input", 2, "bool", 3, nullptr, "the 64 MB budget of --record-buffers is used up"}};
+  ev.push_back(recorded);
+  ev.push_back(NodesEvent{404, {402, 401}, batch, {400, 401}});  // 13: the batch again (its uids only)
+  ev.push_back(NodesEvent{0, {}, std::make_shared<const NodeBatch>(), {402, 403, 103}});  // 14: frees only
   return ev;
 }
 
@@ -243,17 +278,30 @@ bool same(const KernelCode& a, const KernelCode& b) {
            return x.renderer == y.renderer && x.code == y.code && x.ir_op_line == y.ir_op_line;
          });
 }
+bool same(const GraphNodeInfo& x, const GraphNodeInfo& y) {
+  return x.uid == y.uid && x.op == y.op && x.op_class == y.op_class && x.shape == y.shape && x.dtype == y.dtype &&
+         x.srcs == y.srcs && x.arg == y.arg && x.kernel == y.kernel;
+}
+bool same(const RecordedBuffer& x, const RecordedBuffer& y) {
+  if (!x.bytes != !y.bytes || (x.bytes && *x.bytes != *y.bytes)) return false;
+  return x.role == y.role && x.index == y.index && x.dtype == y.dtype && x.numel == y.numel && x.note == y.note;
+}
+bool same(const NodeBatch& a, const NodeBatch& b) {
+  return same_list(a.nodes, b.nodes, [](const GraphNodeInfo& x, const GraphNodeInfo& y) { return same(x, y); }) &&
+         a.stack == b.stack && same_list(a.stacks, b.stacks, [](const SourceStack& x, const SourceStack& y) {
+           return x.user == y.user && same_list(x.frames, y.frames, [](const SourceFrame& p, const SourceFrame& q) {
+                    return p.file == q.file && p.line == q.line && p.function == q.function;
+                  });
+         });
+}
 bool same(const Event& a, const Event& b) {
   if (a.index() != b.index()) return false;
   if (auto* s = std::get_if<ScheduleEvent>(&a)) {
     const auto& t = std::get<ScheduleEvent>(b);
     if (s->position_uids != t.position_uids || !s->structure != !t.structure) return false;
     if (s->structure && !same(Event(*s->structure), Event(*t.structure))) return false;
-    return s->schedule_id == t.schedule_id &&
-           same_list(s->nodes, t.nodes, [](const GraphNodeInfo& x, const GraphNodeInfo& y) {
-             return x.uid == y.uid && x.op == y.op && x.op_class == y.op_class && x.shape == y.shape && x.dtype == y.dtype &&
-                    x.srcs == y.srcs && x.arg == y.arg && x.kernel == y.kernel;
-           }) &&
+    return s->schedule_id == t.schedule_id && s->where.file == t.where.file && s->where.line == t.where.line &&
+           same_list(s->nodes, t.nodes, [](const GraphNodeInfo& x, const GraphNodeInfo& y) { return same(x, y); }) &&
            same_list(s->kernels, t.kernels, [](const KernelInfo& x, const KernelInfo& y) {
              auto eqb = [](const BufferInfo& p, const BufferInfo& q) { return same(p, q); };
              return x.id == y.id && x.name == y.name && x.device == y.device && x.node_uids == y.node_uids && x.ops == y.ops &&
@@ -267,11 +315,20 @@ bool same(const Event& a, const Event& b) {
     if (r->code && !same(*r->code, *q.code)) return false;
     return r->kernel_id == q.kernel_id && r->name == q.name && r->device == q.device &&
            r->compile_cache_hit == q.compile_cache_hit && r->compile_ms == q.compile_ms && r->time_ms == q.time_ms &&
-           r->replayed == q.replayed && r->replay_of == q.replay_of;
+           r->replayed == q.replayed && r->replay_of == q.replay_of &&
+           same_list(r->buffers, q.buffers, [](const RecordedBuffer& x, const RecordedBuffer& y) { return same(x, y); });
   }
-  const auto& o = std::get<ScriptOutputEvent>(a);
-  const auto& p = std::get<ScriptOutputEvent>(b);
-  return o.stream == p.stream && o.text == p.text;
+  if (auto* n = std::get_if<NodesEvent>(&a)) {
+    const auto& m = std::get<NodesEvent>(b);
+    static const NodeBatch kEmpty;  // a null batch is written as an empty one
+    return n->first_uid == m.first_uid && n->external_uids == m.external_uids && n->freed_uids == m.freed_uids &&
+           same(n->batch ? *n->batch : kEmpty, m.batch ? *m.batch : kEmpty);
+  }
+  if (auto* o = std::get_if<ScriptOutputEvent>(&a)) {
+    const auto& p = std::get<ScriptOutputEvent>(b);
+    return o->stream == p.stream && o->text == p.text;
+  }
+  return false;  // an alternative this function does not know yet
 }
 bool same_run(const RunInfo& a, const RunInfo& b) {
   return a.script_path == b.script_path && a.script_text == b.script_text && a.argv == b.argv && a.device == b.device &&
@@ -300,6 +357,7 @@ Loaded load(const std::string& path) {
 // ---- writing the seeds ------------------------------------------------------------------------------
 
 struct Seeds {
+  size_t events = 0;                    // how many events the recording holds
   std::string finished;                 // a finished recording (checkpointed, no -wal)
   std::string live_db, live_wal;        // a copy taken while the writer was open (first 4 events committed)
   std::vector<std::pair<std::string, std::string>> blobs;  // (hash, data) as the finished file holds them
@@ -309,6 +367,7 @@ struct Seeds {
 Seeds write_seeds(const std::string& dir) {
   Seeds seeds;
   const std::vector<Event> events = sample_events();
+  seeds.events = events.size();
   const std::string path = dir + "/seed.tsrec";
   RunInfo run = sample_run();
   const RunInfo end = sample_end();
@@ -364,6 +423,10 @@ Seeds write_seeds(const std::string& dir) {
   if (!std::get<ScheduleEvent>(back.events[4]).structure ||
       std::get<ScheduleEvent>(back.events[4]).structure != std::get<ScheduleEvent>(back.events[9]).structure)
     die("two schedules of one structure did not share their decoded structure");
+  // and NodesEvents of one batch share one decoded batch
+  if (!std::get<NodesEvent>(back.events[10]).batch ||
+      std::get<NodesEvent>(back.events[10]).batch != std::get<NodesEvent>(back.events[13]).batch)
+    die("two NodesEvents of one batch did not share their decoded batch");
   ::unlink((path + "-shm").c_str());  // the read-only reader may leave a -shm
   seeds.finished = read_bytes(path);
   if (seeds.finished.size() < 1024 || seeds.finished.size() > 64 * 1024)
@@ -393,8 +456,9 @@ Seeds write_seeds(const std::string& dir) {
   sqlite3_close(db);
   remove_recording(path);
   // listings shared between passes and launches are stored once: A has 2 distinct IR listings + 2 sources,
-  // B has 1 + 1, plus one code blob each, plus the schedule structure
-  if (seeds.blobs.size() != 9) die("expected 9 blobs in the seed, found " + std::to_string(seeds.blobs.size()));
+  // B has 1 + 1, plus one code blob each, plus the schedule structure, the node batch and the empty one,
+  // and the recorded buffers' 2 distinct byte strings
+  if (seeds.blobs.size() != 13) die("expected 13 blobs in the seed, found " + std::to_string(seeds.blobs.size()));
   return seeds;
 }
 
@@ -620,7 +684,9 @@ std::string mutate_json(Rng& rng, const std::string& text, const Seeds& seeds, s
     case 2:
       if (n.is_object()) {
         static const char* keys[] = {"code", "ir", "sources", "kernel", "nodes", "uid", "stream", "text", "extra",
-                                     "structure", "position_uids", "kernel_ids"};
+                                     "structure", "position_uids", "kernel_ids", "where", "line", "batch", "count",
+                                     "first_uid", "external_uids", "freed_uids", "srcs", "stack", "stacks", "frames",
+                                     "user", "buffers", "role", "numel", "dtype", "blob"};
         const char* key = keys[rng.below(sizeof keys / sizeof keys[0])];
         n[key] = random_json(rng, seeds);
         what += std::string("set key '") + key + "'";
@@ -814,7 +880,7 @@ std::string mutate_consistently(Rng& rng, Sql& sql, const Seeds& seeds) {
         break;
       }
       case 5: {  // another kind (valid or not)
-        static const char* kinds[] = {"schedule", "launch", "output", "Launch", "", "launch\n"};
+        static const char* kinds[] = {"schedule", "launch", "output", "nodes", "Launch", "", "launch\n", "Nodes"};
         Model::Row& e = m.events[rng.below(m.events.size())];
         e.kind = kinds[rng.below(sizeof kinds / sizeof kinds[0])];
         what += "event " + std::to_string(e.seq) + " becomes kind '" + e.kind + "'";
@@ -855,14 +921,14 @@ std::string mutate_sql(Rng& rng, const std::string& path, const Seeds& seeds) {
     case 1:
     case 2: {
       const char* column = event_columns[rng.below(5)];
-      const int64_t seq = static_cast<int64_t>(rng.below(11));
+      const int64_t seq = static_cast<int64_t>(rng.below(seeds.events + 1));
       return std::string("events.") + column + " of seq " + std::to_string(seq) + " := " +
              set_garbage(rng, sql, std::string("UPDATE events SET ") + column + " = ? WHERE seq = " + std::to_string(seq));
     }
     case 3:
     case 4: {
       const char* column = rng.below(3) ? "data" : "hash";
-      const size_t row = 1 + rng.below(9);
+      const size_t row = 1 + rng.below(seeds.blobs.size());
       return std::string("blobs.") + column + " of row " + std::to_string(row) + " := " +
              set_garbage(rng, sql, std::string("UPDATE blobs SET ") + column + " = ? WHERE rowid = " + std::to_string(row));
     }
@@ -925,24 +991,67 @@ struct Check {
   std::string message;  // the error message, or why it failed
 };
 
+// A decoded event that breaks a promise of the decoder (what a viewer relies on without checking).
+struct BrokenPromise : std::logic_error {
+  using std::logic_error::logic_error;
+};
+
+// Reads every part of a decoded event the way a viewer would (so that the sanitizers see any bad
+// access) and checks what the decoder promises; returns a number that depends on what it read.
+size_t touch(const Event& e) {
+  size_t touched = 0;
+  if (auto* r = std::get_if<KernelRunEvent>(&e)) {
+    touched += r->name.size();
+    if (r->code) {
+      for (const auto& p : r->code->ir) touched += p.ir.size();
+      for (const auto& s : r->code->sources) touched += s.code.size() + s.ir_op_line.size();
+    }
+    for (const RecordedBuffer& b : r->buffers) {
+      if (b.role != "output" && b.role != "input") throw BrokenPromise("a recorded buffer of role '" + b.role + "'");
+      if (b.numel < 0 || b.index < 0) throw BrokenPromise("a recorded buffer with a negative numel or index");
+      touched += b.note.size();
+      if (!b.bytes) continue;
+      const uint64_t item = b.dtype == "float16" ? 2 : b.dtype == "bool" ? 1 : 4;
+      if (static_cast<uint64_t>(b.numel) > b.bytes->size() || b.bytes->size() != static_cast<uint64_t>(b.numel) * item)
+        throw BrokenPromise("a recorded " + b.dtype + " buffer of " + std::to_string(b.numel) + " values in " +
+                            std::to_string(b.bytes->size()) + " bytes");
+      for (unsigned char c : *b.bytes) touched += c;
+    }
+  } else if (auto* s = std::get_if<ScheduleEvent>(&e)) {
+    touched += s->nodes.size() + s->kernels.size() + s->where.file.size() + static_cast<size_t>(s->where.line);
+  } else if (auto* n = std::get_if<NodesEvent>(&e)) {
+    if (!n->batch) throw BrokenPromise("a NodesEvent without a batch");
+    const NodeBatch& b = *n->batch;
+    if (b.stack.size() != b.nodes.size()) throw BrokenPromise("a node batch whose stack indexes do not match its nodes");
+    for (const SourceStack& st : b.stacks)
+      if (st.user < -1 || st.user >= static_cast<int>(st.frames.size())) throw BrokenPromise("a stack's user frame out of range");
+    const uint64_t positions = b.nodes.size() + n->external_uids.size();
+    for (size_t i = 0; i < n->size(); i++) {
+      const GraphNodeInfo& g = b.nodes[i];
+      if (g.uid != i) throw BrokenPromise("a batch node whose uid is not its position");
+      for (uint64_t p : g.srcs) {
+        if (p >= positions) throw BrokenPromise("a source position " + std::to_string(p) + " out of range");
+        touched += static_cast<size_t>(n->uid_at(p));
+      }
+      if (b.stack[i] < -1 || b.stack[i] >= static_cast<int>(b.stacks.size())) throw BrokenPromise("a stack index out of range");
+      const SourceLocation where = n->where(i);
+      touched += static_cast<size_t>(n->uid(i)) + g.op.size() + g.shape.size() + where.file.size() + static_cast<size_t>(where.line);
+    }
+    for (uint64_t u : n->freed_uids) touched += static_cast<size_t>(u);
+  } else if (auto* o = std::get_if<ScriptOutputEvent>(&e)) {
+    touched += o->text.size();
+  } else {
+    throw BrokenPromise("an event of an alternative the fuzzer does not know");
+  }
+  return touched;
+}
+
 // RecordingReader + read_events: loads, or RecordingError with one non-empty line naming `path`.
 Check check_file(const std::string& path) {
   try {
     RecordingReader reader(path);
     size_t touched = reader.run().script_text.size() + reader.run().argv.size() + reader.event_count();
-    reader.read_events([&](uint64_t, int64_t, const Event& e) {
-      if (auto* r = std::get_if<KernelRunEvent>(&e)) {
-        touched += r->name.size();
-        if (r->code) {
-          for (const auto& p : r->code->ir) touched += p.ir.size();
-          for (const auto& s : r->code->sources) touched += s.code.size() + s.ir_op_line.size();
-        }
-      } else if (auto* s = std::get_if<ScheduleEvent>(&e)) {
-        touched += s->nodes.size() + s->kernels.size();
-      } else {
-        touched += std::get<ScriptOutputEvent>(e).text.size();
-      }
-    });
+    reader.read_events([&](uint64_t, int64_t, const Event& e) { touched += touch(e); });
     return {Outcome::Loaded, std::to_string(touched)};
   } catch (const RecordingError& e) {
     const std::string m = e.what();
@@ -950,6 +1059,8 @@ Check check_file(const std::string& path) {
     if (m.find_first_of("\n\r") != std::string::npos) return {Outcome::Failed, "RecordingError of more than one line: " + m};
     if (m.find(path) == std::string::npos) return {Outcome::Failed, "RecordingError that does not name the file: " + m};
     return {Outcome::Rejected, m};
+  } catch (const BrokenPromise& e) {
+    return {Outcome::Failed, std::string("decoded an event that breaks a promise of the decoder: ") + e.what()};
   } catch (const std::exception& e) {
     return {Outcome::Failed, std::string("an exception other than RecordingError (") + typeid(e).name() + "): " + e.what()};
   } catch (...) {
@@ -974,7 +1085,7 @@ Check check_frames(Rng& rng, const std::string& stream) {
           case 'I':
           case 'X': run_info_from_json(frame.body); break;
           case 'B': decoder.add_blob(blob_from_frame_body(frame.body)); break;
-          case 'E': decoder.decode(event_from_frame_body(frame.body)); break;
+          case 'E': touch(decoder.decode(event_from_frame_body(frame.body))); break;
           default: throw RecordingError("connection: a frame of unknown type");  // as the debugger does
         }
       }
@@ -985,6 +1096,8 @@ Check check_frames(Rng& rng, const std::string& stream) {
     if (m.empty()) return {Outcome::Failed, "RecordingError with an empty message"};
     if (m.find_first_of("\n\r") != std::string::npos) return {Outcome::Failed, "RecordingError of more than one line: " + m};
     return {Outcome::Rejected, m};
+  } catch (const BrokenPromise& e) {
+    return {Outcome::Failed, std::string("decoded an event that breaks a promise of the decoder: ") + e.what()};
   } catch (const std::exception& e) {
     return {Outcome::Failed, std::string("an exception other than RecordingError (") + typeid(e).name() + "): " + e.what()};
   } catch (...) {

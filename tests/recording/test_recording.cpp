@@ -57,11 +57,34 @@ std::string describe(const std::vector<BufferInfo>& buffers) {
   return out;
 }
 
+// Bytes as hex (all of them up to 256, then a checksum and the size), so that a NUL or a lost byte shows.
+std::string hex_bytes(const std::string& bytes) {
+  std::string out;
+  char buf[20];
+  for (size_t i = 0; i < bytes.size() && i < 256; i++) {
+    std::snprintf(buf, sizeof buf, "%02x", static_cast<unsigned char>(bytes[i]));
+    out += buf;
+  }
+  if (bytes.size() > 256) {
+    uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a, written here so that describe() does not use the codec
+    for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ULL;
+    std::snprintf(buf, sizeof buf, "%016" PRIx64, h);
+    out += std::string("... fnv1a=") + buf;
+  }
+  return out + " (" + std::to_string(bytes.size()) + " bytes)";
+}
+
+std::string describe(const SourceStack& st) {
+  std::string out = "user=" + std::to_string(st.user) + " frames=";
+  for (const SourceFrame& f : st.frames) out += "['" + f.file + "' " + std::to_string(f.line) + " '" + f.function + "']";
+  return out;
+}
+
 // Every field of an event as text (independent of the codec), so that EXPECT_EQ shows what differs.
 std::string describe(const Event& event) {
   std::ostringstream s;
   if (auto* sc = std::get_if<ScheduleEvent>(&event)) {
-    s << "schedule " << sc->schedule_id << "\n";
+    s << "schedule " << sc->schedule_id << " where='" << sc->where.file << "':" << sc->where.line << "\n";
     for (const GraphNodeInfo& n : sc->nodes)
       s << " node " << n.uid << " " << n.op << " " << n.op_class << " " << list(n.shape) << " " << n.dtype << " "
         << list(n.srcs) << " arg='" << n.arg << "' kernel=" << n.kernel << "\n";
@@ -84,6 +107,33 @@ std::string describe(const Event& event) {
       s << " device_renderer " << r->code->device_renderer << "\n";
     } else {
       s << " no code\n";
+    }
+    for (const RecordedBuffer& b : r->buffers) {
+      s << " buffer " << b.role << " " << b.index << " " << b.dtype << " numel=" << b.numel << " bytes="
+        << (b.bytes ? hex_bytes(*b.bytes) : "null") << " note='" << b.note << "'\n";
+    }
+  } else if (auto* n = std::get_if<NodesEvent>(&event)) {
+    s << "nodes first_uid=" << n->first_uid << " count=" << n->size() << " external=" << list(n->external_uids)
+      << " freed=" << list(n->freed_uids) << (n->batch ? "" : " no batch") << "\n";
+    if (n->batch) {
+      const NodeBatch& b = *n->batch;
+      const uint64_t positions = b.nodes.size() + n->external_uids.size();
+      for (size_t i = 0; i < b.nodes.size(); i++) {
+        const GraphNodeInfo& g = b.nodes[i];
+        s << " node " << i << " uid=" << n->uid(i) << " position=" << g.uid << " " << g.op << " " << g.op_class << " "
+          << list(g.shape) << " " << g.dtype << " srcs=" << list(g.srcs) << " (uids";
+        for (uint64_t p : g.srcs) s << " " << (p < positions ? std::to_string(n->uid_at(p)) : "?");
+        s << ") arg='" << g.arg << "' kernel=" << g.kernel;
+        const int st = i < b.stack.size() ? b.stack[i] : -2;
+        s << " stack=" << st;
+        if (st >= 0 && static_cast<size_t>(st) < b.stacks.size()) {
+          const SourceLocation where = n->where(i);
+          s << " " << describe(b.stacks[static_cast<size_t>(st)]) << " where='" << where.file << "':" << where.line;
+        }
+        s << "\n";
+      }
+      if (b.stack.size() != b.nodes.size()) s << " " << b.stack.size() << " stack indexes\n";
+      for (size_t k = 0; k < b.stacks.size(); k++) s << " stack " << k << " " << describe(b.stacks[k]) << "\n";
     }
   } else {
     const auto& o = std::get<ScriptOutputEvent>(event);
@@ -179,8 +229,39 @@ ScheduleEvent structured_schedule(const std::shared_ptr<const ScheduleEvent>& st
                               step + 100);
 }
 
-// One of each kind and variant: schedules (made by hand, empty, two of one structure), a launch with
-// code, a device copy (no code), a jit replay, stdout and stderr with non-ASCII text and control characters.
+// A batch of created nodes as the engine's node log makes one: node i at position i (uid = i, kernel -1),
+// positions 5 and 6 are the event's external uids; three stacks (the user's line below tensorscope's
+// frames, a user frame with two callers above it, none outside tensorscope) and a node with no stack.
+std::shared_ptr<const NodeBatch> sample_batch() {
+  auto b = std::make_shared<NodeBatch>();
+  b->nodes = {{0, "CONST", "const", {3, 1}, "float32", {}, "1", -1},
+              {1, "RESHAPE", "movement", {1, 3, 1}, "float32", {0}, "shape=(1, 3, 1)", -1},
+              {2, "MUL", "elementwise", {1, 3, 3}, "float32", {1, 5}, "", -1},
+              {3, "SUM", "reduce", {1, 1, 3}, "int32", {2}, "axes=(1,) «ü»", -1},
+              {4, "ADD", "elementwise", {1, 1, 3}, "int32", {3, 6, 3}, "", -1}};
+  b->stack = {0, 0, 1, -1, 2};
+  b->stacks = {{{{"/usr/lib/python3/site-packages/tensorscope/tensor.py", 120, "Tensor.__mul__"},
+                 {"/home/ünïcode/tränïng.py", 12, "<module>"}},
+                1},
+               {{{"/usr/lib/python3/site-packages/tensorscope/nn.py", 40, "Linear.__call__"},
+                 {"/home/ünïcode/módel.py", 7, "Módel.step"},
+                 {"/home/ünïcode/tränïng.py", 30, "<module>"}},
+                1},
+               {{{"<string>", 1, "<lambda>"}, {"", 0, ""}}, -1}};
+  return b;
+}
+
+// Values of a recorded buffer: three float32s (1.0, 0.0, max) whose bytes include NULs.
+std::shared_ptr<const std::string> sample_bytes() {
+  return std::make_shared<const std::string>(std::string("\0\0\x80\x3f" "\0\0\0\0" "\xff\xff\x7f\x7f", 12));
+}
+
+// The indexes of every_kind()'s NodesEvents: two of one batch, then one that only frees nodes.
+constexpr size_t kNodesA = 14, kNodesB = 15, kNodesFreed = 16;
+
+// One of each kind and variant: schedules (made by hand, empty, two of one structure, with a script line),
+// a launch with code, a device copy (no code), a jit replay, a launch with recorded buffers, stdout and
+// stderr with non-ASCII text and control characters, nodes (two of one batch, one that only frees).
 std::vector<Event> every_kind() {
   const auto code = sample_code();
   const auto structure = sample_structure();
@@ -205,6 +286,21 @@ std::vector<Event> every_kind() {
   ev.push_back(ScriptOutputEvent{ScriptOutputEvent::Stderr,
                                  "Traceback:\n  File \"tränïng.py\"\n\tValueError: «bad» \"q\" \\ \x01\x1f\x7f\r\n"});
   ev.push_back(ScriptOutputEvent{ScriptOutputEvent::Stdout, ""});
+  ScheduleEvent located = sample_schedule();  // 11
+  located.schedule_id = 8;
+  located.where = {"/home/ünïcode/tränïng — 日本語 🚀.py", 42};
+  ev.push_back(located);
+  ScheduleEvent step = structured_schedule(structure, 2);  // 12: the where is the schedule's, not the structure's
+  step.where = {"/home/ünïcode/tränïng.py", INT32_MAX};
+  ev.push_back(step);
+  KernelRunEvent recorded = sample_launch(15, code);  // 13
+  recorded.buffers = {{"output", 0, "float32", 3, sample_bytes(), ""},
+                      {"input", 1, "float16", 1000000, nullptr, "the 64 MB budget of --record-buffers is used up ✗"}};
+  ev.push_back(recorded);
+  const auto batch = sample_batch();
+  ev.push_back(NodesEvent{1000, {77, UINT64_MAX}, batch, {}});                  // 14
+  ev.push_back(NodesEvent{2000, {1004, 1003}, batch, {1000, 1001, 1002, 77}});  // 15: the same batch, a later step
+  ev.push_back(NodesEvent{0, {}, std::make_shared<const NodeBatch>(), {1003, 2000, UINT64_MAX}});  // 16: frees only
   return ev;
 }
 
@@ -278,16 +374,20 @@ TEST(Codec, EveryKindRoundTrips) {
   EventEncoder encoder;
   EventDecoder decoder;
   std::vector<EncodedEvent> encoded;
+  std::vector<size_t> blob_bytes;  // the bytes of the new blobs each event brought
   for (size_t i = 0; i < events.size(); i++) {
     std::vector<Blob> blobs;
     encoded.push_back(encoder.encode(i, -5 + static_cast<int64_t>(i), events[i], blobs));
+    blob_bytes.push_back(0);
     for (Blob& b : blobs) {
       EXPECT_EQ(b.hash, content_hash(b.data));
       EXPECT_EQ(b.hash.size(), 16u);
+      blob_bytes.back() += b.data.size();
       decoder.add_blob(std::move(b));
     }
   }
-  const EventKind kinds[] = {EventKind::Schedule, EventKind::Launch, EventKind::Output};
+  const EventKind kinds[] = {EventKind::Schedule, EventKind::Launch, EventKind::Output, EventKind::Nodes};
+  static_assert(std::variant_size_v<Event> == sizeof kinds / sizeof kinds[0], "a kind for every alternative");
   for (size_t i = 0; i < events.size(); i++) {
     EXPECT_EQ(encoded[i].seq, i);
     EXPECT_EQ(encoded[i].time_ns, -5 + static_cast<int64_t>(i));
@@ -303,9 +403,68 @@ TEST(Codec, EveryKindRoundTrips) {
   EXPECT_EQ(std::get<ScheduleEvent>(s0).structure, std::get<ScheduleEvent>(s1).structure);
   // the second schedule of a structure is its uids, not its nodes again
   EXPECT_LT(encoded[3].payload.size(), encoded[0].payload.size() / 2) << encoded[3].payload;
+  // a structured schedule keeps its own script line (written beside the structure, not in it)
+  EXPECT_EQ(std::get<ScheduleEvent>(decoder.decode(encoded[12])).where.line, INT32_MAX);
+  EXPECT_EQ(std::get<ScheduleEvent>(decoder.decode(encoded[12])).structure->where.file, "");
+  // recorded bytes come back byte for byte, NULs included; a buffer that was not kept stays null
+  const KernelRunEvent recorded = std::get<KernelRunEvent>(decoder.decode(encoded[13]));
+  ASSERT_EQ(recorded.buffers.size(), 2u);
+  ASSERT_NE(recorded.buffers[0].bytes, nullptr);
+  EXPECT_EQ(*recorded.buffers[0].bytes, *sample_bytes());
+  EXPECT_EQ(recorded.buffers[1].bytes, nullptr);
+  EXPECT_EQ(encoded[4].payload.find("buffers"), std::string::npos) << "no buffers: no field";
+  // two NodesEvents of one batch decode to one shared batch, which is stored once: the second event is
+  // its uids only (no new blob, a payload of a few dozen bytes)
+  ASSERT_TRUE(std::holds_alternative<NodesEvent>(events[kNodesA]));
+  ASSERT_TRUE(std::holds_alternative<NodesEvent>(events[kNodesB]));
+  ASSERT_TRUE(std::holds_alternative<NodesEvent>(events[kNodesFreed]));
+  ASSERT_EQ(std::get<NodesEvent>(events[kNodesA]).batch, std::get<NodesEvent>(events[kNodesB]).batch);
+  const Event na = decoder.decode(encoded[kNodesA]), nb = decoder.decode(encoded[kNodesB]);
+  ASSERT_NE(std::get<NodesEvent>(na).batch, nullptr);
+  EXPECT_EQ(std::get<NodesEvent>(na).batch, std::get<NodesEvent>(nb).batch);
+  EXPECT_EQ(std::get<NodesEvent>(na).uid_at(6), UINT64_MAX);
+  EXPECT_EQ(std::get<NodesEvent>(nb).uid_at(4), 2004u);
+  EXPECT_EQ(std::get<NodesEvent>(nb).where(2).file, "/home/ünïcode/módel.py");
+  EXPECT_EQ(std::get<NodesEvent>(nb).where(3).file, "");  // no stack
+  EXPECT_EQ(std::get<NodesEvent>(nb).where(4).line, 0);   // a stack without a user frame
+  EXPECT_GT(blob_bytes[kNodesA], 0u);
+  EXPECT_EQ(blob_bytes[kNodesB], 0u) << "the batch was given again";
+  EXPECT_LT(encoded[kNodesB].payload.size() + blob_bytes[kNodesB],
+            (encoded[kNodesA].payload.size() + blob_bytes[kNodesA]) / 4)
+      << encoded[kNodesB].payload;
+  EXPECT_EQ(encoded[kNodesB].payload.find("MUL"), std::string::npos) << encoded[kNodesB].payload;
+  // a NodesEvent that only frees nodes: an empty batch of its own, the freed uids
+  const NodesEvent freed = std::get<NodesEvent>(decoder.decode(encoded[kNodesFreed]));
+  ASSERT_NE(freed.batch, nullptr);
+  EXPECT_NE(freed.batch, std::get<NodesEvent>(na).batch);
+  EXPECT_EQ(freed.size(), 0u);
+  EXPECT_EQ(freed.freed_uids, (std::vector<uint64_t>{1003, 2000, UINT64_MAX}));
   EXPECT_STREQ(event_kind_name(EventKind::Schedule), "schedule");
   EXPECT_STREQ(event_kind_name(EventKind::Launch), "launch");
   EXPECT_STREQ(event_kind_name(EventKind::Output), "output");
+  EXPECT_STREQ(event_kind_name(EventKind::Nodes), "nodes");
+  for (EventKind k : kinds) EXPECT_EQ(event_kind_from_name(event_kind_name(k)), k);
+  for (const char* name : {"", "node", "Nodes", "nodes ", "?", "launch\n"}) {
+    try {
+      event_kind_from_name(name);
+      ADD_FAILURE() << "a kind named '" << name << "'";
+    } catch (const RecordingError& e) {
+      EXPECT_EQ(std::string(e.what()).find('\n'), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Codec, NodesWithoutABatchReadBackAsAnEmptyBatch) {
+  EventEncoder encoder;
+  EventDecoder decoder;
+  std::vector<Blob> blobs;
+  const EncodedEvent e = encoder.encode(0, 0, NodesEvent{5, {}, nullptr, {1, 2}}, blobs);
+  for (Blob& b : blobs) decoder.add_blob(std::move(b));
+  const NodesEvent back = std::get<NodesEvent>(decoder.decode(e));
+  ASSERT_NE(back.batch, nullptr);
+  EXPECT_EQ(back.size(), 0u);
+  EXPECT_EQ(back.first_uid, 5u);
+  EXPECT_EQ(back.freed_uids, (std::vector<uint64_t>{1, 2}));
 }
 
 TEST(Codec, ListingsAreGivenOnce) {
@@ -356,7 +515,7 @@ TEST(Codec, DecoderRejectsBadInputWithOneLine) {
   const std::string payloads[] = {"", "{", "[]", "null", R"({"kernel_id":"0"})", R"({"stream":"stdin","text":""})",
                                   R"({"stream":"stdout","text":1})"};
   for (const std::string& p : payloads)
-    for (EventKind kind : {EventKind::Schedule, EventKind::Launch, EventKind::Output}) {
+    for (EventKind kind : {EventKind::Schedule, EventKind::Launch, EventKind::Output, EventKind::Nodes}) {
       EncodedEvent e{9, 0, kind, p};
       try {
         decoder.decode(e);
@@ -367,6 +526,175 @@ TEST(Codec, DecoderRejectsBadInputWithOneLine) {
         EXPECT_EQ(m.rfind("event 9 (", 0), 0u) << m;
       }
     }
+}
+
+// The decoder's message for `e`: one line that names the event, or "" when it decodes.
+std::string rejection(EventDecoder& decoder, const EncodedEvent& e) {
+  try {
+    decoder.decode(e);
+  } catch (const RecordingError& x) {
+    const std::string m = x.what();
+    EXPECT_EQ(m.find('\n'), std::string::npos) << m;
+    EXPECT_EQ(m.rfind("event " + std::to_string(e.seq) + " (" + event_kind_name(e.kind) + "): ", 0), 0u) << m;
+    return m.empty() ? "(an empty message)" : m;
+  }
+  return "";
+}
+
+std::string replaced(std::string s, const std::string& from, const std::string& to) {
+  const size_t at = s.find(from);
+  EXPECT_NE(at, std::string::npos) << "no '" << from << "' in " << s;
+  if (at != std::string::npos) s.replace(at, from.size(), to);
+  return s;
+}
+
+TEST(Codec, DecoderRejectsBadNodesWithOneLine) {
+  EventEncoder encoder;
+  EventDecoder decoder;
+  auto encode = [&](uint64_t seq, const Event& event) {
+    std::vector<Blob> blobs;
+    EncodedEvent e = encoder.encode(seq, 0, event, blobs);
+    for (Blob& b : blobs) decoder.add_blob(std::move(b));
+    return e;
+  };
+  auto expect_rejected = [&](const EncodedEvent& e, const std::string& reason) {
+    const std::string m = rejection(decoder, e);
+    EXPECT_NE(m, "") << "decoded " << e.payload;
+    EXPECT_NE(m.find(reason), std::string::npos) << "expected '" << reason << "' in: " << m;
+  };
+  const auto batch = sample_batch();
+  const EncodedEvent good = encode(20, NodesEvent{1000, {77, 78}, batch, {3}});
+  ASSERT_EQ(rejection(decoder, good), "");
+  {
+    EventDecoder without_blobs;
+    const std::string m = rejection(without_blobs, good);
+    EXPECT_NE(m.find("lacks"), std::string::npos) << m;
+  }
+  // the count says how many nodes the batch holds
+  ASSERT_NE(good.payload.find("\"count\":5,"), std::string::npos) << good.payload;
+  for (const char* count : {"\"count\":4,", "\"count\":6,", "\"count\":0,", "\"count\":-5,", "\"count\":\"5\","}) {
+    EncodedEvent e = good;
+    e.payload = replaced(e.payload, "\"count\":5,", count);
+    expect_rejected(e, "count");
+  }
+  // a source position past the batch's nodes and its external uids: node 4 reads position 6, and this
+  // event of the (cached, shared) batch names one external uid only
+  expect_rejected(encode(21, NodesEvent{2000, {77}, batch, {}}), "source position 6 is out of range");
+  auto too_far = std::make_shared<NodeBatch>(*batch);
+  too_far->nodes[1].srcs = {7};  // 5 nodes + 2 external uids: positions 0..6
+  expect_rejected(encode(22, NodesEvent{3000, {77, 78}, too_far, {}}), "source position 7 is out of range");
+  auto far_far = std::make_shared<NodeBatch>(*batch);
+  far_far->nodes[0].srcs = {UINT64_MAX};
+  expect_rejected(encode(23, NodesEvent{4000, {77, 78}, far_far, {}}), "out of range");
+  // a stack index past the stacks, a user frame past the frames
+  auto bad_stack = std::make_shared<NodeBatch>(*batch);
+  bad_stack->stack[2] = 3;
+  expect_rejected(encode(24, NodesEvent{5000, {77, 78}, bad_stack, {}}), "'stack' is out of range");
+  bad_stack = std::make_shared<NodeBatch>(*batch);
+  bad_stack->stack[2] = -2;
+  expect_rejected(encode(25, NodesEvent{6000, {77, 78}, bad_stack, {}}), "'stack' is out of range");
+  auto bad_user = std::make_shared<NodeBatch>(*batch);
+  bad_user->stacks[1].user = 3;
+  expect_rejected(encode(26, NodesEvent{7000, {77, 78}, bad_user, {}}), "'user' is out of range");
+  // frames that are not [file, line, function]: batch blobs written by hand
+  for (const char* frame : {R"(["f.py", 1])", R"(["f.py", 1, "g", 2])", R"([1, 1, "g"])", R"(["f.py", 1, null])",
+                            R"({"file": "f.py", "line": 1, "function": "g"})", R"("f.py:1")", R"(["f.py", "1", "g"])",
+                            R"(["f.py", 1.5, "g"])"}) {
+    const std::string blob = std::string(R"({"nodes": [], "stacks": [{"user": 0, "frames": [)") + frame + "]}]}";
+    decoder.add_blob({content_hash(blob), blob});
+    const EncodedEvent e{27, 0, EventKind::Nodes,
+                         R"({"first_uid":1,"count":0,"batch":")" + content_hash(blob) +
+                             R"(","external_uids":[],"freed_uids":[]})"};
+    expect_rejected(e, "");
+  }
+  // uids that are not unsigned integers
+  const std::pair<const char*, const char*> uids[] = {{"\"first_uid\":1000", "\"first_uid\":-1000"},
+                                                      {"\"first_uid\":1000", "\"first_uid\":\"1000\""},
+                                                      {"\"external_uids\":[77", "\"external_uids\":[-77"},
+                                                      {"\"freed_uids\":[3", "\"freed_uids\":[3.5"}};
+  for (const auto& [from, to] : uids) {
+    EncodedEvent e = good;
+    e.payload = replaced(e.payload, from, to);
+    expect_rejected(e, "unsigned");
+  }
+}
+
+TEST(Codec, DecoderRejectsBadRecordedBuffersWithOneLine) {
+  EventEncoder encoder;
+  EventDecoder decoder;
+  auto encode = [&](uint64_t seq, std::vector<RecordedBuffer> buffers) {
+    KernelRunEvent launch = sample_launch(static_cast<int>(seq), nullptr);
+    launch.buffers = std::move(buffers);
+    std::vector<Blob> blobs;
+    EncodedEvent e = encoder.encode(seq, 0, launch, blobs);
+    for (Blob& b : blobs) decoder.add_blob(std::move(b));
+    return e;
+  };
+  auto bytes = [](size_t n) { return std::make_shared<const std::string>(std::string(n, '\0')); };
+  // the blob holds numel values of the dtype's size: float16 2 bytes, bool 1, float32 and int32 4
+  EXPECT_EQ(rejection(decoder, encode(30, {{"output", 0, "float32", 3, bytes(12), ""},
+                                           {"input", 0, "float16", 3, bytes(6), ""},
+                                           {"input", 1, "bool", 3, bytes(3), ""},
+                                           {"input", 2, "int32", 2, bytes(8), ""},
+                                           {"input", 3, "float32", 0, bytes(0), ""},
+                                           {"input", 4, "float32", INT64_MAX / 4, nullptr, "too big"}})),
+            "");
+  const struct {
+    const char* dtype;
+    int64_t numel;
+    size_t bytes;
+  } wrong[] = {{"float32", 3, 11}, {"float32", 3, 13}, {"float32", 3, 0}, {"float16", 3, 12},
+               {"bool", 3, 12},    {"int32", 3, 6},    {"float32", 0, 1}, {"bool", 1, 0}};
+  uint64_t seq = 31;
+  for (const auto& w : wrong) {
+    const EncodedEvent e = encode(seq++, {{"output", 0, w.dtype, w.numel, bytes(w.bytes), ""}});
+    const std::string m = rejection(decoder, e);
+    EXPECT_NE(m.find("size does not match"), std::string::npos)
+        << w.dtype << " numel " << w.numel << " in " << w.bytes << " bytes: '" << m << "'";
+  }
+  // a role other than output or input
+  for (const char* role : {"sideways", "", "Output", "inputs"}) {
+    const std::string m = rejection(decoder, encode(seq++, {{role, 0, "float32", 1, bytes(4), ""}}));
+    EXPECT_NE(m.find("role"), std::string::npos) << role << ": '" << m << "'";
+  }
+  // negative numel or index, a blob that is neither a hash nor null, a blob the recording lacks
+  const EncodedEvent good = encode(seq++, {{"output", 0, "float32", 1, nullptr, "not kept"}});
+  ASSERT_EQ(rejection(decoder, good), "");
+  const std::pair<const char*, const char*> edits[] = {{"\"numel\":1", "\"numel\":-1"},
+                                                       {"\"index\":0", "\"index\":-1"},
+                                                       {"\"blob\":null", "\"blob\":7"},
+                                                       {"\"blob\":null", "\"blob\":\"0123456789abcdef\""},
+                                                       {"\"role\":\"output\"", "\"role\":1"},
+                                                       {"\"buffers\":[", "\"buffers\":{},\"x\":["},
+                                                       {"\"note\":\"not kept\"", "\"note\":null"}};
+  for (const auto& [from, to] : edits) {
+    EncodedEvent e = good;
+    e.payload = replaced(e.payload, from, to);
+    EXPECT_NE(rejection(decoder, e), "") << e.payload;
+  }
+}
+
+TEST(Codec, ScheduleWhereIsOptionalAndChecked) {
+  EventEncoder encoder;
+  EventDecoder decoder;
+  ScheduleEvent s = sample_schedule();
+  s.where = {"/home/ünïcode/tränïng.py", 9};
+  std::vector<Blob> blobs;
+  const EncodedEvent e = encoder.encode(40, 0, s, blobs);
+  ASSERT_NE(e.payload.find("\"where\":{"), std::string::npos) << e.payload;
+  // a recording made before "where" existed lacks it: an unknown line
+  EncodedEvent old = e;
+  old.payload = replaced(old.payload, R"("where":{"file":"/home/ünïcode/tränïng.py","line":9},)", "");
+  const ScheduleEvent back = std::get<ScheduleEvent>(decoder.decode(old));
+  EXPECT_EQ(back.where.file, "");
+  EXPECT_EQ(back.where.line, 0);
+  for (const char* bad : {R"("where":{"file":"a.py","line":-1},)", R"("where":{"file":"a.py"},)",
+                          R"("where":{"line":3},)", R"("where":{"file":3,"line":3},)", R"("where":null,)",
+                          R"("where":{"file":"a.py","line":2147483648},)", R"("where":"a.py:3",)"}) {
+    EncodedEvent x = e;
+    x.payload = replaced(x.payload, R"("where":{"file":"/home/ünïcode/tränïng.py","line":9},)", bad);
+    EXPECT_NE(rejection(decoder, x), "") << x.payload;
+  }
 }
 
 TEST(Codec, RunInfoJsonRoundTrips) {
@@ -404,6 +732,7 @@ TEST_F(Recording, EveryKindRoundTripsThroughTheFile) {
   EXPECT_EQ(reader.event_count(), events.size());
   size_t i = 0;
   std::shared_ptr<const KernelCode> first_code;
+  std::vector<std::shared_ptr<const NodeBatch>> batches;
   reader.read_events([&](uint64_t seq, int64_t time_ns, const Event& e) {
     ASSERT_LT(i, events.size());
     EXPECT_EQ(seq, i);
@@ -413,9 +742,44 @@ TEST_F(Recording, EveryKindRoundTripsThroughTheFile) {
       if (!first_code) first_code = r->code;
       EXPECT_EQ(r->code, first_code) << "launches of one kernel share their code";
     }
+    if (auto* n = std::get_if<NodesEvent>(&e)) batches.push_back(n->batch);
     i++;
   });
   EXPECT_EQ(i, events.size());
+  // the two NodesEvents of one batch share it; the one that only frees has an empty batch of its own
+  ASSERT_EQ(batches.size(), 3u);
+  ASSERT_NE(batches[0], nullptr);
+  EXPECT_EQ(batches[0], batches[1]);
+  EXPECT_NE(batches[2], batches[0]);
+  EXPECT_EQ(count(file, "SELECT count(*) FROM events WHERE kind = 'nodes'"), 3);
+  EXPECT_EQ(count(file, "SELECT count(*) FROM events WHERE kind = 'launch' AND json_array_length(payload, '$.buffers') = 2"), 1);
+  EXPECT_EQ(count(file, "SELECT count(*) FROM events WHERE kind = 'schedule' AND json_extract(payload, '$.where.line') = 42"), 1);
+}
+
+TEST_F(Recording, ANodeBatchRepeatedByAThousandStepsIsStoredOnce) {
+  const auto batch = sample_batch();
+  std::vector<Event> events;
+  for (uint64_t step = 0; step < 1000; step++) {
+    std::vector<uint64_t> freed;
+    if (step) freed = {1000 + 5 * (step - 1), 1000 + 5 * (step - 1) + 3};
+    events.push_back(NodesEvent{1000 + 5 * step, {step, step + 1}, batch, freed});
+  }
+  const std::string file = path("nodes.tsrec");
+  write(file, events);
+  EXPECT_EQ(count(file, "SELECT count(*) FROM events WHERE kind = 'nodes'"), 1000);
+  EXPECT_EQ(count(file, "SELECT count(*) FROM blobs"), 1);
+  RecordingReader reader(file);
+  size_t n = 0;
+  std::shared_ptr<const NodeBatch> first;
+  reader.read_events([&](uint64_t, int64_t, const Event& e) {
+    EXPECT_EQ(describe(e), describe(events[n]));
+    const auto& nodes = std::get<NodesEvent>(e);
+    if (!first) first = nodes.batch;
+    EXPECT_EQ(nodes.batch, first);
+    n++;
+  });
+  EXPECT_EQ(n, events.size());
+  EXPECT_LT(fs::file_size(file), 200u * 1024) << "1000 steps should not copy the batch";
 }
 
 TEST_F(Recording, UnfinishedWriterLeavesAnEmptyEnded) {
@@ -737,6 +1101,12 @@ TEST(Frames, BodiesRoundTripAndShortOnesAreRejected) {
   std::string unknown = event_frame_body(e);
   unknown[16] = 9;
   EXPECT_THROW(event_from_frame_body(unknown), RecordingError);
+  unknown[16] = 5;
+  EXPECT_THROW(event_from_frame_body(unknown), RecordingError);
+  unknown[16] = 0;
+  EXPECT_THROW(event_from_frame_body(unknown), RecordingError);
+  unknown[16] = 4;
+  EXPECT_EQ(event_from_frame_body(unknown).kind, EventKind::Nodes);
   EXPECT_THROW(blob_from_frame_body("0123456789abcde"), RecordingError);
   EXPECT_EQ(content_hash(""), "cbf29ce484222325");  // FNV-1a offset basis
 }
