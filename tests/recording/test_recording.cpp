@@ -666,10 +666,15 @@ TEST(Codec, DecoderRejectsBadRecordedBuffersWithOneLine) {
                                                        {"\"blob\":null", "\"blob\":\"0123456789abcdef\""},
                                                        {"\"role\":\"output\"", "\"role\":1"},
                                                        {"\"buffers\":[", "\"buffers\":{},\"x\":["},
-                                                       {"\"note\":\"not kept\"", "\"note\":null"}};
+                                                       {"\"note\":\"not kept\"", "\"note\":null"},
+                                                       // numel * 4 would overflow to 0 bytes
+                                                       {"\"numel\":1", "\"numel\":4611686018427387904"},
+                                                       {"\"dtype\":\"float32\"", "\"dtype\":\"float64\""},
+                                                       {"\"index\":0", "\"index\":5"}};  // the output is index 0
   for (const auto& [from, to] : edits) {
     EncodedEvent e = good;
     e.payload = replaced(e.payload, from, to);
+    ASSERT_NE(e.payload, good.payload) << from;
     EXPECT_NE(rejection(decoder, e), "") << e.payload;
   }
 }

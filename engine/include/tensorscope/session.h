@@ -204,17 +204,17 @@ class NonFiniteError : public std::runtime_error {
 // Stages in the order a kernel meets them; a schedule the schedule cache has seen skips lowering, the
 // passes and the compile, and a program in the compile cache skips the compile.
 struct GateStop {
-  enum Stage { BeforeSchedule, BeforeLower, AfterPass, BeforeCompile, BeforeLaunch, AfterLaunch, AfterSchedule,
-               NonFinite };
+  enum Stage { BeforeSchedule, BeforeLower, AfterPass, BeforeRender, BeforeCompile, BeforeLaunch, AfterLaunch,
+               AfterSchedule, NonFinite };
   Stage stage = BeforeSchedule;
   int kernel_id = -1;  // from BeforeLower to AfterLaunch: the kernel (KernelInfo::id)
   std::string kernel;  // its name
-  std::string detail;  // AfterPass: the pass's name; NonFinite: what break on NaN/Inf found
+  std::string detail;  // AfterPass: the pass's name; BeforeRender: the language; NonFinite: what break on NaN/Inf found
   // BeforeLaunch, AfterLaunch: the launch's buffers, output first, then the inputs in KernelInfo::inputs
   // order (a device copy: destination, source). Valid during the call only; null at other stops.
   const std::vector<std::shared_ptr<Buffer>>* buffers = nullptr;
 };
-// "before schedule", "before lowering", "after pass", "before compile", "before launch", "after launch",
+// "before schedule", "before lowering", "after pass", "before render", "before compile", "before launch", "after launch",
 // "after schedule"; "non-finite output": break on NaN/Inf found one (after the launch's event, before
 // NonFiniteError is raised), where a debugger always pauses.
 const char* gate_stage_name(GateStop::Stage stage);

@@ -405,7 +405,9 @@ NodeBatch read_node_batch(const json& j) {
     for (const json& f : array(st, "frames")) {
       if (!f.is_array() || f.size() != 3 || !f[0].is_string() || !f[2].is_string())
         throw RecordingError("a stack frame is not [file, line, function]");
-      stack.frames.push_back({f[0].get<std::string>(), static_cast<int>(integer(f[1], "line")), f[2].get<std::string>()});
+      const int64_t line = integer(f[1], "line");
+      if (line < 0 || line > kMaxId) throw RecordingError("a stack frame's line is out of range");
+      stack.frames.push_back({f[0].get<std::string>(), static_cast<int>(line), f[2].get<std::string>()});
     }
     stack.user = static_cast<int>(integer(st, "user", -1, static_cast<int64_t>(stack.frames.size()) - 1));
     b.stacks.push_back(std::move(stack));
@@ -501,13 +503,17 @@ Event EventDecoder::decode(const EncodedEvent& e) {
             RecordedBuffer rb;
             rb.role = str(b, "role");
             if (rb.role != "output" && rb.role != "input") throw RecordingError("a buffer's role is neither output nor input");
-            rb.index = static_cast<int>(integer(b, "index", 0, kMaxId));
+            rb.index = static_cast<int>(integer(b, "index", 0, rb.role == "output" ? 0 : kMaxId));
             rb.dtype = str(b, "dtype");
-            rb.numel = integer(b, "numel", 0, INT64_MAX);
+            const int64_t item = rb.dtype == "float32" || rb.dtype == "int32" ? 4
+                                 : rb.dtype == "float16"                      ? 2
+                                 : rb.dtype == "bool"                         ? 1
+                                                                              : 0;
+            if (!item) throw RecordingError("a recorded buffer's dtype '" + rb.dtype.substr(0, 20) + "' is unknown");
+            rb.numel = integer(b, "numel", 0, INT64_MAX / 4);  // so numel * item cannot overflow
             const json& data = field(b, "blob");
             if (data.is_string()) {
               auto bytes = std::make_shared<const std::string>(blob(data.get<std::string>()));
-              const int64_t item = rb.dtype == "float16" ? 2 : rb.dtype == "bool" ? 1 : 4;
               if (static_cast<int64_t>(bytes->size()) != rb.numel * item)
                 throw RecordingError("a recorded buffer's size does not match its dtype and numel");
               rb.bytes = std::move(bytes);

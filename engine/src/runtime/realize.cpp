@@ -465,7 +465,10 @@ void realize(const std::vector<NodeId>& targets) {
     run_passes(kernel, observed ? &snapshots : nullptr, kernel_ids[k]);
     const Renderer* renderer = dev.renderer();
     SourceListing source;
-    if (renderer) source = renderer->render(kernel);
+    if (renderer) {
+      session.gate(GateStop::BeforeRender, kernel_ids[k], kernel.name, renderer->language());
+      source = renderer->render(kernel);
+    }
     std::string program_key = std::to_string(dev_index) + "\n" + (renderer ? source.code : ir::print(kernel));
     auto& programs = program_cache();
     bool cache_hit = true;

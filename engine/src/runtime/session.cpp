@@ -72,6 +72,7 @@ const char* gate_stage_name(GateStop::Stage stage) {
     case GateStop::BeforeSchedule: return "before schedule";
     case GateStop::BeforeLower: return "before lowering";
     case GateStop::AfterPass: return "after pass";
+    case GateStop::BeforeRender: return "before render";
     case GateStop::BeforeCompile: return "before compile";
     case GateStop::BeforeLaunch: return "before launch";
     case GateStop::AfterLaunch: return "after launch";
