@@ -472,7 +472,6 @@ EventBrowser::EventBrowser(QWidget* parent)
       proxy_(new QSortFilterProxyModel(this)),
       filter_(new QLineEdit(this)),
       view_(new QTreeView(this)) {
-  proxy_->setSourceModel(tree_);
   // a kernel that matches keeps its schedule and line visible; a line that matches keeps all it holds
   proxy_->setRecursiveFilteringEnabled(true);
   proxy_->setAutoAcceptChildRows(true);
@@ -483,12 +482,20 @@ EventBrowser::EventBrowser(QWidget* parent)
   filter_->setClearButtonEnabled(true);
   connect(filter_, &QLineEdit::textChanged, this, [this](const QString& text) {
     QScopedValueRollback guard(settingCurrent_, true);
-    proxy_->setFilterFixedString(text.trimmed());
+    // The proxy is in the way only while there is a filter: kept on the source model, it spends time on
+    // every appended row (a 150,000-event recording took seconds more to open).
+    const QString pattern = text.trimmed();
+    if (pattern.isEmpty()) {
+      showModel(tree_);
+      proxy_->setSourceModel(nullptr);
+    } else {
+      if (!proxy_->sourceModel()) proxy_->setSourceModel(tree_);
+      proxy_->setFilterFixedString(pattern);
+      showModel(proxy_);
+    }
     const QModelIndex current = viewIndexOfEvent(current_);
     if (current.isValid()) view_->scrollTo(current);
   });
-
-  view_->setModel(proxy_);
   view_->setUniformRowHeights(true);  // the view never measures 16,000 rows
   view_->setItemDelegate(new RowDelegate(view_));
   view_->setAlternatingRowColors(true);
@@ -497,17 +504,8 @@ EventBrowser::EventBrowser(QWidget* parent)
   view_->setSelectionBehavior(QAbstractItemView::SelectRows);
   view_->setAllColumnsShowFocus(true);
   view_->setExpandsOnDoubleClick(true);
-  QHeaderView* header = view_->header();
-  header->setStretchLastSection(false);
-  header->setSectionResizeMode(EventTreeModel::Event, QHeaderView::Stretch);
-  header->setSectionResizeMode(EventTreeModel::Eid, QHeaderView::Interactive);
-  header->setSectionResizeMode(EventTreeModel::Time, QHeaderView::Interactive);
-  view_->setColumnWidth(EventTreeModel::Eid, fontMetrics().horizontalAdvance("0000000"));
-  view_->setColumnWidth(EventTreeModel::Time, fontMetrics().horizontalAdvance("Time (ms)000"));
 
-  connect(view_->selectionModel(), &QItemSelectionModel::currentChanged, this, [this](const QModelIndex& index) {
-    if (!settingCurrent_) userPicked(index, false);
-  });
+  showModel(tree_);
   // a click on the row that is already the view's current one (after the filter hid the current event)
   connect(view_, &QTreeView::clicked, this, [this](const QModelIndex& index) { userPicked(index, true); });
   connect(view_, &QTreeView::activated, this, [this](const QModelIndex& index) { userPicked(index, true); });
@@ -570,6 +568,24 @@ void EventBrowser::setCurrentEvent(int eventIndex) {
   if (!onScreen) view_->scrollTo(index, QAbstractItemView::PositionAtCenter);
 }
 
+void EventBrowser::showModel(QAbstractItemModel* model) {
+  if (view_->model() == model) return;
+  const bool first = !view_->model();
+  const int eid = first ? fontMetrics().horizontalAdvance("0000000") : view_->columnWidth(EventTreeModel::Eid);
+  const int time = first ? fontMetrics().horizontalAdvance("Time (ms)000") : view_->columnWidth(EventTreeModel::Time);
+  view_->setModel(model);  // a new selection model comes with it, and the header's sections are new
+  connect(view_->selectionModel(), &QItemSelectionModel::currentChanged, this, [this](const QModelIndex& index) {
+    if (!settingCurrent_) userPicked(index, false);
+  });
+  QHeaderView* header = view_->header();
+  header->setStretchLastSection(false);
+  header->setSectionResizeMode(EventTreeModel::Event, QHeaderView::Stretch);
+  header->setSectionResizeMode(EventTreeModel::Eid, QHeaderView::Interactive);
+  header->setSectionResizeMode(EventTreeModel::Time, QHeaderView::Interactive);
+  view_->setColumnWidth(EventTreeModel::Eid, eid);
+  view_->setColumnWidth(EventTreeModel::Time, time);
+}
+
 QAbstractItemModel* EventBrowser::eventModel() const { return tree_; }
 
 QString EventBrowser::rowText(int eventIndex) const {
@@ -578,11 +594,12 @@ QString EventBrowser::rowText(int eventIndex) const {
 }
 
 QModelIndex EventBrowser::viewIndexOfEvent(int eventIndex) const {
-  return proxy_->mapFromSource(tree_->indexOfEvent(eventIndex));
+  const QModelIndex source = tree_->indexOfEvent(eventIndex);
+  return view_->model() == proxy_ ? proxy_->mapFromSource(source) : source;
 }
 
 void EventBrowser::userPicked(const QModelIndex& viewIndex, bool onlyIfNew) {
-  const int event = tree_->pickEvent(proxy_->mapToSource(viewIndex));
+  const int event = tree_->pickEvent(view_->model() == proxy_ ? proxy_->mapToSource(viewIndex) : viewIndex);
   // a press moves the view's current row (one signal) and then clicks it (another): one eventSelected
   if (event < 0 || (onlyIfNew && (event == current_ || event == lastEmitted_))) return;
   lastEmitted_ = event;

@@ -83,6 +83,8 @@ class EventBrowser : public QWidget {
  private:
   // The user made a row of the view current (onlyIfNew: or clicked it again): emits its event.
   void userPicked(const QModelIndex& viewIndex, bool onlyIfNew);
+  // The view shows the tree, or the filter proxy over it while a filter is typed.
+  void showModel(QAbstractItemModel* model);
 
   const RunModel* model_ = nullptr;
   EventTreeModel* tree_;
