@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <thread>
 
 #include "runner.h"
 #include "tensorscope/device.h"
@@ -28,8 +29,8 @@ void say(ScriptOutputEvent::Stream stream, const std::string& text) {
 
 }  // namespace
 
-DebuggerGate::DebuggerGate(int fd, const std::string& step)
-    : fd_(fd), mode_(step == "launch" ? Mode::NextLaunch : step == "stage" ? Mode::NextStop : Mode::Run) {
+DebuggerGate::DebuggerGate(int fd, const std::string& step, const std::string& script)
+    : fd_(fd), mode_(step == "launch" ? Mode::NextLaunch : step == "stage" ? Mode::NextStop : Mode::Run), script_(script) {
   g_gate = this;
 }
 
@@ -48,6 +49,10 @@ void DebuggerGate::at_gate(const GateStop& stop) {
                      (mode_ == Mode::NextLaunch && stop.stage == GateStop::BeforeLaunch) ||
                      (mode_ == Mode::EndOfSchedule && stop.stage == GateStop::AfterSchedule);
   if (!pause) return;
+  if (pause_line_) {  // Pause stopped here first: no line stop left to make
+    pause_line_ = false;
+    tracing_update_pending_ = true;
+  }
   lock.unlock();
   Session::get().flush_nodes();  // the lazy graph as it is now, before the debugger looks at it
   lock.lock();
@@ -82,10 +87,17 @@ void DebuggerGate::on_event(uint64_t, const Event& event) {
 // ---- script lines ---------------------------------------------------------------------------------
 
 bool DebuggerGate::has_line_breakpoints(const std::string& file) {
-  return lines_.count(file) || run_to_file_ == file;
+  return lines_.count(file) || run_to_file_ == file || (pause_line_ && file == script_);
 }
 
+bool DebuggerGate::wants_tracing() const { return !lines_.empty() || !run_to_file_.empty() || pause_line_; }
+
 bool DebuggerGate::line_breakpoint(const std::string& file, int line) {
+  if (pause_line_ && file == script_) {
+    pause_line_ = false;
+    tracing_update_pending_ = true;
+    return true;
+  }
   if (run_to_line_ == line && run_to_file_ == file) {
     run_to_file_.clear();
     run_to_line_ = 0;
@@ -134,7 +146,7 @@ void DebuggerGate::update_line_tracing() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     tracing_update_pending_ = false;
-    want = !lines_.empty() || !run_to_file_.empty();
+    want = wants_tracing();
   }
   if (want == tracing_) return;
   PyEval_SetTrace(want ? &DebuggerGate::trace : nullptr, nullptr);
@@ -148,6 +160,7 @@ void DebuggerGate::wait_here(std::unique_lock<std::mutex>& lock, const nlohmann:
   const std::string bytes = frame_bytes('P', where.dump());
   if (gone_ || ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) return;
   resumed_ = false;
+  waiting_ = true;
   while (true) {
     wake_.wait(lock, [&] { return resumed_ || gone_ || !requests_.empty(); });
     if (resumed_ || gone_) break;
@@ -174,6 +187,7 @@ void DebuggerGate::wait_here(std::unique_lock<std::mutex>& lock, const nlohmann:
     // paused again at the same place: the debugger takes the console's events as done
     if (!resumed_ && !gone_) ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   }
+  waiting_ = false;
   if (tracing_update_pending_) {  // breakpoints changed while paused: switch tracing before going on
     lock.unlock();
     update_line_tracing();
@@ -257,7 +271,7 @@ void DebuggerGate::set_breakpoints(const nlohmann::json& c) {
 void DebuggerGate::command(const nlohmann::json& c) {
   const std::string what = c.value("command", "");
   std::lock_guard<std::mutex> lock(mutex_);
-  const bool traced = !lines_.empty() || !run_to_file_.empty();
+  const bool traced = wants_tracing();
   if (what == "continue") {
     mode_ = Mode::Run;
     resume();
@@ -267,6 +281,7 @@ void DebuggerGate::command(const nlohmann::json& c) {
     resume();
   } else if (what == "pause") {
     mode_ = Mode::NextStop;
+    pause_line_ = !script_.empty();
   } else if (what == "stop") {
     mode_ = Mode::Run;
     ScriptRunner::interrupt_main();  // KeyboardInterrupt at the script's next bytecode
@@ -282,14 +297,23 @@ void DebuggerGate::command(const nlohmann::json& c) {
     requests_.push_back(c);
     wake_.notify_all();
   }
-  const bool traced_now = !lines_.empty() || !run_to_file_.empty();
-  if (traced != traced_now && !tracing_update_pending_) {
-    // PyEval_SetTrace must run on the main thread. It does when the paused script resumes, at the
-    // engine's next stop, or in a pending call: Python 3.11 runs a pending call queued by another thread
-    // only when something else interrupts the main thread's bytecode (a signal, a GIL switch).
-    tracing_update_pending_ = true;
-    Py_AddPendingCall(&update_tracing_soon, nullptr);
-  }
+  if (traced != wants_tracing()) request_tracing_update();
+}
+
+// PyEval_SetTrace must run on the main thread. It does when the paused script resumes, at the engine's
+// next stop, or in a pending call. Python 3.11 runs a pending call queued by another thread only when
+// something else interrupts the main thread's bytecode (a signal, a request for the GIL): a short-lived
+// thread asks for the GIL, so that a script busy in pure Python hears of a breakpoint or Pause at once.
+// (Not while paused: the paused main thread holds the GIL until it resumes, and switches then anyway.)
+void DebuggerGate::request_tracing_update() {
+  if (tracing_update_pending_) return;
+  tracing_update_pending_ = true;
+  Py_AddPendingCall(&update_tracing_soon, nullptr);
+  if (!waiting_)
+    std::thread([] {
+      PyGILState_STATE gil = PyGILState_Ensure();
+      PyGILState_Release(gil);
+    }).detach();
 }
 
 void DebuggerGate::gone() {

@@ -18,7 +18,8 @@
 // Commands (JSON, on the command thread; see runner_command.h for the connection):
 //   {"command": "continue"}                 F5
 //   {"command": "step", "until": "launch" | "stage" | "schedule end"}   F10, F11, Shift+F11
-//   {"command": "pause"}                    pause at the next stop of any stage
+//   {"command": "pause"}                    pause at the next stop of any stage, or at the script's next
+//                                           line, whichever comes first
 //   {"command": "stop"}                     KeyboardInterrupt in the script
 //   {"command": "breakpoints", "lines": [{"file": F, "line": N}], "kernels": ["r_*"], "ops": ["SUM"],
 //    "nodes": [uid]}                        replaces every breakpoint
@@ -45,8 +46,9 @@ namespace ts {
 class DebuggerGate : public GateHandler, public SessionObserver {
  public:
   // `fd`: the debugger's connection. `step`: "" runs; "launch" pauses before the first launch, "stage"
-  // at the first stop of any stage.
-  DebuggerGate(int fd, const std::string& step);
+  // at the first stop of any stage. `script`: the script's file name as Python knows it (Pause stops at
+  // its next line).
+  DebuggerGate(int fd, const std::string& step, const std::string& script);
 
   // The engine's stops (engine thread).
   void at_gate(const GateStop& stop) override;
@@ -72,6 +74,8 @@ class DebuggerGate : public GateHandler, public SessionObserver {
 
   static int trace(PyObject* self, PyFrameObject* frame, int what, PyObject* arg);
   bool has_line_breakpoints(const std::string& file);   // mutex_ held
+  bool wants_tracing() const;                           // mutex_ held: line breakpoints, run to line, Pause
+  void request_tracing_update();                        // mutex_ held: from the command thread
   bool line_breakpoint(const std::string& file, int line);  // mutex_ held; clears a hit run-to-line
   std::string kernel_breakpoint(const GateStop& stop);  // mutex_ held; "" or why it breaks there
   // Sends the 'P' frame and waits for a command (mutex_ held through `lock`). `frame`: the paused
@@ -90,6 +94,9 @@ class DebuggerGate : public GateHandler, public SessionObserver {
 
   int fd_;
   Mode mode_;
+  std::string script_;
+  bool pause_line_ = false;  // Pause: stop at the script's next line too
+  bool waiting_ = false;     // the engine's thread waits in wait_here
   std::mutex mutex_;
   std::condition_variable wake_;
   bool resumed_ = false, gone_ = false, evaluating_ = false;

@@ -118,7 +118,7 @@ int cmd_runner(int argc, char** argv) {
   info.python_version = Py_GetVersion();
   // Both outlive this function: the detached command thread may still look at them while the process exits.
   static std::atomic<bool> done{false};
-  auto* gate = new DebuggerGate(fd, step);
+  auto* gate = new DebuggerGate(fd, step, path);
   if (!breakpoints.empty()) {
     auto c = nlohmann::json::parse(breakpoints, nullptr, false);
     if (!c.is_object()) return fail("--breakpoints: not a JSON object");

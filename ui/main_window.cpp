@@ -190,7 +190,8 @@ void MainWindow::buildActions() {
   stepOutAction_->setToolTip("Run the rest of the current schedule and pause after it (Shift+F11)");
   pauseAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaPause), "&Pause", QKeySequence(Qt::Key_Pause), this,
                                 [this] { runner_->pause(); });
-  pauseAction_->setToolTip("Pause the running script at the engine's next stop (Pause)");
+  pauseAction_->setToolTip("Pause the running script at its next line or the engine's next stop, whichever comes "
+                           "first (Pause)");
   stopAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaStop), "&Stop", QKeySequence(Qt::SHIFT | Qt::Key_F5),
                                this, &MainWindow::stopScript);
   runToCursorAction_ = run->addAction("Run to &Cursor", QKeySequence(Qt::CTRL | Qt::Key_F10), this, &MainWindow::runToCursor);

@@ -227,3 +227,43 @@ def test_record_buffers_keeps_each_launchs_output_and_inputs(tmp_path):
 
     bad = subprocess.run([CLI, "run", str(script), "--record-buffers=lots"], env=env, capture_output=True, text=True)
     assert bad.returncode == 2 and "expected a size in MB" in bad.stderr
+
+
+BUSY = textwrap.dedent("""\
+    import time
+    from tensorscope import Tensor
+    print("ready", (Tensor([1.0]) + 1).numpy(), flush=True)
+    end = time.time() + 30
+    n = 0
+    while time.time() < end:   # pure Python: no engine stop for a long time
+        n += 1
+    print("n", n)
+    """)
+
+
+def test_pause_and_a_new_breakpoint_reach_a_script_busy_in_pure_python(tmp_path):
+    import time
+    dbg = FakeDebugger(tmp_path, BUSY)
+    while "ready" not in dbg.output():  # read events until the script is in its loop
+        kind, body = dbg.frame()
+        assert kind is not None
+        if kind == "E":
+            dbg.events.append((body[16], json.loads(body[17:].decode())))
+    t0 = time.time()
+    dbg.send(command="pause")
+    where = dbg.until_pause()
+    assert where["stage"] == "line" and where["line"] in (6, 7), where
+    assert time.time() - t0 < 5  # not the 30 s the loop would take
+    dbg.send(command="evaluate", code="print('n so far', n > 0)")
+    dbg.until_pause()
+    assert "n so far True" in dbg.output()
+    dbg.send(command="breakpoints", lines=[{"file": dbg.path, "line": 8}])
+    dbg.send(command="evaluate", code="end = 0")  # ends the loop from the console
+    dbg.until_pause()
+    dbg.send(command="continue")
+    where = dbg.until_pause()
+    assert where["stage"] == "line" and where["line"] == 8
+    dbg.send(command="breakpoints")
+    dbg.send(command="continue")
+    assert dbg.finish() == 0
+    assert "n " in dbg.output()

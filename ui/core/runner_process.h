@@ -63,7 +63,7 @@ class RunnerProcess : public QObject {
   void stepToNextLaunch();     // F10
   void stepIntoNextStage();    // F11
   void stepToScheduleEnd();    // Shift+F11
-  void pause();                // pauses at the next stop of any stage
+  void pause();                // pauses at the next stop of any stage or the script's next line
   // Ctrl+F10: a paused run goes on until `line` of its script; otherwise the next start() runs to it.
   void runToLine(int line);
 
