@@ -25,6 +25,7 @@
 #include "panels/graph_scene_items.h"
 #include "panels/kernel_details_panel.h"
 #include "panels/kernel_list_panel.h"
+#include "panels/properties_panel.h"
 #include "panels/script_editor.h"
 #include "widgets/code_view.h"
 #include "widgets/zoomable_view.h"
@@ -660,6 +661,11 @@ class GuiTest : public QObject {
     int lineFrom = 0, indexFrom = 0, lineTo = 0, indexTo = 0;
     window.editor()->getSelection(&lineFrom, &indexFrom, &lineTo, &indexTo);
     QCOMPARE(lineFrom + 1, 4);
+    // the properties say where it was made: the line, and the short call stack down from Tensor.sum
+    const QString properties = window.findChild<tsui::PropertiesPanel*>()->toPlainText();
+    QVERIFY2(properties.contains("made at") && properties.contains("line 4") && properties.contains("lazy.py:4") &&
+                 properties.contains("Tensor.sum"),
+             qPrintable(properties));
     // the cursor on line 3 names what it made
     window.editor()->setCursorPosition(2, 0);  // QScintilla says the cursor moved from its event loop
     QTRY_VERIFY2_WITH_TIMEOUT(

@@ -1,5 +1,7 @@
 #include "panels/properties_panel.h"
 
+#include <QFileInfo>
+
 #include <QMap>
 
 #include "core/op_palette.h"
@@ -99,12 +101,27 @@ void PropertiesPanel::showNode(const GraphSpecNode& node) {
   if (node.kernelId >= 0) {
     const ts::KernelInfo* k = model_->kernel(node.kernelId);
     html += row("kernel", QString("#%1 %2").arg(node.kernelId).arg(k ? mono(esc(k->name)) : QString()));
+  } else if (node.lazy) {
+    html += row("kernel", "<span style='color:#6b7280'>none yet: lazy, not computed</span>");
   } else {
     html += row("kernel", "<span style='color:#6b7280'>none: an input buffer</span>");
   }
+  const ts::SourceStack* stack = model_->stackOf(n.uid);
+  if (stack && stack->user >= 0)
+    html += row("made at", mono(QString("line %1").arg(stack->frames[stack->user].line)));
   html += "</table>" + section(QString("Inputs (%1)").arg(n.srcs.size())) + "<table>";
   for (size_t i = 0; i < n.srcs.size(); ++i) html += row(QString::number(i), nodeSummary(n.srcs[i]));
   html += "</table>";
+  if (stack) {  // the short call stack, innermost first; the user's line in bold
+    html += section("Made by") + "<table>";
+    for (int i = 0; i < static_cast<int>(stack->frames.size()); ++i) {
+      const ts::SourceFrame& f = stack->frames[i];
+      QString where = QString("%1:%2").arg(QFileInfo(QString::fromStdString(f.file)).fileName()).arg(f.line);
+      where = i == stack->user ? "<b>" + esc(where.toStdString()) + "</b>" : esc(where.toStdString());
+      html += row(esc(f.function), mono(where));
+    }
+    html += "</table>";
+  }
   setHtml(html);
 }
 
