@@ -92,6 +92,7 @@ class Recording : public ts::SessionObserver {
       : path_(path), script_(script), streamer_(ts::new_run_info(script, text, {script}, device), path, -1) {
     observe_.emplace(this);
   }
+  bool wants_nodes() const override { return true; }  // a recording has every node with its line
   void on_event(uint64_t seq, const ts::Event& event) override {
     events_++;
     streamer_.on_event(seq, event);

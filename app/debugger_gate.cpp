@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <thread>
 
 #include "runner.h"
@@ -22,6 +23,19 @@ int update_tracing_soon(void*) {
   return 0;
 }
 
+// Asks for the GIL from a short-lived thread: the main thread's bytecode loop then stops to hand it over,
+// and runs what is pending (a queued call, a KeyboardInterrupt). Python 3.11 does not interrupt the main
+// thread for a pending call queued by another thread.
+void poke_main_thread() {
+  try {
+    std::thread([] {
+      PyGILState_STATE gil = PyGILState_Ensure();
+      PyGILState_Release(gil);
+    }).detach();
+  } catch (const std::exception&) {  // no thread (an address-space limit): the switch waits for the next stop
+  }
+}
+
 void say(ScriptOutputEvent::Stream stream, const std::string& text) {
   Session& s = Session::get();
   if (s.observed()) s.emit(ScriptOutputEvent{stream, text});
@@ -30,7 +44,10 @@ void say(ScriptOutputEvent::Stream stream, const std::string& text) {
 }  // namespace
 
 DebuggerGate::DebuggerGate(int fd, const std::string& step, const std::string& script)
-    : fd_(fd), mode_(step == "launch" ? Mode::NextLaunch : step == "stage" ? Mode::NextStop : Mode::Run), script_(script) {
+    : fd_(fd),
+      mode_(step == "launch" ? Mode::NextLaunch : step == "stage" ? Mode::NextStop : Mode::Run),
+      script_(script),
+      main_thread_(std::this_thread::get_id()) {
   g_gate = this;
 }
 
@@ -38,7 +55,7 @@ DebuggerGate::DebuggerGate(int fd, const std::string& step, const std::string& s
 
 void DebuggerGate::at_gate(const GateStop& stop) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (gone_ || evaluating_) return;  // the console's own realizes run through
+  if (gone_ || stopping_ || evaluating_) return;  // the console's own realizes run through
   if (tracing_update_pending_) {  // the engine's thread holds the GIL here: a good place to switch
     lock.unlock();
     update_line_tracing();
@@ -79,8 +96,7 @@ void DebuggerGate::on_event(uint64_t, const Event& event) {
   const auto* schedule = std::get_if<ScheduleEvent>(&event);
   if (!schedule) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  if (ops_.empty() && nodes_.empty()) return;
-  kernels_.clear();
+  kernels_.clear();  // kept also without breakpoints: one set while paused inside this schedule applies to it
   for (const KernelInfo& k : schedule->kernels) kernels_[k.id] = {k.name, k.ops, k.node_uids};
 }
 
@@ -130,18 +146,25 @@ int DebuggerGate::trace(PyObject*, PyFrameObject* frame, int what, PyObject*) {
     return 0;
   }
   const int line = PyFrame_GetLineNumber(frame);
-  if (gate->gone_ || !gate->line_breakpoint(file, line)) return 0;
+  if (gate->gone_ || gate->stopping_ || !gate->line_breakpoint(file, line)) return 0;
   lock.unlock();
   Session::get().flush_nodes();
   lock.lock();
   gate->mode_ = Mode::Run;
   const nlohmann::json where = {{"stage", "line"}, {"kernel_id", -1}, {"kernel", ""}, {"detail", ""},
                                 {"file", file}, {"line", line}};
+  gate->waiting_at_line_ = true;
   gate->wait_here(lock, where, frame);
+  gate->waiting_at_line_ = false;
+  if (gate->stopping_) {  // Stop while paused on this line: the script stops here
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    return -1;
+  }
   return 0;
 }
 
 void DebuggerGate::update_line_tracing() {
+  if (std::this_thread::get_id() != main_thread_) return;  // a script's own thread: the main one switches later
   bool want;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -157,13 +180,17 @@ void DebuggerGate::update_line_tracing() {
 
 void DebuggerGate::wait_here(std::unique_lock<std::mutex>& lock, const nlohmann::json& where, PyFrameObject* frame,
                              const GateStop* stop) {
+  if (gone_ || stopping_) return;
+  requests_.clear();  // asked for while running: they were for a pause that is over
   const std::string bytes = frame_bytes('P', where.dump());
-  if (gone_ || ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(bytes.size())) return;
+  send_all(bytes);
   resumed_ = false;
   waiting_ = true;
   while (true) {
-    wake_.wait(lock, [&] { return resumed_ || gone_ || !requests_.empty(); });
-    if (resumed_ || gone_) break;
+    // requests first, in the order they came: "evaluate" then "continue" evaluates, then continues
+    wake_.wait(lock, [&] { return resumed_ || gone_ || stopping_ || !requests_.empty(); });
+    if (gone_ || stopping_) break;
+    if (requests_.empty()) break;  // resumed
     const nlohmann::json request = requests_.front();
     requests_.erase(requests_.begin());
     lock.unlock();
@@ -172,7 +199,7 @@ void DebuggerGate::wait_here(std::unique_lock<std::mutex>& lock, const nlohmann:
           frame_bytes('D', stop && stop->buffers ? read_buffers(*stop) : R"({"kernel_id":-1,"buffers":[]})"
                                                                          "\n");
       lock.lock();
-      if (!gone_) ::send(fd_, reply.data(), reply.size(), MSG_NOSIGNAL);
+      if (!gone_) send_all(reply);
       continue;
     }
     if (frame) {
@@ -185,13 +212,23 @@ void DebuggerGate::wait_here(std::unique_lock<std::mutex>& lock, const nlohmann:
     Session::get().flush_nodes();
     lock.lock();
     // paused again at the same place: the debugger takes the console's events as done
-    if (!resumed_ && !gone_) ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    if (!resumed_ && !gone_ && !stopping_) send_all(bytes);
   }
   waiting_ = false;
   if (tracing_update_pending_) {  // breakpoints changed while paused: switch tracing before going on
     lock.unlock();
     update_line_tracing();
     lock.lock();
+  }
+}
+
+void DebuggerGate::send_all(const std::string& bytes) {
+  std::string_view rest = bytes;
+  while (!rest.empty()) {
+    const ssize_t n = ::send(fd_, rest.data(), rest.size(), MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;  // the debugger is gone: the command thread will say so
+    rest.remove_prefix(static_cast<size_t>(n));
   }
 }
 
@@ -208,6 +245,8 @@ std::string DebuggerGate::read_buffers(const GateStop& stop) {
     } else if (b.nbytes() > kMaxBufferBytes) {
       entry["note"] = "not read: " + std::to_string(b.nbytes() >> 20) + " MiB is over the inspector's " +
                       std::to_string(kMaxBufferBytes >> 20) + " MiB";
+    } else if (data.size() + b.nbytes() > kMaxFrameBytes) {
+      entry["note"] = "not read: the launch's buffers together are over " + std::to_string(kMaxFrameBytes >> 20) + " MiB";
     } else {
       const size_t at = data.size();
       data.resize(at + b.nbytes());
@@ -234,11 +273,13 @@ void DebuggerGate::evaluate(PyFrameObject* frame, const std::string& source) {
   }
   PyObject* result = code ? PyEval_EvalCode(code, globals, locals) : nullptr;
   if (!result) {
-    if (PyErr_ExceptionMatches(PyExc_SystemExit)) {
+    if (stopping_ && PyErr_ExceptionMatches(PyExc_KeyboardInterrupt)) {
+      PyErr_Clear();  // Stop during the evaluation: the script stops when the pause ends
+    } else if (PyErr_ExceptionMatches(PyExc_SystemExit)) {
       PyErr_Clear();
       say(ScriptOutputEvent::Stderr, "SystemExit in the console is ignored: Shift+F5 stops the script.\n");
     } else {
-      PyErr_Print();  // the traceback, to the script's sys.stderr
+      PyErr_PrintEx(0);  // the traceback, to the script's sys.stderr (not kept in sys.last_traceback)
     }
   } else if (locals != globals) {
     PyFrame_LocalsToFast(frame, 0);  // assignments in a function's frame reach its variables
@@ -283,8 +324,14 @@ void DebuggerGate::command(const nlohmann::json& c) {
     mode_ = Mode::NextStop;
     pause_line_ = !script_.empty();
   } else if (what == "stop") {
+    // No pause from now on. Paused on a line, the trace function raises KeyboardInterrupt there;
+    // elsewhere (running, at an engine stop, evaluating) it comes as SIGINT would.
+    stopping_ = true;
     mode_ = Mode::Run;
-    ScriptRunner::interrupt_main();  // KeyboardInterrupt at the script's next bytecode
+    if (!waiting_at_line_ || evaluating_) {
+      ScriptRunner::interrupt_main();
+      poke_main_thread();  // Python 3.11 checks for the interrupt once the main thread's loop is interrupted
+    }
     resume();
   } else if (what == "breakpoints") {
     set_breakpoints(c);
@@ -309,16 +356,13 @@ void DebuggerGate::request_tracing_update() {
   if (tracing_update_pending_) return;
   tracing_update_pending_ = true;
   Py_AddPendingCall(&update_tracing_soon, nullptr);
-  if (!waiting_)
-    std::thread([] {
-      PyGILState_STATE gil = PyGILState_Ensure();
-      PyGILState_Release(gil);
-    }).detach();
+  if (!waiting_) poke_main_thread();
 }
 
 void DebuggerGate::gone() {
   std::lock_guard<std::mutex> lock(mutex_);
   gone_ = true;
+  stopping_ = true;
   wake_.notify_all();
 }
 

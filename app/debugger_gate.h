@@ -30,12 +30,14 @@
 #pragma once
 #include <Python.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -82,13 +84,15 @@ class DebuggerGate : public GateHandler, public SessionObserver {
   // Python frame, where "evaluate" commands run (null at the engine's stops).
   void wait_here(std::unique_lock<std::mutex>& lock, const nlohmann::json& where, PyFrameObject* frame,
                  const GateStop* stop = nullptr);
+  void send_all(const std::string& bytes);  // to the debugger, all of it (a short send is retried)
   void evaluate(PyFrameObject* frame, const std::string& code);  // GIL held, mutex_ not held
   // The 'D' frame of a launch's buffers: a JSON line {"kernel_id", "stage", "buffers": [{"role": "output" |
   // "input", "index", "dtype", "numel", "bytes", "note"}]}, then each buffer's bytes (host byte order) in
   // that order. Paused before the launch, the output is not computed yet: it has no bytes and says so.
   // A buffer over kMaxBufferBytes is not sent (its note says so).
   std::string read_buffers(const GateStop& stop);
-  static constexpr size_t kMaxBufferBytes = size_t{64} << 20;  // a 'D' frame stays under FrameParser::kMaxFrame
+  static constexpr size_t kMaxBufferBytes = size_t{64} << 20;
+  static constexpr size_t kMaxFrameBytes = size_t{512} << 20;  // all of them: under FrameParser::kMaxFrame
   void set_breakpoints(const nlohmann::json& c);  // mutex_ held
   void resume();
 
@@ -99,7 +103,11 @@ class DebuggerGate : public GateHandler, public SessionObserver {
   bool waiting_ = false;     // the engine's thread waits in wait_here
   std::mutex mutex_;
   std::condition_variable wake_;
-  bool resumed_ = false, gone_ = false, evaluating_ = false;
+  bool resumed_ = false, gone_ = false;
+  std::atomic<bool> evaluating_{false};  // set by the engine's thread, read by the command thread
+  bool stopping_ = false;          // "stop" came: no more pauses, and a line pause raises KeyboardInterrupt
+  bool waiting_at_line_ = false;   // the engine's thread waits in the trace function
+  std::thread::id main_thread_;    // where PyEval_SetTrace must run (it traces the calling thread)
   std::vector<nlohmann::json> requests_;  // "evaluate" and "buffers", for the paused engine thread
 
   std::map<std::string, std::set<int>> lines_;  // file -> line breakpoints

@@ -61,7 +61,11 @@ void read_commands(int fd, DebuggerGate* gate, std::atomic<bool>* done) {
       while (parser.next(frame)) {
         if (frame.type != 'C') continue;
         const auto command = nlohmann::json::parse(frame.body, nullptr, false);
-        if (command.is_object()) gate->command(command);
+        try {
+          if (command.is_object()) gate->command(command);
+        } catch (const std::exception& e) {  // a field of the wrong type: that command is dropped, the run goes on
+          std::fprintf(stderr, "tensorscope-cli runner: a bad command was ignored: %s\n", e.what());
+        }
       }
     } catch (const RecordingError&) {
       break;  // a garbled connection: treat as gone

@@ -523,12 +523,12 @@ void MainWindow::showBuffers(int kernelId, const std::vector<ts::RecordedBuffer>
     if (k && d.role == "output" && !k->outputs.empty()) info = &k->outputs[0];
     if (k && d.role == "input" && d.index < static_cast<int>(k->inputs.size())) info = &k->inputs[d.index];
     b.name = QString("#%1 ").arg(kernelId) + (d.role == "output" ? QString("output") : QString("input %1").arg(d.index));
-    if (info) {
-      b.name += QString(" · uid %1").arg(info->node_uid);
-      b.shape = info->shape;
-    } else {
-      b.shape = {d.numel};
-    }
+    int64_t elements = 1;
+    if (info)
+      for (int64_t dim : info->shape) elements *= dim;
+    if (info) b.name += QString(" · uid %1").arg(info->node_uid);
+    // the schedule's shape, when it holds what the launch says (a damaged recording may disagree)
+    b.shape = info && elements == d.numel ? info->shape : std::vector<int64_t>{d.numel};
     b.dtype = QString::fromStdString(d.dtype);
     b.unavailable = QString::fromStdString(d.note);
     const char* p = d.bytes ? d.bytes->data() : nullptr;

@@ -267,3 +267,76 @@ def test_pause_and_a_new_breakpoint_reach_a_script_busy_in_pure_python(tmp_path)
     dbg.send(command="continue")
     assert dbg.finish() == 0
     assert "n " in dbg.output()
+
+
+LOOP = textwrap.dedent("""\
+    from tensorscope import Tensor
+    total = 0
+    for i in range(100000):
+        total += i
+    x = Tensor([1.0, 2.0, 3.0])
+    y = (x * 2).numpy()
+    z = (x + 1).numpy()
+    print("done", total)
+    """)
+
+
+def test_stop_while_paused_on_a_line_in_a_loop_ends_the_run(tmp_path):
+    dbg = FakeDebugger(tmp_path, LOOP, "--breakpoints", json.dumps({"lines": [{"file": "PATH", "line": 4}]}))
+    assert dbg.until_pause()["line"] == 4
+    dbg.send(command="stop")
+    assert dbg.until_pause() is None  # no pause at the loop's next iteration: the run ends
+    assert dbg.proc.wait(timeout=30) == 1
+    assert "done" not in dbg.output()
+
+
+def test_commands_run_in_order_and_do_not_outlive_their_pause(tmp_path):
+    dbg = FakeDebugger(tmp_path, LOOP, "--step", "launch")
+    first = dbg.until_pause()
+    assert first["stage"] == "before launch"
+    # "buffers" then "step" in one go: the buffers of this launch come, then the next pause
+    body = b"".join(struct.pack("<I", len(c) + 1) + b"C" + c for c in
+                    (json.dumps({"command": "buffers"}).encode(), json.dumps({"command": "step", "until": "launch"}).encode()))
+    dbg.conn.sendall(body)
+    kind, frame = dbg.frame()
+    while kind in ("B", "E"):
+        kind, frame = dbg.frame()
+    assert kind == "D" and json.loads(frame.split(b"\n", 1)[0])["kernel_id"] == first["kernel_id"]
+    second = dbg.until_pause()
+    assert second["kernel_id"] != first["kernel_id"]
+    # "evaluate" then "continue": the evaluation is answered where it was asked (an engine stop: the
+    # console says it works on lines), then the run goes on; nothing is left over for a later pause
+    dbg.send(command="breakpoints", lines=[{"file": dbg.path, "line": 8}])
+    body = b"".join(struct.pack("<I", len(c) + 1) + b"C" + c for c in
+                    (json.dumps({"command": "evaluate", "code": "print('late', total)"}).encode(),
+                     json.dumps({"command": "continue"}).encode()))
+    dbg.conn.sendall(body)
+    where = dbg.until_pause()
+    assert where["stage"] == "line" and where["line"] == 8
+    assert "paused on a line" in dbg.output() and "late" not in dbg.output()
+    dbg.send(command="breakpoints")
+    dbg.send(command="continue")
+    assert dbg.finish() == 0
+    assert "late" not in dbg.output()
+
+
+def test_cli_recordings_hold_the_nodes_with_their_lines(tmp_path):
+    import sqlite3
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    rec = str(tmp_path / "run.tsrec")
+    env = dict(os.environ)
+    env.pop("DEBUG", None)
+    subprocess.run([CLI, "record", str(script), "-o", rec], env=env, check=True, capture_output=True)
+    db = sqlite3.connect(rec)
+    blobs = dict(db.execute("SELECT hash, data FROM blobs"))
+    lines = set()
+    for (payload,) in db.execute("SELECT payload FROM events WHERE kind = 'nodes'"):
+        batch = json.loads(bytes(blobs[json.loads(payload)["batch"]]))
+        for n in batch["nodes"]:
+            if n["stack"] >= 0:
+                stack = batch["stacks"][n["stack"]]
+                lines.add(stack["frames"][stack["user"]][1])
+    assert {3, 4, 5, 7} <= lines
+    wheres = {json.loads(p)["where"]["line"] for (p,) in db.execute("SELECT payload FROM events WHERE kind = 'schedule'")}
+    assert wheres == {6, 8}  # the .numpy() lines

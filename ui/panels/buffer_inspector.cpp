@@ -661,6 +661,13 @@ void BufferInspector::setBuffers(std::vector<BufferContents> buffers) {
   const bool sameCount = buffers.size() == buffers_.size();
   const std::vector<int64_t> oldShape = buffer() ? buffer()->shape : std::vector<int64_t>{};
   buffers_ = std::move(buffers);
+  // values that do not fill the shape (a damaged recording) are shown flat, never read past their end
+  for (BufferContents& b : buffers_) {
+    int64_t elements = 1;
+    for (int64_t d : b.shape) elements = d < 0 ? -1 : elements * d;
+    if (!b.values.empty() && elements != static_cast<int64_t>(b.values.size()))
+      b.shape = {static_cast<int64_t>(b.values.size())};
+  }
   const int next = buffers_.empty() ? -1 : sameCount && current_ >= 0 ? current_ : 0;
   const bool keepSlice = next >= 0 && next == current_ && buffers_[next].shape == oldShape;
   current_ = next;

@@ -106,9 +106,10 @@ std::vector<NodesEvent> NodeLog::take() {
     events.push_back(build(begin, i));
     begin = i;
   }
+  static const auto kNoNodes = std::make_shared<const NodeBatch>();  // one for every frees-only event
   if (events.empty()) events.emplace_back();  // frees only
   events.back().freed_uids = std::move(freed_);
-  if (!events.back().batch) events.back().batch = std::make_shared<NodeBatch>();
+  if (!events.back().batch) events.back().batch = kNoNodes;
   created_.clear();
   freed_.clear();
   return events;

@@ -257,6 +257,9 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
     out.kind = EventKind::Nodes;
     static const NodeBatch kEmpty;
     const NodeBatch& batch = n->batch ? *n->batch : kEmpty;
+    // keyed by the batch object: bounded, since the engine rebuilds its batches after clearing its own
+    // table (a forgotten batch is encoded again; blob() still gives its blob once)
+    if (batch_hash_.size() > 8192) batch_hash_.clear();
     auto known = batch_hash_.find(n->batch.get());
     if (known == batch_hash_.end()) {
       JsonWriter b;
