@@ -95,11 +95,10 @@ bool is_row_local_expand(const Graph& g, const std::map<NodeId, std::vector<Node
 // WHERE) in one loop body, where the value is computed once. Sets *through_reduce when a chain passes a
 // reduce before the common node: then the kernel evaluates the value in more than one loop (softmax
 // reads exp(x - max) in the loop of its sum and again in the loop of its division).
-bool consumers_converge(const Graph& g, std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id,
-                        bool* through_reduce) {
+bool consumers_converge(const Graph& g, std::map<NodeId, std::vector<NodeId>>& consumers,
+                        const std::vector<NodeId>& cs, const std::set<NodeId>& targets, bool* through_reduce) {
   std::map<NodeId, int> hits;
   std::vector<std::vector<NodeId>> chains;
-  const auto& cs = consumers[id];
   for (NodeId c : cs) {
     std::set<NodeId> seen;
     std::vector<NodeId>& chain = chains.emplace_back();
@@ -108,6 +107,7 @@ bool consumers_converge(const Graph& g, std::map<NodeId, std::vector<NodeId>>& c
       if (!seen.insert(cur).second) break;
       hits[cur]++;
       chain.push_back(cur);
+      if (targets.count(cur)) break;  // a target is stored: what reads it is another kernel
       const Node& n = g[cur];
       auto it = consumers.find(cur);
       if (!(is_alu(n.op) || is_movement(n.op) || is_reduce(n.op)) || it == consumers.end() || it->second.size() != 1) break;
@@ -123,6 +123,35 @@ bool consumers_converge(const Graph& g, std::map<NodeId, std::vector<NodeId>>& c
   for (auto& [node, count] : hits)
     if (count == static_cast<int>(cs.size())) return true;
   return false;
+}
+
+// The ops that read the value of `id`: its consumers, and through chains of movement ops the consumers of
+// those (a weight gradient reshaped and permuted, then read by Adam's first- and second-moment updates, is
+// read twice: each reader inlines the movement ops and recomputes the reduction underneath). A movement
+// op that is itself a target is a reader: it is stored, so it computes the value too.
+std::vector<NodeId> value_readers(const Graph& g, std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id,
+                                  const std::set<NodeId>& targets) {
+  std::vector<NodeId> readers, stack{id};
+  std::set<NodeId> seen;
+  while (!stack.empty()) {
+    const NodeId cur = stack.back();
+    stack.pop_back();
+    for (NodeId c : consumers[cur]) {
+      if (!seen.insert(c).second) continue;
+      if (is_movement(g[c].op) && !g[c].realized() && !targets.count(c)) stack.push_back(c);
+      else readers.push_back(c);
+    }
+  }
+  return readers;
+}
+
+// "12.8 MFLOP": the work of recomputing a reduction once (its input's elements times the ALU ops fused
+// into the value: a matmul's multiply and add are 2 per element).
+std::string flops_text(int64_t flops) {
+  char text[32];
+  if (flops >= 1000000) std::snprintf(text, sizeof text, "%.1f MFLOP", static_cast<double>(flops) / 1e6);
+  else std::snprintf(text, sizeof text, "%.1f kFLOP", static_cast<double>(flops) / 1e3);
+  return text;
 }
 
 std::string kernel_name(const Graph& g, const ScheduleItem& item) {
@@ -211,6 +240,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
                                       // recomputing the value recomputes that reduction
     bool transcendental = false;      // an EXP2, LOG2, SIN or SQRT
     int64_t cost = 0;                 // ALU ops (capped)
+    int64_t reduce_elements = 0;      // the largest input of an unstored reduce (elements it sums)
   };
   std::map<NodeId, Subtree> subtree;
   auto is_input = [&](NodeId id) { return g[id].realized() || stored.count(id); };
@@ -221,6 +251,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     t.reduce = t.elementwise_reduce = is_reduce(n.op);
     t.transcendental = n.op == Op::Exp2 || n.op == Op::Log2 || n.op == Op::Sin || n.op == Op::Sqrt;
     t.cost = is_alu(n.op) || is_reduce(n.op) ? 1 : 0;
+    if (is_reduce(n.op)) t.reduce_elements = shape_numel(g[n.src[0]].shape);
     for (int i = 0; i < n.num_src; i++) {
       if (is_input(n.src[i])) continue;
       const Subtree& s = subtree[n.src[i]];
@@ -228,9 +259,10 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       t.elementwise_reduce = t.elementwise_reduce || (s.elementwise_reduce && !row_local.count(id));
       t.transcendental = t.transcendental || s.transcendental;
       t.cost = std::min<int64_t>(t.cost + s.cost, 1 << 20);
+      t.reduce_elements = std::max(t.reduce_elements, s.reduce_elements);
     }
     subtree[id] = t;
-    size_t ncons = consumers[id].size();
+    std::vector<NodeId> readers;
     bool copied = false;  // the source of a COPY must be in memory on its own device
     for (NodeId c : consumers[id]) copied = copied || g[c].op == Op::Copy;
     if (n.op == Op::Copy) {
@@ -244,13 +276,18 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     } else if (t.reduce && !is_movement(n.op) && expanded_by.count(id)) {
       stored[id] = "reduce output is expanded (broadcast) by " + expanded_by[id] +
                    ": fusing would recompute the reduction for every broadcast element";
-    } else if (bool through_reduce = false; ncons > 1 && t.reduce && !is_movement(n.op) &&
-               (!consumers_converge(g, consumers, id, &through_reduce) || (through_reduce && t.elementwise_reduce))) {
+    } else if (bool through_reduce = false; t.reduce && !is_movement(n.op) &&
+               (readers = value_readers(g, consumers, id, target_set)).size() > 1 &&
+               (!consumers_converge(g, consumers, readers, target_set, &through_reduce) || (through_reduce && t.elementwise_reduce))) {
+      // the reduction's cost, recomputed by every reader that inlines it
+      const std::string each = t.reduce_elements > 0
+                                   ? ", recomputing it costs " + flops_text(t.reduce_elements * std::max<int64_t>(t.cost, 1)) + " each"
+                                   : "";
       stored[id] = through_reduce
-                       ? "value holds a reduction per element (a matmul) and " + std::to_string(ncons) +
-                             " consumers read it in different loops of one kernel: each loop would recompute the reduction"
-                       : "value with a reduce has " + std::to_string(ncons) +
-                             " consumers: recomputing the reduction costs more than storing it";
+                       ? "value holds a reduction per element (a matmul) and " + std::to_string(readers.size()) +
+                             " readers take it in different loops of one kernel: each loop would recompute the reduction" + each
+                       : "stored: a reduction read by " + std::to_string(readers.size()) +
+                             " ops (through reshapes/permutes too)" + each + "; storing it once costs less";
     } else if (t.transcendental && !is_movement(n.op) && expand_factor[id] >= kBroadcastRecomputeLimit) {
       stored[id] = "value with EXP2/LOG2/SIN/SQRT is broadcast " + std::to_string(expand_factor[id]) + "x by " +
                    expanded_by[id] + ": computing it once per broadcast element costs more than storing it";

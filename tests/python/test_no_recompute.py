@@ -1,0 +1,130 @@
+# The scheduler never recomputes a reduction that several ops read (issue 13): an optimizer's step()
+# realizes every update in one schedule, and a weight gradient read by Adam's first- and second-moment
+# updates (through the reshapes and permutes of a matmul's backward) is stored once, not computed in
+# both kernels. Checked on the schedules themselves: one step is recorded (tensorscope's own recording,
+# docs/recording.md), and no reduce node may be fused into more than one kernel of a schedule.
+import json
+import sqlite3
+import sys
+
+import numpy as np
+import pytest
+
+import tensorscope
+from tensorscope import GlobalCounters, Tensor, nn
+from tensorscope.nn import optim
+
+_C = tensorscope._C
+
+
+def _schedules(path):
+    """Every schedule of a recording as (kernels, op of each node position)."""
+    db = sqlite3.connect(path)
+    blobs = dict(db.execute("SELECT hash, data FROM blobs"))
+    out = []
+    for (payload,) in db.execute("SELECT payload FROM events WHERE kind = 'schedule' ORDER BY seq"):
+        s = json.loads(payload)
+        if "structure" in s:  # a repeated structure: nodes are positions, which is all we need here
+            s = json.loads(bytes(blobs[s["structure"]]))
+        ops = {n["uid"]: n["op"] for n in s["nodes"]}
+        out.append((s["kernels"], ops))
+    db.close()
+    return out
+
+
+def recomputed_reduces(step, tmp_path):
+    """Runs step() once while recording; returns 'SUM in r_a, r_b' for each reduce in more than one kernel."""
+    step()  # warm-up: the second step is the steady state
+    path = str(tmp_path / "step.tsrec")
+    _C.start_recording(path, "step", "", [], sys.version)
+    try:
+        step()
+    finally:
+        _C.finish_recording("finished", 0, "")
+    found = []
+    for kernels, ops in _schedules(path):
+        where = {}
+        for k in kernels:
+            for uid in k["nodes"]:
+                if ops.get(uid) in ("SUM", "REDUCE_MAX"):
+                    where.setdefault(uid, []).append(k["name"])
+        found += [f"{ops[u]} in {', '.join(names)}" for u, names in where.items() if len(names) > 1]
+    return found
+
+
+def _train(model_fn, params, opt, x, y):
+    def step():
+        opt.zero_grad()
+        loss = model_fn(x).sparse_categorical_crossentropy(y)
+        loss.backward()
+        opt.step()
+        loss.numpy()
+    return step
+
+
+rng = np.random.default_rng(0)
+
+
+def _data(n, features, classes=10):
+    return (Tensor(rng.standard_normal((n, features), dtype=np.float32)),
+            Tensor(rng.integers(0, classes, n).astype(np.int32)))
+
+
+@pytest.mark.parametrize("make_opt", [
+    lambda p: optim.Adam(p, lr=1e-3),
+    lambda p: optim.AdamW(p, lr=1e-3, weight_decay=0.01),
+    lambda p: optim.SGD(p, lr=0.01, momentum=0.9),
+    lambda p: optim.SGD(p, lr=0.01),
+], ids=["Adam", "AdamW", "SGD-momentum", "SGD"])
+def test_linear_layers_step_recomputes_no_reduce(make_opt, tmp_path):
+    Tensor.manual_seed(0)
+    l1, l2, l3 = nn.Linear(96, 64), nn.Linear(64, 32), nn.Linear(32, 10)
+    opt = make_opt(nn.get_parameters([l1, l2, l3]))
+    x, y = _data(48, 96)
+    step = _train(lambda t: l3(l2(l1(t).relu()).relu()), None, opt, x, y)
+    assert recomputed_reduces(step, tmp_path) == []
+
+
+def test_conv2d_step_recomputes_no_reduce(tmp_path):
+    Tensor.manual_seed(0)
+    c1, c2, fc = nn.Conv2d(1, 8, 3), nn.Conv2d(8, 16, 3), nn.Linear(16 * 4 * 4, 10)
+    opt = optim.Adam(nn.get_parameters([c1, c2, fc]), lr=1e-3)
+    x = Tensor(rng.standard_normal((8, 1, 12, 12), dtype=np.float32))
+    y = Tensor(rng.integers(0, 10, 8).astype(np.int32))
+    step = _train(lambda t: fc(c2(c1(t).relu()).relu().max_pool2d().flatten(1)), None, opt, x, y)
+    assert recomputed_reduces(step, tmp_path) == []
+
+
+def test_layernorm_and_attention_step_recomputes_no_reduce(tmp_path):
+    Tensor.manual_seed(0)
+    d = 32
+    q, k, v, o = (nn.Linear(d, d) for _ in range(4))
+    ln, head = nn.LayerNorm(d), nn.Linear(d, 10)
+    params = nn.get_parameters([q, k, v, o, ln, head])
+    opt = optim.AdamW(params, lr=1e-3)
+    x = Tensor(rng.standard_normal((4, 8, d), dtype=np.float32))
+    y = Tensor(rng.integers(0, 10, 4).astype(np.int32))
+
+    def model(t):
+        h = ln(t)
+        a = q(h).scaled_dot_product_attention(k(h), v(h), is_causal=True)
+        return head((t + o(a)).mean(axis=1))
+
+    step = _train(model, params, opt, x, y)
+    assert recomputed_reduces(step, tmp_path) == []
+
+
+def test_the_reason_says_why_a_gradient_is_stored(tmp_path):
+    # the stored weight gradient's kernel says it is read by two ops and what recomputing would cost
+    Tensor.manual_seed(0)
+    lin = nn.Linear(64, 32)
+    opt = optim.Adam([lin.weight, lin.bias], lr=1e-3)
+    x, y = _data(16, 64, classes=32)
+    step = _train(lin, None, opt, x, y)
+    step()
+    path = str(tmp_path / "reasons.tsrec")
+    _C.start_recording(path, "step", "", [], sys.version)
+    step()
+    _C.finish_recording("finished", 0, "")
+    reasons = [r for kernels, _ in _schedules(path) for k in kernels for r in k["boundary_reasons"]]
+    assert any("a reduction read by 2 ops" in r and "MFLOP each" in r or "kFLOP each" in r for r in reasons), reasons
