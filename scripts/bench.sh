@@ -13,3 +13,4 @@ done
 # what watching costs: a sample plain, recorded and in the debugger; recordings' sizes and opening times
 cmake --build build -j2 --target tensorscope_gui tensorscope-cli
 PYTHONPATH=build/python /usr/bin/python3 scripts/bench_watch.py "$@" | tee out/bench-watch.txt
+PYTHONPATH=build/python /usr/bin/python3 scripts/bench_training.py "$@" | tee out/bench-training.txt  # training steps: eager, jit, PyTorch

@@ -1,0 +1,523 @@
+"""Whole training steps: Tensorscope eager, Tensorscope under @tensorscope.jit, and PyTorch eager, in one run.
+
+Rows (issue 13, item 4):
+  1. samples/cnn_digits.py's CNN (conv-BN-ReLU-pool twice, linear), batch 64 of 8x8 digits, SGD momentum 0.9,
+     cross-entropy with label smoothing 0.1;
+  2. samples/transformer_tiny.py's 2-layer decoder (dim 32, 4 heads), batch 32 of 12 tokens, Adam 3e-3;
+  3. an MLP 784-512-256-10, batch 128, AdamW (lr 1e-3, weight decay 0.01), cross-entropy.
+The models are rebuilt here as in the samples (the sample files are not run). Every contender starts from
+the same weights: PyTorch's default initialisation, copied as NumPy arrays into each Tensorscope model
+(`nn.load_state_dict`); each contender has its own model and optimizer and sees the same batch. The losses
+of the first steps must agree between PyTorch, Tensorscope eager and Tensorscope jitted (checked; a
+mismatch is printed and makes the exit status 1).
+
+A step is complete when it returns: the loss is read on the host (`.numpy()` / `.item()`), and the updated
+parameters are realized (Tensorscope's `opt.step()` realizes them; a jit replay runs all its kernels;
+PyTorch is synchronous on the CPU). Each step is timed after 3 warm-up steps (for the jit: eager call,
+capture, first replay), in alternating blocks of the three contenders so that the machine's drift falls on
+all of them; the median is reported. Threads: 1 for both (TENSORSCOPE_THREADS=1, set before importing
+tensorscope, is what sizes its thread pool, engine/src/runtime/thread_pool.cpp; torch.set_num_threads(1)).
+
+Per Tensorscope step: the kernel count (GlobalCounters.kernel_count over a step), the time spent in kernels
+(GlobalCounters.time_ms), and the slowest kernel of an eager step recorded with the engine's recorder
+(docs/recording.md; started in-process around 3 steps, the median time of each launch), with its GFLOP/s
+where the kernel is matmul-like: a SUM over a MUL (through movement ops) of two different non-constant
+operands, both broadcast (EXPAND), counted as 2 * the MUL's element count = 2*M*N*K (a conv: its
+multiply-adds), read from the schedule's node shapes; "n/a" otherwise. The same recording shows work done
+twice in a step: a reduce whose whole input graph (same ops, same input buffers) appears in more than one
+kernel. An eager step is two schedules: `loss.backward()`
+realizes the loss (the forward), `opt.step()` the gradients and the update; a reduce that the forward
+fused away (not stored) and the backward needs again is computed in both.
+
+Run: PYTHONPATH=build/python TENSORSCOPE_CACHE=build/kernel-cache /usr/bin/python3 scripts/bench_training.py [--quick]
+     [--record-dir DIR]   (keeps the recorded steps as DIR/step0.tsrec ...: open them with `tensorscope FILE`)
+"""
+import os
+import sys
+
+THREADS = 1
+os.environ.pop("OPENBLAS_CORETYPE", None)  # as scripts/bench.py: let OpenBLAS pick its best kernels
+for _var in ("TENSORSCOPE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = str(THREADS)
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+os.environ.pop("TENSORSCOPE_RECORD", None)  # this script records steps of its own, in-process
+
+import json  # noqa: E402
+import math  # noqa: E402
+import sqlite3  # noqa: E402
+import statistics  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import tensorscope  # noqa: E402
+from tensorscope import GlobalCounters, Tensor, _C, nn  # noqa: E402
+from tensorscope.nn import optim  # noqa: E402
+
+torch.set_num_threads(THREADS)
+QUICK = "--quick" in sys.argv
+BUDGET_S = 0.6 if QUICK else 2.5   # timed seconds per contender and row
+WARMUP = 3
+mismatches = []
+
+
+# ---- the models, each in Tensorscope and in PyTorch with the same attribute names -------------------------
+class CNN:
+    """samples/cnn_digits.py's model."""
+
+    def __init__(self):
+        self.conv1, self.bn1 = nn.Conv2d(1, 8, 3, padding=1, bias=False), nn.BatchNorm2d(8)
+        self.conv2, self.bn2 = nn.Conv2d(8, 16, 3, padding=1, bias=False), nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16 * 2 * 2, 10)
+
+    def __call__(self, x):
+        x = self.bn1(self.conv1(x)).relu().max_pool2d(kernel_size=(2, 2))
+        x = self.bn2(self.conv2(x)).relu().max_pool2d(kernel_size=(2, 2))
+        return self.fc(x.flatten(1))
+
+
+class TorchCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1, self.bn1 = torch.nn.Conv2d(1, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8)
+        self.conv2, self.bn2 = torch.nn.Conv2d(8, 16, 3, padding=1, bias=False), torch.nn.BatchNorm2d(16)
+        self.fc = torch.nn.Linear(16 * 2 * 2, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.bn1(self.conv1(x))), 2)
+        x = F.max_pool2d(F.relu(self.bn2(self.conv2(x))), 2)
+        return self.fc(x.flatten(1))
+
+
+L, SEP = 6, 10
+VOCAB, T = 11, 2 * L
+DIM, HEADS, LAYERS = 32, 4, 2
+
+
+class Block:
+    """samples/transformer_tiny.py's block."""
+
+    def __init__(self):
+        self.ln1, self.ln2 = nn.LayerNorm(DIM), nn.LayerNorm(DIM)
+        self.qkv = nn.Linear(DIM, 3 * DIM)
+        self.proj = nn.Linear(DIM, DIM)
+        self.fc1, self.fc2 = nn.Linear(DIM, 4 * DIM), nn.Linear(4 * DIM, DIM)
+
+    def attention(self, x):
+        B, S, _ = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = [t.reshape(B, S, HEADS, DIM // HEADS).transpose(1, 2) for t in (q, k, v)]
+        out = q.scaled_dot_product_attention(k, v, is_causal=True)
+        return self.proj(out.transpose(1, 2).reshape(B, S, DIM))
+
+    def __call__(self, x):
+        x = x + self.attention(self.ln1(x))
+        return x + self.fc2(self.fc1(self.ln2(x)).gelu())
+
+
+class TinyTransformer:
+    def __init__(self):
+        self.tok = nn.Embedding(VOCAB, DIM)
+        self.pos = nn.Embedding(T, DIM)
+        self.blocks = [Block() for _ in range(LAYERS)]
+        self.ln = nn.LayerNorm(DIM)
+        self.head = nn.Linear(DIM, VOCAB)
+        self.positions = np.arange(T, dtype=np.int32)
+
+    def __call__(self, idx):
+        x = self.tok(idx) + self.pos(Tensor(self.positions[:idx.shape[1]]))
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+class TorchBlock(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1, self.ln2 = torch.nn.LayerNorm(DIM), torch.nn.LayerNorm(DIM)
+        self.qkv = torch.nn.Linear(DIM, 3 * DIM)
+        self.proj = torch.nn.Linear(DIM, DIM)
+        self.fc1, self.fc2 = torch.nn.Linear(DIM, 4 * DIM), torch.nn.Linear(4 * DIM, DIM)
+
+    def attention(self, x):
+        B, S, _ = x.shape
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        q, k, v = [t.reshape(B, S, HEADS, DIM // HEADS).transpose(1, 2) for t in (q, k, v)]
+        if hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
+            out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:  # torch 1.13 (Debian 12): the same math spelled out
+            scores = q @ k.transpose(-2, -1) / math.sqrt(DIM // HEADS)
+            scores = scores.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
+            out = scores.softmax(-1) @ v
+        return self.proj(out.transpose(1, 2).reshape(B, S, DIM))
+
+    def forward(self, x):
+        x = x + self.attention(self.ln1(x))
+        return x + self.fc2(F.gelu(self.fc1(self.ln2(x)), approximate="tanh"))  # Tensorscope's gelu default
+
+
+class TorchTinyTransformer(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.tok = torch.nn.Embedding(VOCAB, DIM)
+        self.pos = torch.nn.Embedding(T, DIM)
+        self.blocks = torch.nn.ModuleList([TorchBlock() for _ in range(LAYERS)])
+        self.ln = torch.nn.LayerNorm(DIM)
+        self.head = torch.nn.Linear(DIM, VOCAB)
+        self.register_buffer("positions", torch.arange(T), persistent=False)
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos(self.positions[:idx.shape[1]])
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))
+
+
+class MLP:
+    def __init__(self):
+        self.l1, self.l2, self.l3 = nn.Linear(784, 512), nn.Linear(512, 256), nn.Linear(256, 10)
+
+    def __call__(self, x):
+        return self.l3(self.l2(self.l1(x).relu()).relu())
+
+
+class TorchMLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2, self.l3 = torch.nn.Linear(784, 512), torch.nn.Linear(512, 256), torch.nn.Linear(256, 10)
+
+    def forward(self, x):
+        return self.l3(F.relu(self.l2(F.relu(self.l1(x)))))
+
+
+# ---- the workloads ----------------------------------------------------------------------------------------
+def digits_batch(rng, n):
+    try:
+        from tensorscope import datasets
+        X, Y = datasets.digits()
+        idx = rng.integers(0, len(X), n)
+        return X[idx].reshape(-1, 1, 8, 8).astype(np.float32), Y[idx].astype(np.int32), "digits"
+    except FileNotFoundError:  # no python3-sklearn: random images of the same shape (timing is the same)
+        return rng.random((n, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, n).astype(np.int32), "random images"
+
+
+def reverse_batch(rng, n):
+    x = rng.integers(0, 10, size=(n, L))
+    y = x[:, ::-1]
+    inputs = np.concatenate([x, np.full((n, 1), SEP), y[:, :-1]], axis=1)
+    return inputs.astype(np.int32), np.ascontiguousarray(y, dtype=np.int32)
+
+
+def workloads():
+    rng = np.random.default_rng(0)
+    cx, cy, kind = digits_batch(rng, 64)
+    tx, ty = reverse_batch(rng, 32)
+    mx = rng.standard_normal((128, 784), dtype=np.float32)
+    my = rng.integers(0, 10, 128).astype(np.int32)
+    return [
+        dict(name="CNN digits (cnn_digits.py), b64, SGD", ts_model=CNN, torch_model=TorchCNN, x=cx, y=cy,
+             ts_opt=lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
+             torch_opt=lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
+             ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y, label_smoothing=0.1),
+             torch_loss=lambda out, y: F.cross_entropy(out, y, label_smoothing=0.1), note=f"batch of {kind}"),
+        dict(name="transformer_tiny.py, b32, Adam", ts_model=TinyTransformer, torch_model=TorchTinyTransformer,
+             x=tx, y=ty,
+             ts_opt=lambda p: optim.Adam(p, lr=3e-3), torch_opt=lambda p: torch.optim.Adam(p, lr=3e-3),
+             ts_loss=lambda out, y: out[:, L:].sparse_categorical_crossentropy(y),
+             torch_loss=lambda out, y: F.cross_entropy(out[:, L:].reshape(-1, VOCAB), y.reshape(-1)), note=""),
+        dict(name="MLP 784-512-256-10, b128, AdamW", ts_model=MLP, torch_model=TorchMLP, x=mx, y=my,
+             ts_opt=lambda p: optim.AdamW(p, lr=1e-3, weight_decay=0.01),
+             torch_opt=lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01),
+             ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
+             torch_loss=lambda out, y: F.cross_entropy(out, y), note=""),
+    ]
+
+
+def build(w, state):
+    """A Tensorscope model with the torch model's initial weights (NumPy copies) and its optimizer."""
+    model = w["ts_model"]()
+    nn.load_state_dict(model, {k: v.copy() for k, v in state.items()})
+    return model, w["ts_opt"](nn.get_parameters(model))
+
+
+# ---- timing -----------------------------------------------------------------------------------------------
+def race(fns, n):
+    """Medians (ms) of each fn in `fns` (None: skipped), timed in alternating blocks, n calls each."""
+    times = [[] for _ in fns]
+    rounds = 5 if n >= 10 else max(1, n // 2)
+    per_block = max(1, math.ceil(n / rounds))
+    for r in range(rounds):
+        order = list(range(len(fns)))
+        order = order[r % len(fns):] + order[:r % len(fns)]
+        for i in order:
+            if fns[i] is None:
+                continue
+            fns[i]()  # untimed: each contender finds its own data in the caches
+            for _ in range(per_block):
+                t0 = time.perf_counter()
+                fns[i]()
+                times[i].append((time.perf_counter() - t0) * 1e3)
+    return [statistics.median(t) if t else None for t in times]
+
+
+# ---- one recorded step: per-kernel times, FLOPs and work done twice ---------------------------------------
+def record_step(step, path, steps=3):
+    """Runs `step` `steps` times with the engine's recorder on; returns (schedules, launches) of the first
+    step, the schedules with kernel ids and node uids resolved (docs/recording.md, 'A schedule that repeats a
+    structure'), each launch's time_ms the median over the steps of the launch at its position (one launch
+    on this shared 2-core machine can take several times its usual time)."""
+    _C.start_recording(path, os.path.abspath(__file__), "", list(sys.argv), sys.version)
+    try:
+        for _ in range(steps):
+            step()
+    finally:
+        _C.finish_recording("finished", 0, "")
+    db = sqlite3.connect(path)
+    blobs = {}
+
+    def blob(h):
+        if h not in blobs:
+            blobs[h] = json.loads(db.execute("SELECT CAST(data AS TEXT) FROM blobs WHERE hash = ?", (h,)).fetchone()[0])
+        return blobs[h]
+
+    schedules, launches = [], []
+    for kind, payload in db.execute("SELECT kind, payload FROM events WHERE kind IN ('schedule', 'launch') ORDER BY seq"):
+        p = json.loads(payload)
+        if kind == "launch":
+            launches.append(p)
+            continue
+        if "structure" in p:
+            s, pos = blob(p["structure"]), p["position_uids"]
+            uid = lambda q: pos[q]  # noqa: E731
+            nodes = [dict(n, uid=uid(n["uid"]), srcs=[uid(q) for q in n["srcs"]]) for n in s["nodes"]]
+            kernels = [dict(k, id=kid, nodes=[uid(q) for q in k["nodes"]]) for k, kid in zip(s["kernels"], p["kernel_ids"])]
+        else:
+            nodes, kernels = p["nodes"], p["kernels"]
+        schedules.append({"nodes": {n["uid"]: n for n in nodes}, "kernels": kernels})
+    db.close()
+    per = len(launches) // steps
+    runs = [launches[i * per:(i + 1) * per] for i in range(steps)]
+    if per * steps != len(launches) or any([e["name"] for e in r] != [e["name"] for e in runs[0]] for r in runs):
+        raise SystemExit(f"bench_training: the {steps} recorded steps launched different kernels")
+    first_ids = {e["kernel_id"] for e in runs[0]}
+    schedules = [s for s in schedules if any(k["id"] in first_ids for k in s["kernels"])]
+    return schedules, [dict(e, time_ms=statistics.median(r[i]["time_ms"] for r in runs)) for i, e in enumerate(runs[0])]
+
+
+MOVEMENT = {"RESHAPE", "EXPAND", "PERMUTE", "PAD", "SHRINK", "FLIP"}
+
+
+def analyse(schedules):
+    """{kernel id: (name, matmul-like FLOPs or None)} and the reduces computed in more than one kernel."""
+    info, seen = {}, {}
+    for si, s in enumerate(schedules):
+        nodes = s["nodes"]
+        for ki, k in enumerate(s["kernels"]):
+            members, memo = set(k["nodes"]), {}
+
+            def sig(u):  # the node's whole input graph inside this kernel; leaves are the kernel's inputs
+                if u not in memo:
+                    n = nodes[u]
+                    memo[u] = (f"{n['op']}[{n['arg']}]{tuple(n['shape'])}(" + ",".join(sig(q) for q in n["srcs"]) + ")"
+                               if u in members else f"in#{u}")
+                return memo[u]
+
+            def strip(u):  # through movement ops inside the kernel: (the node below, broadcast on the way)
+                expanded = False
+                while u in members and nodes[u]["op"] in MOVEMENT and nodes[u]["srcs"]:
+                    expanded |= nodes[u]["op"] == "EXPAND"
+                    u = nodes[u]["srcs"][0]
+                return u, expanded
+
+            flops = 0
+            for u in k["nodes"]:
+                n = nodes[u]
+                if n["op_class"] != "reduce":
+                    continue
+                what = f"{n['op']} {tuple(nodes[n['srcs'][0]]['shape'])} -> {tuple(n['shape'])}"
+                seen.setdefault(sig(u), []).append((k["id"], k["name"], what, si))
+                below = strip(n["srcs"][0])[0] if n["op"] == "SUM" and len(n["srcs"]) == 1 else None
+                if below not in members or nodes[below]["op"] != "MUL":
+                    continue
+                mul = nodes[below]
+                (a, ea), (b, eb) = (strip(q) for q in mul["srcs"])
+                if a != b and ea and eb and all(nodes.get(q, {}).get("op_class") != "const" for q in (a, b)):
+                    flops += 2 * math.prod(mul["shape"])
+            info[k["id"]] = (k["name"], flops or None)
+    twice = [v for v in seen.values() if len({kid for kid, _, _, _ in v}) > 1]
+    return info, twice
+
+
+# ---- a row ------------------------------------------------------------------------------------------------
+def run_row(w, rec_dir):
+    torch.manual_seed(0)
+    pmodel = w["torch_model"]().train()
+    state = {k: v.detach().numpy().copy() for k, v in pmodel.state_dict().items()}
+    popt = w["torch_opt"](pmodel.parameters())
+    px, py = torch.from_numpy(w["x"]), torch.from_numpy(w["y"]).long()
+    x_np, y_np = w["x"], w["y"]
+    Tensor.training = True
+
+    def torch_step():
+        popt.zero_grad()
+        loss = w["torch_loss"](pmodel(px), py)
+        loss.backward()
+        popt.step()
+        return loss.item()
+
+    model, opt = build(w, state)
+
+    def ts_step():
+        opt.zero_grad()
+        loss = w["ts_loss"](model(Tensor(x_np)), Tensor(y_np))
+        loss.backward()
+        opt.step()  # realizes the parameters, the optimizer state and BatchNorm's running statistics
+        return float(loss.numpy())
+
+    jmodel, jopt = build(w, state)
+
+    @tensorscope.jit
+    def jit_fn(x, y):
+        jopt.zero_grad()
+        loss = w["ts_loss"](jmodel(x), y)
+        loss.backward()
+        jopt.step()
+        return loss
+
+    def jit_step():
+        return float(jit_fn(Tensor(x_np), Tensor(y_np)).numpy())
+
+    # warm-up; the losses of these steps check that the three train alike from the same weights
+    losses = {"torch": [torch_step() for _ in range(WARMUP)], "eager": [ts_step() for _ in range(WARMUP)]}
+    jit_error = None
+    try:
+        losses["jit"] = [jit_step() for _ in range(WARMUP)]
+        GlobalCounters.reset()
+        jit_step()
+        c = _C.counters()
+        if c["replayed_kernels"] == 0 or c["schedule_count"] or c["schedule_cache_hits"]:
+            jit_error = f"the jitted step did not replay ({c})"
+    except Exception as e:  # noqa: BLE001  (the row says why instead of a number)
+        jit_error = f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"[:160]
+    check = []
+    for name, ls in losses.items():
+        if name == "torch":
+            continue
+        rel = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(ls, losses["torch"]))
+        check.append(f"{name} {ls[0]:.5f}" + (f" (max rel diff over {WARMUP} steps {rel:.1e})"))
+        if abs(ls[0] - losses["torch"][0]) > 1e-3 * max(1.0, abs(losses["torch"][0])) or rel > 2e-2:
+            mismatches.append(f"{w['name']}: Tensorscope {name} losses {ls} vs PyTorch {losses['torch']}")
+    loss_line = f"first-step loss: PyTorch {losses['torch'][0]:.5f}, Tensorscope " + ", ".join(check)
+
+    # kernels per step and their time
+    def per_step(step, steps=3):
+        GlobalCounters.reset()
+        for _ in range(steps):
+            step()
+        return GlobalCounters.kernel_count / steps, GlobalCounters.time_ms / steps
+
+    eager_kernels, eager_kernel_ms = per_step(ts_step)
+    jit_kernels, jit_kernel_ms = per_step(jit_step) if jit_error is None else (None, None)
+
+    # timing: n steps each, chosen from the warm-up so that a contender takes about BUDGET_S
+    t0 = time.perf_counter()
+    ts_step()
+    one = time.perf_counter() - t0
+    n = max(5, min(200, int(BUDGET_S / max(one, 1e-4))))
+    eager_ms, jit_ms, torch_ms = race([ts_step, None if jit_error else jit_step, torch_step], n)
+
+    # recorded eager steps: the slowest kernel, its FLOPs, work done twice
+    schedules, launches = record_step(ts_step, os.path.join(rec_dir, f"step{len(rows)}.tsrec"))
+    info, twice = analyse(schedules)
+    slow = max(launches, key=lambda e: e["time_ms"])
+    flops = info.get(slow["kernel_id"], (None, None))[1]
+    gflops = f"{flops / (slow['time_ms'] * 1e-3) / 1e9:.1f}" if flops else "n/a"
+    names = {}
+    for e in launches:
+        names[e["name"]] = names.get(e["name"], 0) + 1
+    matmul_like = [(info[e["kernel_id"]][1] / (e["time_ms"] * 1e-3) / 1e9, e["name"], e["time_ms"])
+                   for e in launches if info.get(e["kernel_id"], (None, None))[1]]
+    return dict(name=w["name"], note=w["note"], eager_ms=eager_ms, jit_ms=jit_ms, torch_ms=torch_ms, n=n,
+                jit_error=jit_error, eager_kernels=eager_kernels, eager_kernel_ms=eager_kernel_ms,
+                jit_kernels=jit_kernels, jit_kernel_ms=jit_kernel_ms,
+                slow=f"{slow['name']} {slow['time_ms']:.3f} ms {gflops}", loss_line=loss_line,
+                launches=len(launches), schedules=len(schedules), twice=twice,
+                per_schedule=[len(s["kernels"]) for s in schedules],
+                same_name={k: v for k, v in names.items() if v > 1}, matmul_like=sorted(matmul_like))
+
+
+def matmul_reference(size=1024, repeats=7):
+    rng = np.random.default_rng(1)
+    a, b = (Tensor(rng.standard_normal((size, size), dtype=np.float32)) for _ in range(2))
+    (a @ b).realize()
+    best = min(_timed(lambda: (a @ b).realize()) for _ in range(repeats))
+    pa, pb = (torch.from_numpy(rng.standard_normal((size, size), dtype=np.float32)) for _ in range(2))
+    pa @ pb
+    best_torch = min(_timed(lambda: pa @ pb) for _ in range(repeats))
+    flop = 2 * size ** 3
+    return flop / best / 1e6, flop / best_torch / 1e6
+
+
+def _timed(fn):
+    t0 = time.perf_counter()
+    fn()
+    return (time.perf_counter() - t0) * 1e3
+
+
+# ---- main -------------------------------------------------------------------------------------------------
+start = time.perf_counter()
+rows = []
+with tempfile.TemporaryDirectory(prefix="tensorscope-bench-training-") as tmp:
+    rec_dir = sys.argv[sys.argv.index("--record-dir") + 1] if "--record-dir" in sys.argv else tmp
+    os.makedirs(rec_dir, exist_ok=True)
+    for w in workloads():
+        rows.append(run_row(w, rec_dir))
+        print(f"  {rows[-1]['name']}: done ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
+mm_ts, mm_torch = matmul_reference()
+
+
+def fmt(v):
+    return "-" if v is None else f"{v:.2f}" if v < 100 else f"{v:.0f}"
+
+
+print(f"\nTraining steps — 1 thread each: Tensorscope via TENSORSCOPE_THREADS={os.environ['TENSORSCOPE_THREADS']} "
+      f"(set before import), PyTorch {torch.__version__} via torch.set_num_threads({torch.get_num_threads()}); "
+      f"medians in ms after {WARMUP} warm-up steps{' (--quick)' if QUICK else ''}")
+print("ratio = PyTorch / Tensorscope (> 1: Tensorscope is faster); slowest kernel: of a recorded eager step "
+      "(median of 3 recorded steps per launch)")
+head = (f"{'model':38} | {'TS eager':>8} | {'TS jit':>8} | {'PyTorch':>7} | {'ratio eager':>11} | {'ratio jit':>9} | "
+        f"{'kernels/step':>12} | {'kernel ms/step':>14} | slowest kernel (name, ms, GFLOP/s)")
+print(head)
+print("-" * len(head))
+for r in rows:
+    jit = fmt(r["jit_ms"]) if r["jit_error"] is None else "failed"
+    rj = f"{r['torch_ms'] / r['jit_ms']:.3f}" if r["jit_error"] is None else "-"
+    kern = f"{r['eager_kernels']:g}" + (f" / {r['jit_kernels']:g}" if r["jit_kernels"] is not None else "")
+    kms = f"{r['eager_kernel_ms']:.2f}" + (f" / {r['jit_kernel_ms']:.2f}" if r["jit_kernel_ms"] is not None else "")
+    print(f"{r['name']:38} | {fmt(r['eager_ms']):>8} | {jit:>8} | {fmt(r['torch_ms']):>7} | "
+          f"{r['torch_ms'] / r['eager_ms']:>11.3f} | {rj:>9} | {kern:>12} | {kms:>14} | {r['slow']}")
+print("(kernels/step and kernel ms/step, the device time of the kernels (mean of 3 steps): eager / jit)")
+print(f"reference: 1024x1024 matmul, best of 7: Tensorscope {mm_ts:.1f} GFLOP/s, PyTorch {mm_torch:.1f} GFLOP/s")
+for r in rows:
+    print(f"\n{r['name']}: {r['n']} timed steps per contender{'; ' + r['note'] if r['note'] else ''}")
+    print(f"  {r['loss_line']}")
+    if r["jit_error"]:
+        print(f"  jit: {r['jit_error']}")
+    print(f"  recorded eager step: {r['schedules']} schedule(s) ({', '.join(map(str, r['per_schedule']))} kernels), "
+          f"{r['launches']} launches")
+    if r["matmul_like"]:
+        worst, best = r["matmul_like"][0], r["matmul_like"][-1]
+        print(f"  matmul-like kernels: {len(r['matmul_like'])}, from {worst[0]:.1f} GFLOP/s ({worst[1]}, {worst[2]:.3f} ms) "
+              f"to {best[0]:.1f} GFLOP/s ({best[1]}, {best[2]:.3f} ms)")
+    for v in r["twice"]:
+        print(f"  computed twice: {v[0][2]}, in " + ", ".join(f"{name} (#{kid}, schedule {si + 1})" for kid, name, _, si in v))
+    if r["same_name"]:
+        print("  kernel names launched more than once (same shapes, not necessarily the same work): "
+              + ", ".join(f"{k} x{v}" for k, v in r["same_name"].items()))
+print(f"\ntotal {time.perf_counter() - start:.0f} s")
+if mismatches:
+    print("\nMISMATCH: Tensorscope and PyTorch do not train alike from the same weights:\n  " + "\n  ".join(mismatches))
+    sys.exit(1)
