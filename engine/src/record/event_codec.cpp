@@ -64,6 +64,19 @@ void write_buffers(JsonWriter& w, const std::vector<BufferInfo>& buffers) {
   w.end_array();
 }
 
+// The fields a schedule's node and a node batch's node share: op, op_class, shape, dtype, srcs, arg.
+void write_node_fields(JsonWriter& w, const GraphNodeInfo& n) {
+  w.key("op").value(n.op);
+  w.key("op_class").value(n.op_class);
+  w.key("shape");
+  write_shape(w, n.shape);
+  w.key("dtype").value(n.dtype);
+  w.key("srcs").begin_array();
+  for (uint64_t u : n.srcs) w.value(u);
+  w.end_array();
+  w.key("arg").value(n.arg);
+}
+
 void write_where(JsonWriter& w, const SourceLocation& where) {
   w.key("where").begin_object();
   w.key("file").value(where.file);
@@ -79,15 +92,7 @@ void write_schedule(JsonWriter& w, const ScheduleEvent& s, bool with_where) {
   for (const GraphNodeInfo& n : s.nodes) {
     w.begin_object();
     w.key("uid").value(n.uid);
-    w.key("op").value(n.op);
-    w.key("op_class").value(n.op_class);
-    w.key("shape");
-    write_shape(w, n.shape);
-    w.key("dtype").value(n.dtype);
-    w.key("srcs").begin_array();
-    for (uint64_t u : n.srcs) w.value(u);
-    w.end_array();
-    w.key("arg").value(n.arg);
+    write_node_fields(w, n);
     w.key("kernel").value(n.kernel);
     w.end_object();
   }
@@ -123,15 +128,7 @@ void write_node_batch(JsonWriter& w, const NodeBatch& b) {
   for (size_t i = 0; i < b.nodes.size(); i++) {
     const GraphNodeInfo& n = b.nodes[i];
     w.begin_object();
-    w.key("op").value(n.op);
-    w.key("op_class").value(n.op_class);
-    w.key("shape");
-    write_shape(w, n.shape);
-    w.key("dtype").value(n.dtype);
-    w.key("srcs").begin_array();
-    for (uint64_t p : n.srcs) w.value(p);
-    w.end_array();
-    w.key("arg").value(n.arg);
+    write_node_fields(w, n);
     w.key("stack").value(b.stack[i]);
     w.end_object();
   }
@@ -359,6 +356,16 @@ std::vector<BufferInfo> buffers(const json& obj, const char* name) {
 
 constexpr int64_t kMaxId = INT32_MAX;
 
+// The fields write_node_fields writes.
+void read_node_fields(const json& n, GraphNodeInfo& info) {
+  info.op = str(n, "op");
+  info.op_class = str(n, "op_class");
+  info.shape = shape(n, "shape");
+  info.dtype = str(n, "dtype");
+  for (const json& u : array(n, "srcs")) info.srcs.push_back(uid(u));
+  info.arg = str(n, "arg");
+}
+
 // "where" is optional: recordings made before it existed lack it.
 SourceLocation read_where(const json& j) {
   if (!j.contains("where")) return {};
@@ -373,12 +380,7 @@ ScheduleEvent read_schedule(const json& j) {
   for (const json& n : array(j, "nodes")) {
     GraphNodeInfo info;
     info.uid = uid(field(n, "uid"));
-    info.op = str(n, "op");
-    info.op_class = str(n, "op_class");
-    info.shape = shape(n, "shape");
-    info.dtype = str(n, "dtype");
-    for (const json& u : array(n, "srcs")) info.srcs.push_back(uid(u));
-    info.arg = str(n, "arg");
+    read_node_fields(n, info);
     info.kernel = static_cast<int>(integer(n, "kernel", -1, kMaxId));
     s.nodes.push_back(std::move(info));
   }
@@ -418,12 +420,7 @@ NodeBatch read_node_batch(const json& j) {
   for (const json& n : array(j, "nodes")) {
     GraphNodeInfo info;
     info.uid = b.nodes.size();
-    info.op = str(n, "op");
-    info.op_class = str(n, "op_class");
-    info.shape = shape(n, "shape");
-    info.dtype = str(n, "dtype");
-    for (const json& p : array(n, "srcs")) info.srcs.push_back(uid(p));
-    info.arg = str(n, "arg");
+    read_node_fields(n, info);
     b.stack.push_back(static_cast<int>(integer(n, "stack", -1, static_cast<int64_t>(b.stacks.size()) - 1)));
     b.nodes.push_back(std::move(info));
   }
