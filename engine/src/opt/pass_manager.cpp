@@ -16,6 +16,9 @@ const std::vector<Pass>& pipeline() {
   static const std::vector<Pass> passes = {
       {"hoist_constants", "move constants to the top of the kernel, out of every loop", hoist_constants},
       {"dead_code_elimination", "drop instructions whose value is never used", dead_code_elimination},
+      {"reorder_global_loops",
+       "the output loop along which a load is contiguous goes innermost, a loop that reuses that load next to it",
+       reorder_global_loops},
       {"loop_invariant_code_motion", "compute values (and whole reductions) that do not change in a loop before it",
        loop_invariant_code_motion},
       {"upcast_global", "UPCAST: up to 32 neighbouring outputs share one pass of their reduce loop",
@@ -104,6 +107,31 @@ void reorder_instructions(ir::Kernel& kernel, const std::vector<ir::ValueId>& or
     out.push_back(in);
   }
   kernel.insts = std::move(out);
+}
+
+int64_t eval_index(const std::vector<ir::Inst>& insts, ir::ValueId v, ir::ValueId var, int64_t at, int depth) {
+  const ir::Inst& in = insts[v];
+  if (v == var) return at;
+  if (depth > 64) return 0;
+  auto s = [&](int i) { return eval_index(insts, in.src[i], var, at, depth + 1); };
+  switch (in.op) {
+    case ir::Op::Const: return static_cast<int64_t>(in.value);
+    case ir::Op::Add: return s(0) + s(1);
+    case ir::Op::Mul: return s(0) * s(1);
+    case ir::Op::Neg: return -s(0);
+    case ir::Op::IDiv: { int64_t d = s(1); return d ? s(0) / d : 0; }
+    case ir::Op::Mod: { int64_t d = s(1); return d ? s(0) % d : 0; }
+    default: return 0;  // other loops, loads: taken as 0
+  }
+}
+
+bool depends_on(const std::vector<ir::Inst>& insts, ir::ValueId v, ir::ValueId var, std::vector<int8_t>& memo) {
+  if (v == var) return true;
+  if (memo[v] >= 0) return memo[v];
+  bool d = false;
+  for (int s = 0; s < insts[v].num_src && !d; s++) d = depends_on(insts, insts[v].src[s], var, memo);
+  memo[v] = d;
+  return d;
 }
 
 }  // namespace ts

@@ -35,6 +35,7 @@ void loop_invariant_code_motion(ir::Kernel& kernel);
 void upcast_global(ir::Kernel& kernel);
 void upcast_reduce(ir::Kernel& kernel);
 void register_tile(ir::Kernel& kernel);
+void reorder_global_loops(ir::Kernel& kernel);
 void simplify(ir::Kernel& kernel);
 void fuse_multiply_add(ir::Kernel& kernel);
 void max_reduce_as_int(ir::Kernel& kernel);
@@ -44,7 +45,8 @@ void max_reduce_as_int(ir::Kernel& kernel);
 constexpr size_t kMaxUnrolledInsts = 4000;
 
 // A reduce block inside a global loop: DEFINE_ACC × n (first_acc..range-1), RANGE (reduce) at `range`,
-// a body without loops that ASSIGNs only those accumulators, END_RANGE at `end`.
+// a body that ASSIGNs only those accumulators, END_RANGE at `end`. The body has no loops but a chain of
+// perfectly nested reduce loops (a reduce over several axes: each inner END_RANGE right before the outer).
 struct ReduceBlock {
   size_t first_acc, range, end;
 };
@@ -59,6 +61,13 @@ void upcast_loop(ir::Kernel& kernel, size_t g, int u, bool side_by_side);
 
 // Index of the END_RANGE that closes the RANGE at `range` (insts.size() if unbalanced). Shared by passes.
 size_t end_of_range(const std::vector<ir::Inst>& insts, size_t range);
+
+// Value of the int32 index expression `v` with loop `var` = `at` and every other loop index (and any
+// load) taken as 0: eval_index(.., 1) - eval_index(.., 0) is the stride of an index along a loop.
+int64_t eval_index(const std::vector<ir::Inst>& insts, ir::ValueId v, ir::ValueId var, int64_t at, int depth = 0);
+// Whether value `v` reads `var`, directly or through its operands. `memo`: insts.size() entries of -1
+// at first, reused across calls with the same `var`.
+bool depends_on(const std::vector<ir::Inst>& insts, ir::ValueId v, ir::ValueId var, std::vector<int8_t>& memo);
 
 // Rebuilds `kernel` keeping instructions in `order` (old ids), renumbering operands. Shared by passes.
 void reorder_instructions(ir::Kernel& kernel, const std::vector<ir::ValueId>& order);

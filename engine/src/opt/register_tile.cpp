@@ -33,15 +33,6 @@ using ir::ValueId;
 
 constexpr int kMinAccumulators = 16;  // the inner loop must already be a vector's worth of outputs
 
-bool depends_on(const std::vector<Inst>& insts, ValueId v, ValueId var, std::vector<int8_t>& memo) {
-  if (v == var) return true;
-  if (memo[v] >= 0) return memo[v];
-  bool d = false;
-  for (int s = 0; s < insts[v].num_src && !d; s++) d = depends_on(insts, insts[v].src[s], var, memo);
-  memo[v] = d;
-  return d;
-}
-
 }  // namespace
 
 void register_tile(ir::Kernel& k) {
@@ -52,25 +43,40 @@ void register_tile(ir::Kernel& k) {
       outer = inner;
       inner = i;
     }
-  if (outer == insts.size() || insts[insts[outer].src[0]].op != Op::Const || insts[insts[inner].src[0]].op != Op::Const) return;
-  const size_t inner_end = end_of_range(insts, inner), outer_end = end_of_range(insts, outer);
+  if (inner == insts.size() || insts[insts[inner].src[0]].op != Op::Const) return;
+  const size_t inner_end = end_of_range(insts, inner);
+  const std::vector<ReduceBlock> blocks = upcastable_body(insts, inner);
+  if (blocks.size() != 1 || blocks[0].range - blocks[0].first_acc < kMinAccumulators) return;
+  // The rows of the tile: a loop that the loads of the upcast operand do not depend on. Usually the
+  // loop around the inner one; but when upcast_global unrolled its loop completely (N = 32) the inner
+  // loop itself is such a loop, and is upcast where it is.
+  auto reused_loads = [&](size_t loop) {
+    std::vector<int8_t> memo(insts.size(), -1);
+    int n = 0;
+    for (size_t x = blocks[0].range + 1; x < blocks[0].end; x++)
+      n += insts[x].op == Op::Load && !depends_on(insts, static_cast<ValueId>(x), static_cast<ValueId>(loop), memo);
+    return n;
+  };
+  auto row_factor = [&](size_t loop) {
+    const int64_t m = static_cast<int64_t>(insts[insts[loop].src[0]].value);
+    for (int u : {8, 4, 2})
+      if (m % u == 0 && (inner_end - inner) * u <= kMaxUnrolledInsts) return u;
+    return 0;
+  };
+  if (reused_loads(inner) >= kMinAccumulators) {
+    if (const int mr = row_factor(inner)) {
+      upcast_loop(k, inner, mr, /*side_by_side=*/false);
+      k.opts.push_back({ir::AppliedOpt::RegisterTile, mr});
+    }
+    return;
+  }
+  if (outer == insts.size() || insts[insts[outer].src[0]].op != Op::Const) return;
+  const size_t outer_end = end_of_range(insts, outer);
   if (outer_end != inner_end + 1) return;  // not perfectly nested: something after the inner loop
   for (size_t i = outer + 1; i < inner; i++)
     if (!is_alu(insts[i].op) && insts[i].op != Op::Const) return;  // only index arithmetic in between
-  const std::vector<ReduceBlock> blocks = upcastable_body(insts, inner);
-  if (blocks.size() != 1 || blocks[0].range - blocks[0].first_acc < kMinAccumulators) return;
-  std::vector<int8_t> memo(insts.size(), -1);
-  bool reused = false;
-  for (size_t x = blocks[0].range + 1; x < blocks[0].end; x++)
-    if (insts[x].op == Op::Load && !depends_on(insts, static_cast<ValueId>(x), static_cast<ValueId>(outer), memo)) reused = true;
-  if (!reused) return;
-  const int64_t m = static_cast<int64_t>(insts[insts[outer].src[0]].value);
-  int mr = 0;
-  for (int u : {8, 4, 2})
-    if (m % u == 0 && (inner_end - inner) * u <= kMaxUnrolledInsts) {
-      mr = u;
-      break;
-    }
+  if (reused_loads(outer) == 0) return;
+  const int mr = row_factor(outer);
   if (!mr) return;
 
   // 1. loop interchange: (constants), RANGE inner, RANGE outer, (index arithmetic), inner's body,

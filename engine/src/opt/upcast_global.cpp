@@ -29,23 +29,6 @@ using ir::ValueId;
 
 constexpr int kMaxUpcast = 32;  // two AVX-512 registers of floats
 
-// Value of an int32 index expression with loop `var` = `at` and every other loop index 0.
-int64_t eval_index(const std::vector<Inst>& insts, ValueId v, ValueId var, int64_t at, int depth = 0) {
-  const Inst& in = insts[v];
-  if (v == var) return at;
-  if (depth > 64) return 0;
-  auto s = [&](int i) { return eval_index(insts, in.src[i], var, at, depth + 1); };
-  switch (in.op) {
-    case Op::Const: return static_cast<int64_t>(in.value);
-    case Op::Add: return s(0) + s(1);
-    case Op::Mul: return s(0) * s(1);
-    case Op::Neg: return -s(0);
-    case Op::IDiv: { int64_t d = s(1); return d ? s(0) / d : 0; }
-    case Op::Mod: { int64_t d = s(1); return d ? s(0) % d : 0; }
-    default: return 0;  // other loops, loads: taken as 0
-  }
-}
-
 // Between a reduce block's DEFINE_ACCs and its RANGE: more accumulators, and values that earlier
 // passes (loop-invariant code motion) moved in front of the loop.
 bool in_block_prefix(Op op) { return op == Op::DefineAcc || op == Op::Const || op == Op::Load || is_alu(op); }
@@ -61,8 +44,16 @@ std::vector<ReduceBlock> upcastable_body(const std::vector<Inst>& insts, size_t 
       while (b.range < g_end && in_block_prefix(insts[b.range].op)) b.range++;
       if (b.range >= g_end || insts[b.range].op != Op::Range || insts[b.range].arg != 0) return {};
       b.end = end_of_range(insts, b.range);
+      // a reduce over several axes is a chain of perfectly nested reduce loops (a Linear's weight gradient
+      // sums over batch and sequence): each inner loop ends right before the loop around it
+      size_t enclosing_end = b.end;
       for (size_t x = b.range + 1; x < b.end; x++) {
-        if (insts[x].op == Op::Range || insts[x].op == Op::DefineAcc) return {};
+        if (insts[x].op == Op::Range) {
+          const size_t e = end_of_range(insts, x);
+          if (insts[x].arg != 0 || e + 1 != enclosing_end) return {};
+          enclosing_end = e;
+        }
+        if (insts[x].op == Op::DefineAcc) return {};
         if (insts[x].op == Op::Assign && (insts[x].src[0] < b.first_acc || insts[x].src[0] >= b.range)) return {};
       }
       blocks.push_back(b);
@@ -142,14 +133,24 @@ void upcast_loop(ir::Kernel& k, size_t g, int u_count, bool side_by_side) {
       size_t r = i;
       while (in_block_prefix(old[r].op)) r++;
       clone_range(i, r);                     // U copies of each accumulator (and the values before the loop)
-      size_t e = end_of_range(old, r);
-      Inst inner = old[r];                   // one shared reduce loop
-      const ValueId bound = inner.src[0];    // a constant, from before the loop or from its body
-      inner.src[0] = copies.count(bound) ? copies[bound][0] : remap[bound];
-      ValueId r2 = emit(inner);
-      copies[static_cast<ValueId>(r)] = std::vector<ValueId>(u_count, r2);
-      clone_range(r + 1, e);
-      emit(Inst{Op::EndRange, DType::Float32, 1, {r2, ir::kNone, ir::kNone}, 0, 0});
+      const size_t e = end_of_range(old, r);
+      // One shared reduce loop — or a shared chain of nested ones (upcastable_body checked that each
+      // inner loop ends right before its enclosing one); what lies between two of them is cloned.
+      std::vector<ValueId> shared;
+      for (size_t at = r, stop = e;;) {
+        Inst range = old[at];
+        const ValueId bound = range.src[0];  // a constant, from before the loop or from its body
+        range.src[0] = copies.count(bound) ? copies[bound][0] : remap[bound];
+        shared.push_back(emit(range));
+        copies[static_cast<ValueId>(at)] = std::vector<ValueId>(u_count, shared.back());
+        size_t next = at + 1;
+        while (next < stop && old[next].op != Op::Range) next++;
+        clone_range(at + 1, next);
+        if (next == stop) break;
+        stop = end_of_range(old, next);
+        at = next;
+      }
+      for (size_t s = shared.size(); s-- > 0;) emit(Inst{Op::EndRange, DType::Float32, 1, {shared[s], ir::kNone, ir::kNone}, 0, 0});
       i = e + 1;
     } else {  // a run of plain instructions up to the next reduce block or the loop's end
       size_t e = i;

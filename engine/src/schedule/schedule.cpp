@@ -291,6 +291,12 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     } else if (t.transcendental && !is_movement(n.op) && expand_factor[id] >= kBroadcastRecomputeLimit) {
       stored[id] = "value with EXP2/LOG2/SIN/SQRT is broadcast " + std::to_string(expand_factor[id]) + "x by " +
                    expanded_by[id] + ": computing it once per broadcast element costs more than storing it";
+    } else if (!t.reduce && !is_movement(n.op) && t.cost >= kBroadcastPrologueOps && expand_factor[id] >= kBroadcastPrologueReads) {
+      // a matmul's elementwise prologue (a LayerNorm recomputed in front of the weight gradient): the
+      // consumer evaluates it once per broadcast element, even register-tiled (8 rows share one value)
+      stored[id] = "value with " + std::to_string(t.cost) + " ALU ops is broadcast " + std::to_string(expand_factor[id]) +
+                   "x by " + expanded_by[id] + ": recomputing it costs " + std::to_string(t.cost * expand_factor[id]) +
+                   " ops per element, storing it one write";
     } else if (reads[id] > 1 && t.cost > kRecomputeLimit && !is_movement(n.op)) {
       stored[id] = "value is read " + std::to_string(reads[id]) + " times and has " + std::to_string(t.cost) +
                    " ALU ops (> " + std::to_string(kRecomputeLimit) + "): recomputing costs more than storing";

@@ -20,7 +20,9 @@
 //     An elementwise value with a transcendental op (EXP2, LOG2, SIN, SQRT: tens of instructions each)
 //     that a consumer reads through a broadcast of kBroadcastRecomputeLimit or more (a matmul's operand:
 //     each element is read once per output column) is stored too: the softmax gradient of a
-//     cross-entropy feeds two matmuls in the backward, and was computed 128 times per element.
+//     cross-entropy feeds two matmuls in the backward, and was computed 128 times per element. So is
+//     any elementwise value of kBroadcastPrologueOps ALU ops or more read through a broadcast of
+//     kBroadcastPrologueReads or more (a LayerNorm's output recomputed inside a weight gradient).
 //  4. A realize()/numpy() target, contiguous() and a realized buffer are always kernel boundaries.
 //  5. A device copy (COPY) is a schedule item of its own; its source is stored on the source device.
 #pragma once
@@ -33,6 +35,10 @@ namespace ts {
 
 constexpr int kRecomputeLimit = 16;  // ALU ops a multi-consumer value may hold and still be recomputed
 constexpr int kBroadcastRecomputeLimit = 8;  // reads per element above which an EXP2/LOG2/SIN/SQRT value is stored
+// An elementwise value of at least kBroadcastPrologueOps ALU ops that a consumer reads through a broadcast of
+// kBroadcastPrologueReads or more is stored (a matmul operand's prologue: x̂·γ + β read once per output column)
+constexpr int kBroadcastPrologueOps = 4;
+constexpr int kBroadcastPrologueReads = 32;
 
 struct ScheduleItem {
   std::string name;                  // E_4_4 (elementwise) or r_4_4 (with a reduce), after tinygrad
