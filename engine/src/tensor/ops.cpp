@@ -143,6 +143,38 @@ Tensor pool(const Tensor& x, const std::vector<int64_t>& k, const std::vector<in
     out.insert(out.end(), tail.begin(), tail.end());
     return out;
   };
+  // Windows that do not overlap (k <= s, no dilation: max_pool2d(2), avg_pool2d(2)): shrink to o·s,
+  // split each dim into (o, s), keep the first k of each s and move the window dims last (tinygrad's
+  // fast path). Only movement ops that never repeat an element, so the gradient is a pad and a reshape;
+  // the general path's gradient sums over every repeated copy, most of them masked off.
+  bool disjoint = true;
+  for (size_t j = 0; j < n; j++) disjoint = disjoint && k[j] <= s[j] && d[j] == 1;
+  if (disjoint) {
+    Pairs b, b2;
+    Shape sh;
+    std::vector<int64_t> order;
+    for (size_t j = 0; j < lead; j++) order.push_back(static_cast<int64_t>(j));
+    for (size_t j = 0; j < n; j++) {
+      const int64_t whole = std::min(o_[j] * s[j], i_[j]);  // the last window may end before its stride
+      b.push_back({0, whole});
+    }
+    Tensor r = x.shrink(keep(b));
+    for (size_t j = 0; j < n; j++) {
+      if (o_[j] * s[j] > i_[j]) {  // pad the last window's stride to a whole s (never read: k <= the rest)
+        Pairs p(lead + n, {0, 0});
+        p[lead + j] = {0, o_[j] * s[j] - i_[j]};
+        r = r.pad(p);
+      }
+      sh.push_back(o_[j]);
+      sh.push_back(s[j]);
+      b2.push_back({0, o_[j]});
+      b2.push_back({0, k[j]});
+    }
+    r = r.reshape(with_lead(sh)).shrink(keep(b2));
+    for (size_t j = 0; j < n; j++) order.push_back(static_cast<int64_t>(lead + 2 * j));
+    for (size_t j = 0; j < n; j++) order.push_back(static_cast<int64_t>(lead + 2 * j + 1));
+    return r.permute(order);
+  }
   // tinygrad's general path: repeat the input so that window starts can be taken by shrink+reshape
   std::vector<int64_t> f_(n), reps(lead, 1);
   for (size_t j = 0; j < n; j++) {
@@ -677,7 +709,10 @@ bool packs_panels(const Shape& x, const Shape& w, const std::string& device) {
 bool copies_transposed_w(const Shape& x, const Tensor& w) {
   if (w.device() != "C" || w.ndim() != 2 || x.size() < 2) return false;
   const Node& n = node(w);
-  const bool transposed = n.op == Op::Permute && n.arg == std::vector<int64_t>{1, 0};
+  const std::vector<int64_t> swap{1, 0};
+  // a transpose of a transpose (the backward's g @ wᵀ for w = W.T) reads W as it is stored
+  const bool transposed = n.op == Op::Permute && n.arg == swap &&
+                          !(Graph::get()[n.src[0]].op == Op::Permute && Graph::get()[n.src[0]].arg == swap);
   return transposed && w.shape()[1] >= 16 && x[x.size() - 2] >= 16;
 }
 
@@ -711,6 +746,8 @@ Tensor Tensor::matmul(const Tensor& w) const {
     const Tensor x = *this;
     return with_custom_backward({x, w}, [&] { return x.matmul(w); }, [x, w](const Tensor&, const Tensor& g) {
       const int64_t k = x.shape().back(), n = w.shape().back();
+      int64_t m = 1;  // the rows of x with its batch dims folded in (not -1: a size-0 k leaves it ambiguous)
+      for (size_t d = 0; d + 1 < x.shape().size(); d++) m *= x.shape()[d];
       Tensor dx = g.matmul(w.transpose(-1, -2));
       Tensor dw;
       if (w.ndim() != 2) {
@@ -718,9 +755,9 @@ Tensor Tensor::matmul(const Tensor& w) const {
       } else if (node(w).op == Op::Permute) {
         // w = W.T (nn.Linear): the gradient is computed as (gᵀ @ x)ᵀ, so that it is stored in W's own
         // layout and the optimizer's update reads it contiguously, not through a transpose
-        dw = g.reshape({-1, n}).transpose(0, 1).matmul(x.reshape({-1, k})).transpose(0, 1);
+        dw = g.reshape({m, n}).transpose(0, 1).matmul(x.reshape({m, k})).transpose(0, 1);
       } else {
-        dw = x.reshape({-1, k}).transpose(0, 1).matmul(g.reshape({-1, n}));
+        dw = x.reshape({m, k}).transpose(0, 1).matmul(g.reshape({m, n}));
       }
       return std::vector<Tensor>{dx, dw};
     });

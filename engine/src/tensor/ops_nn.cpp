@@ -72,8 +72,12 @@ void check_pool_input(const Tensor& x, size_t n, const char* what) {
                                 std::to_string(n) + "-d kernel");
 }
 
-Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride_,
-            const std::vector<int64_t>& dilation_, const Pairs& pads) {
+// The convolution as a composition (tinygrad's): the windows of the padded input as a view (pool), times
+// the weight broadcast over them, summed over (C_in/groups, *kernel). Its autograd through the primitives
+// works, but the gradient of pool's movement ops sums, for every input element, over every window
+// position with most terms masked off; conv() below gives it PyTorch's backward instead.
+Tensor conv_direct(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride_,
+                   const std::vector<int64_t>& dilation_, const Pairs& pads) {
   size_t n = weight.ndim() - 2;
   if (weight.ndim() < 3 || x.ndim() != weight.ndim())
     throw std::runtime_error("conv2d: input " + shape_text(x.shape()) + " and weight " + shape_text(weight.shape()) +
@@ -113,6 +117,63 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t g
   return r.add(bias->reshape(bsh));
 }
 }  // namespace
+
+// dL/dweight of conv_direct(x, weight): for each weight element, the sum over the batch and the output
+// positions of the output gradient times the input element that weight element met (PyTorch's
+// convolution_backward for the weight). g: (N, C_out, *o); returns the weight's shape (C_out, C_in/groups, *k).
+Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, int64_t groups, const std::vector<int64_t>& stride,
+                        const std::vector<int64_t>& dilation, const Pairs& pads) {
+  const size_t n = wshape.size() - 2;
+  const std::vector<int64_t> HW(wshape.begin() + 2, wshape.end());
+  const int64_t bs = x.shape()[0], cin = wshape[1], rcout = wshape[0] / groups;
+  Tensor p = pool(x.pad(full_pads(x, pads)), HW, stride, dilation);  // (N, C_in, *o, *k)
+  const Shape o(p.shape().begin() + 2, p.shape().begin() + 2 + n);
+  Shape ps{bs, groups, 1, cin}, gs{bs, groups, rcout, 1}, full{bs, groups, rcout, cin};
+  ps.insert(ps.end(), o.begin(), o.end());
+  gs.insert(gs.end(), o.begin(), o.end());
+  full.insert(full.end(), o.begin(), o.end());
+  ps.insert(ps.end(), HW.begin(), HW.end());
+  full.insert(full.end(), HW.begin(), HW.end());
+  for (size_t i = 0; i < n; i++) gs.push_back(1);
+  std::vector<int64_t> axes{0};  // the batch and the output positions
+  for (size_t i = 0; i < n; i++) axes.push_back(static_cast<int64_t>(4 + i));
+  return p.reshape(ps).expand(full).mul(g.reshape(gs).expand(full)).sum(axes).reshape(wshape);
+}
+
+// conv_direct with PyTorch's backward: the input gradient is the transposed convolution of the output
+// gradient (one direct convolution, as the forward), the weight gradient conv_weight_grad. Shapes whose
+// transposed convolution would need negative padding (padding > dilation·(k − 1)) keep the autograd of
+// the composition.
+Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride_,
+            const std::vector<int64_t>& dilation_, const Pairs& pads) {
+  if (!grad_enabled() || !(x.requires_grad() || weight.requires_grad()) || weight.ndim() < 3 || x.ndim() != weight.ndim())
+    return conv_direct(x, weight, bias, groups, stride_, dilation_, pads);
+  const size_t n = weight.ndim() - 2;
+  const auto stride = make_tuple(stride_, n, "conv2d stride"), dilation = make_tuple(dilation_, n, "conv2d dilation");
+  std::vector<int64_t> padding(2 * n), output_padding(n);
+  bool transposable = pads.size() == n;
+  for (size_t i = 0; i < n && transposable; i++) {
+    const int64_t k = weight.shape()[2 + i], span = dilation[i] * (k - 1);
+    const int64_t o = (x.shape()[2 + i] + pads[i].first + pads[i].second - span - 1) / stride[i] + 1;  // output size
+    if (o <= 0) transposable = false;
+    output_padding[i] = x.shape()[2 + i] + pads[i].first + pads[i].second - ((o - 1) * stride[i] + span + 1);
+    padding[2 * (n - 1 - i)] = pads[i].first;  // resolve_pads' order: the last dim first
+    padding[2 * (n - 1 - i) + 1] = pads[i].second;
+    transposable = transposable && pads[i].first <= span && pads[i].second <= span + output_padding[i] && output_padding[i] >= 0;
+  }
+  if (!transposable) return conv_direct(x, weight, bias, groups, stride, dilation, pads);
+  Tensor r = with_custom_backward(
+      {x, weight}, [&] { return conv_direct(x, weight, nullptr, groups, stride, dilation, pads); },
+      [x, weight, groups, stride, dilation, pads, padding, output_padding](const Tensor&, const Tensor& g) {
+        Tensor dx = g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
+        Tensor dw = conv_weight_grad(x, g, weight.shape(), groups, stride, dilation, pads);
+        return std::vector<Tensor>{dx, dw};
+      });
+  if (!bias) return r;
+  Shape bsh{1, weight.shape()[0]};
+  for (size_t i = 0; i < n; i++) bsh.push_back(1);
+  return r.add(bias->reshape(bsh));
+}
 
 Tensor Tensor::conv2d(const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride,
                       const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding) const {
