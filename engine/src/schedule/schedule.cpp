@@ -212,18 +212,22 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
   // expand_factor: how many times the consumer reads each element (the largest such broadcast).
   std::map<NodeId, std::string> expanded_by;
   std::map<NodeId, int64_t> expand_factor;
+  std::map<NodeId, std::string> padded_by;  // values read through a PAD that at least doubles them
   for (NodeId id : sched.nodes) {
     const Node& n = g[id];
     if (n.realized() || is_movement(n.op)) continue;
     for (int i = 0; i < n.num_src; i++) {
       NodeId cur = n.src[i];
       int64_t factor = 1;
+      bool padded = false;
       while (!g[cur].realized() && is_movement(g[cur].op)) {
         const int64_t in = shape_numel(g[g[cur].src[0]].shape), out = shape_numel(g[cur].shape);
         if (g[cur].op == Op::Expand && out > in && !row_local.count(cur))
           factor *= in > 0 ? out / in : 1;
+        padded = padded || (g[cur].op == Op::Pad && out >= 2 * in);
         cur = g[cur].src[0];
       }
+      if (padded && !padded_by.count(cur)) padded_by[cur] = node_label(g, id);
       if (factor > 1 && !expanded_by.count(cur)) expanded_by[cur] = node_label(g, id);
       expand_factor[cur] = std::max(expand_factor[cur], factor);
     }
@@ -276,6 +280,11 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     } else if (t.reduce && !is_movement(n.op) && expanded_by.count(id)) {
       stored[id] = "reduce output is expanded (broadcast) by " + expanded_by[id] +
                    ": fusing would recompute the reduction for every broadcast element";
+    } else if (t.reduce && !is_movement(n.op) && padded_by.count(id)) {
+      // the gradient of chunk()/split() pads each part to the whole and adds them: fused, every element
+      // of the sum would run every part's reduction loop with its loads masked off outside that part
+      stored[id] = "reduce output is padded (at least doubled) by " + padded_by[id] +
+                   ": fusing would run the reduction's loop, masked off, for every element of the padding";
     } else if (bool through_reduce = false; t.reduce && !is_movement(n.op) &&
                (readers = value_readers(g, consumers, id, target_set)).size() > 1 &&
                (!consumers_converge(g, consumers, readers, target_set, &through_reduce) || (through_reduce && t.elementwise_reduce))) {
