@@ -267,7 +267,9 @@ class Tensor {
   // Lowered as reshape + expand + mul + sum: the expand is never materialized. On the C device a large
   // 2-D w (at least 1 MiB, N a multiple of 32, x with 64 rows or more) is first copied into 32-column
   // panels, and a transposed w (x @ W.T, N and the rows of x at least 16) into a contiguous (K, N):
-  // one extra kernel each (ops.cpp: packs_panels, copies_transposed_w).
+  // one extra kernel each (ops.cpp: packs_panels, copies_transposed_w). The gradients are matmuls again
+  // (PyTorch's rule: dx = g @ wᵀ, dw = xᵀ @ g) for a 2-D w or equal batch dims; other shapes (1-D,
+  // broadcast batches) differentiate the composition.
   Tensor matmul(const Tensor& w) const;
   Tensor dot(const Tensor& w) const { return matmul(w); }
   Tensor linear(const Tensor& weight, const Tensor* bias = nullptr) const;  // weight (in, out)
@@ -277,6 +279,8 @@ class Tensor {
   // ---- neural-network ops, NCHW (ops_nn.cpp) -------------------------------------------------------
   // padding: {} = 0, {p} for every side, one per spatial dim, or flat torch order (left, right, top, bottom, ...).
   // stride/dilation: one value or one per spatial dim. The weight rank selects 1-3 spatial dims.
+  // Backward as PyTorch's convolution_backward: the input gradient is conv_transpose2d of the output
+  // gradient, the weight gradient one reduction over batch and output positions (ops_nn.cpp).
   Tensor conv2d(const Tensor& weight, const Tensor* bias = nullptr, int64_t groups = 1, const std::vector<int64_t>& stride = {1},
                 const std::vector<int64_t>& dilation = {1}, const std::vector<int64_t>& padding = {0}) const;
   Tensor conv_transpose2d(const Tensor& weight, const Tensor* bias = nullptr, int64_t groups = 1,

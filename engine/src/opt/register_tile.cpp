@@ -21,7 +21,9 @@
 //
 // It applies when the two innermost global loops are perfectly nested (only index arithmetic between
 // them), the inner one was upcast (its reduce block has at least 16 accumulators) and some load in the
-// reduce loop does not depend on the outer loop (that is the operand the tile reuses).
+// reduce loop does not depend on the outer loop (that is the operand the tile reuses). When upcast_global
+// unrolled the inner loop completely (N = 32: no loop is left for it) and the loop now innermost is one
+// that the upcast operand's loads do not depend on, that loop is the tile's rows and is upcast where it is.
 #include "opt/pass_manager.h"
 
 namespace ts {

@@ -23,6 +23,9 @@
 //     cross-entropy feeds two matmuls in the backward, and was computed 128 times per element. So is
 //     any elementwise value of kBroadcastPrologueOps ALU ops or more read through a broadcast of
 //     kBroadcastPrologueReads or more (a LayerNorm's output recomputed inside a weight gradient).
+//     A reduce read through a PAD that at least doubles it is stored: the gradient of chunk()/split()
+//     adds each part's gradient padded to the whole, and fused, every element would run every part's
+//     reduction loop with its loads masked off.
 //  4. A realize()/numpy() target, contiguous() and a realized buffer are always kernel boundaries.
 //  5. A device copy (COPY) is a schedule item of its own; its source is stored on the source device.
 #pragma once
