@@ -66,8 +66,10 @@ print(f"A @ B * 0.5 + bias: {GlobalCounters.kernel_count} kernel(s)")
 
 # ---- 5. the backward pass is two more matmuls -----------------------------------------------------
 # For loss = sum(C * G):   dL/dA = G @ B.T   and   dL/dB = A.T @ G.
-# backward() builds them from the same primitives (the gradient of an expand is a sum, the gradient
-# of a sum is an expand), and the optimizer-style realize runs them in one schedule.
+# The chain rule through the primitives gives exactly these (the gradient of an expand is a sum, the
+# gradient of a sum is an expand), but in whatever layout the forward left behind; so matmul records
+# PyTorch's rule instead, and the two gradients are matmuls of their own, with the forward's fast kernels.
+# The optimizer-style realize runs them in one schedule.
 G_np = rng.standard_normal((M, N)).astype(np.float32)
 (A @ B * Tensor(G_np)).sum().backward()
 GlobalCounters.reset()

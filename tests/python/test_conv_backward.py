@@ -6,11 +6,8 @@ import itertools
 import json
 import os
 import subprocess
-import sys
 
-import numpy as np
 import pytest
-import torch
 import torch.nn.functional as F
 
 from ops_helper import check

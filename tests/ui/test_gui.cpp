@@ -463,7 +463,8 @@ class GuiTest : public QObject {
       window.stepIntoNextStage();
     }
     QCOMPARE(stages, (QStringList{"before schedule", "before lowering", "after pass hoist_constants",
-                                  "after pass dead_code_elimination", "after pass loop_invariant_code_motion",
+                                  "after pass dead_code_elimination", "after pass reorder_global_loops",
+                                  "after pass loop_invariant_code_motion",
                                   "after pass upcast_global", "after pass register_tile", "after pass simplify",
                                   "after pass upcast_reduce", "after pass max_reduce_as_int",
                                   "after pass fuse_multiply_add", "before render C", "before compile", "before launch",

@@ -22,8 +22,6 @@
 //
 // It applies to a perfect nest of global loops (only index arithmetic between them, run before
 // loop-invariant code motion) whose innermost body holds reduce blocks (upcastable_body).
-#include <algorithm>
-
 #include "opt/pass_manager.h"
 
 namespace ts {
@@ -60,27 +58,25 @@ void reorder_global_loops(ir::Kernel& k) {
     const ValueId idx = insts[load].src[1], var = static_cast<ValueId>(loops[j]);
     return eval_index(insts, idx, var, 1) - eval_index(insts, idx, var, 0);
   };
-  // loads that are contiguous along loop j (stride 1): the candidates for the vectorized operand
-  auto contiguous_loads = [&](size_t j) {
-    std::vector<ValueId> out;
+  const size_t n = loops.size();
+  // the loads contiguous along each loop (stride 1): the candidates for the vectorized operand
+  std::vector<std::vector<ValueId>> contiguous(n);
+  for (size_t j = 0; j < n; j++)
     for (ValueId l : loads)
-      if (stride(l, j) == 1 && depends(l, j)) out.push_back(l);
-    return out;
-  };
+      if (stride(l, j) == 1 && depends(l, j)) contiguous[j].push_back(l);
   // loop j can be the vector axis when a load is contiguous along it and its bound upcasts by 16
-  auto vector_axis = [&](size_t j) { return bound(loops[j]) % 16 == 0 && !contiguous_loads(j).empty(); };
+  auto vector_axis = [&](size_t j) { return bound(loops[j]) % 16 == 0 && !contiguous[j].empty(); };
   // loop i can be the register tile's rows for vector axis j: the contiguous loads do not depend on it
   // (each is reused by every row) and some other load does
   auto row_axis = [&](size_t i, size_t j) {
     if (i == j || bound(loops[i]) % 2 != 0) return false;
     bool other = false;
-    for (ValueId l : contiguous_loads(j))
+    for (ValueId l : contiguous[j])
       if (depends(l, i)) return false;
     for (ValueId l : loads) other = other || depends(l, i);
     return other;
   };
 
-  const size_t n = loops.size();
   size_t inner = n - 1;
   if (!vector_axis(inner)) {
     inner = n;

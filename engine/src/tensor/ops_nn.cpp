@@ -76,7 +76,7 @@ void check_pool_input(const Tensor& x, size_t n, const char* what) {
 // the weight broadcast over them, summed over (C_in/groups, *kernel). Its autograd through the primitives
 // works, but the gradient of pool's movement ops sums, for every input element, over every window
 // position with most terms masked off; conv() below gives it PyTorch's backward instead.
-Tensor conv_direct(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride_,
+Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const std::vector<int64_t>& stride_,
                    const std::vector<int64_t>& dilation_, const Pairs& pads) {
   size_t n = weight.ndim() - 2;
   if (weight.ndim() < 3 || x.ndim() != weight.ndim())
@@ -110,13 +110,8 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, const Tensor* bias, in
   for (size_t i = 0; i <= n; i++) red.push_back(-1 - static_cast<int64_t>(i));
   Shape out{bs, cout};
   out.insert(out.end(), o.begin(), o.end());
-  Tensor r = xs.mul(weight.reshape(ws)).sum(red).reshape(out);
-  if (!bias) return r;
-  Shape bsh{1, cout};
-  for (size_t i = 0; i < n; i++) bsh.push_back(1);
-  return r.add(bias->reshape(bsh));
+  return xs.mul(weight.reshape(ws)).sum(red).reshape(out);
 }
-}  // namespace
 
 // dL/dweight of conv_direct(x, weight): for each weight element, the sum over the batch and the output
 // positions of the output gradient times the input element that weight element met (PyTorch's
@@ -144,10 +139,10 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
 // gradient (one direct convolution, as the forward), the weight gradient conv_weight_grad. Shapes whose
 // transposed convolution would need negative padding (padding > dilation·(k − 1)) keep the autograd of
 // the composition.
-Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride_,
-            const std::vector<int64_t>& dilation_, const Pairs& pads) {
+Tensor conv_with_backward(const Tensor& x, const Tensor& weight, int64_t groups, const std::vector<int64_t>& stride_,
+                          const std::vector<int64_t>& dilation_, const Pairs& pads) {
   if (!grad_enabled() || !(x.requires_grad() || weight.requires_grad()) || weight.ndim() < 3 || x.ndim() != weight.ndim())
-    return conv_direct(x, weight, bias, groups, stride_, dilation_, pads);
+    return conv_direct(x, weight, groups, stride_, dilation_, pads);
   const size_t n = weight.ndim() - 2;
   const auto stride = make_tuple(stride_, n, "conv2d stride"), dilation = make_tuple(dilation_, n, "conv2d dilation");
   std::vector<int64_t> padding(2 * n), output_padding(n);
@@ -161,19 +156,26 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t g
     padding[2 * (n - 1 - i) + 1] = pads[i].second;
     transposable = transposable && pads[i].first <= span && pads[i].second <= span + output_padding[i] && output_padding[i] >= 0;
   }
-  if (!transposable) return conv_direct(x, weight, bias, groups, stride, dilation, pads);
-  Tensor r = with_custom_backward(
-      {x, weight}, [&] { return conv_direct(x, weight, nullptr, groups, stride, dilation, pads); },
+  if (!transposable) return conv_direct(x, weight, groups, stride, dilation, pads);
+  return with_custom_backward(
+      {x, weight}, [&] { return conv_direct(x, weight, groups, stride, dilation, pads); },
       [x, weight, groups, stride, dilation, pads, padding, output_padding](const Tensor&, const Tensor& g) {
         Tensor dx = g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
         Tensor dw = conv_weight_grad(x, g, weight.shape(), groups, stride, dilation, pads);
         return std::vector<Tensor>{dx, dw};
       });
+}
+
+// conv_with_backward, plus the bias broadcast over the batch and the output positions
+Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride,
+            const std::vector<int64_t>& dilation, const Pairs& pads) {
+  Tensor r = conv_with_backward(x, weight, groups, stride, dilation, pads);
   if (!bias) return r;
   Shape bsh{1, weight.shape()[0]};
-  for (size_t i = 0; i < n; i++) bsh.push_back(1);
+  for (int64_t i = 2; i < weight.ndim(); i++) bsh.push_back(1);
   return r.add(bias->reshape(bsh));
 }
+}  // namespace
 
 Tensor Tensor::conv2d(const Tensor& weight, const Tensor* bias, int64_t groups, const std::vector<int64_t>& stride,
                       const std::vector<int64_t>& dilation, const std::vector<int64_t>& padding) const {
