@@ -456,7 +456,7 @@ class GuiTest : public QObject {
     QVERIFY(window.openScript(kQuickstart));
     QStringList stages;
     window.stepIntoNextStage();  // not running: starts paused at the first stop
-    for (int i = 0; i < 15; ++i) {
+    for (int i = 0; i < 16; ++i) {
       QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
       const auto& at = window.runner()->pausePoint();
       stages << (at.detail.isEmpty() ? at.stage : at.stage + " " + at.detail);
