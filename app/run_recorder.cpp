@@ -124,6 +124,12 @@ void write_manifest(const RunRecorder& rec, const std::string& dir, const std::s
     j["inputs"] = buffers(k.info.inputs);
     j["outputs"] = buffers(k.info.outputs);
     j["boundary_reasons"] = k.info.boundary_reasons;
+    json decisions = json::array();
+    for (const FusionDecision& d : k.info.fusion_decisions)
+      decisions.push_back({{"node", d.node_uid}, {"op", d.op}, {"decision", d.stored ? "stored" : "recomputed"},
+                           {"evaluations", d.evaluations}, {"flops", d.flops}, {"recompute_flops", d.recompute_flops},
+                           {"store_bytes", d.store_bytes}, {"reason", d.reason}});
+    j["fusion_decisions"] = std::move(decisions);
     // A replay has no code of its own: it ran the captured launch's program.
     const KernelCode* code = k.run.code.get();
     if (!code && k.run.replayed) {

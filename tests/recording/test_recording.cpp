@@ -190,8 +190,8 @@ ScheduleEvent sample_schedule() {
              {UINT64_MAX, "ADD", "elementwise", {4, 4}, "float32", {100, 101}, "", 0},
              {103, "SUM", "reduce", {1, 0}, "int32", {UINT64_MAX}, "axes=(0,1) «ü»", 1}};
   s.kernels = {{12, "E_4_4", "C", {101, UINT64_MAX}, {"CONST", "ADD"}, {{100, {4, 4}, "float32"}},
-                {{UINT64_MAX, {4, 4}, "float32"}}, {"output feeds a reduce", "input is a realized buffer"}},
-               {13, "r_4", "OPENCL:0", {103}, {"SUM"}, {{UINT64_MAX, {4, 4}, "float32"}}, {{103, {1, 0}, "int32"}}, {}}};
+                {{UINT64_MAX, {4, 4}, "float32"}}, {"output feeds a reduce", "input is a realized buffer"}, {}},
+               {13, "r_4", "OPENCL:0", {103}, {"SUM"}, {{UINT64_MAX, {4, 4}, "float32"}}, {{103, {1, 0}, "int32"}}, {}, {}}};
   return s;
 }
 

@@ -84,6 +84,19 @@ void PropertiesPanel::showKernel(int kernelId) {
     for (const std::string& r : k->boundary_reasons) html += "<li>" + esc(r) + "</li>";
     if (k->boundary_reasons.empty()) html += "<li style='color:#6b7280'>none reported</li>";
     html += "</ul>";
+    if (!k->fusion_decisions.empty()) {
+      // the kernelizer's cost model: values read more than once, stored or recomputed here, with its numbers
+      html += section("Fusion decisions") + "<ul style='margin-left:-20px'>";
+      for (const ts::FusionDecision& d : k->fusion_decisions)
+        html += QString("<li><b>%1</b> %2 #%3 (computed %4×, %5 FLOP once, %6 bytes to store): %7</li>")
+                    .arg(d.stored ? "stored" : "recomputed", esc(d.op))
+                    .arg(d.node_uid)
+                    .arg(d.evaluations)
+                    .arg(d.flops, 0, 'g', 3)
+                    .arg(d.store_bytes, 0, 'g', 3)
+                    .arg(esc(d.reason));
+      html += "</ul>";
+    }
   }
   setHtml(html);
 }

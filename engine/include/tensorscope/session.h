@@ -41,6 +41,20 @@ struct BufferInfo {
   std::string dtype;
 };
 
+// One decision of the kernelizer's cost model (engine/src/schedule/schedule.h, rule 3): a value that
+// several ops read, or that a consumer reads through a broadcast, is either stored once (the output of
+// a kernel) or recomputed by every kernel that reads it. The numbers are estimates for the whole value.
+struct FusionDecision {
+  uint64_t node_uid = 0;
+  std::string op;                 // the value's op ("SUM", "MUL", ...)
+  bool stored = false;            // true: a kernel's output, read from memory; false: recomputed where read
+  int64_t evaluations = 1;        // how often each element would be computed if fused: reads × broadcast
+  double flops = 0;               // FLOPs to compute the whole value once (its fused subtree)
+  double recompute_flops = 0;     // extra FLOPs if fused: (evaluations - 1) × flops
+  double store_bytes = 0;         // bytes moved if stored: one write and one read per reader
+  std::string reason;             // the rule that decided, in words, with the numbers
+};
+
 // One kernel of a schedule: the graph nodes fused into it and why it ends where it ends.
 struct KernelInfo {
   int id = -1;                    // session-wide kernel number, in launch order
@@ -51,6 +65,9 @@ struct KernelInfo {
   std::vector<BufferInfo> inputs;
   std::vector<BufferInfo> outputs;
   std::vector<std::string> boundary_reasons;  // why the kernel ends (its output is stored) and why each input is a buffer
+  // The cost model's decisions about this kernel's output (stored) and about the values it recomputes
+  // that other ops read too (recomputed); empty in recordings made before they existed.
+  std::vector<FusionDecision> fusion_decisions;
 };
 
 // Where the script made a graph node: the innermost Python frame outside the tensorscope package (the

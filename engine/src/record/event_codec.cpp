@@ -116,6 +116,20 @@ void write_schedule(JsonWriter& w, const ScheduleEvent& s, bool with_where) {
     w.key("boundary_reasons").begin_array();
     for (const std::string& r : k.boundary_reasons) w.value(r);
     w.end_array();
+    w.key("fusion_decisions").begin_array();
+    for (const FusionDecision& d : k.fusion_decisions) {
+      w.begin_object();
+      w.key("node").value(d.node_uid);
+      w.key("op").value(d.op);
+      w.key("stored").value(d.stored);
+      w.key("evaluations").value(d.evaluations);
+      w.key("flops").value(d.flops);
+      w.key("recompute_flops").value(d.recompute_flops);
+      w.key("store_bytes").value(d.store_bytes);
+      w.key("reason").value(d.reason);
+      w.end_object();
+    }
+    w.end_array();
     w.end_object();
   }
   w.end_array();
@@ -395,6 +409,12 @@ ScheduleEvent read_schedule(const json& j) {
     info.inputs = buffers(k, "inputs");
     info.outputs = buffers(k, "outputs");
     info.boundary_reasons = strings(k, "boundary_reasons");
+    // optional: recordings made before the cost model's decisions were recorded lack them
+    if (k.contains("fusion_decisions"))
+      for (const json& d : array(k, "fusion_decisions"))
+        info.fusion_decisions.push_back({uid(field(d, "node")), str(d, "op"), boolean(d, "stored"),
+                                         integer(d, "evaluations", 0, INT64_MAX), number(d, "flops"),
+                                         number(d, "recompute_flops"), number(d, "store_bytes"), str(d, "reason")});
     s.kernels.push_back(std::move(info));
   }
   for (const GraphNodeInfo& n : s.nodes)

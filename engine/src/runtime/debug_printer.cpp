@@ -32,6 +32,9 @@ class DebugPrinter : public SessionObserver {
         for (auto& op : k.ops) std::fprintf(stderr, " %s", op.c_str());
         std::fprintf(stderr, "\n");
         for (auto& r : k.boundary_reasons) std::fprintf(stderr, "    boundary: %s\n", r.c_str());
+        for (const FusionDecision& d : k.fusion_decisions)
+          std::fprintf(stderr, "    %s %s #%llu: %s\n", d.stored ? "stored" : "recomputed", d.op.c_str(),
+                       static_cast<unsigned long long>(d.node_uid), d.reason.c_str());
       }
     } else if (auto* k = std::get_if<KernelRunEvent>(&event)) {
       std::string note = k->replayed ? "  (jit replay of kernel " + std::to_string(k->replay_of) + ")"

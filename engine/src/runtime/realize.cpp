@@ -391,6 +391,7 @@ void realize(const std::vector<NodeId>& targets) {
       for (NodeId in : item.inputs) ki.inputs.push_back(buffer_info(g, in));
       ki.outputs.push_back(buffer_info(g, item.output));
       ki.boundary_reasons = item.reasons;
+      ki.fusion_decisions = item.decisions;
       ev.kernels.push_back(std::move(ki));
     }
     std::unordered_map<uint64_t, uint32_t> position_of_uid;

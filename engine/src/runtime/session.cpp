@@ -91,6 +91,7 @@ void for_each_uid(ScheduleEvent& ev, const std::function<void(uint64_t&)>& f) {
     for (uint64_t& u : k.node_uids) f(u);
     for (BufferInfo& b : k.inputs) f(b.node_uid);
     for (BufferInfo& b : k.outputs) f(b.node_uid);
+    for (FusionDecision& d : k.fusion_decisions) f(d.node_uid);
   }
 }
 

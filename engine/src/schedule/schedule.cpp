@@ -149,8 +149,17 @@ std::vector<NodeId> value_readers(const Graph& g, std::map<NodeId, std::vector<N
 // into the value: a matmul's multiply and add are 2 per element).
 std::string flops_text(int64_t flops) {
   char text[32];
-  if (flops >= 1000000) std::snprintf(text, sizeof text, "%.1f MFLOP", static_cast<double>(flops) / 1e6);
+  if (flops >= 1000000000) std::snprintf(text, sizeof text, "%.1f GFLOP", static_cast<double>(flops) / 1e9);
+  else if (flops >= 1000000) std::snprintf(text, sizeof text, "%.1f MFLOP", static_cast<double>(flops) / 1e6);
   else std::snprintf(text, sizeof text, "%.1f kFLOP", static_cast<double>(flops) / 1e3);
+  return text;
+}
+
+// "1.5 MB": the bytes a stored value moves.
+std::string bytes_text(double bytes) {
+  char text[32];
+  if (bytes >= 1e6) std::snprintf(text, sizeof text, "%.1f MB", bytes / 1e6);
+  else std::snprintf(text, sizeof text, "%.1f kB", bytes / 1e3);
   return text;
 }
 
@@ -213,6 +222,10 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
   std::map<NodeId, std::string> expanded_by;
   std::map<NodeId, int64_t> expand_factor;
   std::map<NodeId, std::string> padded_by;  // values read through a PAD that at least doubles them
+  // How often each element of a value is computed if every reader recomputes it: the sum over its
+  // readers of the broadcast each reads it through (relu reading x three times counts 3, a matmul's
+  // operand read once per output column counts the column count).
+  std::map<NodeId, int64_t> evaluations;
   for (NodeId id : sched.nodes) {
     const Node& n = g[id];
     if (n.realized() || is_movement(n.op)) continue;
@@ -230,6 +243,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       if (padded && !padded_by.count(cur)) padded_by[cur] = node_label(g, id);
       if (factor > 1 && !expanded_by.count(cur)) expanded_by[cur] = node_label(g, id);
       expand_factor[cur] = std::max(expand_factor[cur], factor);
+      evaluations[cur] = std::min<int64_t>(evaluations[cur] + factor, int64_t{1} << 40);
     }
   }
 
@@ -247,6 +261,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     int64_t reduce_elements = 0;      // the largest input of an unstored reduce (elements it sums)
   };
   std::map<NodeId, Subtree> subtree;
+  std::map<NodeId, FusionDecision> decisions;  // the cost model's, for values read more than once
   auto is_input = [&](NodeId id) { return g[id].realized() || stored.count(id); };
   for (NodeId id : sched.nodes) {
     const Node& n = g[id];
@@ -266,6 +281,16 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       t.reduce_elements = std::max(t.reduce_elements, s.reduce_elements);
     }
     subtree[id] = t;
+    // The cost model's numbers for this value (see rule 3 in schedule.h).
+    const double numel = static_cast<double>(shape_numel(n.shape));
+    const double bytes = numel * static_cast<double>(dtype_size(n.dtype));
+    FusionDecision cost;
+    cost.node_uid = n.uid;
+    cost.op = op_name(n.op);
+    cost.evaluations = std::max<int64_t>(evaluations[id], 1);
+    cost.flops = std::max(numel, static_cast<double>(t.reduce_elements)) * static_cast<double>(std::max<int64_t>(t.cost, 1));
+    cost.recompute_flops = static_cast<double>(cost.evaluations - 1) * cost.flops;
+    cost.store_bytes = bytes * static_cast<double>(1 + reads[id]);
     std::vector<NodeId> readers;
     bool copied = false;  // the source of a COPY must be in memory on its own device
     for (NodeId c : consumers[id]) copied = copied || g[c].op == Op::Copy;
@@ -306,9 +331,28 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       stored[id] = "value with " + std::to_string(t.cost) + " ALU ops is broadcast " + std::to_string(expand_factor[id]) +
                    "x by " + expanded_by[id] + ": recomputing it costs " + std::to_string(t.cost * expand_factor[id]) +
                    " ops per element, storing it one write";
-    } else if (reads[id] > 1 && t.cost > kRecomputeLimit && !is_movement(n.op)) {
+    } else if (const double extra = static_cast<double>(reads[id] - 1) * numel * static_cast<double>(t.cost);
+               reads[id] > 1 && !is_movement(n.op) && extra > kRecomputeFlopsPerByte * cost.store_bytes) {
       stored[id] = "value is read " + std::to_string(reads[id]) + " times and has " + std::to_string(t.cost) +
-                   " ALU ops (> " + std::to_string(kRecomputeLimit) + "): recomputing costs more than storing";
+                   " ALU ops per element: recomputing it costs " + flops_text(static_cast<int64_t>(extra)) +
+                   " more, storing it moves " + bytes_text(cost.store_bytes) + " (worth " +
+                   flops_text(static_cast<int64_t>(kRecomputeFlopsPerByte * cost.store_bytes)) + ")";
+    }
+    // Keep the decision about every value that would be computed more than once if fused.
+    const bool cost_decided = stored.count(id) && stored[id].rfind("output requested", 0) != 0 &&
+                              stored[id].rfind("explicit contiguous", 0) != 0 && !copied && n.op != Op::Copy;
+    if (!is_movement(n.op) && (cost.evaluations > 1 || cost_decided)) {
+      cost.stored = stored.count(id) > 0;
+      if (cost.stored) {
+        cost.reason = stored[id];
+      } else if (t.reduce) {
+        cost.reason = "recomputed: its readers meet in one kernel, which computes the reduction once (in one loop "
+                      "body, or once per row before the row's loop)";
+      } else {
+        cost.reason = "recomputed by each reader: " + flops_text(static_cast<int64_t>(cost.recompute_flops)) +
+                      " more in all, cheaper than a kernel boundary that moves " + bytes_text(cost.store_bytes);
+      }
+      decisions[id] = cost;
     }
   }
 
@@ -361,6 +405,10 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     for (NodeId n : sched.nodes)
       if (fused_set.count(n)) item.fused.push_back(n);
     item.name = kernel_name(g, item);
+    for (NodeId f : item.fused) {
+      auto d = decisions.find(f);
+      if (d != decisions.end() && (f == id || !d->second.stored)) item.decisions.push_back(d->second);
+    }
     kernel_of[id] = static_cast<int>(sched.items.size());
     sched.items.push_back(std::move(item));
   }

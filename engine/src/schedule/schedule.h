@@ -11,8 +11,10 @@
 //     then the reduce fuses as a second reduction over the same rows, and loop-invariant code motion
 //     computes it once per row. Softmax, log_softmax and layernorm are one kernel.
 //  3. A node with several consumers (reads counted through movement ops: a reshape read twice reads its
-//     source twice) is recomputed by each of them when that is cheap — it contains no reduce and at
-//     most kRecomputeLimit ALU ops — and stored otherwise. A value with a reduce whose
+//     source twice) is recomputed by each of them when that is cheap, and stored otherwise. The cost
+//     model: recomputing a value read r times costs (r - 1) × its FLOPs more; storing it costs one write
+//     and r reads of its bytes; it is stored when the FLOPs exceed kRecomputeFlopsPerByte × the bytes
+//     (for float32 read twice: more than 16 ALU ops per element). A value with a reduce whose
 //     consumers meet again in one kernel is not stored: in one loop body it is computed once (relu reads
 //     x three times), and a row's reduce broadcast along the row is computed once per row (softmax
 //     reads exp(x - max) in two loops). But a value holding a reduction per element (a matmul's output)
@@ -26,6 +28,8 @@
 //     A reduce read through a PAD that at least doubles it is stored: the gradient of chunk()/split()
 //     adds each part's gradient padded to the whole, and fused, every element would run every part's
 //     reduction loop with its loads masked off.
+//     Every such decision, stored or recomputed, is kept with its numbers (ScheduleItem::decisions, shown
+//     as "fusion_decisions" in kernels.json and in the GUI's properties).
 //  4. A realize()/numpy() target, contiguous() and a realized buffer are always kernel boundaries.
 //  5. A device copy (COPY) is a schedule item of its own; its source is stored on the source device.
 #pragma once
@@ -33,10 +37,13 @@
 #include <vector>
 
 #include "graph/graph.h"
+#include "tensorscope/session.h"
 
 namespace ts {
 
-constexpr int kRecomputeLimit = 16;  // ALU ops a multi-consumer value may hold and still be recomputed
+// A byte stored and read back is worth this many FLOPs of recomputation: with it, a float32 value read
+// twice is stored when it holds more than 16 ALU ops per element ((2 - 1) × 16 = 4/3 × 4 bytes × 3).
+constexpr double kRecomputeFlopsPerByte = 4.0 / 3.0;
 constexpr int kBroadcastRecomputeLimit = 8;  // reads per element above which an EXP2/LOG2/SIN/SQRT value is stored
 // An elementwise value of at least kBroadcastPrologueOps ALU ops that a consumer reads through a broadcast of
 // kBroadcastPrologueReads or more is stored (a matmul operand's prologue: x̂·γ + β read once per output column)
@@ -49,6 +56,8 @@ struct ScheduleItem {
   std::vector<NodeId> inputs;        // buffer-like nodes it reads (realized, or stored by an earlier kernel)
   std::vector<NodeId> fused;         // nodes computed inside the kernel, topological, output last
   std::vector<std::string> reasons;  // boundary reasons
+  // the cost model's decisions: about the output (stored) and about fused values others read too
+  std::vector<FusionDecision> decisions;  // node_uid holds the node's uid
   bool is_copy = false;              // a device-to-device copy of inputs[0], no kernel code
 };
 
