@@ -29,6 +29,16 @@ kernel. An eager step is two schedules: `loss.backward()`
 realizes the loss (the forward), `opt.step()` the gradients and the update; a reduce that the forward
 fused away (not stored) and the backward needs again is computed in both.
 
+Against the roofline (issue 13's bar): every kernel of the recorded eager step gets its FLOPs (an ALU op
+per output element of each fused elementwise node, one per input element of each reduce) and its bytes
+(each input buffer and the output once: the least traffic it can have). A kernel whose arithmetic
+intensity (FLOPs per byte) is below the machine's ridge point (best matmul GFLOP/s / memory GB/s) is
+memory-bound and its target is 50% of the measured bandwidth; otherwise 25% of the best matmul's
+GFLOP/s (the 1024x1024 matmul measured in the same run). Bandwidth: NumPy copying 128 MiB (a read and
+a write per byte), best of 5. Per row: how many launches of the step miss their target and the share of
+the step's kernel time they take, and the three worst: the ones that lose the most time against their
+target (ms - ms at target; a 1 µs kernel far below its target loses nothing worth printing).
+
 Run: PYTHONPATH=build/python TENSORSCOPE_CACHE=build/kernel-cache /usr/bin/python3 scripts/bench_training.py [--quick]
      [--record-dir DIR]   (keeps the recorded steps as DIR/step0.tsrec ...: open them with `tensorscope FILE`)
 """
@@ -310,9 +320,26 @@ def record_step(step, path, steps=3):
 MOVEMENT = {"RESHAPE", "EXPAND", "PERMUTE", "PAD", "SHRINK", "FLIP"}
 
 
+DTYPE_BYTES = {"float32": 4, "int32": 4, "float16": 2, "bool": 1}
+
+
+def kernel_cost(nodes, k):
+    """(FLOPs, bytes) of a kernel, from its schedule's node shapes (see the module docstring)."""
+    flops = 0
+    for u in k["nodes"]:
+        n = nodes[u]
+        if n["op_class"] == "elementwise":
+            flops += math.prod(n["shape"])
+        elif n["op_class"] == "reduce":
+            flops += math.prod(nodes[n["srcs"][0]]["shape"])
+    moved = sum(math.prod(b["shape"]) * DTYPE_BYTES.get(b["dtype"], 4) for b in k["inputs"] + k["outputs"])
+    return flops, moved
+
+
 def analyse(schedules):
-    """{kernel id: (name, matmul-like FLOPs or None)} and the reduces computed in more than one kernel."""
-    info, seen = {}, {}
+    """{kernel id: (name, matmul-like FLOPs or None)}, {kernel id: (FLOPs, bytes)} and the reduces computed
+    in more than one kernel."""
+    info, seen, costs = {}, {}, {}
     for si, s in enumerate(schedules):
         nodes = s["nodes"]
         for ki, k in enumerate(s["kernels"]):
@@ -332,6 +359,7 @@ def analyse(schedules):
                     u = nodes[u]["srcs"][0]
                 return u, expanded
 
+            costs[k["id"]] = kernel_cost(nodes, k)
             flops = 0
             for u in k["nodes"]:
                 n = nodes[u]
@@ -348,7 +376,7 @@ def analyse(schedules):
                     flops += 2 * math.prod(mul["shape"])
             info[k["id"]] = (k["name"], flops or None)
     twice = [v for v in seen.values() if len({kid for kid, _, _, _ in v}) > 1]
-    return info, twice
+    return info, costs, twice
 
 
 # ---- a row ------------------------------------------------------------------------------------------------
@@ -431,7 +459,7 @@ def run_row(w, rec_dir):
 
     # recorded eager steps: the slowest kernel, its FLOPs, work done twice
     schedules, launches = record_step(ts_step, os.path.join(rec_dir, f"step{len(rows)}.tsrec"))
-    info, twice = analyse(schedules)
+    info, costs, twice = analyse(schedules)
     slow = max(launches, key=lambda e: e["time_ms"])
     flops = info.get(slow["kernel_id"], (None, None))[1]
     gflops = f"{flops / (slow['time_ms'] * 1e-3) / 1e9:.1f}" if flops else "n/a"
@@ -446,7 +474,32 @@ def run_row(w, rec_dir):
                 slow=f"{slow['name']} {slow['time_ms']:.3f} ms {gflops}", loss_line=loss_line,
                 launches=len(launches), schedules=len(schedules), twice=twice,
                 per_schedule=[len(s["kernels"]) for s in schedules],
-                same_name={k: v for k, v in names.items() if v > 1}, matmul_like=sorted(matmul_like))
+                same_name={k: v for k, v in names.items() if v > 1}, matmul_like=sorted(matmul_like),
+                costs=[(e["name"], e["time_ms"]) + costs.get(e["kernel_id"], (0, 0)) for e in launches])
+
+
+def memory_bandwidth(mib=128, repeats=5):
+    """GB/s of NumPy copying `mib` MiB on one thread (a read and a write per byte), best of `repeats`."""
+    a = np.ones(mib * 2**20 // 4, dtype=np.float32)
+    b = np.empty_like(a)
+    np.copyto(b, a)
+    best = min(_timed(lambda: np.copyto(b, a)) for _ in range(repeats))
+    return 2 * a.nbytes / (best * 1e-3) / 1e9
+
+
+def roofline(costs, peak_gflops, bandwidth):
+    """Each launch against its target: [(ms lost, fraction of target, name, ms, GFLOP/s, GB/s, bound)], the most
+    time lost first (ms lost = ms - ms at the target, 0 when the kernel meets it)."""
+    ridge = peak_gflops / bandwidth  # FLOPs per byte where the two limits meet
+    out = []
+    for name, ms, flops, moved in costs:
+        if ms <= 0:
+            continue
+        gflops, gbs = flops / (ms * 1e-3) / 1e9, moved / (ms * 1e-3) / 1e9
+        memory_bound = moved > 0 and flops / moved < ridge
+        frac = gbs / (0.5 * bandwidth) if memory_bound else gflops / (0.25 * peak_gflops)
+        out.append((ms * max(0.0, 1 - frac), frac, name, ms, gflops, gbs, "memory" if memory_bound else "compute"))
+    return sorted(out, key=lambda x: -x[0])
 
 
 def matmul_reference(size=1024, repeats=7):
@@ -477,6 +530,7 @@ with tempfile.TemporaryDirectory(prefix="tensorscope-bench-training-") as tmp:
         rows.append(run_row(w, rec_dir))
         print(f"  {rows[-1]['name']}: done ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
 mm_ts, mm_torch = matmul_reference()
+bandwidth = memory_bandwidth()
 
 
 def fmt(v):
@@ -500,7 +554,9 @@ for r in rows:
     print(f"{r['name']:38} | {fmt(r['eager_ms']):>8} | {jit:>8} | {fmt(r['torch_ms']):>7} | "
           f"{r['torch_ms'] / r['eager_ms']:>11.3f} | {rj:>9} | {kern:>12} | {kms:>14} | {r['slow']}")
 print("(kernels/step and kernel ms/step, the device time of the kernels (mean of 3 steps): eager / jit)")
-print(f"reference: 1024x1024 matmul, best of 7: Tensorscope {mm_ts:.1f} GFLOP/s, PyTorch {mm_torch:.1f} GFLOP/s")
+print(f"reference: 1024x1024 matmul, best of 7: Tensorscope {mm_ts:.1f} GFLOP/s, PyTorch {mm_torch:.1f} GFLOP/s; "
+      f"memory: NumPy copy {bandwidth:.1f} GB/s; targets: compute-bound kernels >= {0.25 * mm_ts:.1f} GFLOP/s, "
+      f"memory-bound (< {mm_ts / bandwidth:.1f} FLOP/byte) >= {0.5 * bandwidth:.1f} GB/s")
 for r in rows:
     print(f"\n{r['name']}: {r['n']} timed steps per contender{'; ' + r['note'] if r['note'] else ''}")
     print(f"  {r['loss_line']}")
@@ -512,6 +568,14 @@ for r in rows:
         worst, best = r["matmul_like"][0], r["matmul_like"][-1]
         print(f"  matmul-like kernels: {len(r['matmul_like'])}, from {worst[0]:.1f} GFLOP/s ({worst[1]}, {worst[2]:.3f} ms) "
               f"to {best[0]:.1f} GFLOP/s ({best[1]}, {best[2]:.3f} ms)")
+    roof = roofline(r["costs"], mm_ts, bandwidth)
+    below = [x for x in roof if x[1] < 1]
+    total_ms = sum(x[3] for x in roof) or 1
+    print(f"  roofline: {len(below)} of {len(roof)} launches below target, {100 * sum(x[3] for x in below) / total_ms:.0f}% "
+          f"of the step's kernel time; the three that lose the most time against it:")
+    for lost, frac, name, ms, gflops, gbs, bound in roof[:3]:
+        print(f"    {name:28} {ms:8.3f} ms  {gflops:6.1f} GFLOP/s  {gbs:6.1f} GB/s  {bound}-bound, "
+              f"{100 * frac:.0f}% of target, {lost:.3f} ms lost")
     for v in r["twice"]:
         print(f"  computed twice: {v[0][2]}, in " + ", ".join(f"{name} (#{kid}, schedule {si + 1})" for kid, name, _, si in v))
     if r["same_name"]:
