@@ -325,12 +325,17 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     } else if (t.transcendental && !is_movement(n.op) && expand_factor[id] >= kBroadcastRecomputeLimit) {
       stored[id] = "value with EXP2/LOG2/SIN/SQRT is broadcast " + std::to_string(expand_factor[id]) + "x by " +
                    expanded_by[id] + ": computing it once per broadcast element costs more than storing it";
-    } else if (!t.reduce && !is_movement(n.op) && t.cost >= kBroadcastPrologueOps && expand_factor[id] >= kBroadcastPrologueReads) {
-      // a matmul's elementwise prologue (a LayerNorm recomputed in front of the weight gradient): the
-      // consumer evaluates it once per broadcast element, even register-tiled (8 rows share one value)
-      stored[id] = "value with " + std::to_string(t.cost) + " ALU ops is broadcast " + std::to_string(expand_factor[id]) +
-                   "x by " + expanded_by[id] + ": recomputing it costs " + std::to_string(t.cost * expand_factor[id]) +
-                   " ops per element, storing it one write";
+    } else if (!t.reduce && !is_movement(n.op) && t.cost >= kBroadcastPrologueOps && expand_factor[id] > 1 &&
+               cost.recompute_flops > kRecomputeFlopsPerByte * cost.store_bytes) {
+      // an elementwise prologue read through a broadcast (a LayerNorm recomputed in front of a weight
+      // gradient, a convolution's output gradient read once per kernel tap): the consumer evaluates it
+      // once per broadcast element
+      stored[id] = "value with " + std::to_string(t.cost) + " ALU ops per element is broadcast " +
+                   std::to_string(expand_factor[id]) + "x by " + expanded_by[id] + ": computed " +
+                   std::to_string(cost.evaluations) + " times per element, recomputing it costs " +
+                   flops_text(static_cast<int64_t>(cost.recompute_flops)) + " more, storing it moves " +
+                   bytes_text(cost.store_bytes) + " (worth " +
+                   flops_text(static_cast<int64_t>(kRecomputeFlopsPerByte * cost.store_bytes)) + ")";
     } else if (const double extra = static_cast<double>(reads[id] - 1) * numel * static_cast<double>(t.cost);
                reads[id] > 1 && !is_movement(n.op) && extra > kRecomputeFlopsPerByte * cost.store_bytes) {
       stored[id] = "value is read " + std::to_string(reads[id]) + " times and has " + std::to_string(t.cost) +
