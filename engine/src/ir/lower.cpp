@@ -28,8 +28,15 @@ class Lowerer {
       slot_[item_.inputs[i]] = static_cast<int>(i + 1);
     }
     ValueId out_buf = b_.global(0, out.dtype);
+    // A reshape keeps the row-major order of the elements, so a kernel whose output is a reshape of what
+    // it computes loops over the computed shape and stores at the same flat positions: a matmul's
+    // (C_out, C_in·K) result stored as a (C_out, C_in, kh, kw) weight gradient keeps its one 72-long
+    // output axis (which can be vectorized) instead of three short ones.
+    NodeId root = item_.output;
+    while (g[root].op == Op::Reshape && !is_input(root)) root = g[root].src[0];
+    const Shape& loop_shape = g[root].shape;
     std::vector<ValueId> idx, loops;
-    for (int64_t d : out.shape) {
+    for (int64_t d : loop_shape) {
       if (d == 1) {
         idx.push_back(b_.cint(0));
       } else {
@@ -37,8 +44,8 @@ class Lowerer {
         idx.push_back(loops.back());
       }
     }
-    ValueId value = value_of(item_.output, idx, kNone);
-    b_.store(out_buf, linear(idx, out.shape), value);
+    ValueId value = value_of(root, idx, kNone);
+    b_.store(out_buf, linear(idx, loop_shape), value);
     for (size_t i = loops.size(); i-- > 0;) b_.end_range(loops[i]);
   }
 
