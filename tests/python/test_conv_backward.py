@@ -27,6 +27,13 @@ GRID = [
     ((1, 16, 6, 6), (16, 16, 3, 3), dict(padding=1)),  # channels >= 16
     ((2, 3, 9), (4, 3, 3), dict(padding=1, stride=2)),  # 1-d
     ((1, 2, 4, 5, 4), (2, 2, 2, 3, 2), dict(padding=1)),  # 3-d
+    # >= 1 MFLOP with one group: computed as matmuls over im2col (ops_nn.cpp, kIm2colMinFlops), the output
+    # channels as the vector axis (C_out >= 16) or the positions (C_out = 8, an input gradient into 8 channels)
+    ((4, 16, 9, 11), (32, 16, 3, 3), dict(padding=1)),
+    ((8, 16, 8, 8), (8, 16, 3, 3), dict(padding=1)),
+    ((3, 16, 13, 12), (24, 16, 5, 3), dict(stride=2, padding=(2, 1), dilation=(1, 2))),
+    ((2, 24, 300), (16, 24, 7), dict(padding=3, stride=3)),  # 1-d
+    ((2, 8, 6, 7, 5), (16, 8, 3, 3, 3), dict(padding=1)),  # 3-d
 ]
 
 
@@ -89,3 +96,31 @@ def test_linear_weight_gradient_is_register_tiled(tmp_path):
     assert len(grads) == 1, [k["name"] for k in kernels]
     header = (out / grads[0]["ir"]).read_text().splitlines()[0]
     assert "UPCAST_GLOBAL" in header and "REGISTER_TILE" in header, header
+
+
+def test_convolution_backward_is_matmuls_over_im2col(tmp_path):
+    # cnn_digits' second convolution (8 -> 16 channels, 3x3, 64 images of 4x4): the forward, the input
+    # gradient and the weight gradient each read the windows copied once (im2col) and run as register-tiled
+    # matmuls; read in place, the window view put a div/mod per element in the inner loop (3 GFLOP/s)
+    script = tmp_path / "conv.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from tensorscope import Tensor, nn\n"
+        "c = nn.Conv2d(8, 16, 3, padding=1, bias=False)\n"
+        "x = Tensor(np.random.default_rng(0).standard_normal((64, 8, 4, 4)).astype(np.float32), requires_grad=True)\n"
+        "c(x).relu().sum().backward()\n"
+        "Tensor.realize(x.grad, c.weight.grad)\n")
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cli = os.path.join(os.environ.get("TS_BUILD_DIR", os.path.join(repo, "build")), "bin", "tensorscope-cli")
+    if not os.path.exists(cli):
+        pytest.skip("tensorscope-cli is not built")
+    out = tmp_path / "out"
+    r = subprocess.run([cli, "run", str(script), "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    kernels = {k["name"]: k for k in json.loads((out / "kernels.json").read_text())["kernels"]}
+    # forward (N*O, C_in*K) @ (C_in*K, C_out); input gradient (C_out=8, C_in*K=144) @ (144, N*O);
+    # weight gradient (C_out, N*O) @ (N*O, C_in*K)
+    for name in ("r_1024_16_72", "r_8_1024_144", "r_16_72_1024"):
+        assert name in kernels, sorted(kernels)
+        header = (out / kernels[name]["ir"]).read_text().splitlines()[0]
+        assert "UPCAST" in header, header

@@ -130,9 +130,7 @@ def test_layernorm_and_conv2d_kernel_counts():
     y.sum().backward()
     GlobalCounters.reset()
     x.grad.realize(w.grad)
-    # the input gradient: one kernel (a transposed convolution); the weight gradient: the windows copied
-    # once (im2col), the output gradient copied to (C_out, N*O), and one matmul
-    assert GlobalCounters.kernel_count == 4
+    assert GlobalCounters.kernel_count == 2  # one kernel per gradient (too small for im2col: ops_nn.cpp)
 
 
 def test_mlp_train_step_kernel_count():

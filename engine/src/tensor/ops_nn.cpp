@@ -76,6 +76,41 @@ void check_pool_input(const Tensor& x, size_t n, const char* what) {
 // the weight broadcast over them, summed over (C_in/groups, *kernel). Its autograd through the primitives
 // works, but the gradient of pool's movement ops sums, for every input element, over every window
 // position with most terms masked off; conv() below gives it PyTorch's backward instead.
+// im2col (Chellapilla et al. 2006, "High Performance Convolutional Neural Networks for Document
+// Processing"; PyTorch's CPU convolutions do the same): the windows of pool()'s (N, C_in, *o, *k) view
+// copied once into a (N·O, C_in·K) matrix — or (C_in·K, N·O) when `transposed` — so that a convolution and
+// its weight gradient are matmuls and get the register-tiled, vectorized matmul code. Read in place, the
+// window view costs a div/mod per element and its output axes are too short to vectorize.
+Tensor im2col(const Tensor& windows, size_t spatial_dims, bool transposed = false) {
+  const Shape& s = windows.shape();
+  int64_t positions = s[0], taps = s[1];
+  std::vector<int64_t> position_axes{0}, tap_axes{1};  // (N, *o) and (C_in, *k)
+  for (size_t i = 0; i < spatial_dims; i++) {
+    position_axes.push_back(static_cast<int64_t>(2 + i));
+    tap_axes.push_back(static_cast<int64_t>(2 + spatial_dims + i));
+    positions *= s[2 + i];
+    taps *= s[2 + spatial_dims + i];
+  }
+  std::vector<int64_t> order = transposed ? tap_axes : position_axes;
+  const std::vector<int64_t>& second = transposed ? position_axes : tap_axes;
+  order.insert(order.end(), second.begin(), second.end());
+  return windows.permute(order).contiguous().reshape(transposed ? Shape{taps, positions} : Shape{positions, taps});
+}
+
+// A convolution is computed as a matmul over im2col when the matmul is big enough to gain from it: one
+// group, at least kIm2colMinReduce input values per output (C_in·K), an output axis of at least
+// kIm2colMinWidth to vectorize (the output channels, or else the batch × output positions), and at least
+// kIm2colMinFlops of work (below, the copy and the extra kernels cost more than the direct loop nest).
+constexpr int64_t kIm2colMinReduce = 16, kIm2colMinWidth = 16, kIm2colMinFlops = 1 << 20;
+
+// 2·N·O·C_out·C_in·K: the multiply-adds of a convolution (and of its weight gradient)
+int64_t conv_flops(int64_t batch, const Shape& out_positions, int64_t cout, int64_t cin, const Shape& kernel) {
+  int64_t f = 2 * batch * cout * cin;
+  for (int64_t d : out_positions) f *= d;
+  for (int64_t d : kernel) f *= d;
+  return f;
+}
+
 Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const std::vector<int64_t>& stride_,
                    const std::vector<int64_t>& dilation_, const Pairs& pads) {
   size_t n = weight.ndim() - 2;
@@ -91,6 +126,35 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
   std::vector<int64_t> HW(weight.shape().begin() + 2, weight.shape().end());
   Tensor p = pool(x.pad(full_pads(x, pads)), HW, stride, dilation);  // (bs, cin_, *o, *HW)
   Shape o(p.shape().begin() + 2, p.shape().begin() + 2 + n);
+  int64_t k_size = 1;
+  for (int64_t d : HW) k_size *= d;
+  int64_t o_size = 1;
+  for (int64_t d : o) o_size *= d;
+  if (groups == 1 && cin * k_size >= kIm2colMinReduce && std::max(cout, bs * o_size) >= kIm2colMinWidth &&
+      conv_flops(bs, o, cout, cin, HW) >= kIm2colMinFlops) {
+    const Tensor w2 = weight.reshape({cout, cin * k_size});
+    std::vector<int64_t> order;
+    Shape ys;
+    Tensor y;
+    if (cout >= kIm2colMinWidth) {
+      // (N·O, C_in·K) @ (C_in·K, C_out), stored as (N·O, C_out) and read as (N, C_out, *o)
+      y = im2col(p, n).matmul(w2.transpose()).contiguous();
+      ys = {bs};
+      ys.insert(ys.end(), o.begin(), o.end());
+      ys.push_back(cout);
+      order = {0, static_cast<int64_t>(n + 1)};
+      for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(1 + i));
+    } else {
+      // few output channels (a convolution's input gradient into 8 channels): (C_out, C_in·K) @
+      // (C_in·K, N·O), vectorized along the positions, stored as (C_out, N·O), read as (N, C_out, *o)
+      y = w2.matmul(im2col(p, n, /*transposed=*/true)).contiguous();
+      ys = {cout, bs};
+      ys.insert(ys.end(), o.begin(), o.end());
+      order = {1, 0};
+      for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(2 + i));
+    }
+    return y.reshape(ys).permute(order);
+  }
   int64_t rcout = cout / groups;
   Shape s1{bs, groups, cin, 1}, e1{bs, groups, cin, rcout};
   s1.insert(s1.end(), o.begin(), o.end());
@@ -123,25 +187,16 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
   const int64_t bs = x.shape()[0], cin = wshape[1], rcout = wshape[0] / groups;
   Tensor p = pool(x.pad(full_pads(x, pads)), HW, stride, dilation);  // (N, C_in, *o, *k)
   const Shape o(p.shape().begin() + 2, p.shape().begin() + 2 + n);
-  if (groups == 1) {
-    // As a matmul (im2col, Chellapilla et al. 2006; PyTorch's CPU backward does the same): the windows
-    // copied once into cols (N·O, C_in·K), the output gradient into gm (C_out, N·O), and dW = gm @ cols:
-    // the register-tiled, vectorized matmul code. Read in place, the window view costs a div/mod per
-    // element and no output axis is long enough to vectorize (3 GFLOP/s for a 16x8x3x3 kernel over
-    // 64x4x4 positions).
-    int64_t k_size = 1, o_size = 1;
-    for (int64_t d : HW) k_size *= d;
+  if (groups == 1 && conv_flops(bs, o, wshape[0], cin, HW) >= kIm2colMinFlops) {
+    // As a matmul over im2col: dW = gm @ cols with the output gradient copied to gm (C_out, N·O), stored
+    // as (C_out, C_in·K): fused into the optimizer's update, the kernel would loop over the weight's four
+    // short axes and lose the matmul's register tile
+    int64_t o_size = 1;
     for (int64_t d : o) o_size *= d;
-    std::vector<int64_t> col_order{0};  // (N, *o, C_in, *k)
-    for (size_t i = 0; i < n; i++) col_order.push_back(static_cast<int64_t>(2 + i));
-    col_order.push_back(1);
-    for (size_t i = 0; i < n; i++) col_order.push_back(static_cast<int64_t>(2 + n + i));
     std::vector<int64_t> g_order{1, 0};  // (C_out, N, *o)
     for (size_t i = 0; i < n; i++) g_order.push_back(static_cast<int64_t>(2 + i));
-    Tensor cols = p.permute(col_order).contiguous().reshape({bs * o_size, cin * k_size});
+    Tensor cols = im2col(p, n);
     Tensor gm = g.permute(g_order).contiguous().reshape({wshape[0], bs * o_size});
-    // stored as (C_out, C_in·K): fused into the optimizer's update, the kernel would loop over the
-    // weight's four short axes and lose the matmul's register tile
     return gm.matmul(cols).contiguous().reshape(wshape);
   }
   Shape ps{bs, groups, 1, cin}, gs{bs, groups, rcout, 1}, full{bs, groups, rcout, cin};
