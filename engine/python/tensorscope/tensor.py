@@ -161,7 +161,10 @@ class Tensor:
 
     @staticmethod
     def eye(n: int, m: Optional[int] = None, device=None, requires_grad=None) -> "Tensor":
-        """n×m identity, built from movement ops (ones → pad → flatten → shrink → reshape) as in tinygrad."""
+        """n×m float32 identity (torch.eye), built from movement ops (ones → pad → flatten → shrink → reshape)
+        as in tinygrad. ValueError for a negative n or m."""
+        if m is not None and int(m) < 0:
+            raise ValueError(f"eye: m must be >= 0, got {m}")
         return Tensor(_C.Tensor.eye(int(n), -1 if m is None else int(m), _device(device))).requires_grad_(requires_grad)
 
     @staticmethod

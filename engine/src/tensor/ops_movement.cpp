@@ -76,8 +76,14 @@ Tensor Tensor::unflatten(int64_t dim, const Shape& sizes) const {
   Shape s(shape().begin(), shape().begin() + d);
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < sizes.size(); i++) {
-    if (sizes[i] == -1) infer = static_cast<int64_t>(i);
-    else known *= sizes[i];
+    if (sizes[i] == -1) {
+      if (infer >= 0) throw std::runtime_error("unflatten: only one dimension can be inferred (-1) in " + shape_text(sizes));
+      infer = static_cast<int64_t>(i);
+    } else if (sizes[i] < 0) {
+      throw std::runtime_error("unflatten: invalid size " + std::to_string(sizes[i]) + " in " + shape_text(sizes));
+    } else {
+      known *= sizes[i];
+    }
   }
   Shape inner = sizes;
   if (infer >= 0 && known) inner[infer] = shape()[d] / known;
