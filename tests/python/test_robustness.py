@@ -111,6 +111,26 @@ def test_long_kernel_name_shortened_in_file_but_full_where_shown(tmp_path):
     assert longest.startswith(full[:64]) and len(longest) < len(full)
 
 
+def test_cli_export_of_a_long_kernel_name(tmp_path):
+    # tensorscope-cli run --out writes each kernel's listings under the kernel's name: shortened there too,
+    # while kernels.json keeps the full name
+    import json
+    cli = os.path.join(os.environ.get("TS_BUILD_DIR", os.path.join(_PKG, "..")), "bin", "tensorscope-cli")
+    if not os.path.exists(cli):
+        pytest.skip("tensorscope-cli is not built")
+    script = tmp_path / "long.py"
+    script.write_text("from tensorscope import Tensor\nx = Tensor.rand(4, 8).realize()\ntotal = x.sum(axis=1)\n"
+                      "for i in range(1, 150):\n    total = total + (x * i).sum(axis=1)\nprint(total.numpy())\n")
+    env = dict(os.environ, TENSORSCOPE_CACHE=str(tmp_path / "cache"), TENSORSCOPE_DEVICE="C")
+    p = subprocess.run([cli, "run", str(script), "--out", str(tmp_path / "out")], env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    files = os.listdir(tmp_path / "out")
+    assert max(len(f) for f in files) <= 255
+    names = [k["name"] for k in json.load(open(tmp_path / "out" / "kernels.json"))["kernels"]]
+    assert max(len(n) for n in names) > 255  # the full name
+
+
 # ---- 2. a cache shared by processes, damaged entries, the CPU in the key, compiler errors ---------
 
 def test_concurrent_processes_share_one_fresh_cache(tmp_path):
