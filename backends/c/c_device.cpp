@@ -207,8 +207,8 @@ class CDevice : public Device {
                                "\ncommand: " + cmd + "\ncompiler output:\n" + msg);
     }
     fs::rename(tmp + ".so", so, ec);
+    if (ec) fs::remove(tmp + ".so", ec);  // load() below says why
     fs::remove(tmp + ".c", ec);
-    if (ec) fs::remove(tmp + ".so", ec);
     result.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     if (!load(so, kernel, result, why)) throw std::runtime_error("C device: cannot load " + so.string() + ": " + why);
     return result;
