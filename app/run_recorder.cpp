@@ -6,6 +6,8 @@
 #include <stdexcept>
 #include <unordered_map>
 
+#include "runtime/cache_file.h"
+
 namespace ts {
 
 void RunRecorder::on_event(uint64_t, const Event& event) {
@@ -42,7 +44,7 @@ void RunRecorder::on_event(uint64_t, const Event& event) {
 static std::string file_stem(const RecordedKernel& k) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "k%03d_", k.info.id);
-  return buf + k.info.name;
+  return buf + ts::file_stem(k.info.name);  // a long name is shortened with a hash: file names have 255 bytes
 }
 
 static std::string extension_of(const std::string& renderer) {

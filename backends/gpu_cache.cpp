@@ -1,21 +1,15 @@
 #include "gpu_cache.h"
 
-#include <unistd.h>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
+#include "runtime/cache_file.h"
+
 namespace ts::gpu {
 
 namespace fs = std::filesystem;
-
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
-}
 
 ProgramCache::ProgramCache(const std::string& backend) {
   fs::path dir;
@@ -28,7 +22,7 @@ ProgramCache::ProgramCache(const std::string& backend) {
 
 std::string ProgramCache::path(const std::string& kernel, const std::string& key) const {
   std::ostringstream name;
-  name << kernel << "_" << std::hex << fnv1a(key) << ".bin";
+  name << ts::file_stem(kernel) << "_" << std::hex << ts::fnv1a(key) << ".bin";
   return (fs::path(dir_) / name.str()).string();
 }
 
@@ -43,15 +37,7 @@ std::optional<std::string> ProgramCache::read(const std::string& path) const {
 void ProgramCache::write(const std::string& path, const std::string& bytes) const {
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  std::string tmp = path + "." + std::to_string(getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) return;
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    if (!out) return;
-  }
-  fs::rename(tmp, path, ec);
-  if (ec) fs::remove(tmp, ec);
+  ts::write_file_atomic(path, bytes);
 }
 
 }  // namespace ts::gpu

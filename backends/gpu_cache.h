@@ -10,12 +10,11 @@
 
 namespace ts::gpu {
 
-uint64_t fnv1a(const std::string& text);
-
 class ProgramCache {
  public:
   explicit ProgramCache(const std::string& backend);
-  // The file name for (kernel name, key text): "<kernel>_<hash of key>.bin".
+  // The file name for (kernel name, key text): "<kernel>_<hash of key>.bin", where <kernel> is
+  // ts::file_stem(kernel) (a long name is shortened with a hash; runtime/cache_file.h).
   std::string path(const std::string& kernel, const std::string& key) const;
   std::optional<std::string> read(const std::string& path) const;
   // Best effort: a cache that cannot be written only costs the next run a compile.

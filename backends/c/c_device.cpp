@@ -1,20 +1,29 @@
 // C: the CPU device. Kernels are rendered to C, compiled by the system C compiler into a shared object
-// and loaded with dlopen. Shared objects are cached on disk by a hash of (compiler command, source),
-// so a second run of the same script compiles nothing.
+// and loaded with dlopen. Shared objects are cached on disk by a hash of (compiler command, what
+// -march=native means on this CPU, source), so a second run of the same script compiles nothing.
 //   cache directory: $TENSORSCOPE_CACHE, else $XDG_CACHE_HOME/tensorscope, else ~/.cache/tensorscope
-//   compiler: $CC, else cc
+//   compiler: $TENSORSCOPE_CC, else $CC, else cc (a command: "ccache gcc" works)
+// The cache is shared safely: files appear by rename (never half written), an entry that cannot be
+// loaded (truncated, damaged) is compiled again with one warning on stderr, and a cache directory carried
+// to a different CPU misses instead of loading instructions that CPU lacks.
 #include <dlfcn.h>
+#include <elf.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
 
 #include "c/c_renderer.h"
+#include "runtime/cache_file.h"
 #include "runtime/host_memory.h"
 #include "ts_math_source.h"
 #include "runtime/thread_pool.h"
@@ -24,10 +33,45 @@ namespace {
 
 namespace fs = std::filesystem;
 
-uint64_t fnv1a(const std::string& s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
-  return h;
+// The compiler command and the variable it came from (for error messages).
+std::pair<std::string, std::string> compiler() {
+  if (const char* cc = std::getenv("TENSORSCOPE_CC"); cc && *cc) return {cc, "$TENSORSCOPE_CC"};
+  if (const char* cc = std::getenv("CC"); cc && *cc) return {cc, "$CC"};
+  return {"cc", "the default"};
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// Runs a shell command; returns (exit status, stdout and stderr together).
+std::pair<int, std::string> run_command(const std::string& cmd) {
+  std::string out;
+  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  if (!p) return {-1, "popen failed"};
+  char buf[4096];
+  for (size_t n; (n = fread(buf, 1, sizeof buf, p)) > 0;) out.append(buf, n);
+  int status = pclose(p);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+// What the compiler makes of -march=native on this CPU: `cc -march=native -### -E -` prints the command
+// line of the compiler proper with the CPU's name and every -m feature flag (gcc and clang both), plus the
+// compiler's version. It is part of the cache key, so a cache directory carried to a CPU of another model
+// (AMD Zen 5 and Intel Sapphire Rapids both run this project) misses instead of dying of SIGILL. Asked
+// once per process and compiler. Throws std::runtime_error naming the compiler when it cannot be run.
+const std::string& native_target(const std::string& cc, const std::string& origin) {
+  static std::mutex mu;
+  static std::map<std::string, std::string> known;
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = known.find(cc); it != known.end()) return it->second;
+  auto [status, out] = run_command(cc + " -march=native -### -E - < /dev/null");
+  if (status == 126 || status == 127)
+    throw std::runtime_error("C device: cannot run the C compiler '" + cc + "' (" + origin + "): " + out +
+                             "install gcc or clang, or set TENSORSCOPE_CC (or CC) to a C compiler command");
+  return known.emplace(cc, out).first->second;
 }
 
 fs::path cache_dir() {
@@ -43,11 +87,9 @@ void write_math_header(const fs::path& dir) {
   std::ifstream in(path);
   std::string have((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (have == ts_math_source()) return;
-  std::string tmp = path.string() + "." + std::to_string(getpid());
-  { std::ofstream(tmp) << ts_math_source(); }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
+  write_file_atomic(path, ts_math_source());
 }
+
 
 using KernelFn = void (*)(void**, int, int);
 
@@ -116,51 +158,107 @@ class CDevice : public Device {
   const Renderer* renderer() const override { return &c_renderer(); }
 
   CompileResult compile(const ir::Kernel& kernel, const SourceListing* source) override {
-    const char* cc_env = std::getenv("CC");
-    std::string cc = cc_env && *cc_env ? cc_env : "cc";
+    auto [cc, origin] = compiler();
     // -ffp-contract=off: no FMA contraction, so results match the interpreter bit for bit
     // -O3 vectorizes (-O2 in gcc 12 does not); 512-bit vectors: AVX-512 runs at full width on this CPU
     std::string flags = "-O3 -march=native -mprefer-vector-width=512 -fPIC -shared -fno-math-errno -ffp-contract=off";
     fs::path dir = cache_dir();
     std::ostringstream hash;
     // generated kernels include ts_math.h from the cache directory; its text is part of the hash
-    hash << std::hex << fnv1a(cc + " " + flags + "\n" + ts_math_source() + "\n" + source->code);
-    fs::path so = dir / (kernel.name + "_" + hash.str() + ".so");
+    hash << std::hex
+         << fnv1a(cc + " " + flags + "\n" + native_target(cc, origin) + "\n" + ts_math_source() + "\n" + source->code);
+    const std::string stem = file_stem(kernel.name) + "_" + hash.str();
+    fs::path so = dir / (stem + ".so");
     CompileResult result;
+    std::string why;
     if (fs::exists(so)) {
-      result.cache_hit = true;
-    } else {
-      auto t0 = std::chrono::steady_clock::now();
-      std::error_code ec;
-      fs::create_directories(dir, ec);
-      if (ec) throw std::runtime_error("C device: cannot create cache directory " + dir.string() + ": " + ec.message());
-      // unique temporaries, then an atomic rename: concurrent runs never see a half-written file
-      std::string tmp = (dir / (hash.str() + "." + std::to_string(getpid()))).string();
-      { std::ofstream(tmp + ".c") << source->code; }
-      write_math_header(dir);
-      std::string cmd = cc + " " + flags + " -I" + dir.string() + " -o " + tmp + ".so " + tmp + ".c -lm 2> " + tmp + ".err";
-      int rc = std::system(cmd.c_str());
-      if (rc != 0) {
-        std::ifstream err(tmp + ".err");
-        std::string msg((std::istreambuf_iterator<char>(err)), std::istreambuf_iterator<char>());
-        fs::remove(tmp + ".c", ec);
-        fs::remove(tmp + ".err", ec);
-        throw std::runtime_error("C device: compiling kernel " + kernel.name + " failed (" + cmd + "):\n" + msg);
+      if (load(so, kernel, result, why)) {
+        result.cache_hit = true;
+        return result;
       }
-      fs::rename(tmp + ".so", so, ec);
-      fs::remove(tmp + ".c", ec);
-      fs::remove(tmp + ".err", ec);
-      result.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      // a truncated or damaged entry (a full disk, a killed copy): compile it again
+      std::fprintf(stderr, "tensorscope: warning: C kernel cache entry %s cannot be loaded (%s); compiling it again\n",
+                   so.c_str(), why.c_str());
+      std::error_code ec;
+      fs::remove(so, ec);
     }
+    auto t0 = std::chrono::steady_clock::now();
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) throw std::runtime_error("C device: cannot create cache directory " + dir.string() + ": " + ec.message());
+    // unique temporaries, then an atomic rename: concurrent runs never see a half-written file
+    const std::string tmp = (dir / stem).string() + unique_suffix();
+    if (!write_file_atomic(tmp + ".c", source->code))
+      throw std::runtime_error("C device: cannot write " + tmp + ".c in the cache directory " + dir.string());
+    write_math_header(dir);
+    std::string cmd = cc + " " + flags + " -I" + shell_quote(dir.string()) + " -o " + shell_quote(tmp + ".so") + " " +
+                      shell_quote(tmp + ".c") + " -lm";
+    auto [status, msg] = run_command(cmd);
+    if (status != 0) {
+      // keep the source next to the cache entry it would have been, for the user to read or compile
+      fs::path kept = dir / (stem + ".failed.c");
+      fs::rename(tmp + ".c", kept, ec);
+      if (ec) kept = tmp + ".c";
+      fs::remove(tmp + ".so", ec);
+      if (status == 126 || status == 127)
+        throw std::runtime_error("C device: cannot run the C compiler '" + cc + "' (" + origin + "): " + msg);
+      throw std::runtime_error("C device: compiling kernel " + kernel.name + " with '" + cc + "' (" + origin +
+                               ") failed (exit status " + std::to_string(status) + "); source file: " + kept.string() +
+                               "\ncommand: " + cmd + "\ncompiler output:\n" + msg);
+    }
+    fs::rename(tmp + ".so", so, ec);
+    if (ec) fs::remove(tmp + ".so", ec);  // load() below says why
+    fs::remove(tmp + ".c", ec);
+    result.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    if (!load(so, kernel, result, why)) throw std::runtime_error("C device: cannot load " + so.string() + ": " + why);
+    return result;
+  }
+
+ private:
+  // Whether the shared object's ELF headers fit in the file. A truncated file still dlopens (its segments
+  // are mapped past the end of the file) and the first touch of the missing pages is a SIGBUS, so check first.
+  static bool elf_whole(const fs::path& so, std::string& why) {
+    std::ifstream in(so, std::ios::binary);
+    Elf64_Ehdr eh{};
+    std::error_code ec;
+    const uint64_t size = fs::file_size(so, ec);
+    if (ec || !in.read(reinterpret_cast<char*>(&eh), sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
+        eh.e_ident[EI_CLASS] != ELFCLASS64) {
+      why = "not a 64-bit ELF file";
+      return false;
+    }
+    uint64_t end = std::max<uint64_t>(eh.e_phoff + uint64_t{eh.e_phnum} * eh.e_phentsize,
+                                      eh.e_shoff + uint64_t{eh.e_shnum} * eh.e_shentsize);
+    for (int i = 0; i < eh.e_phnum && end <= size; i++) {
+      Elf64_Phdr ph{};
+      in.seekg(static_cast<std::streamoff>(eh.e_phoff + uint64_t(i) * eh.e_phentsize));
+      if (!in.read(reinterpret_cast<char*>(&ph), sizeof ph)) break;
+      end = std::max<uint64_t>(end, ph.p_offset + ph.p_filesz);
+    }
+    if (end > size) {
+      why = "truncated: " + std::to_string(size) + " of " + std::to_string(end) + " bytes";
+      return false;
+    }
+    return true;
+  }
+
+  // dlopen + dlsym; false with the reason when the shared object cannot be used.
+  static bool load(const fs::path& so, const ir::Kernel& kernel, CompileResult& result, std::string& why) {
+    if (!elf_whole(so, why)) return false;
     void* handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
-    if (!handle) throw std::runtime_error(std::string("C device: dlopen failed: ") + dlerror());
+    if (!handle) {
+      const char* e = dlerror();
+      why = e ? e : "dlopen failed";
+      return false;
+    }
     auto fn = reinterpret_cast<KernelFn>(dlsym(handle, kernel.name.c_str()));
     if (!fn) {
       dlclose(handle);
-      throw std::runtime_error("C device: symbol " + kernel.name + " missing in " + so.string());
+      why = "symbol " + kernel.name + " missing";
+      return false;
     }
     result.program = std::make_unique<CProgram>(handle, fn, plan_threads(kernel));
-    return result;
+    return true;
   }
 };
 

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -128,7 +129,25 @@ class DeviceRegistry {
 // Throws std::runtime_error ("float16 is not supported on device VULKAN:0 ...") when the device cannot
 // hold `dtype` (DeviceProperties::float16); graph construction and allocation call it.
 void require_dtype(int device_index, DType dtype);
-// Throws as require_dtype, or std::runtime_error from the device (e.g. a compile-only one).
-std::shared_ptr<Buffer> allocate_buffer(int device_index, DType dtype, int64_t numel);
+// A buffer that cannot be allocated: more bytes than the device has (checked before asking, against
+// DeviceProperties::memory_bytes: physical memory for C and INTERP), or the device's allocator failed
+// (std::bad_alloc). what() names shape, dtype, bytes and device, e.g. "Tensor of shape (1048576, 1048576)
+// float32 needs 4.0 TiB; device C has 23.4 GiB". A std::bad_alloc, so Python sees MemoryError.
+class OutOfMemoryError : public std::bad_alloc {
+ public:
+  explicit OutOfMemoryError(std::string message) : message_(std::move(message)) {}
+  const char* what() const noexcept override { return message_.c_str(); }
+
+ private:
+  std::string message_;
+};
+
+// "512 B", "3.0 KiB", "4.0 TiB": a byte count for messages (binary units).
+std::string format_bytes(double bytes);
+
+// Throws as require_dtype, OutOfMemoryError, or std::runtime_error from the device (e.g. a compile-only
+// one). `shape` (optional, numel elements) is only used to name the tensor in OutOfMemoryError.
+std::shared_ptr<Buffer> allocate_buffer(int device_index, DType dtype, int64_t numel,
+                                        const std::vector<int64_t>* shape = nullptr);
 
 }  // namespace ts

@@ -34,7 +34,8 @@ class Tensor {
   static Tensor full(const Shape& shape, double value, DType dtype = DType::Float32, const std::string& device = "");
   static Tensor zeros(const Shape& shape, DType dtype = DType::Float32, const std::string& device = "");
   static Tensor ones(const Shape& shape, DType dtype = DType::Float32, const std::string& device = "");
-  // n×m identity, built lazily from movement ops as in tinygrad: ones(n,1).pad → flatten → shrink → reshape.
+  // n×m identity (torch.eye), built lazily from movement ops as in tinygrad: ones(k,1).pad → flatten → shrink
+  // → reshape (k = max(n, m)), then the n×m corner. m < 0 means m = n; std::invalid_argument for n < 0.
   static Tensor eye(int64_t n, int64_t m = -1, const std::string& device = "");
   static Tensor arange(double start, double stop, double step = 1, const std::string& device = "");
   // Uniform [0, 1) and standard normal samples from the seeded generator (manual_seed).
@@ -211,7 +212,9 @@ class Tensor {
   std::pair<Tensor, Tensor> topk(int64_t k, int64_t dim = -1, bool largest = true, bool sorted = true) const;
 
   // ---- movement (zero-copy views; ops.cpp, ops_movement.cpp) ---------------------------------------
-  Tensor reshape(const Shape& shape) const;  // one -1 allowed
+  // One -1 is inferred. A second -1 or another negative size throws std::runtime_error ("only one dimension
+  // can be inferred", torch's and tinygrad's RuntimeError); a size mismatch throws std::invalid_argument.
+  Tensor reshape(const Shape& shape) const;
   Tensor permute(const std::vector<int64_t>& order) const;
   Tensor transpose(int64_t dim0 = 1, int64_t dim1 = 0) const;
   Tensor expand(const Shape& shape) const;   // -1 keeps a dim; new leading dims allowed
@@ -221,7 +224,7 @@ class Tensor {
   Tensor shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds) const;                 // per dim
   Tensor flip(const std::vector<int64_t>& axes) const;
   Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
-  Tensor unflatten(int64_t dim, const Shape& sizes) const;  // one -1 allowed in sizes
+  Tensor unflatten(int64_t dim, const Shape& sizes) const;  // one -1 allowed in sizes (more: std::runtime_error)
   Tensor unsqueeze(int64_t dim) const;
   Tensor squeeze(std::optional<int64_t> dim = std::nullopt) const;
   Tensor contiguous() const;

@@ -161,7 +161,10 @@ class Tensor:
 
     @staticmethod
     def eye(n: int, m: Optional[int] = None, device=None, requires_grad=None) -> "Tensor":
-        """n×m identity, built from movement ops (ones → pad → flatten → shrink → reshape) as in tinygrad."""
+        """n×m float32 identity (torch.eye), built from movement ops (ones → pad → flatten → shrink → reshape)
+        as in tinygrad. ValueError for a negative n or m."""
+        if m is not None and int(m) < 0:
+            raise ValueError(f"eye: m must be >= 0, got {m}")
         return Tensor(_C.Tensor.eye(int(n), -1 if m is None else int(m), _device(device))).requires_grad_(requires_grad)
 
     @staticmethod
@@ -363,7 +366,10 @@ class Tensor:
     def fmod(self, x) -> "Tensor": return Tensor(self._t.fmod(_wrap(x, self)._t))
     def maximum(self, x) -> "Tensor": return Tensor(self._t.maximum(_wrap(x, self)._t))
     def minimum(self, x) -> "Tensor": return Tensor(self._t.minimum(_wrap(x, self)._t))
-    def copysign(self, x) -> "Tensor": return Tensor(self._t.copysign(_wrap(x, self, exponent=True)._t))
+    def copysign(self, x) -> "Tensor":
+        """torch.copysign: |self| with the sign bit of x (a Tensor, broadcast, or a python scalar); -0.0 counts as
+        negative. Float32 result; the gradient flows to self only (torch)."""
+        return Tensor(self._t.copysign(_wrap(x, self, exponent=True)._t))
     def logaddexp(self, x) -> "Tensor": return Tensor(self._t.logaddexp(_wrap(x, self, exponent=True)._t))
 
     def lerp(self, end, weight) -> "Tensor":
@@ -590,7 +596,9 @@ class Tensor:
     def pad(self, padding, mode: str = "constant", value: float = 0.0) -> "Tensor":
         """`padding` per dim `((before, after) | None, ...)` (numpy order) or flat torch order
         `(left, right, top, bottom, ...)` starting from the last dim. Negative amounts crop.
-        mode: "constant", "reflect", "replicate", "circular". ValueError for malformed padding."""
+        mode: "constant", "reflect", "replicate", "circular" (torch.nn.functional.pad's results: reflect pads
+        less than the dim's size, circular at most its size, after cropping the negative sides first).
+        ValueError for malformed padding, an unknown mode or pads beyond those limits."""
         padding = tuple(padding)
         if all(isinstance(p, (tuple, list)) or p is None for p in padding):
             if len(padding) != self.ndim:
@@ -658,7 +666,11 @@ class Tensor:
     def triu(self, diagonal=0) -> "Tensor": return Tensor(self._t.triu(int(diagonal)))
     def diag(self) -> "Tensor": return Tensor(self._t.diag())
     def diagonal(self, offset=0, dim1=0, dim2=1) -> "Tensor": return Tensor(self._t.diagonal(int(offset), int(dim1), int(dim2)))
-    def unfold(self, dim, size, step) -> "Tensor": return Tensor(self._t.unfold(int(dim), int(size), int(step)))
+    def unfold(self, dim, size, step) -> "Tensor":
+        """torch.Tensor.unfold: windows of `size` every `step` along dim; dim's size becomes the window count
+        (n - size) // step + 1 and a last dim of `size` is added. A view (no copy). ValueError for size larger than
+        the dim or step <= 0, IndexError for an out-of-range dim."""
+        return Tensor(self._t.unfold(int(dim), int(size), int(step)))
 
     def meshgrid(self, *others, indexing="ij"):
         """`x.meshgrid(y, indexing="xy")` (method on the first tensor); returns a tuple."""
@@ -693,11 +705,16 @@ class Tensor:
         return Tensor(self._t.gather(int(dim), _wrap(index, self, integer=True)._t))
 
     def scatter(self, dim, index, src) -> "Tensor":
-        """torch.scatter (out of place): self[i][index[i][j]] = src[i][j] (dim=1); src a Tensor or a scalar."""
+        """torch.scatter (out of place): self[i][index[i][j]] = src[i][j] (dim=1); src a Tensor or a scalar.
+        index: an integer Tensor of self's rank, no larger than self (other dims) or src (IndexError for a float
+        index, RuntimeError for a rank or size mismatch). Index values are not range-checked (that would need
+        the data): out-of-range positions write nothing, as in tinygrad."""
         return Tensor(self._t.scatter(int(dim), _wrap(index, self, integer=True)._t, _wrap(src, self)._t))
 
     def scatter_reduce(self, dim, index, src, reduce, include_self=True) -> "Tensor":
-        """torch.scatter_reduce with reduce "sum", "prod", "mean", "amax" or "amin"."""
+        """torch.scatter_reduce with reduce "sum", "prod", "mean", "amax" or "amin" (ValueError otherwise); with
+        include_self=False the values of self at scattered positions are left out. Index rules as in scatter.
+        Differentiable for every reduce, with torch's gradients."""
         return Tensor(self._t.scatter_reduce(int(dim), _wrap(index, self, integer=True)._t, _wrap(src, self)._t, str(reduce), bool(include_self)))
 
     def one_hot(self, num_classes: int = -1) -> "Tensor":

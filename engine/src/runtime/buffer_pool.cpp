@@ -42,7 +42,7 @@ void give_back(Buffer* b) {
 
 }  // namespace
 
-std::shared_ptr<Buffer> pooled_buffer(int device_index, DType dtype, int64_t numel) {
+std::shared_ptr<Buffer> pooled_buffer(int device_index, DType dtype, int64_t numel, const std::vector<int64_t>* shape) {
   Pool& p = pool();
   size_t bytes = std::max<size_t>(static_cast<size_t>(numel) * dtype_size(dtype), 1);
   {
@@ -59,7 +59,7 @@ std::shared_ptr<Buffer> pooled_buffer(int device_index, DType dtype, int64_t num
     }
     p.stats.misses++;
   }
-  std::shared_ptr<Buffer> fresh = allocate_buffer(device_index, dtype, numel);
+  std::shared_ptr<Buffer> fresh = allocate_buffer(device_index, dtype, numel, shape);
   // move ownership from allocate_buffer's shared_ptr to one with the pool's deleter
   auto* b = new Buffer();
   std::swap(b->device, fresh->device);

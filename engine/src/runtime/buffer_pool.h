@@ -14,7 +14,8 @@ namespace ts {
 
 // A buffer of `numel` elements of `dtype` on device `device_index`: reused from the pool when one of
 // the same byte size is free, newly allocated otherwise.
-std::shared_ptr<Buffer> pooled_buffer(int device_index, DType dtype, int64_t numel);
+std::shared_ptr<Buffer> pooled_buffer(int device_index, DType dtype, int64_t numel,
+                                      const std::vector<int64_t>* shape = nullptr);
 
 struct BufferPoolStats {
   int64_t hits = 0, misses = 0;  // reuses, fresh allocations

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <mutex>
@@ -235,15 +236,49 @@ void require_dtype(int device_index, DType dtype) {
                              (p.note.empty() ? "" : ": " + p.note) + "; use float32 there");
 }
 
-std::shared_ptr<Buffer> allocate_buffer(int device_index, DType dtype, int64_t numel) {
+std::string format_bytes(double bytes) {
+  static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 6) bytes /= 1024, u++;
+  char buf[48];
+  if (u == 0) std::snprintf(buf, sizeof buf, "%.0f B", bytes);
+  else std::snprintf(buf, sizeof buf, "%.1f %s", bytes, units[u]);
+  return buf;
+}
+
+std::shared_ptr<Buffer> allocate_buffer(int device_index, DType dtype, int64_t numel, const std::vector<int64_t>* shape) {
   require_dtype(device_index, dtype);
+  const double need = static_cast<double>(numel) * static_cast<double>(dtype_size(dtype));
+  const DeviceProperties props = DeviceRegistry::properties(device_index);
+  auto what = [&] {
+    std::string dims;
+    if (shape) {
+      for (size_t i = 0; i < shape->size(); i++) dims += (i ? ", " : "") + std::to_string((*shape)[i]);
+      if (shape->size() == 1) dims += ",";
+    } else {
+      dims = std::to_string(numel) + ",";
+    }
+    return "Tensor of shape (" + dims + ") " + dtype_name(dtype) + " needs " + format_bytes(need) + "; device " +
+           props.name;
+  };
+  // ask for nothing the device cannot have: malloc may promise it (overcommit) and the kernel's first
+  // touch would then kill the process instead of raising
+  if (props.memory_bytes && need > static_cast<double>(props.memory_bytes))
+    throw OutOfMemoryError(what() + " has " + format_bytes(static_cast<double>(props.memory_bytes)));
   auto b = std::make_shared<Buffer>();
   b->device = &DeviceRegistry::at(device_index);
   b->device_index = device_index;
   b->dtype = dtype;
   b->numel = numel;
   size_t bytes = std::max<size_t>(b->nbytes(), 1);
-  b->handle = b->device->alloc(bytes);
+  try {
+    b->handle = b->device->alloc(bytes);
+  } catch (const std::bad_alloc&) {
+    b->device = nullptr;  // nothing to free
+    throw OutOfMemoryError(what() + " could not allocate it" +
+                           (props.memory_bytes ? " (it has " + format_bytes(static_cast<double>(props.memory_bytes)) + ")"
+                                               : std::string()));
+  }
   return b;
 }
 

@@ -286,7 +286,7 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
   for (size_t k = 0; k < sched.kernels.size(); k++) {
     const CachedKernel& ck = sched.kernels[k];
     const int kernel_id = kernel_ids[k];
-    auto out = pooled_buffer(ck.device, ck.dtype, ck.numel);
+    auto out = pooled_buffer(ck.device, ck.dtype, ck.numel, &g[key.order[ck.output]].shape);
     produced[k] = out;
     producer[ck.output] = k;
     if (!ck.is_copy && ck.numel == 0) continue;
@@ -424,7 +424,7 @@ void realize(const std::vector<NodeId>& targets) {
     for (NodeId in : item.inputs) ck.inputs.push_back(key_index.at(in));
     if (item.is_copy) {
       auto src = buffer_of(item.inputs[0]);
-      auto dst = pooled_buffer(dev_index, out.dtype, ck.numel);
+      auto dst = pooled_buffer(dev_index, out.dtype, ck.numel, &out.shape);
       const std::vector<std::shared_ptr<Buffer>> bufs{dst, src};
       session.gate(GateStop::BeforeLaunch, kernel_ids[k], item.name, {}, &bufs);
       double ms = copy_buffer(*src, *dst);
@@ -449,7 +449,7 @@ void realize(const std::vector<NodeId>& targets) {
         throw std::runtime_error("kernel " + item.name + " reads a buffer on " + DeviceRegistry::at(g[in].device).name() +
                                  " but runs on " + DeviceRegistry::at(dev_index).name() + ": use .to(device) first");
     Device& dev = DeviceRegistry::at(dev_index);
-    auto out_buf = pooled_buffer(dev_index, out.dtype, ck.numel);
+    auto out_buf = pooled_buffer(dev_index, out.dtype, ck.numel, &out.shape);
     out_buffers[item.output] = out_buf;
     if (out_buf->numel == 0) {  // nothing to compute for a zero-size output
       cached.kernels.push_back(std::move(ck));

@@ -298,6 +298,10 @@ Tensor reduce(Op op, const Tensor& x, const Axes& axes, bool keepdim) {
       if (src.shape()[a] == 0)
         throw std::runtime_error("max(): cannot reduce over a zero-size dimension of " + shape_text(src.shape()));
     r = src.reshape(kept);
+  } else if (node(src).op == Op::Const) {
+    // a broadcast constant: primitive() folds the reduce to a constant (value * count, or value); the
+    // split and streaming forms below would materialize the constant first
+    r = primitive(op, {src}, kept, src.dtype(), ax);
   } else if (op == Op::ReduceSum && src.device() == "C" && split_rows(src, ax) > 1 && src.numel() >= kStreamingSum &&
              src.numel() % (kStreams * 256) == 0) {
     // Streams: a single CPU core reading one array front to back is limited by how many cache misses
@@ -507,10 +511,11 @@ Tensor Tensor::reshape(const Shape& new_shape) const {
   int64_t infer = -1, known = 1;
   for (size_t i = 0; i < s.size(); i++) {
     if (s[i] == -1) {
-      if (infer >= 0) throw std::invalid_argument("reshape: only one dimension can be inferred (-1) in " + shape_text(new_shape));
+      // torch and tinygrad: RuntimeError ("only one dimension can be inferred")
+      if (infer >= 0) throw std::runtime_error("reshape: only one dimension can be inferred (-1) in " + shape_text(new_shape));
       infer = static_cast<int64_t>(i);
     } else if (s[i] < 0) {
-      throw std::invalid_argument("reshape: invalid dimension " + std::to_string(s[i]) + " in " + shape_text(new_shape));
+      throw std::runtime_error("reshape: invalid dimension " + std::to_string(s[i]) + " in " + shape_text(new_shape));
     } else {
       known *= s[i];
     }

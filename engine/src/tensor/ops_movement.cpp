@@ -24,7 +24,8 @@ Tensor shrink_dim(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
 }  // namespace
 
 // reflect / replicate / circular as concatenations of flipped, edge-expanded or wrapped slices
-// (tinygrad's pad). Negative amounts crop (constant mode only for circular, as tinygrad).
+// (tinygrad's pad). Negative amounts crop: after padding for reflect and replicate, before wrapping for
+// circular (torch.nn.functional.pad's results).
 Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding, const std::string& mode, double value) const {
   if (mode == "constant") return pad(padding, value);
   if (mode != "reflect" && mode != "replicate" && mode != "circular")
@@ -36,6 +37,16 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding, cons
   Pairs crop;
   for (int64_t d = 0; d < ndim(); d++) {
     auto [pb, pa] = padding[d];
+    int64_t cb = std::max<int64_t>(-pb, 0), ca = std::max<int64_t>(-pa, 0);
+    if (mode == "circular" && (cb || ca)) {
+      // torch crops first and wraps what is left: pad (3, -1) of [0 1 2 3 4] is [1 2 3 0 1 2 3]
+      if (cb + ca > x.shape()[d])
+        throw std::invalid_argument("pad: circular padding (" + std::to_string(pb) + ", " + std::to_string(pa) +
+                                    ") crops more than the size " + std::to_string(x.shape()[d]) + " of dim " +
+                                    std::to_string(d));
+      x = shrink_dim(x, d, cb, x.shape()[d] - ca);
+      cb = ca = 0;
+    }
     int64_t s = x.shape()[d];
     int64_t b = std::max<int64_t>(pb, 0), a = std::max<int64_t>(pa, 0);
     if (mode == "circular" && (b > s || a > s))
@@ -65,7 +76,6 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding, cons
       } else parts.push_back(shrink_dim(x, d, 0, a));
     }
     if (parts.size() > 1) x = cat_all(parts, d);
-    int64_t cb = std::max<int64_t>(-pb, 0), ca = std::max<int64_t>(-pa, 0);
     crop.push_back({cb, x.shape()[d] - ca});
   }
   return x.shrink(crop);
@@ -76,8 +86,14 @@ Tensor Tensor::unflatten(int64_t dim, const Shape& sizes) const {
   Shape s(shape().begin(), shape().begin() + d);
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < sizes.size(); i++) {
-    if (sizes[i] == -1) infer = static_cast<int64_t>(i);
-    else known *= sizes[i];
+    if (sizes[i] == -1) {
+      if (infer >= 0) throw std::runtime_error("unflatten: only one dimension can be inferred (-1) in " + shape_text(sizes));
+      infer = static_cast<int64_t>(i);
+    } else if (sizes[i] < 0) {
+      throw std::runtime_error("unflatten: invalid size " + std::to_string(sizes[i]) + " in " + shape_text(sizes));
+    } else {
+      known *= sizes[i];
+    }
   }
   Shape inner = sizes;
   if (infer >= 0 && known) inner[infer] = shape()[d] / known;
@@ -296,7 +312,10 @@ Tensor Tensor::unfold(int64_t dim, int64_t size, int64_t step) const {
     Shape s = shape();
     s[d] = shape()[d] / step + 1;
     s.push_back(0);
-    return Tensor::zeros(s, dtype(), device());
+    // empty windows: a zero-size view of self (not a fresh constant), so backward still reaches self
+    std::vector<std::pair<int64_t, int64_t>> none;
+    for (int64_t i = 0; i < ndim(); i++) none.push_back({0, i == d ? 0 : shape()[i]});
+    return shrink(none).reshape(s);
   }
   Tensor w = pool(move_axis_last(*this, d), {size}, {step}, {1});  // (others..., o, size)
   // the window axis goes back to d, the window contents stay last

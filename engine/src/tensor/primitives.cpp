@@ -57,6 +57,19 @@ Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DTy
   if (is_movement(op) && op != Op::Pad && first_is_const) {
     // a moved constant is still a constant: keeps graphs (and the GUI) free of broadcast noise
     id = g.add(Op::Const, dtype, shape, {}, {}, first_value, device);
+  } else if (is_reduce(op) && first_is_const) {
+    // a reduction of a broadcast constant is known without reading anything (tinygrad folds it too):
+    // sum = value * count (0 over no elements), max = value. Tensor.ones(2**20, 2**20).sum() then needs
+    // no 4 TiB buffer. The gradient rules see an ordinary reduce.
+    double count = 1;
+    for (int64_t a : arg) count *= static_cast<double>(first_shape.at(static_cast<size_t>(a)));
+    double value = op == Op::ReduceSum ? (count == 0 ? 0.0 : first_value * count) : first_value;
+    if (op == Op::ReduceMax && count == 0) {
+      std::vector<NodeId> ids{node_of(srcs[0])};
+      id = g.add(op, dtype, shape, ids, arg, 0, device);
+    } else {
+      id = g.add(Op::Const, dtype, shape, {}, {}, value, device);
+    }
   } else {
     std::vector<NodeId> ids;
     for (const Tensor& s : srcs) ids.push_back(node_of(s));
@@ -88,7 +101,7 @@ Tensor Tensor::from_data(const void* data, DType dtype, const Shape& shape, cons
   for (int64_t d : shape)
     if (d < 0) throw std::invalid_argument("Tensor: negative dimension in shape (" + shape_str(shape) + ")");
   int dev = device_index(device);
-  auto buf = allocate_buffer(dev, dtype, shape_numel(shape));
+  auto buf = allocate_buffer(dev, dtype, shape_numel(shape), &shape);
   if (buf->nbytes()) buf->device->copy_in(buf->handle, data, buf->nbytes());
   return tensor_from_node(Graph::get().add_buffer(buf, shape));
 }
@@ -118,8 +131,12 @@ Tensor Tensor::eye(int64_t n, int64_t m, const std::string& device) {
   if (m < 0) m = n;
   if (n < 0) throw std::invalid_argument("eye: n must be >= 0, got " + std::to_string(n));
   if (n == 0 || m == 0) return zeros({n, m}, DType::Float32, device);
-  // a column of ones padded with m zeros, read row-major, puts a 1 every m+1 elements: the diagonal
-  return ones({n, 1}, DType::Float32, device).pad({{0, 0}, {0, m}}).flatten().shrink({{0, n * m}}).reshape({n, m});
+  // a column of k ones padded with k zeros, read row-major as k×k, puts a 1 every k+1 elements: the
+  // diagonal of the square k×k identity (tinygrad's construction); n×m is its top-left corner. (With k = m < n
+  // the pattern wraps and row m+1 gets a 1 again.)
+  const int64_t k = std::max(n, m);
+  Tensor square = ones({k, 1}, DType::Float32, device).pad({{0, 0}, {0, k}}).flatten().shrink({{0, k * k}}).reshape({k, k});
+  return n == k && m == k ? square : square.shrink({{0, n}, {0, m}});
 }
 
 Tensor Tensor::arange(double start, double stop, double step, const std::string& device) {
