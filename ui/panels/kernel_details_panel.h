@@ -1,14 +1,18 @@
 // The selected kernel's IR (after any pass) next to its generated source, lines linked both ways:
 // hovering an IR op highlights the source line rendered from it, and a source line highlights
-// the IR ops it came from (Compiler Explorer's model).
+// the IR ops it came from (Compiler Explorer's model). Beside the IR after a pass, the Diff tab shows
+// what that pass changed: its input and output as a line diff, removed lines red and added lines green
+// (Compiler Explorer's optimization-pipeline view); passes that changed nothing can be hidden.
 #pragma once
 #include <QWidget>
 
 #include "core/ir_line_map.h"
 #include "tensorscope/session.h"
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
+class QTabWidget;
 
 namespace tsui {
 
@@ -24,8 +28,21 @@ class KernelDetailsPanel : public QWidget {
   void clearKernel();
   int shownKernel() const { return kernelId_; }
 
+  // The pass snapshots of the shown kernel: 0 is the IR as lowered, i the IR after the i-th pass.
+  int passCount() const;
+  void selectPass(int index);
+  int selectedPass() const;
+  // A pass whose output equals its input ("inconsequential", as Compiler Explorer says).
+  bool passChangedNothing(int index) const;
+  // "Hide inconsequential passes": such passes leave the pass list (the one shown stays).
+  void setHideUnchangedPasses(bool hide);
+  bool isPassListed(int index) const;
+  CodeView* diffView() const { return diff_; }
+
  private:
   void showPass(int index);
+  void showDiff(int index);
+  void updateHiddenPasses();
   void showSource(int index);
   void updateLinking();
   void linkFromIr(int irLine);
@@ -36,6 +53,9 @@ class KernelDetailsPanel : public QWidget {
   QComboBox* rendererCombo_;
   QLabel* linkHint_;
   CodeView* ir_;
+  CodeView* diff_;
+  QTabWidget* irTabs_;
+  QCheckBox* hideUnchanged_;
   CodeView* source_;
 
   int kernelId_ = -1;
