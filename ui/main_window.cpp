@@ -1221,14 +1221,14 @@ void MainWindow::restoreSettings() {
   if (!device.isEmpty() && device_->findData(device) >= 0) setDevice(device);
 }
 
-void MainWindow::setTheme(Theme theme) {
+void MainWindow::setTheme(Theme theme, bool remember) {
   applyTheme(theme);
   // The panels that paint their own colours take the new ones now (the rest follow the palette).
   editor_->applyThemeColours();
   for (CodeView* view : findChildren<CodeView*>()) CodeView::applyThemeColours(view);
   graph_->applyThemeColours();
   themeActions_[static_cast<int>(theme)]->setChecked(true);
-  QSettings().setValue("theme", themeName(theme));
+  if (remember) QSettings().setValue("theme", themeName(theme));
 }
 
 void MainWindow::resetLayout() {

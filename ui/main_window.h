@@ -113,8 +113,9 @@ class MainWindow : public QMainWindow {
   // View ▸ Reset Layout puts the docks back where a new installation has them.
   void saveSettings() const;
   void resetLayout();
-  // View ▸ Theme: System (the default), Light or Dark, for the whole application; remembered.
-  void setTheme(Theme theme);
+  // View ▸ Theme: System (the default), Light or Dark, for the whole application; remembered unless
+  // `remember` is false (tensorscope --theme, for one run).
+  void setTheme(Theme theme, bool remember = true);
   // Every keyboard shortcut of the window's actions, read from the actions themselves (Help ▸
   // Keyboard Shortcuts shows this list): {where ("Run ▸ Step to Next Launch"), shortcut text}.
   struct Shortcut {

@@ -1,7 +1,9 @@
 // QtTest of the pass diffs: the line diff is a shortest edit script (checked against a longest
 // common subsequence table on random listings), and in the kernel details panel each pass of a
 // real kernel shows its input and output as that diff, no-op passes flagged and hidden on request.
+#include <QDir>
 #include <QFile>
+#include <QTabWidget>
 #include <QSettings>
 #include <QTemporaryDir>
 #include <QtTest>
@@ -135,6 +137,12 @@ class PassDiffTest : public QObject {
     }
     QVERIFY(changedPasses > 0);
     QVERIFY2(noOpPasses > 0, "quickstart's kernels have passes that change nothing");
+    if (qEnvironmentVariableIsSet("TS_GUI_SHOTS")) {  // to look at: the Diff tab of a pass that changed lines
+      details->findChild<QTabWidget*>()->setCurrentIndex(1);
+      for (int p = 1; p < details->passCount(); ++p)
+        if (!details->passChangedNothing(p)) details->selectPass(p);
+      window.grab().save(QDir::temp().filePath("ts_pass_diff.png"));
+    }
   }
 };
 

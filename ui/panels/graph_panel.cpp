@@ -45,7 +45,7 @@ QWidget* makeLegend(QWidget* parent) {
     layout->addLayout(row);
   };
   for (const OpClassStyle& s : opClassStyles()) swatch(s.fill, QColor(0x4a, 0x4a, 0x4a), Qt::SolidLine, s.title);
-  swatch(kernelFillColor(), kernelBorderColor(), Qt::DashLine, "kernel");
+  swatch(sceneColours().clusterFill, sceneColours().clusterBorder, Qt::DashLine, "kernel");
   legend->adjustSize();
   return legend;
 }
@@ -121,7 +121,11 @@ GraphPanel::GraphPanel(QWidget* parent)
 
 void GraphPanel::applyThemeColours() {
   view_->setBackgroundBrush(sceneColours().background);
-  legend_->setStyleSheet(sceneColours().legendStyle);
+  const bool shown = !legend_->isHidden();
+  delete legend_;  // its swatches are pixmaps: drawn again in the theme's colours
+  legend_ = makeLegend(view_);
+  legend_->setVisible(shown);
+  placeOverlays();
   scene_->update();
 }
 
