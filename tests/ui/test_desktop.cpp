@@ -18,6 +18,7 @@
 #include "core/run_model.h"
 #include "core/theme.h"
 #include "main_window.h"
+#include "panels/buffer_inspector.h"
 #include "panels/graph_panel.h"
 #include "panels/kernel_list_panel.h"
 #include "panels/properties_panel.h"
@@ -78,6 +79,13 @@ class DesktopTest : public QObject {
     QCOMPARE(window.size(), before);
     QVERIFY2(window.minimumSizeHint().width() < 1200, qPrintable(QString::number(window.minimumSizeHint().width())));
     QVERIFY(window.minimumSize().width() < 1200);
+
+    // A runner's note on a buffer it could not read lands in the buffer inspector (a tab beside the
+    // kernel's code, whose widest page sets the dock's and so the window's minimum width).
+    window.bufferInspector()->setBuffers({{"output", {2}, "float32", {}, "cannot read: " + QString(7000, 'z')}});
+    QApplication::processEvents();
+    QCOMPARE(window.size(), before);
+    QVERIFY2(window.minimumSizeHint().width() < 1200, qPrintable(QString::number(window.minimumSizeHint().width())));
   }
 
   void layoutDeviceAndThemeSurviveARestart() {
