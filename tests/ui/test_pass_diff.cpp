@@ -10,6 +10,7 @@
 #include <random>
 
 #include "core/line_diff.h"
+#include "core/run_model.h"
 #include "main_window.h"
 #include "panels/kernel_details_panel.h"
 #include "panels/kernel_list_panel.h"
@@ -96,6 +97,12 @@ class PassDiffTest : public QObject {
     QCOMPARE(d.removed, (QList<int>{1}));
     QCOMPARE(d.added, (QList<int>{2, 4}));
     QVERIFY(!tsui::unifiedDiff("x\n", "x\n").changed());
+    const tsui::SideBySideDiff sides = tsui::sideBySideDiff("a\nb\nc\n", "a\nB\nC\nc\nd\n");
+    QCOMPARE(sides.left, QString("a\nb\n\nc\n"));  // b faces B, padding faces C, c faces c, padding faces d
+    QCOMPARE(sides.right, QString("a\nB\nC\nc\nd"));
+    QCOMPARE(sides.removed, (QList<int>{1}));
+    QCOMPARE(sides.added, (QList<int>{1, 2, 4}));
+    QCOMPARE(sides.leftPadding, (QList<int>{2, 4}));
   }
 
   void everyPassShowsWhatItChangedAndNoOpPassesHide() {
@@ -129,6 +136,21 @@ class PassDiffTest : public QObject {
         (details->passChangedNothing(p) ? noOpPasses : changedPasses)++;
         previous = listing;
       }
+      // side by side: the input on the left, the output on the right, as many lines each
+      details->setSideBySide(true);
+      details->selectPass(passes - 1);
+      const QString before = QString::fromStdString(window.model().kernelRun(window.selectedKernel())->code->ir[passes - 2].ir);
+      const tsui::SideBySideDiff sides = tsui::sideBySideDiff(before, window.findChild<tsui::CodeView*>("ir")->text());
+      QCOMPARE(details->diffLeft()->text(), sides.left);
+      QCOMPARE(details->diffRight()->text(), sides.right);
+      QCOMPARE(details->diffLeft()->lines(), details->diffRight()->lines());
+      QStringList left = tsui::listingLines(sides.left + "\n"), right = tsui::listingLines(sides.right + "\n");
+      for (int i = static_cast<int>(sides.leftPadding.size()) - 1; i >= 0; --i) left.removeAt(sides.leftPadding[i]);
+      for (int i = static_cast<int>(sides.rightPadding.size()) - 1; i >= 0; --i) right.removeAt(sides.rightPadding[i]);
+      QCOMPARE(left, tsui::listingLines(before));
+      QCOMPARE(right, tsui::listingLines(window.findChild<tsui::CodeView*>("ir")->text()));
+      details->setSideBySide(false);
+
       details->setHideUnchangedPasses(true);
       details->selectPass(passes - 1);
       for (int p = 0; p < passes - 1; ++p) QCOMPARE(details->isPassListed(p), !details->passChangedNothing(p));
@@ -142,6 +164,8 @@ class PassDiffTest : public QObject {
       for (int p = 1; p < details->passCount(); ++p)
         if (!details->passChangedNothing(p)) details->selectPass(p);
       window.grab().save(QDir::temp().filePath("ts_pass_diff.png"));
+      details->setSideBySide(true);
+      window.grab().save(QDir::temp().filePath("ts_pass_diff_side_by_side.png"));
     }
   }
 };

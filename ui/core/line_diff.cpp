@@ -180,4 +180,42 @@ UnifiedDiff unifiedDiff(const QString& before, const QString& after) {
   return diff;
 }
 
+SideBySideDiff sideBySideDiff(const QString& before, const QString& after) {
+  const QStringList a = listingLines(before), b = listingLines(after);
+  const std::vector<DiffLine> script = diffLines(a, b);
+  SideBySideDiff diff;
+  QStringList left, right;
+  for (size_t i = 0; i < script.size();) {
+    if (script[i].kind == DiffLine::Same) {
+      left << a[script[i].oldLine];
+      right << b[script[i].newLine];
+      ++i;
+      continue;
+    }
+    // a change: its removed lines (first, see diffLines) on the left, its added ones on the right
+    QStringList removed, added;
+    for (; i < script.size() && script[i].kind != DiffLine::Same; ++i)
+      (script[i].kind == DiffLine::Removed ? removed : added) << (script[i].kind == DiffLine::Removed ? a[script[i].oldLine] : b[script[i].newLine]);
+    for (int r = 0; r < std::max(removed.size(), added.size()); ++r) {
+      if (r < removed.size()) {
+        diff.removed << static_cast<int>(left.size());
+        left << removed[r];
+      } else {
+        diff.leftPadding << static_cast<int>(left.size());
+        left << QString();
+      }
+      if (r < added.size()) {
+        diff.added << static_cast<int>(right.size());
+        right << added[r];
+      } else {
+        diff.rightPadding << static_cast<int>(right.size());
+        right << QString();
+      }
+    }
+  }
+  diff.left = left.join('\n');
+  diff.right = right.join('\n');
+  return diff;
+}
+
 }  // namespace tsui

@@ -34,6 +34,16 @@ struct UnifiedDiff {
 };
 UnifiedDiff unifiedDiff(const QString& before, const QString& after);
 
+// The same diff side by side: `before` on the left, `after` on the right, a change's removed lines
+// beside its added ones, the shorter side padded with empty lines so that both have as many lines
+// and unchanged lines face each other. `padding` lists the 0-based padding lines of each side.
+struct SideBySideDiff {
+  QString left, right;
+  QList<int> removed, added;             // lines of `left` / of `right`
+  QList<int> leftPadding, rightPadding;  // empty lines that stand for nothing
+};
+SideBySideDiff sideBySideDiff(const QString& before, const QString& after);
+
 // A listing's lines: split at '\n', without the empty line after a final newline.
 QStringList listingLines(const QString& text);
 

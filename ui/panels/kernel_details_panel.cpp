@@ -3,6 +3,8 @@
 #include <QCheckBox>
 #include <QComboBox>
 #include <QListView>
+#include <QScrollBar>
+#include <QStackedWidget>
 #include <QTabWidget>
 #include <QHBoxLayout>
 #include <QLabel>
@@ -43,6 +45,10 @@ KernelDetailsPanel::KernelDetailsPanel(QWidget* parent)
       linkHint_(new QLabel),
       ir_(new CodeView),
       diff_(new CodeView),
+      diffLeft_(new CodeView),
+      diffRight_(new CodeView),
+      sideBySide_(new QCheckBox("Side by side")),
+      diffStack_(new QStackedWidget),
       irTabs_(new QTabWidget),
       hideUnchanged_(new QCheckBox("Hide inconsequential passes")),
       source_(new CodeView) {
@@ -53,7 +59,34 @@ KernelDetailsPanel::KernelDetailsPanel(QWidget* parent)
   hideUnchanged_->setToolTip("Leave out of the pass list the passes whose output equals their input");
   irTabs_->setDocumentMode(true);
   irTabs_->addTab(ir_, "IR");
-  irTabs_->addTab(diff_, "Diff");
+  // The Diff tab: unified, or the input and the output side by side (scrolled together).
+  diffLeft_->setObjectName("passDiffBefore");
+  diffRight_->setObjectName("passDiffAfter");
+  sideBySide_->setToolTip("Show the pass's input and output side by side instead of one unified listing");
+  auto* sides = new QSplitter(Qt::Horizontal);
+  sides->addWidget(diffLeft_);
+  sides->addWidget(diffRight_);
+  diffStack_->addWidget(diff_);
+  diffStack_->addWidget(sides);
+  for (auto [from, to] : {std::pair{diffLeft_, diffRight_}, std::pair{diffRight_, diffLeft_}}) {
+    connect(from->verticalScrollBar(), &QScrollBar::valueChanged, to->verticalScrollBar(), &QScrollBar::setValue);
+    connect(from->horizontalScrollBar(), &QScrollBar::valueChanged, to->horizontalScrollBar(), &QScrollBar::setValue);
+  }
+  auto* diffTab = new QWidget;
+  auto* diffLayout = new QVBoxLayout(diffTab);
+  diffLayout->setContentsMargins(0, 0, 0, 0);
+  diffLayout->setSpacing(0);
+  auto* diffHeader = new QHBoxLayout;
+  diffHeader->setContentsMargins(4, 2, 4, 2);
+  diffHeader->addStretch(1);
+  diffHeader->addWidget(sideBySide_);
+  diffLayout->addLayout(diffHeader);
+  diffLayout->addWidget(diffStack_, 1);
+  irTabs_->addTab(diffTab, "Diff");
+  connect(sideBySide_, &QCheckBox::toggled, this, [this](bool on) {
+    diffStack_->setCurrentIndex(on ? 1 : 0);
+    showDiff(passCombo_->currentIndex());
+  });
   irTabs_->setTabToolTip(0, "The kernel's IR after the pass");
   irTabs_->setTabToolTip(1, "What the pass changed: its input and output as a line diff (removed lines red, added green)");
   source_->setObjectName("source");
@@ -98,8 +131,10 @@ void KernelDetailsPanel::clearKernel() {
   passCombo_->clear();
   rendererCombo_->clear();
   ir_->setCode("");
-  diff_->setCode("");
-  diff_->setDiffLines({}, {});
+  for (CodeView* v : {diff_, diffLeft_, diffRight_}) {
+    v->setCode("");
+    v->setDiffLines({}, {});
+  }
   irTabs_->setTabText(1, "Diff");
   source_->setCode("");
   map_ = {};
@@ -157,6 +192,7 @@ bool KernelDetailsPanel::passChangedNothing(int index) const {
 }
 
 void KernelDetailsPanel::setHideUnchangedPasses(bool hide) { hideUnchanged_->setChecked(hide); }
+void KernelDetailsPanel::setSideBySide(bool on) { sideBySide_->setChecked(on); }
 
 bool KernelDetailsPanel::isPassListed(int index) const {
   const auto* list = qobject_cast<const QListView*>(passCombo_->view());
@@ -181,15 +217,25 @@ void KernelDetailsPanel::showPass(int index) {
 // The pass's input (the snapshot before it; nothing before the lowering) against its output.
 void KernelDetailsPanel::showDiff(int index) {
   if (index < 0 || index >= passCount()) {
-    diff_->setCode("");
-    diff_->setDiffLines({}, {});
+    for (CodeView* v : {diff_, diffLeft_, diffRight_}) {
+      v->setCode("");
+      v->setDiffLines({}, {});
+    }
     irTabs_->setTabText(1, "Diff");
     return;
   }
   const QString before = index > 0 ? QString::fromStdString(code_->ir[index - 1].ir) : QString();
-  const UnifiedDiff diff = unifiedDiff(before, QString::fromStdString(code_->ir[index].ir));
+  const QString after = QString::fromStdString(code_->ir[index].ir);
+  const UnifiedDiff diff = unifiedDiff(before, after);
   diff_->setCode(diff.text);
   diff_->setDiffLines(diff.removed, diff.added);
+  if (sideBySide_->isChecked()) {  // only when shown: a second diff per pass costs a little
+    const SideBySideDiff sides = sideBySideDiff(before, after);
+    diffLeft_->setCode(sides.left);
+    diffLeft_->setDiffLines(sides.removed, {});
+    diffRight_->setCode(sides.right);
+    diffRight_->setDiffLines({}, sides.added);
+  }
   irTabs_->setTabText(1, diff.changed() ? QString("Diff −%1 +%2").arg(diff.removed.size()).arg(diff.added.size())
                                         : QString("Diff (no change)"));
 }

@@ -12,6 +12,7 @@
 class QCheckBox;
 class QComboBox;
 class QLabel;
+class QStackedWidget;
 class QTabWidget;
 
 namespace tsui {
@@ -38,6 +39,10 @@ class KernelDetailsPanel : public QWidget {
   void setHideUnchangedPasses(bool hide);
   bool isPassListed(int index) const;
   CodeView* diffView() const { return diff_; }
+  // Side by side: the pass's input on the left, its output on the right, scrolled together.
+  void setSideBySide(bool on);
+  CodeView* diffLeft() const { return diffLeft_; }
+  CodeView* diffRight() const { return diffRight_; }
 
  private:
   void showPass(int index);
@@ -54,6 +59,10 @@ class KernelDetailsPanel : public QWidget {
   QLabel* linkHint_;
   CodeView* ir_;
   CodeView* diff_;
+  CodeView* diffLeft_;
+  CodeView* diffRight_;
+  QCheckBox* sideBySide_;
+  QStackedWidget* diffStack_;
   QTabWidget* irTabs_;
   QCheckBox* hideUnchanged_;
   CodeView* source_;
