@@ -7,7 +7,9 @@
 #include <QApplication>
 #include <QComboBox>
 #include <QDockWidget>
+#include <QDir>
 #include <QFile>
+#include <QToolBar>
 #include <QGraphicsView>
 #include <QSettings>
 #include <QTableWidget>
@@ -143,6 +145,7 @@ class DesktopTest : public QObject {
       QWidget* dialog = QApplication::activeModalWidget();
       auto* table = dialog ? dialog->findChild<QTableWidget*>("shortcuts") : nullptr;
       if (table) {
+        if (qEnvironmentVariableIsSet("TS_GUI_SHOTS")) dialog->grab().save(QDir::temp().filePath("ts_shortcuts.png"));
         rows = table->rowCount();
         for (int r = 0; r < rows; ++r) listed << table->item(r, 1)->text();
       }
@@ -214,6 +217,10 @@ class DesktopTest : public QObject {
     QCOMPARE(window.find("#" + QString::number(window.model().kernelIds().front())), 1);
     QCOMPARE(window.selectedKernel(), window.model().kernelIds().front());
     QVERIFY(window.find("3x3") >= 1);  // x is 3x3
+    if (qEnvironmentVariableIsSet("TS_GUI_SHOTS")) {
+      window.findChild<QToolBar*>("find bar")->show();
+      window.grab().save(QDir::temp().filePath("ts_find.png"));
+    }
     QCOMPARE(window.find("no such op or kernel"), 0);
     QVERIFY(window.findMatchText().isEmpty());
   }
