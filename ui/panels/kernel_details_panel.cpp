@@ -87,6 +87,7 @@ KernelDetailsPanel::KernelDetailsPanel(QWidget* parent)
     diffStack_->setCurrentIndex(on ? 1 : 0);
     showDiff(passCombo_->currentIndex());
   });
+  connect(irTabs_, &QTabWidget::currentChanged, this, [this] { showDiff(passCombo_->currentIndex()); });
   irTabs_->setTabToolTip(0, "The kernel's IR after the pass");
   irTabs_->setTabToolTip(1, "What the pass changed: its input and output as a line diff (removed lines red, added green)");
   source_->setObjectName("source");
@@ -226,6 +227,13 @@ void KernelDetailsPanel::showDiff(int index) {
   }
   const QString before = index > 0 ? QString::fromStdString(code_->ir[index - 1].ir) : QString();
   const QString after = QString::fromStdString(code_->ir[index].ir);
+  if (passChangedNothing(index)) irTabs_->setTabText(1, "Diff (no change)");
+  // The diff costs O((N+M)·D) for a pass that rewrites a long listing: worked out only while its tab is
+  // shown (switching to the tab works it out), so that stepping with F10 does not wait for it.
+  if (irTabs_->currentIndex() != 1) {
+    if (!passChangedNothing(index)) irTabs_->setTabText(1, "Diff");
+    return;
+  }
   const UnifiedDiff diff = unifiedDiff(before, after);
   diff_->setCode(diff.text);
   diff_->setDiffLines(diff.removed, diff.added);

@@ -46,7 +46,7 @@ class KernelDetailsPanel : public QWidget {
 
  private:
   void showPass(int index);
-  void showDiff(int index);
+  void showDiff(int index);  // while the Diff tab is shown
   void updateHiddenPasses();
   void showSource(int index);
   void updateLinking();
