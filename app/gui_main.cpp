@@ -1,7 +1,7 @@
 // main() of `tensorscope`, the debugger.
 //
 //   tensorscope [script.py] [--device C|INTERP|OPENCL:0|...] [--run] [--screenshot FILE.png] [--export-svg FILE.svg]
-//               [--bench-steps N]
+//               [--bench-steps N] [--theme system|light|dark] [--help] [--version]
 //
 // --screenshot and --export-svg make it a batch tool (for docs, CI and teachers' slides): the
 // script runs, and once the run and the graph layout are done, the window is saved as a PNG
@@ -107,15 +107,12 @@ int stepBenchmark(tsui::MainWindow& window, int steps) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  QApplication app(argc, argv);
-  QApplication::setApplicationName("Tensorscope");
-  QApplication::setOrganizationName("Tensorscope");
-
   QCommandLineParser parser;
   parser.setApplicationDescription("Tensorscope: a debugger for the lazy tensor engine");
   parser.addHelpOption();
+  parser.addVersionOption();
   parser.addPositionalArgument("file", "Tensor script (.py) or recording (.tsrec) to open", "[script.py|run.tsrec]");
-  QCommandLineOption device("device", "Device to realize on: C, INTERP, OPENCL:0, VULKAN:0, CUDA:0 where present (default C)", "device", "C");
+  QCommandLineOption device("device", "Device to realize on: C, INTERP, OPENCL:0, VULKAN:0, CUDA:0 where present (default: the last one used, at first C)", "device");
   QCommandLineOption run("run", "Run the script at startup");
   QCommandLineOption screenshot("screenshot",
                                 "Run, wait for the run and the graph layout, save the window as PNG, quit", "file.png");
@@ -125,7 +122,26 @@ int main(int argc, char** argv) {
                              "seconds", "120");
   QCommandLineOption benchSteps("bench-steps", "Benchmark: press F10 N times on the script, print the round trips, quit",
                                 "N");
-  parser.addOptions({device, run, screenshot, svg, timeout, benchSteps});
+  QCommandLineOption theme("theme", "Colours for this run: system, light or dark (default: the last one picked in View ▸ Theme)",
+                           "theme");
+  parser.addOptions({device, run, screenshot, svg, timeout, benchSteps, theme});
+
+  // --help, --version and a bad command line are answered on the terminal before a QApplication exists: it
+  // needs a display (a terminal over ssh, a CI job), and none of these does.
+  QStringList arguments;
+  for (int i = 0; i < argc; ++i) arguments << QString::fromLocal8Bit(argv[i]);
+  if (!parser.parse(arguments) || parser.isSet("help") || parser.isSet("help-all") || parser.isSet("version")) {
+    QCoreApplication terminal(argc, argv);
+    QCoreApplication::setApplicationName("Tensorscope");
+    QCoreApplication::setApplicationVersion(TS_VERSION);
+    parser.process(terminal);  // prints the help, the version or the error, and exits
+    return 0;
+  }
+
+  QApplication app(argc, argv);
+  QApplication::setApplicationName("Tensorscope");
+  QApplication::setOrganizationName("Tensorscope");
+  QApplication::setApplicationVersion(TS_VERSION);
   parser.process(app);
 
   const QStringList args = parser.positionalArguments();
@@ -135,7 +151,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   tsui::MainWindow window;
-  window.setDevice(parser.value(device).toUpper());
+  if (parser.isSet(device)) window.setDevice(parser.value(device).toUpper());  // else the last one used
+  if (parser.isSet(theme)) window.setTheme(tsui::themeFromName(parser.value(theme).toLower()), false);
   if (!args.isEmpty() && args.first().endsWith(".tsrec", Qt::CaseInsensitive)) {
     QString error;  // on the terminal, not in a dialog: a batch run must not wait for a click
     if (!window.openRecording(args.first(), &error)) {

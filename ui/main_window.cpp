@@ -3,8 +3,14 @@
 #include "tensorscope/device.h"
 
 #include <QAction>
+#include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDialog>
+#include <QRegularExpression>
+#include <QDialogButtonBox>
+#include <QHeaderView>
+#include <QTableWidget>
 #include <QComboBox>
 #include <QStandardItemModel>
 #include <QDateTime>
@@ -30,6 +36,8 @@
 #include <QStyle>
 #include <QTimer>
 #include <QToolBar>
+#include <QWidgetAction>
+#include <functional>
 #include <QtConcurrent/QtConcurrentRun>
 #include <cmath>
 #include <cstring>
@@ -44,6 +52,8 @@
 #include "panels/kernel_list_panel.h"
 #include "panels/properties_panel.h"
 #include "panels/script_editor.h"
+#include "widgets/code_view.h"
+#include "widgets/elided_label.h"
 
 namespace tsui {
 namespace {
@@ -57,6 +67,24 @@ constexpr int kGraphRebuildMs = 1000;
 constexpr int kLazyNodeLimit = 300;
 // Run ▸ Record Buffers: how much of the launches' buffers a run keeps, in all.
 constexpr int kRecordBuffersMb = 64;
+// File ▸ Open Recent: how many scripts and recordings it lists.
+constexpr int kRecentFiles = 8;
+// QMainWindow::saveState's version: bump it when the docks change, so that an old layout is not restored.
+constexpr int kDockStateVersion = 1;
+
+// "&Open…" -> "Open"
+QString plainText(const QAction* a) { return a->text().remove('&').remove(QStringLiteral("…")).remove("..."); }
+
+// Every action with a shortcut names it in its tooltip ("Run the script (F5)"), unless it already does.
+void addShortcutToTooltip(QAction* a) {
+  const QString keys = a->shortcut().toString(QKeySequence::NativeText);
+  if (keys.isEmpty()) return;
+  QString tip = a->toolTip();
+  if (tip.isEmpty()) tip = plainText(a);
+  if (!tip.contains("(" + keys) && !tip.contains(keys + ")") && !tip.contains(keys + ";"))
+    tip += QString(" (%1)").arg(keys);
+  a->setToolTip(tip);
+}
 
 // IEEE 754 binary16 to float (the buffer inspector's float16 buffers).
 float halfToFloat(uint16_t h) {
@@ -92,6 +120,8 @@ MainWindow::MainWindow(QWidget* parent)
   buildActions();
   connectEngine();
   resize(1600, 1000);
+  defaultDockState_ = saveState(kDockStateVersion);
+  restoreSettings();
   setAcceptDrops(true);
   updateTitle();
   updateActions();
@@ -140,17 +170,27 @@ void MainWindow::buildPanels() {
   splitDockWidget(propertiesDock, eventsDock, Qt::Vertical);
   tabifyDockWidget(detailsDock, buffersDock);
   detailsDock->raise();
-  resizeDocks({scriptDock, propertiesDock}, {440, 360}, Qt::Horizontal);
-  resizeDocks({scriptDock, consoleDock}, {640, 360}, Qt::Vertical);
-  resizeDocks({kernelsDock}, {310}, Qt::Vertical);
-  resizeDocks({kernelsDock, detailsDock}, {430, 730}, Qt::Horizontal);
   docks_ = {scriptDock, consoleDock, propertiesDock, eventsDock, kernelsDock, detailsDock, buffersDock};
+  arrangeDocks();
 
-  runStatus_ = new QLabel("Ready");
-  statusBar()->addWidget(runStatus_, 1);
-  lineInfo_ = new QLabel;
+  // Status texts can be as long as a script's error message: elided labels show what fits, and the
+  // whole text in their tooltip, so that no message widens the window.
+  runStatus_ = new ElidedLabel("Ready");
+  runStatus_->setObjectName("runStatus");
+  statusBar()->addWidget(runStatus_, 3);
+  lineInfo_ = new ElidedLabel;
+  lineInfo_->setObjectName("lineInfo");
   lineInfo_->setTextInteractionFlags(Qt::TextSelectableByMouse);
-  statusBar()->addPermanentWidget(lineInfo_);
+  statusBar()->addPermanentWidget(lineInfo_, 2);
+}
+
+void MainWindow::arrangeDocks() {
+  QDockWidget *script = docks_[0], *console = docks_[1], *properties = docks_[2], *kernels = docks_[4],
+              *details = docks_[5];
+  resizeDocks({script, properties}, {440, 360}, Qt::Horizontal);
+  resizeDocks({script, console}, {640, 360}, Qt::Vertical);
+  resizeDocks({kernels}, {310}, Qt::Vertical);
+  resizeDocks({kernels, details}, {430, 730}, Qt::Horizontal);
 }
 
 void MainWindow::buildActions() {
@@ -162,7 +202,10 @@ void MainWindow::buildActions() {
                                         this, &MainWindow::openDialog);
   QAction* saveAction = file->addAction(s->standardIcon(QStyle::SP_DialogSaveButton), "&Save", QKeySequence::Save, this,
                                         &MainWindow::save);
-  file->addAction("Save &As…", QKeySequence::SaveAs, this, &MainWindow::saveAs);
+  newAction->setToolTip("Start a new script");
+  openAction->setToolTip("Open a script (.py) or a recording (.tsrec)");
+  saveAction->setToolTip("Save the script");
+  file->addAction("Save &As…", QKeySequence::SaveAs, this, &MainWindow::saveAs)->setToolTip("Save the script under another name");
   recentMenu_ = file->addMenu("Open &Recent");
   updateRecentMenu();
   file->addSeparator();
@@ -171,8 +214,23 @@ void MainWindow::buildActions() {
   saveRecordingAction_->setToolTip("Keep the last run (or the opened recording) as a .tsrec file");
   exportAction_ =
       file->addAction("&Export Graph as SVG…", QKeySequence(Qt::CTRL | Qt::Key_E), this, &MainWindow::exportSvgDialog);
+  exportAction_->setToolTip("Save the graph as a standalone SVG image");
   file->addSeparator();
-  file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close);
+  file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close)->setToolTip("Close the window");
+
+  QMenu* edit = menuBar()->addMenu("&Edit");
+  QAction* findAction = edit->addAction("&Find…", QKeySequence::Find, this, [this] {
+    findBar_->show();
+    findEdit_->setFocus();
+    findEdit_->selectAll();
+  });
+  findAction->setToolTip("Find graph nodes by op, uid (%12), shape (3x3) or script line (line 5), and kernels by "
+                         "name or id (#2)");
+  QAction* findNextAction = edit->addAction("Find &Next", QKeySequence::FindNext, this, [this] { findNext(+1); });
+  findNextAction->setToolTip("Go to the next match of Find");
+  QAction* findPreviousAction =
+      edit->addAction("Find &Previous", QKeySequence::FindPrevious, this, [this] { findNext(-1); });
+  findPreviousAction->setToolTip("Go to the previous match of Find");
 
   QMenu* run = menuBar()->addMenu("&Run");
   runAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaPlay), "&Run", QKeySequence(Qt::Key_F5), this,
@@ -194,6 +252,7 @@ void MainWindow::buildActions() {
                            "first (Pause)");
   stopAction_ = run->addAction(s->standardIcon(QStyle::SP_MediaStop), "&Stop", QKeySequence(Qt::SHIFT | Qt::Key_F5),
                                this, &MainWindow::stopScript);
+  stopAction_->setToolTip("Stop the running script (Shift+F5)");
   runToCursorAction_ = run->addAction("Run to &Cursor", QKeySequence(Qt::CTRL | Qt::Key_F10), this, &MainWindow::runToCursor);
   runToCursorAction_->setToolTip("Run (or go on) until the editor's cursor line and pause there (Ctrl+F10)");
   stepBackAction_ = run->addAction("Step &Back", QKeySequence(Qt::SHIFT | Qt::Key_F10), this, [this] { stepRecording(-1); });
@@ -248,11 +307,32 @@ void MainWindow::buildActions() {
           [this](bool on) { runner_->setRecordBuffersMb(on ? kRecordBuffersMb : 0); });
 
   QMenu* view = menuBar()->addMenu("&View");
-  view->addAction("&Fit Graph", QKeySequence(Qt::CTRL | Qt::Key_0), graph_, &GraphPanel::fitGraph);
+  view->addAction("&Fit Graph", QKeySequence(Qt::CTRL | Qt::Key_0), graph_, &GraphPanel::fitGraph)
+      ->setToolTip("Fit the graph to the view");
   view->addSeparator();
-  for (QDockWidget* d : docks_) view->addAction(d->toggleViewAction());
+  for (QDockWidget* d : docks_) {
+    d->toggleViewAction()->setToolTip("Show or hide the " + d->windowTitle() + " panel");
+    view->addAction(d->toggleViewAction());
+  }
+  view->addSeparator();
+  view->addAction("&Reset Layout", this, &MainWindow::resetLayout)
+      ->setToolTip("Put every panel back where it is in a new installation");
+  QMenu* themes = view->addMenu("&Theme");
+  auto* themeGroup = new QActionGroup(this);
+  for (Theme t : {Theme::System, Theme::Light, Theme::Dark}) {
+    static const char* const kTitles[] = {"&System", "&Light", "&Dark"};
+    QAction* a = themes->addAction(kTitles[static_cast<int>(t)], this, [this, t] { setTheme(t); });
+    a->setCheckable(true);
+    a->setChecked(t == Theme::System);
+    a->setToolTip(t == Theme::System ? QString("Follow the desktop's colours")
+                                     : QString("%1 colours, whatever the desktop's").arg(t == Theme::Light ? "Light" : "Dark"));
+    themeGroup->addAction(a);
+    themeActions_ << a;
+  }
 
   QMenu* help = menuBar()->addMenu("&Help");
+  help->addAction("&Keyboard Shortcuts", QKeySequence::HelpContents, this, &MainWindow::showShortcuts)
+      ->setToolTip("Every keyboard shortcut of the window");
   help->addAction("&About Tensorscope", this, [this] {
     QMessageBox::about(this, "About Tensorscope",
                        "<b>Tensorscope</b><br>A lazy tensor engine and its debugger.<br><br>"
@@ -260,7 +340,7 @@ void MainWindow::buildActions() {
                        "every pass, and the source generated for the device.");
   });
 
-  QToolBar* bar = addToolBar("Main");
+  QToolBar* bar = toolbar_ = addToolBar("Main");
   bar->setObjectName("main toolbar");
   bar->setMovable(false);
   bar->setToolButtonStyle(Qt::ToolButtonTextBesideIcon);
@@ -275,6 +355,7 @@ void MainWindow::buildActions() {
   bar->addSeparator();
   bar->addWidget(new QLabel(" Device "));
   device_ = new QComboBox;
+  device_->setObjectName("device");
   // every device the registry offers; compile-only ones (CUDA without a GPU) are listed but disabled
   for (const ts::DeviceProperties& d : ts::DeviceRegistry::list()) {
     QString label = QString::fromStdString(d.name);
@@ -289,6 +370,39 @@ void MainWindow::buildActions() {
   device_->setToolTip("Device the script's tensors realize on (C: compiled C kernels; INTERP: the IR interpreter; "
                       "OPENCL / VULKAN: GPU APIs, here on PoCL and lavapipe)");
   bar->addWidget(device_);
+
+  // The find bar, under the toolbar: shown by Ctrl+F, hidden by Escape.
+  addToolBarBreak();
+  findBar_ = addToolBar("Find");
+  findBar_->setObjectName("find bar");
+  findBar_->setMovable(false);
+  findEdit_ = new QLineEdit;
+  findEdit_->setObjectName("find");
+  findEdit_->setPlaceholderText("Find: op, %uid, shape 3x3, line 5, kernel name, #kernel");
+  findEdit_->setToolTip(findAction->toolTip());
+  findEdit_->setClearButtonEnabled(true);
+  findEdit_->setMaximumWidth(420);
+  findBar_->addWidget(findEdit_);
+  findBar_->addAction(findPreviousAction);
+  findBar_->addAction(findNextAction);
+  findStatus_ = new QLabel;
+  findStatus_->setContentsMargins(8, 0, 0, 0);
+  findBar_->addWidget(findStatus_);
+  QAction* closeFind = findBar_->addAction(s->standardIcon(QStyle::SP_DialogCloseButton), "Close Find");
+  closeFind->setToolTip("Close the find bar (Escape)");
+  connect(closeFind, &QAction::triggered, findBar_, &QWidget::hide);
+  connect(findEdit_, &QLineEdit::textChanged, this, [this](const QString& text) { find(text); });
+  connect(findEdit_, &QLineEdit::returnPressed, this, [this] { findNext(+1); });
+  auto* escape = new QAction(findEdit_);
+  escape->setShortcut(Qt::Key_Escape);
+  escape->setShortcutContext(Qt::WidgetShortcut);
+  escape->setText("Close Find");
+  connect(escape, &QAction::triggered, findBar_, &QWidget::hide);
+  findEdit_->addAction(escape);
+  findBar_->hide();
+
+  for (QAction* a : findChildren<QAction*>()) addShortcutToTooltip(a);
+  for (QMenu* m : menuBar()->findChildren<QMenu*>()) m->setToolTipsVisible(true);
 }
 
 void MainWindow::connectEngine() {
@@ -315,14 +429,7 @@ void MainWindow::connectEngine() {
   connect(graph_, &GraphPanel::unionModeChanged, this, &MainWindow::requestGraph);
   connect(graph_, &GraphPanel::directionChanged, this, &MainWindow::requestGraph);
   connect(graph_, &GraphPanel::kernelClicked, this, [this](int id) { selectKernel(id, false); });
-  connect(graph_, &GraphPanel::nodeClicked, this, [this](const GraphSpecNode& node) {
-    if (node.kernelId >= 0) selectKernel(node.kernelId, false);
-    properties_->showNode(node);  // the node, not its kernel, is what was clicked
-    selectedNodeUid_ = node.info.uid;
-    // the script line that made it, selected in the editor
-    const ts::SourceLocation where = model_->whereMade(node.info.uid);
-    if (where.line > 0 && QString::fromStdString(where.file) == model_->scriptPath()) editor_->showLine(where.line);
-  });
+  connect(graph_, &GraphPanel::nodeClicked, this, &MainWindow::onNodeClicked);
   connect(kernels_, &KernelListPanel::kernelSelected, this, [this](int id) { selectKernel(id, true); });
 
   connect(editor_, &QsciScintilla::modificationChanged, this, &MainWindow::updateTitle);
@@ -390,6 +497,84 @@ void MainWindow::evaluate(const QString& code) {
   }
   console_->append(">>> " + code, ConsolePanel::Stream::Info);
   runner_->evaluate(code);
+}
+
+void MainWindow::onNodeClicked(const GraphSpecNode& node) {
+  if (node.kernelId >= 0) selectKernel(node.kernelId, false);
+  properties_->showNode(node);  // the node, not its kernel, is what was clicked
+  selectedNodeUid_ = node.info.uid;
+  // the script line that made it, selected in the editor
+  const ts::SourceLocation where = model_->whereMade(node.info.uid);
+  if (where.line > 0 && QString::fromStdString(where.file) == model_->scriptPath()) editor_->showLine(where.line);
+}
+
+// ---- find -------------------------------------------------------------------------------------
+
+int MainWindow::find(const QString& query) {
+  findMatches_.clear();
+  findIndex_ = -1;
+  const QString q = query.trimmed();
+  static const QRegularExpression kLine(R"(^(?:line\s*|:)(\d+)$)", QRegularExpression::CaseInsensitiveOption);
+  static const QRegularExpression kUid(R"(^(?:%|uid\s*)(\d+)$)", QRegularExpression::CaseInsensitiveOption);
+  static const QRegularExpression kKernelId(R"(^#(\d+)$)");
+  static const QRegularExpression kShape(R"(^\(?\[?\s*\d+(\s*[x×,]\s*\d+)*\s*,?\s*\]?\)?$)");
+  const QRegularExpressionMatch line = kLine.match(q), uid = kUid.match(q), kernelId = kKernelId.match(q);
+  const bool isShape = kShape.match(q).hasMatch();
+  QString shape = q;
+  shape.remove(QRegularExpression(R"([\[\]() ])")).replace(QRegularExpression("[×,]"), "x");
+  if (shape.endsWith('x')) shape.chop(1);  // "(3,)"
+  if (!q.isEmpty()) {
+    for (const GraphSpecNode* node : graph_->drawnNodes()) {
+      const ts::GraphNodeInfo& info = node->info;
+      bool hit = false;
+      if (line.hasMatch()) {
+        const ts::SourceLocation where = model_->whereMade(info.uid);
+        hit = where.line == line.captured(1).toInt() && QString::fromStdString(where.file) == model_->scriptPath();
+      } else if (uid.hasMatch()) {
+        hit = info.uid == uid.captured(1).toULongLong();
+      } else if (isShape) {
+        hit = shapeText(info.shape) == shape;
+      } else if (!kernelId.hasMatch()) {
+        hit = QString::fromStdString(info.op).contains(q, Qt::CaseInsensitive);
+      }
+      if (hit)
+        findMatches_.append({node->key, -1, QString("node %%1 %2 %3").arg(info.uid).arg(QString::fromStdString(info.op),
+                                                                                       shapeText(info.shape))});
+    }
+    for (int id : model_->kernelIds()) {
+      const ts::KernelInfo* k = model_->kernel(id);
+      const QString name = k ? QString::fromStdString(k->name) : QString();
+      const bool hit = kernelId.hasMatch() ? id == kernelId.captured(1).toInt()
+                                           : !line.hasMatch() && !uid.hasMatch() && !isShape && name.contains(q, Qt::CaseInsensitive);
+      if (hit) findMatches_.append({{}, id, QString("kernel #%1 %2").arg(id).arg(name)});
+    }
+  }
+  if (!findMatches_.isEmpty()) findNext(+1);
+  else if (findStatus_) findStatus_->setText(q.isEmpty() ? QString() : QString("no match"));
+  return static_cast<int>(findMatches_.size());
+}
+
+void MainWindow::findNext(int direction) {
+  if (findMatches_.isEmpty()) return;
+  const int n = static_cast<int>(findMatches_.size());
+  findIndex_ = findIndex_ < 0 ? (direction > 0 ? 0 : n - 1) : ((findIndex_ + direction) % n + n) % n;
+  const FindMatch& m = findMatches_[findIndex_];
+  if (m.kernelId >= 0) {
+    selectKernel(m.kernelId, true);
+  } else {
+    graph_->revealNode(m.nodeKey);
+    for (const GraphSpecNode* node : graph_->drawnNodes())
+      if (node->key == m.nodeKey) {
+        onNodeClicked(*node);
+        break;
+      }
+  }
+  if (findStatus_) findStatus_->setText(findMatchText());
+}
+
+QString MainWindow::findMatchText() const {
+  if (findIndex_ < 0 || findIndex_ >= findMatches_.size()) return {};
+  return QString("%1 of %2 · %3").arg(findIndex_ + 1).arg(findMatches_.size()).arg(findMatches_[findIndex_].label);
 }
 
 // "What did line 13 become?": the nodes the line made are marked in the graph, and the status bar
@@ -850,19 +1035,27 @@ void MainWindow::addRecent(const QString& path) {
   const QString absolute = QFileInfo(path).absoluteFilePath();
   recent.removeAll(absolute);
   recent.prepend(absolute);
-  while (recent.size() > 10) recent.removeLast();
+  while (recent.size() > kRecentFiles) recent.removeLast();
   settings.setValue("recentFiles", recent);
   updateRecentMenu();
 }
 
 void MainWindow::updateRecentMenu() {
   recentMenu_->clear();
-  const QStringList recent = QSettings().value("recentFiles").toStringList();
-  for (const QString& path : recent) {
-    QAction* a = recentMenu_->addAction(QFileInfo(path).fileName(), this, [this, path] {
+  const QStringList recent = QSettings().value("recentFiles").toStringList().mid(0, kRecentFiles);
+  for (int i = 0; i < recent.size(); ++i) {
+    const QString path = recent[i];
+    QAction* a = recentMenu_->addAction(QString("&%1 %2").arg(i + 1).arg(QFileInfo(path).fileName()), this, [this, path] {
       if (path.endsWith(".tsrec", Qt::CaseInsensitive) || maybeSave()) openFile(path);
     });
     a->setToolTip(path);
+  }
+  if (!recent.isEmpty()) {
+    recentMenu_->addSeparator();
+    recentMenu_->addAction("&Clear Recent", this, [this] {
+      QSettings().remove("recentFiles");
+      updateRecentMenu();
+    })->setToolTip("Forget the recently opened scripts and recordings");
   }
   recentMenu_->setEnabled(!recent.isEmpty());
 }
@@ -1006,7 +1199,103 @@ void MainWindow::updateActions() {
 void MainWindow::closeEvent(QCloseEvent* event) {
   if (!maybeSave()) return event->ignore();
   runner_->stop();  // RunnerProcess's destructor kills a runner that is still there
+  saveSettings();
   event->accept();
+}
+
+void MainWindow::saveSettings() const {
+  QSettings settings;
+  settings.setValue("window/geometry", saveGeometry());
+  settings.setValue("window/docks", saveState(kDockStateVersion));
+  settings.setValue("device", device_->currentData().toString());
+}
+
+void MainWindow::restoreSettings() {
+  QSettings settings;
+  restoreGeometry(settings.value("window/geometry").toByteArray());
+  restoreState(settings.value("window/docks").toByteArray(), kDockStateVersion);
+  const Theme theme = themeFromName(settings.value("theme").toString());
+  if (theme != currentTheme()) setTheme(theme);
+  else themeActions_[static_cast<int>(theme)]->setChecked(true);
+  const QString device = settings.value("device", "C").toString();
+  if (!device.isEmpty() && device_->findData(device) >= 0) setDevice(device);
+}
+
+void MainWindow::setTheme(Theme theme, bool remember) {
+  applyTheme(theme);
+  // The panels that paint their own colours take the new ones now (the rest follow the palette).
+  editor_->applyThemeColours();
+  for (CodeView* view : findChildren<CodeView*>()) CodeView::applyThemeColours(view);
+  graph_->applyThemeColours();
+  themeActions_[static_cast<int>(theme)]->setChecked(true);
+  if (remember) QSettings().setValue("theme", themeName(theme));
+}
+
+void MainWindow::resetLayout() {
+  restoreState(defaultDockState_, kDockStateVersion);
+  for (QDockWidget* d : docks_) {
+    d->setFloating(false);
+    d->show();
+  }
+  docks_[5]->raise();  // the kernel's IR and source in front of the buffers, as at first
+  arrangeDocks();
+}
+
+QList<QAction*> MainWindow::toolbarActions() const {
+  QList<QAction*> actions;
+  for (QAction* a : toolbar_->actions())
+    if (!a->isSeparator() && !qobject_cast<QWidgetAction*>(a)) actions << a;
+  return actions;
+}
+
+QList<MainWindow::Shortcut> MainWindow::shortcuts() const {
+  // Walks the menus, so that the list says where each action lives; actions outside the menus
+  // (a panel's own) follow.
+  QList<Shortcut> list;
+  QSet<const QAction*> seen;
+  std::function<void(const QMenu*, const QString&)> walk = [&](const QMenu* menu, const QString& path) {
+    for (QAction* a : menu->actions()) {
+      if (a->menu()) {
+        walk(a->menu(), path + plainText(a->menu()->menuAction()) + " ▸ ");
+        continue;
+      }
+      seen.insert(a);
+      for (const QKeySequence& k : a->shortcuts())
+        list.append({path + plainText(a), k.toString(QKeySequence::NativeText)});
+    }
+  };
+  for (QAction* top : menuBar()->actions())
+    if (top->menu()) walk(top->menu(), plainText(top) + " ▸ ");
+  for (const QAction* a : findChildren<QAction*>()) {
+    if (seen.contains(a)) continue;
+    for (const QKeySequence& k : a->shortcuts()) list.append({plainText(a), k.toString(QKeySequence::NativeText)});
+  }
+  return list;
+}
+
+void MainWindow::showShortcuts() {
+  QDialog dialog(this);
+  dialog.setWindowTitle("Keyboard Shortcuts");
+  const QList<Shortcut> list = shortcuts();
+  auto* table = new QTableWidget(list.size(), 2, &dialog);
+  table->setObjectName("shortcuts");
+  table->setHorizontalHeaderLabels({"Action", "Shortcut"});
+  table->verticalHeader()->hide();
+  table->setEditTriggers(QAbstractItemView::NoEditTriggers);
+  table->setSelectionBehavior(QAbstractItemView::SelectRows);
+  for (int i = 0; i < list.size(); ++i) {
+    table->setItem(i, 0, new QTableWidgetItem(list[i].action));
+    table->setItem(i, 1, new QTableWidgetItem(list[i].keys));
+  }
+  table->horizontalHeader()->setSectionResizeMode(0, QHeaderView::Stretch);
+  table->resizeColumnToContents(1);
+  auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, &dialog);
+  connect(buttons, &QDialogButtonBox::rejected, &dialog, &QDialog::reject);
+  auto* layout = new QVBoxLayout(&dialog);
+  layout->addWidget(table);
+  layout->addWidget(buttons);
+  dialog.resize(520, 560);
+  dialog.exec();
 }
 
 bool MainWindow::isRunning() const { return runner_->isRunning(); }

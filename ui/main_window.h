@@ -11,6 +11,7 @@
 
 #include "core/graph_layout.h"
 #include "core/runner_process.h"
+#include "core/theme.h"
 
 class QAction;
 class QComboBox;
@@ -21,11 +22,13 @@ class QDragEnterEvent;
 class QLineEdit;
 class QDropEvent;
 class QTimer;
+class QToolBar;
 
 namespace tsui {
 
 class BufferInspector;
 class ConsolePanel;
+class ElidedLabel;
 class EventBrowser;
 class GraphPanel;
 class KernelDetailsPanel;
@@ -105,6 +108,32 @@ class MainWindow : public QMainWindow {
   OpenTiming lastOpenTiming() const { return lastOpen_; }
   ScriptEditor* editor() const { return editor_; }
 
+  // Desktop habits. The window's geometry, its docks (where, how big, shown or hidden), the device
+  // and the theme are kept in QSettings when the window closes and restored when the next one opens;
+  // View ▸ Reset Layout puts the docks back where a new installation has them.
+  void saveSettings() const;
+  void resetLayout();
+  // View ▸ Theme: System (the default), Light or Dark, for the whole application; remembered unless
+  // `remember` is false (tensorscope --theme, for one run).
+  void setTheme(Theme theme, bool remember = true);
+  // Every keyboard shortcut of the window's actions, read from the actions themselves (Help ▸
+  // Keyboard Shortcuts shows this list): {where ("Run ▸ Step to Next Launch"), shortcut text}.
+  struct Shortcut {
+    QString action, keys;
+  };
+  QList<Shortcut> shortcuts() const;
+  void showShortcuts();
+  // The toolbar's actions, for tests: each has a tooltip naming its shortcut.
+  QList<QAction*> toolbarActions() const;
+
+  // Edit ▸ Find (Ctrl+F), Netron's: graph nodes by op ("exp2"), uid ("%12"), shape ("3x3") or the
+  // script line that made them ("line 5", ":5"), and kernels by name ("E_3") or id ("#2"). Returns
+  // how many match and goes to the first; findNext(+1 / -1) (F3 / Shift+F3) goes on, wrapping
+  // round. The match is selected (as if clicked) and centred in the graph or the kernel list.
+  int find(const QString& query);
+  void findNext(int direction);
+  QString findMatchText() const;  // "2 of 5 · node %12 ADD 3x3"; empty when nothing matches
+
  protected:
   void closeEvent(QCloseEvent* event) override;
 
@@ -112,6 +141,8 @@ class MainWindow : public QMainWindow {
   void buildPanels();
   void buildActions();
   void connectEngine();
+  void arrangeDocks();  // the default sizes of the docks
+  void restoreSettings();
 
   void onScheduleAdded(int scheduleIndex);
   void onKernelRunAdded(int kernelId);
@@ -126,6 +157,7 @@ class MainWindow : public QMainWindow {
   void resetRun();
   void updateBreakpoints();
   void onCursorLine(int line);
+  void onNodeClicked(const GraphSpecNode& node);
   void onBuffers(int kernelId, const QString& stage, const std::vector<RunnerProcess::BufferData>& buffers);
   void showBuffers(int kernelId, const std::vector<ts::RecordedBuffer>& buffers);
 
@@ -155,7 +187,7 @@ class MainWindow : public QMainWindow {
   PropertiesPanel* properties_;
   ConsolePanel* console_;
   QComboBox* device_;
-  QLabel* runStatus_;
+  ElidedLabel* runStatus_;
   QList<QDockWidget*> docks_;
 
   QAction* runAction_ = nullptr;
@@ -173,7 +205,20 @@ class MainWindow : public QMainWindow {
   EventBrowser* events_ = nullptr;
   BufferInspector* buffers_ = nullptr;
   QLineEdit* consoleInput_ = nullptr;
-  QLabel* lineInfo_ = nullptr;
+  ElidedLabel* lineInfo_ = nullptr;
+  QToolBar* toolbar_ = nullptr;
+  QList<QAction*> themeActions_;  // System, Light, Dark
+  QToolBar* findBar_ = nullptr;
+  QLineEdit* findEdit_ = nullptr;
+  QLabel* findStatus_ = nullptr;
+  struct FindMatch {
+    QString nodeKey;    // a graph node's GraphSpecNode::key, or
+    int kernelId = -1;  // a kernel
+    QString label;
+  };
+  QList<FindMatch> findMatches_;
+  int findIndex_ = -1;
+  QByteArray defaultDockState_;  // saveState() of the docks as built, for View ▸ Reset Layout
   QStringList kernelPatterns_, opBreakpoints_;
   QList<quint64> nodeBreakpoints_;
   quint64 selectedNodeUid_ = 0;

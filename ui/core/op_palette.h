@@ -23,4 +23,13 @@ inline QColor kernelBorderColor() { return QColor(0x7a, 0x86, 0x94); }
 inline QColor kernelFillColor() { return QColor(0xf6, 0xf8, 0xfa); }
 inline QColor selectionColor() { return QColor(0xe8, 0x59, 0x0c); }
 
+// The graph view's own colours in the current theme (core/theme.h). Node fills stay the pastel op
+// colours in both themes (their black labels read on them); what sits on the background changes.
+// The SVG export keeps the light colours above: it is a document, not a view.
+struct SceneColours {
+  QColor background, edge, nodeBorder, clusterFill, clusterBorder, clusterText, highlightedClusterFill;
+  QString legendStyle;  // the legend overlay's style sheet
+};
+const SceneColours& sceneColours();
+
 }  // namespace tsui

@@ -595,6 +595,7 @@ BufferInspector::BufferInspector(QWidget* parent) : QWidget(parent) {
   heatView_->tip = [this](QPoint pixel) { return heatMapTip(pixel); };
   heatNote_ = new QLabel;
   heatNote_->setWordWrap(true);
+  heatNote_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // a long note wraps, never widens
   heatNote_->setStyleSheet("color: #6b7280");
   auto* heatTab = new QWidget;
   auto* heatLayout = new QVBoxLayout(heatTab);
@@ -609,6 +610,7 @@ BufferInspector::BufferInspector(QWidget* parent) : QWidget(parent) {
   unavailableLabel_ = new QLabel;
   unavailableLabel_->setAlignment(Qt::AlignCenter);
   unavailableLabel_->setWordWrap(true);
+  unavailableLabel_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // the runner's note may be long
   unavailableLabel_->setStyleSheet("color: #6b7280");
   stack_ = new QStackedWidget;
   stack_->addWidget(tabs_);

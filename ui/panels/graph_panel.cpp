@@ -10,9 +10,11 @@
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
+#include <algorithm>
 
 #include "core/op_palette.h"
 #include "panels/graph_scene_items.h"
+#include "widgets/elided_label.h"
 #include "widgets/zoomable_view.h"
 
 namespace tsui {
@@ -21,9 +23,7 @@ namespace {
 QWidget* makeLegend(QWidget* parent) {
   auto* legend = new QFrame(parent);
   legend->setObjectName("legend");
-  legend->setStyleSheet(
-      "#legend { background: rgba(255,255,255,225); border: 1px solid #d0d4d9; border-radius: 4px; }"
-      "QLabel { font-size: 11px; color: #333; }");
+  legend->setStyleSheet(sceneColours().legendStyle);
   auto* layout = new QHBoxLayout(legend);
   layout->setContentsMargins(8, 4, 8, 4);
   layout->setSpacing(10);
@@ -45,7 +45,7 @@ QWidget* makeLegend(QWidget* parent) {
     layout->addLayout(row);
   };
   for (const OpClassStyle& s : opClassStyles()) swatch(s.fill, QColor(0x4a, 0x4a, 0x4a), Qt::SolidLine, s.title);
-  swatch(kernelFillColor(), kernelBorderColor(), Qt::DashLine, "kernel");
+  swatch(sceneColours().clusterFill, sceneColours().clusterBorder, Qt::DashLine, "kernel");
   legend->adjustSize();
   return legend;
 }
@@ -56,7 +56,7 @@ GraphPanel::GraphPanel(QWidget* parent)
     : QWidget(parent),
       view_(new ZoomableView),
       scene_(new QGraphicsScene(this)),
-      description_(new QLabel),
+      description_(new ElidedLabel),
       status_(new QLabel),
       cancel_(new QToolButton),
       union_(new QCheckBox("All schedules")),
@@ -83,8 +83,7 @@ GraphPanel::GraphPanel(QWidget* parent)
 
   auto* header = new QHBoxLayout;
   header->setContentsMargins(6, 3, 6, 3);
-  header->addWidget(description_);
-  header->addStretch(1);
+  header->addWidget(description_, 1);
   header->addWidget(status_);
   header->addWidget(cancel_);
   header->addSpacing(12);
@@ -117,6 +116,17 @@ GraphPanel::GraphPanel(QWidget* parent)
   connect(union_, &QCheckBox::toggled, this, &GraphPanel::unionModeChanged);
   connect(direction_, &QToolButton::toggled, this, &GraphPanel::directionChanged);
   clearGraph("Run a script (F5) to see its graph.");
+  applyThemeColours();
+}
+
+void GraphPanel::applyThemeColours() {
+  view_->setBackgroundBrush(sceneColours().background);
+  const bool shown = !legend_->isHidden();
+  delete legend_;  // its swatches are pixmaps: drawn again in the theme's colours
+  legend_ = makeLegend(view_);
+  legend_->setVisible(shown);
+  placeOverlays();
+  scene_->update();
 }
 
 bool GraphPanel::unionMode() const { return union_->isChecked(); }
@@ -232,6 +242,28 @@ int GraphPanel::lazyNodeCount() const {
 }
 
 void GraphPanel::fitGraph() { view_->fitAll(); }
+
+std::vector<const GraphSpecNode*> GraphPanel::drawnNodes() const {
+  std::vector<std::pair<QPointF, const GraphSpecNode*>> drawn;
+  if (!layout_.spec) return {};
+  for (const NodeItem* item : nodes_) drawn.emplace_back(item->boundingRect().center(), &layout_.spec->nodes[item->index()]);
+  const bool across = leftToRight();
+  std::sort(drawn.begin(), drawn.end(), [across](const auto& a, const auto& b) {
+    return across ? std::pair(a.first.x(), a.first.y()) < std::pair(b.first.x(), b.first.y())
+                  : std::pair(a.first.y(), a.first.x()) < std::pair(b.first.y(), b.first.x());
+  });
+  std::vector<const GraphSpecNode*> out;
+  for (const auto& d : drawn) out.push_back(d.second);
+  return out;
+}
+
+void GraphPanel::revealNode(const QString& key) {
+  highlightNode(key);
+  if (NodeItem* item = nodes_.value(key)) {
+    if (view_->transform().m11() < 0.6) view_->setTransform(QTransform::fromScale(0.8, 0.8));  // readable
+    view_->centerOn(item);
+  }
+}
 
 void GraphPanel::onClicked(const QPointF& scenePos) {
   // The topmost node wins over the cluster around it; edges are not selectable.

@@ -18,6 +18,7 @@ class QToolButton;
 
 namespace tsui {
 
+class ElidedLabel;
 class ClusterItem;
 class NodeItem;
 class ZoomableView;
@@ -38,6 +39,11 @@ class GraphPanel : public QWidget {
   int markNodes(const QSet<quint64>& uids);
   int lazyNodeCount() const;
   void fitGraph();
+  // Find: the drawn nodes, left to right (top to bottom), and one of them highlighted and centred.
+  std::vector<const GraphSpecNode*> drawnNodes() const;
+  void revealNode(const QString& key);
+  // The theme's background, legend and items (core/theme.h); MainWindow calls it when the theme changes.
+  void applyThemeColours();
 
   bool unionMode() const;
   bool leftToRight() const;
@@ -63,7 +69,7 @@ class GraphPanel : public QWidget {
 
   ZoomableView* view_;
   QGraphicsScene* scene_;
-  QLabel* description_;
+  ElidedLabel* description_;
   QLabel* status_;
   QToolButton* cancel_;
   QCheckBox* union_;

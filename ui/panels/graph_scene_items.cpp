@@ -6,6 +6,7 @@
 
 #include "core/graph_spec.h"
 #include "core/op_palette.h"
+#include "core/theme.h"
 
 namespace tsui {
 namespace {
@@ -61,7 +62,7 @@ void NodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, 
     painter->setBrush(QColor(0xff, 0x9f, 0x1c, 150));
     painter->drawRoundedRect(rect_.adjusted(-3, -3, 3, 3), 6, 6);
   }
-  const QColor border = highlighted_ ? selectionColor() : lazy_ ? QColor(0x8a, 0x8a, 0x8a) : QColor(0x4a, 0x4a, 0x4a);
+  const QColor border = highlighted_ ? selectionColor() : lazy_ ? QColor(0x8a, 0x8a, 0x8a) : sceneColours().nodeBorder;
   QPen pen(border, highlighted_ ? 2.5 : realized_ ? 2.2 : (hovered_ ? 1.6 : 0.8));
   if (lazy_ && !highlighted_) pen.setStyle(Qt::DashLine);
   painter->setPen(pen);
@@ -104,7 +105,7 @@ QPainterPath EdgeItem::shape() const {
 
 void EdgeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
   painter->setRenderHint(QPainter::Antialiasing);
-  const QColor colour(0x60, 0x60, 0x60);
+  const QColor colour = sceneColours().edge;
   painter->setPen(QPen(colour, 0.9));
   painter->setBrush(Qt::NoBrush);
   painter->drawPath(path_);
@@ -130,11 +131,13 @@ QRectF ClusterItem::boundingRect() const { return rect_.adjusted(-3, -3, 3, 3); 
 
 void ClusterItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
   painter->setRenderHint(QPainter::Antialiasing);
-  painter->setPen(highlighted_ ? QPen(selectionColor(), 3) : QPen(kernelBorderColor(), 1, Qt::DashLine));
-  painter->setBrush(highlighted_ ? QColor(0xff, 0xf4, 0xec) : kernelFillColor());
+  const SceneColours& colours = sceneColours();
+  painter->setPen(highlighted_ ? QPen(selectionColor(), 3) : QPen(colours.clusterBorder, 1, Qt::DashLine));
+  painter->setBrush(highlighted_ ? colours.highlightedClusterFill : colours.clusterFill);
   painter->drawRoundedRect(rect_, 6, 6);
   painter->setFont(sceneFont(10, true, true));  // kernel names are identifiers: monospace, as in the list
-  painter->setPen(highlighted_ ? selectionColor().darker(130) : QColor(0x44, 0x50, 0x5c));
+  painter->setPen(highlighted_ ? (isDarkTheme() ? selectionColor().lighter(130) : selectionColor().darker(130))
+                               : colours.clusterText);
   // dot reserved room for the label at the top; draw it left-aligned there (labeljust=l). Its box
   // is as tall as dot's font, so descenders (the '_' of kernel names) must not be clipped.
   const QRectF labelBox = labelRect_.isEmpty()

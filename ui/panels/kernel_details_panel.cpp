@@ -1,18 +1,24 @@
 #include "panels/kernel_details_panel.h"
 
+#include <QCheckBox>
 #include <QComboBox>
+#include <QListView>
+#include <QScrollBar>
+#include <QStackedWidget>
+#include <QTabWidget>
 #include <QHBoxLayout>
 #include <QLabel>
 #include <QSplitter>
 #include <QVBoxLayout>
 
+#include "core/line_diff.h"
 #include "widgets/code_view.h"
 
 namespace tsui {
 namespace {
 
 // A titled column: a header row (caption + combo) over a code view.
-QWidget* column(const QString& caption, QComboBox* combo, CodeView* view, QWidget* extra = nullptr) {
+QWidget* column(const QString& caption, QComboBox* combo, QWidget* view, QWidget* extra = nullptr) {
   auto* box = new QWidget;
   auto* header = new QHBoxLayout;
   header->setContentsMargins(4, 2, 4, 2);
@@ -38,9 +44,52 @@ KernelDetailsPanel::KernelDetailsPanel(QWidget* parent)
       rendererCombo_(new QComboBox),
       linkHint_(new QLabel),
       ir_(new CodeView),
+      diff_(new CodeView),
+      diffLeft_(new CodeView),
+      diffRight_(new CodeView),
+      sideBySide_(new QCheckBox("Side by side")),
+      diffStack_(new QStackedWidget),
+      irTabs_(new QTabWidget),
+      hideUnchanged_(new QCheckBox("Hide inconsequential passes")),
       source_(new CodeView) {
   source_->setLanguage(CodeView::Language::Cpp);
   ir_->setObjectName("ir");  // names for tests and style sheets
+  diff_->setObjectName("passDiff");
+  passCombo_->setObjectName("pass");
+  hideUnchanged_->setToolTip("Leave out of the pass list the passes whose output equals their input");
+  irTabs_->setDocumentMode(true);
+  irTabs_->addTab(ir_, "IR");
+  // The Diff tab: unified, or the input and the output side by side (scrolled together).
+  diffLeft_->setObjectName("passDiffBefore");
+  diffRight_->setObjectName("passDiffAfter");
+  sideBySide_->setToolTip("Show the pass's input and output side by side instead of one unified listing");
+  auto* sides = new QSplitter(Qt::Horizontal);
+  sides->addWidget(diffLeft_);
+  sides->addWidget(diffRight_);
+  diffStack_->addWidget(diff_);
+  diffStack_->addWidget(sides);
+  for (auto [from, to] : {std::pair{diffLeft_, diffRight_}, std::pair{diffRight_, diffLeft_}}) {
+    connect(from->verticalScrollBar(), &QScrollBar::valueChanged, to->verticalScrollBar(), &QScrollBar::setValue);
+    connect(from->horizontalScrollBar(), &QScrollBar::valueChanged, to->horizontalScrollBar(), &QScrollBar::setValue);
+  }
+  auto* diffTab = new QWidget;
+  auto* diffLayout = new QVBoxLayout(diffTab);
+  diffLayout->setContentsMargins(0, 0, 0, 0);
+  diffLayout->setSpacing(0);
+  auto* diffHeader = new QHBoxLayout;
+  diffHeader->setContentsMargins(4, 2, 4, 2);
+  diffHeader->addStretch(1);
+  diffHeader->addWidget(sideBySide_);
+  diffLayout->addLayout(diffHeader);
+  diffLayout->addWidget(diffStack_, 1);
+  irTabs_->addTab(diffTab, "Diff");
+  connect(sideBySide_, &QCheckBox::toggled, this, [this](bool on) {
+    diffStack_->setCurrentIndex(on ? 1 : 0);
+    showDiff(passCombo_->currentIndex());
+  });
+  connect(irTabs_, &QTabWidget::currentChanged, this, [this] { showDiff(passCombo_->currentIndex()); });
+  irTabs_->setTabToolTip(0, "The kernel's IR after the pass");
+  irTabs_->setTabToolTip(1, "What the pass changed: its input and output as a line diff (removed lines red, added green)");
   source_->setObjectName("source");
   rendererCombo_->setObjectName("renderer");
   passCombo_->setToolTip("The kernel's IR after lowering and after each optimization pass");
@@ -48,9 +97,10 @@ KernelDetailsPanel::KernelDetailsPanel(QWidget* parent)
   linkHint_->setStyleSheet("color: #6b7280;");
   title_->setTextFormat(Qt::RichText);
   title_->setContentsMargins(6, 4, 6, 2);
+  title_->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);  // a long kernel name is cut, never widens
 
   auto* splitter = new QSplitter(Qt::Horizontal);
-  splitter->addWidget(column("IR after", passCombo_, ir_));
+  splitter->addWidget(column("IR after", passCombo_, irTabs_, hideUnchanged_));
   splitter->addWidget(column("Source", rendererCombo_, source_, linkHint_));
   splitter->setChildrenCollapsible(false);
 
@@ -61,6 +111,7 @@ KernelDetailsPanel::KernelDetailsPanel(QWidget* parent)
   layout->addWidget(splitter, 1);
 
   connect(passCombo_, &QComboBox::currentIndexChanged, this, &KernelDetailsPanel::showPass);
+  connect(hideUnchanged_, &QCheckBox::toggled, this, &KernelDetailsPanel::updateHiddenPasses);
   connect(rendererCombo_, &QComboBox::currentIndexChanged, this, [this](int index) {
     if (index >= 0) preferredRenderer_ = rendererCombo_->itemText(index);
     showSource(index);
@@ -81,6 +132,11 @@ void KernelDetailsPanel::clearKernel() {
   passCombo_->clear();
   rendererCombo_->clear();
   ir_->setCode("");
+  for (CodeView* v : {diff_, diffLeft_, diffRight_}) {
+    v->setCode("");
+    v->setDiffLines({}, {});
+  }
+  irTabs_->setTabText(1, "Diff");
   source_->setCode("");
   map_ = {};
   linkHint_->clear();
@@ -108,11 +164,9 @@ void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts:
                                                   : QString(", compiled in %1 ms").arg(run->compile_ms, 0, 'f', 1)));
 
   const QSignalBlocker b1(passCombo_), b2(rendererCombo_);
-  for (int i = 0; i < static_cast<int>(code_->ir.size()); ++i) {
-    const bool unchanged = i > 0 && code_->ir[i].ir == code_->ir[i - 1].ir;
+  for (int i = 0; i < static_cast<int>(code_->ir.size()); ++i)
     passCombo_->addItem(
-        QString("%1 · %2%3").arg(i).arg(QString::fromStdString(code_->ir[i].pass), unchanged ? "  (no change)" : ""));
-  }
+        QString("%1 · %2%3").arg(i).arg(QString::fromStdString(code_->ir[i].pass), passChangedNothing(i) ? "  (no change)" : ""));
   // The source shown: the renderer the user picked, else the one the kernel's device compiled.
   int preferred = -1, device = 0;
   for (int i = 0; i < static_cast<int>(code_->sources.size()); ++i) {
@@ -125,14 +179,73 @@ void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts:
   // The last snapshot is the IR that was rendered, the one the source lines map to.
   passCombo_->setCurrentIndex(keepPass >= 0 ? keepPass : passCombo_->count() - 1);
   rendererCombo_->setCurrentIndex(preferred);
+  updateHiddenPasses();
   showPass(passCombo_->currentIndex());
   showSource(rendererCombo_->currentIndex());
+}
+
+int KernelDetailsPanel::passCount() const { return static_cast<int>(code_->ir.size()); }
+void KernelDetailsPanel::selectPass(int index) { passCombo_->setCurrentIndex(index); }
+int KernelDetailsPanel::selectedPass() const { return passCombo_->currentIndex(); }
+
+bool KernelDetailsPanel::passChangedNothing(int index) const {
+  return index > 0 && index < passCount() && code_->ir[index].ir == code_->ir[index - 1].ir;
+}
+
+void KernelDetailsPanel::setHideUnchangedPasses(bool hide) { hideUnchanged_->setChecked(hide); }
+void KernelDetailsPanel::setSideBySide(bool on) { sideBySide_->setChecked(on); }
+
+bool KernelDetailsPanel::isPassListed(int index) const {
+  const auto* list = qobject_cast<const QListView*>(passCombo_->view());
+  return index >= 0 && index < passCount() && !(list && list->isRowHidden(index));
+}
+
+void KernelDetailsPanel::updateHiddenPasses() {
+  auto* list = qobject_cast<QListView*>(passCombo_->view());
+  if (!list) return;
+  for (int i = 0; i < passCount(); ++i)
+    list->setRowHidden(i, hideUnchanged_->isChecked() && passChangedNothing(i) && i != passCombo_->currentIndex());
 }
 
 void KernelDetailsPanel::showPass(int index) {
   ir_->setCode(index >= 0 && index < static_cast<int>(code_->ir.size()) ? QString::fromStdString(code_->ir[index].ir)
                                                                       : QString());
+  showDiff(index);
+  updateHiddenPasses();  // the pass shown stays listed
   updateLinking();
+}
+
+// The pass's input (the snapshot before it; nothing before the lowering) against its output.
+void KernelDetailsPanel::showDiff(int index) {
+  if (index < 0 || index >= passCount()) {
+    for (CodeView* v : {diff_, diffLeft_, diffRight_}) {
+      v->setCode("");
+      v->setDiffLines({}, {});
+    }
+    irTabs_->setTabText(1, "Diff");
+    return;
+  }
+  const QString before = index > 0 ? QString::fromStdString(code_->ir[index - 1].ir) : QString();
+  const QString after = QString::fromStdString(code_->ir[index].ir);
+  if (passChangedNothing(index)) irTabs_->setTabText(1, "Diff (no change)");
+  // The diff costs O((N+M)·D) for a pass that rewrites a long listing: worked out only while its tab is
+  // shown (switching to the tab works it out), so that stepping with F10 does not wait for it.
+  if (irTabs_->currentIndex() != 1) {
+    if (!passChangedNothing(index)) irTabs_->setTabText(1, "Diff");
+    return;
+  }
+  const UnifiedDiff diff = unifiedDiff(before, after);
+  diff_->setCode(diff.text);
+  diff_->setDiffLines(diff.removed, diff.added);
+  if (sideBySide_->isChecked()) {  // only when shown: a second diff per pass costs a little
+    const SideBySideDiff sides = sideBySideDiff(before, after);
+    diffLeft_->setCode(sides.left);
+    diffLeft_->setDiffLines(sides.removed, {});
+    diffRight_->setCode(sides.right);
+    diffRight_->setDiffLines({}, sides.added);
+  }
+  irTabs_->setTabText(1, diff.changed() ? QString("Diff −%1 +%2").arg(diff.removed.size()).arg(diff.added.size())
+                                        : QString("Diff (no change)"));
 }
 
 void KernelDetailsPanel::showSource(int index) {

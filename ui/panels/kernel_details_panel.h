@@ -1,14 +1,19 @@
 // The selected kernel's IR (after any pass) next to its generated source, lines linked both ways:
 // hovering an IR op highlights the source line rendered from it, and a source line highlights
-// the IR ops it came from (Compiler Explorer's model).
+// the IR ops it came from (Compiler Explorer's model). Beside the IR after a pass, the Diff tab shows
+// what that pass changed: its input and output as a line diff, removed lines red and added lines green
+// (Compiler Explorer's optimization-pipeline view); passes that changed nothing can be hidden.
 #pragma once
 #include <QWidget>
 
 #include "core/ir_line_map.h"
 #include "tensorscope/session.h"
 
+class QCheckBox;
 class QComboBox;
 class QLabel;
+class QStackedWidget;
+class QTabWidget;
 
 namespace tsui {
 
@@ -24,8 +29,25 @@ class KernelDetailsPanel : public QWidget {
   void clearKernel();
   int shownKernel() const { return kernelId_; }
 
+  // The pass snapshots of the shown kernel: 0 is the IR as lowered, i the IR after the i-th pass.
+  int passCount() const;
+  void selectPass(int index);
+  int selectedPass() const;
+  // A pass whose output equals its input ("inconsequential", as Compiler Explorer says).
+  bool passChangedNothing(int index) const;
+  // "Hide inconsequential passes": such passes leave the pass list (the one shown stays).
+  void setHideUnchangedPasses(bool hide);
+  bool isPassListed(int index) const;
+  CodeView* diffView() const { return diff_; }
+  // Side by side: the pass's input on the left, its output on the right, scrolled together.
+  void setSideBySide(bool on);
+  CodeView* diffLeft() const { return diffLeft_; }
+  CodeView* diffRight() const { return diffRight_; }
+
  private:
   void showPass(int index);
+  void showDiff(int index);  // while the Diff tab is shown
+  void updateHiddenPasses();
   void showSource(int index);
   void updateLinking();
   void linkFromIr(int irLine);
@@ -36,6 +58,13 @@ class KernelDetailsPanel : public QWidget {
   QComboBox* rendererCombo_;
   QLabel* linkHint_;
   CodeView* ir_;
+  CodeView* diff_;
+  CodeView* diffLeft_;
+  CodeView* diffRight_;
+  QCheckBox* sideBySide_;
+  QStackedWidget* diffStack_;
+  QTabWidget* irTabs_;
+  QCheckBox* hideUnchanged_;
   CodeView* source_;
 
   int kernelId_ = -1;

@@ -8,6 +8,7 @@
 
 #include "core/graph_spec.h"
 #include "core/run_model.h"
+#include "core/theme.h"
 #include "widgets/code_view.h"
 
 namespace tsui {
@@ -44,7 +45,7 @@ class KernelTableModel : public QAbstractTableModel {
         if (column == Name) return CodeView::codeFont();
         return {};
       case Qt::BackgroundRole:  // a kernel made from the editor's line (MainWindow::onCursorLine)
-        if (marked_.contains(id)) return QColor(0xff, 0xe0, 0xb2);
+        if (marked_.contains(id)) return isDarkTheme() ? QColor(0x5a, 0x3f, 0x1a) : QColor(0xff, 0xe0, 0xb2);
         return {};
       case Qt::ToolTipRole:
         if (column == Name && k) {

@@ -3,9 +3,11 @@
 #include <Qsci/qscilexerpython.h>
 #include <Qsci/qscistyle.h>
 
+#include <QEvent>
 #include <QFile>
 #include <QSaveFile>
 
+#include "core/theme.h"
 #include "widgets/code_view.h"
 
 namespace tsui {
@@ -24,8 +26,6 @@ ScriptEditor::ScriptEditor(QWidget* parent) : QsciScintilla(parent) {
   setMarginType(0, NumberMargin);
   setMarginLineNumbers(0, true);
   setMarginWidth(0, "00000");
-  setMarginsBackgroundColor(QColor(0xf3, 0xf4, 0xf6));
-  setMarginsForegroundColor(QColor(0x9a, 0xa0, 0xa6));
   setMarginType(1, SymbolMargin);
   setMarginWidth(1, 14);
 
@@ -35,10 +35,8 @@ ScriptEditor::ScriptEditor(QWidget* parent) : QsciScintilla(parent) {
   setAutoIndent(true);
   setBraceMatching(SloppyBraceMatch);
   setCaretLineVisible(true);
-  setCaretLineBackgroundColor(QColor(0xf5, 0xf8, 0xff));
   setEdgeMode(EdgeLine);
   setEdgeColumn(100);
-  setEdgeColor(QColor(0xe5, 0xe7, 0xeb));
 
   // margin 1: breakpoints (red dots; a click toggles one), the paused line (a yellow arrow), errors
   setMarginSensitivity(1, true);
@@ -49,7 +47,6 @@ ScriptEditor::ScriptEditor(QWidget* parent) : QsciScintilla(parent) {
   setMarkerBackgroundColor(QColor(0xfb, 0xc0, 0x2d), currentMarker_);
   setMarkerForegroundColor(QColor(0x7a, 0x5b, 0x00), currentMarker_);
   currentLineMarker_ = markerDefine(Background);
-  setMarkerBackgroundColor(QColor(0xff, 0xf4, 0xc2), currentLineMarker_);
   connect(this, &QsciScintilla::marginClicked, this, [this](int margin, int line, Qt::KeyboardModifiers) {
     if (margin <= 1) toggleBreakpoint(line + 1);
   });
@@ -63,10 +60,10 @@ ScriptEditor::ScriptEditor(QWidget* parent) : QsciScintilla(parent) {
   setMarkerBackgroundColor(QColor(0xd3, 0x2f, 0x2f), errorMarker_);
   setMarkerForegroundColor(QColor(0xd3, 0x2f, 0x2f), errorMarker_);
   errorLineMarker_ = markerDefine(Background);
-  setMarkerBackgroundColor(QColor(0xfd, 0xe2, 0xe2), errorLineMarker_);
   errorIndicator_ = indicatorDefine(SquiggleIndicator);
   setIndicatorForegroundColor(QColor(0xd3, 0x2f, 0x2f), errorIndicator_);
   setAnnotationDisplay(AnnotationBoxed);
+  applyThemeColours();
 
   // The mark belongs to the text that failed; once the user edits, it would point at the wrong line.
   connect(this, &QsciScintilla::textChanged, this, &ScriptEditor::clearError);
@@ -99,6 +96,21 @@ bool ScriptEditor::saveFile(const QString& path, QString* error) {
   filePath_ = path;
   setModified(false);
   return true;
+}
+
+// The theme's colours (core/theme.h): the listing's, and the line marks on a light or a dark paper.
+void ScriptEditor::applyThemeColours() {
+  CodeView::applyThemeColours(this);
+  const bool dark = isDarkTheme();
+  setCaretLineBackgroundColor(codeColours().caretLine);
+  setEdgeColor(dark ? QColor(0x3a, 0x3d, 0x42) : QColor(0xe5, 0xe7, 0xeb));
+  setMarkerBackgroundColor(dark ? QColor(0x4d, 0x44, 0x1c) : QColor(0xff, 0xf4, 0xc2), currentLineMarker_);
+  setMarkerBackgroundColor(dark ? QColor(0x4a, 0x23, 0x23) : QColor(0xfd, 0xe2, 0xe2), errorLineMarker_);
+}
+
+void ScriptEditor::changeEvent(QEvent* event) {
+  QsciScintilla::changeEvent(event);
+  if (event->type() == QEvent::PaletteChange) applyThemeColours();
 }
 
 void ScriptEditor::markError(int line, const QString& message) {

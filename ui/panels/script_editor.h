@@ -34,9 +34,15 @@ class ScriptEditor : public QsciScintilla {
   // Puts the cursor on `line`, selects it and scrolls it into view (a graph node's script line).
   void showLine(int line);
 
+  // The theme's colours (core/theme.h); MainWindow calls it when the theme changes.
+  void applyThemeColours();
+
  signals:
   void breakpointsChanged();
   void cursorLineChanged(int line);  // 1-based
+
+ protected:
+  void changeEvent(QEvent* event) override;
 
  private:
   int currentLine_ = 0;

@@ -2,8 +2,11 @@
 
 #include <Qsci/qscilexercpp.h>
 
+#include "core/theme.h"
+
 #include <QFontDatabase>
 #include <QMouseEvent>
+#include <Qsci/qscilexer.h>
 
 namespace tsui {
 
@@ -24,10 +27,10 @@ CodeView::CodeView(QWidget* parent) : QsciScintilla(parent) {
   setMarginWidth(1, 0);
   setWrapMode(WrapNone);
   setCaretLineVisible(false);
-  setMarginsBackgroundColor(QColor(0xf3, 0xf4, 0xf6));
-  setMarginsForegroundColor(QColor(0x9a, 0xa0, 0xa6));
   linkMarker_ = markerDefine(Background);
-  setMarkerBackgroundColor(QColor(0xff, 0xf1, 0xb8), linkMarker_);
+  removedMarker_ = markerDefine(Background);
+  addedMarker_ = markerDefine(Background);
+  applyThemeColours(this);
   // Hover needs the position of the mouse without a button pressed.
   viewport()->setMouseTracking(true);
   viewport()->installEventFilter(this);
@@ -43,6 +46,46 @@ void CodeView::setLanguage(Language language) {
     setLexer(nullptr);
     setFont(codeFont());
   }
+  applyThemeColours(this);
+}
+
+void CodeView::applyThemeColours(QsciScintilla* editor) {
+  const CodeColours& c = codeColours();
+  const bool dark = isDarkTheme();
+  editor->setMarginsBackgroundColor(c.margin);
+  editor->setMarginsForegroundColor(c.marginText);
+  editor->setCaretForegroundColor(c.text);
+  editor->setPaper(c.paper);
+  editor->setColor(c.text);
+  if (QsciLexer* lexer = editor->lexer()) {
+    lexer->setDefaultPaper(c.paper);
+    lexer->setDefaultColor(c.text);
+    for (int style = 0; style < 128; ++style) {
+      if (lexer->description(style).isEmpty()) continue;
+      lexer->setPaper(c.paper, style);
+      QColor colour = lexer->defaultColor(style);
+      // Dark: the lexer's hue, light enough to read; its greys and black become the theme's text.
+      if (dark) colour = colour.hslSaturation() < 40 ? c.text : QColor::fromHsl(colour.hslHue(), qMin(colour.hslSaturation(), 170), 175);
+      lexer->setColor(colour, style);
+    }
+  }
+  if (auto* view = qobject_cast<CodeView*>(editor)) {
+    editor->setMarkerBackgroundColor(c.linked, view->linkMarker_);
+    editor->setMarkerBackgroundColor(dark ? QColor(0x5a, 0x22, 0x22) : QColor(0xff, 0xd7, 0xd5), view->removedMarker_);
+    editor->setMarkerBackgroundColor(dark ? QColor(0x1f, 0x4a, 0x2a) : QColor(0xcc, 0xff, 0xd8), view->addedMarker_);
+  }
+}
+
+void CodeView::changeEvent(QEvent* event) {
+  QsciScintilla::changeEvent(event);
+  if (event->type() == QEvent::PaletteChange) applyThemeColours(this);
+}
+
+void CodeView::setDiffLines(const QList<int>& removed, const QList<int>& added) {
+  markerDeleteAll(removedMarker_);
+  markerDeleteAll(addedMarker_);
+  for (int line : removed) markerAdd(line, removedMarker_);
+  for (int line : added) markerAdd(line, addedMarker_);
 }
 
 void CodeView::setCode(const QString& code) {

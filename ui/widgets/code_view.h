@@ -15,8 +15,14 @@ class CodeView : public QsciScintilla {
   void setCode(const QString& code);
   // Highlights 0-based lines (replacing the previous set) and scrolls the first into view.
   void setLinkedLines(const QList<int>& lines);
+  // Marks 0-based lines of a diff listing: removed lines red, added lines green (Compiler Explorer's
+  // colours), replacing the previous marks.
+  void setDiffLines(const QList<int>& removed, const QList<int>& added);
   // The monospace font every listing of the app uses.
   static QFont codeFont();
+  // Paper, text, margins and syntax colours of the current theme (core/theme.h), on any listing or
+  // editor; its lexer's own colours are kept hue for hue on a dark background.
+  static void applyThemeColours(QsciScintilla* editor);
 
  signals:
   void lineHovered(int line);  // 0-based; -1 when the mouse leaves the text
@@ -24,11 +30,13 @@ class CodeView : public QsciScintilla {
 
  protected:
   bool eventFilter(QObject* watched, QEvent* event) override;
+  void changeEvent(QEvent* event) override;
 
  private:
   int lineAt(const QPoint& viewportPos) const;
 
   int linkMarker_ = -1;
+  int removedMarker_ = -1, addedMarker_ = -1;
   int hoveredLine_ = -1;
 };
 

@@ -1,0 +1,99 @@
+#include "core/theme.h"
+
+#include <QApplication>
+#include <QPalette>
+#include <QStyle>
+#include <QStyleFactory>
+
+namespace tsui {
+namespace {
+
+Theme g_theme = Theme::System;
+bool g_systemSaved = false;
+QString g_systemStyle;
+QPalette g_systemPalette;
+
+// Fusion's dark palette, the colours of the usual "dark Fusion" (as in Qt Creator's dark theme):
+// greys for surfaces, a blue for selection and links, and dimmed text for disabled widgets.
+QPalette darkPalette() {
+  QPalette p;
+  const QColor window(0x2b, 0x2d, 0x31), base(0x1e, 0x1f, 0x22), text(0xdf, 0xe1, 0xe5), dim(0x80, 0x84, 0x8c);
+  p.setColor(QPalette::Window, window);
+  p.setColor(QPalette::WindowText, text);
+  p.setColor(QPalette::Base, base);
+  p.setColor(QPalette::AlternateBase, QColor(0x26, 0x28, 0x2c));
+  p.setColor(QPalette::ToolTipBase, QColor(0x3c, 0x3f, 0x44));
+  p.setColor(QPalette::ToolTipText, text);
+  p.setColor(QPalette::PlaceholderText, dim);
+  p.setColor(QPalette::Text, text);
+  p.setColor(QPalette::Button, QColor(0x35, 0x37, 0x3c));
+  p.setColor(QPalette::ButtonText, text);
+  p.setColor(QPalette::BrightText, Qt::red);
+  p.setColor(QPalette::Light, QColor(0x45, 0x48, 0x4e));
+  p.setColor(QPalette::Midlight, QColor(0x3a, 0x3d, 0x42));
+  p.setColor(QPalette::Mid, QColor(0x25, 0x27, 0x2a));
+  p.setColor(QPalette::Dark, QColor(0x1a, 0x1b, 0x1e));
+  p.setColor(QPalette::Shadow, Qt::black);
+  p.setColor(QPalette::Highlight, QColor(0x2f, 0x65, 0xca));
+  p.setColor(QPalette::HighlightedText, Qt::white);
+  p.setColor(QPalette::Link, QColor(0x6c, 0xa8, 0xff));
+  p.setColor(QPalette::LinkVisited, QColor(0xa7, 0x8b, 0xfa));
+  for (QPalette::ColorRole role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText})
+    p.setColor(QPalette::Disabled, role, dim);
+  p.setColor(QPalette::Disabled, QPalette::Highlight, QColor(0x45, 0x48, 0x4e));
+  return p;
+}
+
+}  // namespace
+
+void applyTheme(Theme theme) {
+  if (theme == Theme::System && !g_systemSaved) return;  // the platform's, untouched so far
+  if (!g_systemSaved) {  // what the platform gave, before any theme changed it
+    g_systemStyle = QApplication::style()->name();
+    g_systemPalette = QApplication::palette();
+    g_systemSaved = true;
+  }
+  g_theme = theme;
+  if (theme == Theme::System) {
+    QApplication::setStyle(QStyleFactory::create(g_systemStyle));
+    QApplication::setPalette(g_systemPalette);
+    return;
+  }
+  QApplication::setStyle(QStyleFactory::create("Fusion"));
+  QApplication::setPalette(theme == Theme::Dark ? darkPalette() : QApplication::style()->standardPalette());
+}
+
+Theme currentTheme() { return g_theme; }
+
+QString themeName(Theme theme) {
+  switch (theme) {
+    case Theme::Light: return "light";
+    case Theme::Dark: return "dark";
+    case Theme::System: break;
+  }
+  return "system";
+}
+
+Theme themeFromName(const QString& name) {
+  if (name == "light") return Theme::Light;
+  if (name == "dark") return Theme::Dark;
+  return Theme::System;
+}
+
+bool isDarkTheme() { return QApplication::palette().color(QPalette::Window).lightness() < 128; }
+
+const CodeColours& codeColours() {
+  // Light: the GitHub-like colours the listings always had. Dark: the same hues, lighter, on the
+  // palette's base (close to VS Code's Dark+).
+  static const CodeColours light{QColor(0xff, 0xff, 0xff), QColor(0x1f, 0x23, 0x28), QColor(0xf3, 0xf4, 0xf6),
+                                 QColor(0x9a, 0xa0, 0xa6), QColor(0xf5, 0xf8, 0xff), QColor(0xff, 0xf1, 0xb8),
+                                 QColor(0x00, 0x7f, 0x00), QColor(0x00, 0x00, 0x7f), QColor(0x00, 0x7f, 0x7f),
+                                 QColor(0x7f, 0x00, 0x7f), QColor(0x7f, 0x7f, 0x00), QColor(0x00, 0x00, 0x00)};
+  static const CodeColours dark{QColor(0x1e, 0x1f, 0x22), QColor(0xd4, 0xd4, 0xd4), QColor(0x26, 0x28, 0x2c),
+                                QColor(0x85, 0x8b, 0x94), QColor(0x2a, 0x2d, 0x35), QColor(0x4d, 0x44, 0x1c),
+                                QColor(0x6a, 0x99, 0x55), QColor(0x56, 0x9c, 0xd6), QColor(0xb5, 0xce, 0xa8),
+                                QColor(0xce, 0x91, 0x78), QColor(0xc5, 0x86, 0xc0), QColor(0xd4, 0xd4, 0xd4)};
+  return isDarkTheme() ? dark : light;
+}
+
+}  // namespace tsui

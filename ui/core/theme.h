@@ -1,0 +1,28 @@
+// Light and dark themes. System (the default) keeps the style and palette the platform gave the
+// application; Light and Dark use Qt's Fusion style with a light or a dark palette. Panels that paint
+// their own colours (the graph, the code views, the legend) ask isDarkTheme() when they paint and
+// repaint on QEvent::PaletteChange, so a switch takes effect at once.
+#pragma once
+#include <QColor>
+#include <QString>
+
+namespace tsui {
+
+enum class Theme { System, Light, Dark };
+
+// Applies `theme` to the whole application. Needs a QApplication.
+void applyTheme(Theme theme);
+Theme currentTheme();
+QString themeName(Theme theme);            // "system", "light", "dark" (the settings' spelling)
+Theme themeFromName(const QString& name);  // unknown names: System
+// Whether the application's palette is dark (its window colour's lightness below half), whichever
+// theme made it: a dark system theme counts.
+bool isDarkTheme();
+
+// Colours of listings (IR, source, the script) that read well on the theme's background.
+struct CodeColours {
+  QColor paper, text, margin, marginText, caretLine, linked, comment, keyword, number, string, preprocessor, op;
+};
+const CodeColours& codeColours();
+
+}  // namespace tsui
