@@ -71,6 +71,17 @@ def test_matmul_backward_shapes(xs, ws, dev):
     check([xs, ws], lambda x, w: x @ w, lambda x, w: x @ w, dev=dev, atol=1e-5)
 
 
+def run_cli_out(script, out):
+    """`tensorscope-cli run SCRIPT --out OUT`; returns OUT (skips when the CLI is not built)."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cli = os.path.join(os.environ.get("TS_BUILD_DIR", os.path.join(repo, "build")), "bin", "tensorscope-cli")
+    if not os.path.exists(cli):
+        pytest.skip("tensorscope-cli is not built")
+    r = subprocess.run([cli, "run", str(script), "--out", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
 def test_linear_weight_gradient_is_register_tiled(tmp_path):
     # The MLP 784-512 layer: the forward packs x into panels; its weight gradient used to be a reduction over
     # the batch read through that packing (2.6 GFLOP/s, no UPCAST). Now it is a matmul of its own.
@@ -82,13 +93,7 @@ def test_linear_weight_gradient_is_register_tiled(tmp_path):
         "x = Tensor(np.random.default_rng(0).standard_normal((128, 784)).astype(np.float32))\n"
         "l(x).relu().sum().backward()\n"
         "l.weight.grad.realize()\n")
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    cli = os.path.join(os.environ.get("TS_BUILD_DIR", os.path.join(repo, "build")), "bin", "tensorscope-cli")
-    if not os.path.exists(cli):
-        pytest.skip("tensorscope-cli is not built")
-    out = tmp_path / "out"
-    r = subprocess.run([cli, "run", str(script), "--out", str(out)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    out = run_cli_out(script, tmp_path / "out")
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
     # the reduction over the batch of 128 whose output is W's (512, 784)
     grads = [k for k in kernels if k["name"].startswith("r_") and k["name"].endswith("_128")
@@ -110,13 +115,7 @@ def test_convolution_backward_is_matmuls_over_im2col(tmp_path):
         "x = Tensor(np.random.default_rng(0).standard_normal((64, 8, 4, 4)).astype(np.float32), requires_grad=True)\n"
         "c(x).relu().sum().backward()\n"
         "Tensor.realize(x.grad, c.weight.grad)\n")
-    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    cli = os.path.join(os.environ.get("TS_BUILD_DIR", os.path.join(repo, "build")), "bin", "tensorscope-cli")
-    if not os.path.exists(cli):
-        pytest.skip("tensorscope-cli is not built")
-    out = tmp_path / "out"
-    r = subprocess.run([cli, "run", str(script), "--out", str(out)], capture_output=True, text=True, timeout=300)
-    assert r.returncode == 0, r.stderr
+    out = run_cli_out(script, tmp_path / "out")
     kernels = {k["name"]: k for k in json.loads((out / "kernels.json").read_text())["kernels"]}
     # forward (N*O, C_in*K) @ (C_in*K, C_out); input gradient (C_out=8, C_in*K=144) @ (144, N*O);
     # weight gradient (C_out, N*O) @ (N*O, C_in*K)
