@@ -1,8 +1,8 @@
 // tensorscope-cli: the headless face of Tensorscope.
-//   tensorscope-cli run SCRIPT [--device NAME] [--out DIR] [--svg FILE] [--record FILE]   (NAME: see `devices`)
+//   tensorscope-cli run SCRIPT [--device NAME] [--out DIR] [--svg FILE] [--trace FILE] [--record FILE]   (NAME: see `devices`)
 //   tensorscope-cli record SCRIPT -o FILE.tsrec [--device NAME]
 //   tensorscope-cli info FILE.tsrec
-//   tensorscope-cli export FILE.tsrec [--out DIR] [--svg FILE]
+//   tensorscope-cli export FILE.tsrec [--out DIR] [--svg FILE] [--trace FILE]
 //   tensorscope-cli devices
 //   tensorscope-cli runner ...   (the debugger's runner process: runner_command.h)
 // Recordings (.tsrec) are described in docs/recording.md.
@@ -20,6 +20,7 @@
 #include <sstream>
 #include <string>
 
+#include "chrome_trace.h"
 #include "graph_svg.h"
 #include "run_recorder.h"
 #include "runner.h"
@@ -33,9 +34,10 @@ int usage(int code) {
   std::fprintf(code ? stderr : stdout,
                "usage:\n"
                "  tensorscope-cli run SCRIPT [--device C|INTERP|OPENCL|VULKAN|CUDA] [--out DIR] [--svg FILE]\n"
-               "                             [--record FILE.tsrec [--record-buffers[=MB]]] [--break-on-nan]\n"
+               "                             [--trace FILE] [--record FILE.tsrec [--record-buffers[=MB]]] [--break-on-nan]\n"
                "      runs a tensor script headless; --out writes kernels.json with every kernel's IR and\n"
                "      source beside it; --svg writes the lazy graph with one cluster per kernel;\n"
+               "      --trace writes the schedules, compiles and launches as Chrome trace JSON (Perfetto);\n"
                "      --record writes the run's events to a recording (docs/recording.md), with each launch's\n"
                "      buffers up to MB in all (default 64) when --record-buffers is given; --break-on-nan stops\n"
                "      at the first kernel that makes a NaN or an infinity, prints it (kernel, element, the\n"
@@ -44,7 +46,7 @@ int usage(int code) {
                "      runs a tensor script headless and records it\n"
                "  tensorscope-cli info FILE.tsrec\n"
                "      says what a recording holds: the run, how it ended, counts, the slowest launches\n"
-               "  tensorscope-cli export FILE.tsrec [--out DIR] [--svg FILE]\n"
+               "  tensorscope-cli export FILE.tsrec [--out DIR] [--svg FILE] [--trace FILE]\n"
                "      writes a recording's kernels.json and listings (as run --out) and its graph (as run --svg)\n"
                "  tensorscope-cli devices\n"
                "      lists the devices\n"
@@ -130,6 +132,15 @@ void echo_output(bool is_stderr, std::string_view s) {
   std::fflush(is_stderr ? stderr : stdout);
 }
 
+// --trace: the Chrome trace of what a TraceRecorder saw (nothing when `path` is empty). Prints what it wrote.
+void write_trace(const ts::TraceRecorder& tracer, const std::string& path, const std::string& script) {
+  if (path.empty()) return;
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  ts::write_chrome_trace(tracer.spans, path, script);
+  std::fprintf(stderr, "tensorscope-cli: wrote %zu trace event(s) to %s\n", tracer.spans.size(), path.c_str());
+}
+
 // kernels.json (--out) and the graph (--svg) from what a RunRecorder kept. Prints what it wrote.
 void write_outputs(const ts::RunRecorder& recorder, const std::string& out_dir, const std::string& svg,
                    const std::string& script, const std::string& device) {
@@ -158,7 +169,7 @@ std::string option_value(int argc, char** argv, int& i, const char* flag) {
 
 // `run` and `record`: the script runs in this process; `record` == true is `record` (-o FILE required).
 int cmd_run(int argc, char** argv, bool record) {
-  std::string script, device, out_dir, svg, record_path;
+  std::string script, device, out_dir, svg, trace, record_path;
   bool break_on_nan = false;
   double record_buffers_mb = 0;
   for (int i = 0; i < argc; i++) {
@@ -167,6 +178,7 @@ int cmd_run(int argc, char** argv, bool record) {
     if (a == "--device") device = value("--device");
     else if (!record && a == "--out") out_dir = value("--out");
     else if (!record && a == "--svg") svg = value("--svg");
+    else if (!record && a == "--trace") trace = value("--trace");
     else if (!record && a == "--record") record_path = value("--record");
     else if (record && (a == "-o" || a == "--output")) record_path = value("-o");
     else if (a == "--break-on-nan") break_on_nan = true;
@@ -214,8 +226,10 @@ int cmd_run(int argc, char** argv, bool record) {
     ts::Session::get().set_record_buffers(static_cast<size_t>(record_buffers_mb * (1 << 20)));
   }
   ts::RunRecorder recorder;
-  std::optional<ts::ScopedObserver> observe;
+  ts::TraceRecorder tracer;
+  std::optional<ts::ScopedObserver> observe, observe_trace;
   if (!out_dir.empty() || !svg.empty()) observe.emplace(&recorder);  // unobserved, a run costs nothing extra
+  if (!trace.empty()) observe_trace.emplace(&tracer);
   // A recorded run takes Python's SIGINT handler, so that Ctrl-C stops the script (KeyboardInterrupt)
   // and the recording still says how the run ended ("stopped").
   ts::ScriptRunner::initialize({ts::ScriptRunner::default_python_path()}, /*signal_handlers=*/!record_path.empty());
@@ -230,10 +244,12 @@ int cmd_run(int argc, char** argv, bool record) {
   }
   ts::ScriptResult result = ts::ScriptRunner::run(script, text, device, echo_output);
   observe.reset();
+  observe_trace.reset();
   if (recording) recording->finish(result);
   std::string dev_name = device.empty() ? ts::DeviceRegistry::at(ts::DeviceRegistry::default_index()).name() : device;
   try {
     write_outputs(recorder, out_dir, svg, script, dev_name);
+    write_trace(tracer, trace, script);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tensorscope-cli: %s\n", e.what());
     return 1;
@@ -357,12 +373,13 @@ int cmd_info(int argc, char** argv) {
 
 // `export FILE --out DIR [--svg FILE]`: what `run --out/--svg` writes, from a recording's events.
 int cmd_export(int argc, char** argv) {
-  std::string path, out_dir, svg;
+  std::string path, out_dir, svg, trace;
   for (int i = 0; i < argc; i++) {
     std::string a = argv[i];
     auto value = [&](const char* flag) { return option_value(argc, argv, i, flag); };
     if (a == "--out") out_dir = value("--out");
     else if (a == "--svg") svg = value("--svg");
+    else if (a == "--trace") trace = value("--trace");
     else if (a == "-h" || a == "--help") return usage(0);
     else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "tensorscope-cli: unknown option %s\n", a.c_str());
@@ -371,21 +388,26 @@ int cmd_export(int argc, char** argv) {
     else return usage(2);
   }
   if (path.empty()) return usage(2);
-  if (out_dir.empty() && svg.empty()) {
-    std::fprintf(stderr, "tensorscope-cli: export needs --out DIR and/or --svg FILE\n");
+  if (out_dir.empty() && svg.empty() && trace.empty()) {
+    std::fprintf(stderr, "tensorscope-cli: export needs --out DIR, --svg FILE and/or --trace FILE\n");
     return usage(2);
   }
   ts::RunRecorder recorder;
+  ts::TraceRecorder tracer;
   ts::RunInfo run;
   try {
     ts::RecordingReader reader(path);
     run = reader.run();
-    reader.read_events([&](uint64_t seq, int64_t, const ts::Event& event) { recorder.on_event(seq, event); });
+    reader.read_events([&](uint64_t seq, int64_t time_ns, const ts::Event& event) {
+      recorder.on_event(seq, event);
+      if (!trace.empty()) tracer.add(event, static_cast<double>(time_ns) / 1e3);
+    });
   } catch (const std::exception& e) {
     return recording_error(path, e);
   }
   try {
     write_outputs(recorder, out_dir, svg, run.script_path, run.device);
+    write_trace(tracer, trace, run.script_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tensorscope-cli: %s\n", one_line(e.what()).c_str());
     return 1;
