@@ -259,6 +259,8 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     bool transcendental = false;      // an EXP2, LOG2, SIN or SQRT
     int64_t cost = 0;                 // ALU ops (capped)
     int64_t reduce_elements = 0;      // the largest input of an unstored reduce (elements it sums)
+    bool loads = false;               // reads a buffer: without, it is constants only, which loop-invariant
+                                      // code motion computes once per kernel wherever it is fused
   };
   std::map<NodeId, Subtree> subtree;
   std::map<NodeId, FusionDecision> decisions;  // the cost model's, for values read more than once
@@ -271,9 +273,14 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     t.transcendental = n.op == Op::Exp2 || n.op == Op::Log2 || n.op == Op::Sin || n.op == Op::Sqrt;
     t.cost = is_alu(n.op) || is_reduce(n.op) ? 1 : 0;
     if (is_reduce(n.op)) t.reduce_elements = shape_numel(g[n.src[0]].shape);
+    t.loads = n.op == Op::Buffer;
     for (int i = 0; i < n.num_src; i++) {
-      if (is_input(n.src[i])) continue;
+      if (is_input(n.src[i])) {
+        t.loads = true;
+        continue;
+      }
       const Subtree& s = subtree[n.src[i]];
+      t.loads = t.loads || s.loads;
       t.reduce = t.reduce || s.reduce;
       t.elementwise_reduce = t.elementwise_reduce || (s.elementwise_reduce && !row_local.count(id));
       t.transcendental = t.transcendental || s.transcendental;
@@ -325,7 +332,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     } else if (t.transcendental && !is_movement(n.op) && expand_factor[id] >= kBroadcastRecomputeLimit) {
       stored[id] = "value with EXP2/LOG2/SIN/SQRT is broadcast " + std::to_string(expand_factor[id]) + "x by " +
                    expanded_by[id] + ": computing it once per broadcast element costs more than storing it";
-    } else if (!t.reduce && !is_movement(n.op) && t.cost >= kBroadcastPrologueOps && expand_factor[id] > 1 &&
+    } else if (!t.reduce && t.loads && !is_movement(n.op) && t.cost >= kBroadcastPrologueOps && expand_factor[id] > 1 &&
                cost.recompute_flops > kRecomputeFlopsPerByte * cost.store_bytes) {
       // an elementwise prologue read through a broadcast (a LayerNorm recomputed in front of a weight
       // gradient, a convolution's output gradient read once per kernel tap): the consumer evaluates it
@@ -337,7 +344,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
                    bytes_text(cost.store_bytes) + " (worth " +
                    flops_text(static_cast<int64_t>(kRecomputeFlopsPerByte * cost.store_bytes)) + ")";
     } else if (const double extra = static_cast<double>(reads[id] - 1) * numel * static_cast<double>(t.cost);
-               reads[id] > 1 && !is_movement(n.op) && extra > kRecomputeFlopsPerByte * cost.store_bytes) {
+               reads[id] > 1 && t.loads && !is_movement(n.op) && extra > kRecomputeFlopsPerByte * cost.store_bytes) {
       stored[id] = "value is read " + std::to_string(reads[id]) + " times and has " + std::to_string(t.cost) +
                    " ALU ops per element: recomputing it costs " + flops_text(static_cast<int64_t>(extra)) +
                    " more, storing it moves " + bytes_text(cost.store_bytes) + " (worth " +

@@ -718,7 +718,9 @@ bool copies_transposed_w(const Shape& x, const Tensor& w) {
   // a transpose of a transpose (the backward's g @ wᵀ for w = W.T) reads W as it is stored
   const bool transposed = n.op == Op::Permute && n.arg == swap &&
                           !(Graph::get()[n.src[0]].op == Op::Permute && Graph::get()[n.src[0]].arg == swap);
-  return transposed && w.shape()[1] >= 16 && x[x.size() - 2] >= 16;
+  int64_t rows = 1;  // x's rows with its batch dims folded in: (B, T, K) @ (K, N) is a (B·T, K) @ (K, N)
+  for (size_t d = 0; d + 1 < x.size(); d++) rows *= x[d];
+  return transposed && w.shape()[1] >= 16 && rows >= 16;
 }
 
 // Shapes whose backward is written as two matmuls (Tensor::matmul): x (..., M, K) @ w (K, N), or x and w
