@@ -470,6 +470,8 @@ Tensor Tensor::mean(const Axes& axes, bool keepdim) const {
 }
 Tensor Tensor::softmax(int64_t axis) const {
   if (auto r = float16_rule(&Tensor::softmax, *this, axis)) return *r;
+  // a zero-size axis: nothing to normalize, the result is empty like the input (the max would reject the axis)
+  if (ndim() > 0 && shape()[normalize_axis(axis)] == 0) return mul(1.0);
   // subtracting the (detached) max keeps exp from overflowing; it cancels in the quotient
   Tensor m = sub(max(std::vector<int64_t>{axis}, true).detach());
   Tensor e = m.exp();
@@ -477,6 +479,7 @@ Tensor Tensor::softmax(int64_t axis) const {
 }
 Tensor Tensor::log_softmax(int64_t axis) const {
   if (auto r = float16_rule(&Tensor::log_softmax, *this, axis)) return *r;
+  if (ndim() > 0 && shape()[normalize_axis(axis)] == 0) return mul(1.0);  // empty, as softmax
   Tensor m = sub(max(std::vector<int64_t>{axis}, true).detach());
   return m.sub(m.exp().sum(std::vector<int64_t>{axis}, true).log());
 }
