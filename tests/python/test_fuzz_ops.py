@@ -36,3 +36,45 @@ def test_fuzz_batch(seed, dev):
 
 
 # ---- reproducers found by scripts/fuzz_ops.py, minimized ----------------------------------------------------
+
+
+@devices
+def test_fuzz_seed_100027(dev):
+    """Found by scripts/fuzz_ops.py: softmax over a zero-size axis raised "max(): cannot reduce over a zero-size
+    dimension of (1, 1, 0)"; torch returns the empty tensor (fixed: softmax/log_softmax of a zero-size axis)."""
+    program = {"dtype": 'float32', "seed": 0, "inputs": [[]], "ops": [
+        ['x.expand((1, 4, 1))', 'x.expand((1, 4, 1))'],
+        ['x[-1, -2:3:2, None, -2:0:2]', 'x[-1, -2:3:2, None, -2:0:2]'],
+        ['x.softmax(-1)', 'x.softmax(-1)'],
+    ]}
+    run_program(program, dev)
+
+
+@devices
+@pytest.mark.parametrize("op", ["softmax", "log_softmax"])
+def test_softmax_of_zero_size_axis(op, dev):
+    """The minimized finding above, spelled out for both ops and with a gradient."""
+    program = {"dtype": "float32", "seed": 0, "inputs": [[2, 0]], "ops": [[f"x.{op}(-1)", f"x.{op}(-1)"]]}
+    run_program(program, dev)
+
+
+@devices
+def test_fuzz_seed_100120(dev):
+    """Found by scripts/fuzz_ops.py: int32.minimum(bool) computed −max(−a, logical_not(b)) and gave −1 for
+    min(1, False) (fixed: minimum widens its operands to their common dtype before negating)."""
+    program = {"dtype": 'bool', "seed": 100120, "inputs": [[], []], "ops": [
+        ['x.int()', 'x.int()'],
+        ['x.minimum(a[1])', 'x.minimum(a[1])'],
+    ]}
+    run_program(program, dev)
+
+
+@devices
+def test_minimum_int_bool_all_pairs(dev):
+    """The finding above over every (int, bool) pair, both operand orders."""
+    program = {"dtype": "int32", "seed": 0, "inputs": [[2, 2]], "ops": [
+        ["I([[0, 1], [0, 1]]).minimum(I([[0, 0], [1, 1]]) > 0) + (I([[0, 0], [1, 1]]) > 0).minimum(I([[0, 1], [0, 1]]))",
+         "torch.tensor([[0, 1], [0, 1]], dtype=torch.int32).minimum(torch.tensor([[0, 0], [1, 1]]) > 0)"
+         " + (torch.tensor([[0, 0], [1, 1]]) > 0).minimum(torch.tensor([[0, 1], [0, 1]], dtype=torch.int32))"],
+    ]}
+    run_program(program, dev)

@@ -355,7 +355,13 @@ Tensor Tensor::div(const Tensor& x) const {
   return a.mul(x.reciprocal());
 }
 Tensor Tensor::maximum(const Tensor& x) const { return binary(Op::Max, *this, x); }
-Tensor Tensor::minimum(const Tensor& x) const { return neg().maximum(x.neg()).neg(); }
+Tensor Tensor::minimum(const Tensor& x) const {
+  // −max(−a, −b) in the operands' common dtype: −bool is logical_not, so a bool operand beside an int32 one
+  // must be widened first (found by scripts/fuzz_ops.py: int32.minimum(bool) gave −1 for min(1, false))
+  DType dt = promote(dtype(), x.dtype());
+  if (dtype() != dt || x.dtype() != dt) return cast(dt).minimum(x.cast(dt)).cast(result_type(*this, x));
+  return neg().maximum(x.neg()).neg();
+}
 Tensor Tensor::neg() const {
   if (dtype() == DType::Bool) return logical_not();
   // constant folding: −c is the constant −c (keeps graphs small, and the C renderer would print −(−1) as "--1")
