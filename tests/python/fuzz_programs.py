@@ -63,7 +63,7 @@ def make_inputs(program):
 def _torch_inputs(program, arrays, requires_grad=False):
     if program["dtype"] == "float16":  # the reference: float32 on the exactly widened float16 values
         return [torch.tensor(v.astype(np.float32)) for v in arrays]
-    return [torch.tensor(v, requires_grad=requires_grad) for v in arrays]
+    return [torch.from_numpy(np.array(v)).requires_grad_(requires_grad) for v in arrays]
 
 
 def torch_eval(program, arrays=None, requires_grad=False):
