@@ -78,3 +78,31 @@ def test_minimum_int_bool_all_pairs(dev):
          " + (torch.tensor([[0, 0], [1, 1]]) > 0).minimum(torch.tensor([[0, 1], [0, 1]], dtype=torch.int32))"],
     ]}
     run_program(program, dev)
+
+
+@devices
+def test_fuzz_seed_200283(dev):
+    """Found by scripts/fuzz_ops.py: the gradient flowed back through a float -> int32 cast (input 0 got a
+    gradient where torch gives none, since .int() is not differentiable). Fixed: casts to int32/bool detach."""
+    program = {"dtype": 'float32', "seed": 0, "inputs": [[], [], [1, 2]], "ops": [
+        ['(x * 2).int()', '(x * 2).int()'],
+        ['x * a[1]', 'x * a[1]'],
+        ['x.reshape((1, 1, 1))', 'x.reshape((1, 1, 1))'],
+        ['x @ a[2]', 'x @ a[2]'],
+    ]}
+    run_program(program, dev)
+
+
+@devices
+@pytest.mark.parametrize("cast", ["x.int()", "(x > 0)", "x.cast(dtypes.int32)"])
+def test_int_and_bool_casts_carry_no_gradient(cast, dev):
+    """The finding above, directly: the cast's output does not require grad, and a float computed from it gives
+    the float input no gradient (torch: None)."""
+    from tensorscope import Tensor, dtypes
+    x = Tensor(np.array([0.7, -1.2], dtype=np.float32), requires_grad=True, device=dev)
+    y = Tensor(np.array([1.5, 2.0], dtype=np.float32), requires_grad=True, device=dev)
+    c = eval(cast, {"x": x, "dtypes": dtypes})
+    assert not c.requires_grad
+    (c.float() * y).sum().backward()
+    assert x.grad is None or not x.grad.numpy().any()
+    np.testing.assert_array_equal(y.grad.numpy(), c.float().numpy())

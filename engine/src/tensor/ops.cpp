@@ -256,6 +256,8 @@ namespace {
 // Computed in promote(a, b) and cast to torch.result_type: float16 ⊕ 0-d float32 runs in float32 and
 // rounds once to float16, with the 0-d operand unrounded.
 Tensor binary(Op op, const Tensor& a, const Tensor& b, bool bool_result = false) {
+  if (bool_result && (a.requires_grad() || b.requires_grad()))  // a comparison carries no gradient (torch)
+    return binary(op, a.requires_grad() ? a.detach() : a, b.requires_grad() ? b.detach() : b, true);
   DType dt = promote(a.dtype(), b.dtype());
   auto ab = broadcast_all({a.cast(dt), b.cast(dt)});
   Tensor r = primitive(op, ab, ab[0].shape(), bool_result ? DType::Bool : dt);
@@ -459,6 +461,9 @@ Tensor Tensor::where(const Tensor& a, const Tensor& b) const {
 }
 Tensor Tensor::cast(DType dt) const {
   if (dt == dtype()) return *this;
+  // int32 and bool values carry no gradient (torch: the cast's output does not require grad); without the
+  // detach the gradient flowed back through .int() (found by scripts/fuzz_ops.py)
+  if (!is_float(dt) && requires_grad()) return detach().cast(dt);
   require_dtype(node(*this).device, dt);
   return primitive(Op::Cast, {*this}, shape(), dt);
 }
