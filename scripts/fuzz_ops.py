@@ -45,7 +45,7 @@ def main():
             found.setdefault(key, []).append(seed)
             print(f"\n# seed {seed}: {kind}" + ("" if first else " (same signature as seed %d)" % found[key][0]))
             if first:
-                print(f"# {msg.splitlines()[0][:300] if msg else ''}")
+                print(f"# {' '.join(msg.split())[:300]}")
                 print(fp.reproducer(small, f"fuzz_seed_{seed}", msg))
             sys.stdout.flush()
         elif not args.quiet and n % 25 == 0:

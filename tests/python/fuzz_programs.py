@@ -539,7 +539,7 @@ def minimize(program, devices, kind=None, budget=300):
 def reproducer(program, name, message=""):
     """A pytest function (source text) that runs `program` on every fuzzed device."""
     lines = [f"def test_{name}(dev):"]
-    lines.append('    """Found by scripts/fuzz_ops.py' + (f": {message.splitlines()[0][:150]}" if message else "") + '."""')
+    lines.append('    """Found by scripts/fuzz_ops.py' + (f": {' '.join(message.split())[:150]}" if message else "") + '."""')
     lines.append(f"    program = {{\"dtype\": {program['dtype']!r}, \"seed\": {program['seed']}, "
                  f"\"inputs\": {program['inputs']!r}, \"ops\": [")
     for s, t in program["ops"]:
