@@ -16,7 +16,7 @@ Longer runs are the script's job (`--seconds N`).
 import numpy as np  # noqa: F401  (reproducers may use it)
 import pytest
 
-from fuzz_programs import failure_message, generate, run_program
+from fuzz_programs import failure_kind, failure_message, generate, run_program
 from ops_helper import DEVICES
 
 FUZZ_DEVICES = [d for d in DEVICES if d in ("C", "INTERP")]
@@ -107,3 +107,38 @@ def test_int_and_bool_casts_carry_no_gradient(cast, dev):
     (c.float() * y).sum().backward()
     assert x.grad is None or not x.grad.numpy().any()
     np.testing.assert_array_equal(y.grad.numpy(), c.float().numpy())
+
+
+@devices
+def test_fuzz_seed_200536(dev):
+    """Found by scripts/fuzz_ops.py: the same gradient-through-.int() bug as seed 200283, through cat."""
+    program = {"dtype": 'float32', "seed": 200536, "inputs": [[1], [0], [1, 4]], "ops": [
+        ['(x * 2).int()', '(x * 2).int()'],
+        ['x.cat(a[1], dim=-1)', 'torch.cat([x, a[1]], -1)'],
+        ['x @ a[2]', 'x @ a[2]'],
+    ]}
+    run_program(program, dev)
+
+
+@devices
+def test_fuzz_seed_200609(dev):
+    """Found by scripts/fuzz_ops.py, a fuzzer bug, not an engine one: an int32 program with a float result was
+    compared exactly (1 float32 ulp apart); float results now get float32 tolerances whatever the input dtype."""
+    program = {"dtype": 'int32', "seed": 200609, "inputs": [[2], []], "ops": [
+        ['x * 3 - 1', 'x * 3 - 1'],
+        ['x / (a[1].abs() + 0.5)', 'x / (a[1].abs() + 0.5)'],
+    ]}
+    run_program(program, dev)
+
+
+@devices
+def test_fuzz_seed_200530(dev):
+    """Found by scripts/fuzz_ops.py: an empty bool @ bool gave int32 where torch gives bool. Not an engine fix:
+    torch 1.13 has no bool matmul ("addmm_impl_cpu_" not implemented for 'Bool') except for empty operands, and
+    the API defines matmul on numbers, so the fuzzer no longer generates bool matmuls (the program is rejected
+    as invalid, which this checks)."""
+    program = {"dtype": 'bool', "seed": 0, "inputs": [[0, 0, 0, 1], [4]], "ops": [
+        ['x[:, :, :, [0, 0, 0, -1]]', 'x[:, :, :, torch.tensor([0, 0, 0, -1])]'],
+        ['x @ a[1]', 'x @ a[1]'],
+    ]}
+    assert failure_kind(program, [dev]) == "invalid"
