@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "runtime/buffer_pool.h"
 #include "runtime/realize.h"
 #include "stack_locator.h"
 #include "tensorscope/device.h"
@@ -299,6 +300,14 @@ PYBIND11_MODULE(_C, m) {
     d["schedule_count"] = C::schedule_count;
     d["schedule_cache_hits"] = C::schedule_cache_hits;
     d["replayed_kernels"] = C::replayed_kernels;
+    // the buffer pool (runtime/buffer_pool.h): buffers in use and buffers held free for reuse
+    ts::BufferPoolStats pool = ts::buffer_pool_stats();
+    d["pool_hits"] = pool.hits;
+    d["pool_misses"] = pool.misses;
+    d["pool_cached_bytes"] = pool.cached_bytes;
+    d["pool_cached_buffers"] = pool.cached_buffers;
+    d["live_buffers"] = pool.live_buffers;
+    d["live_buffer_bytes"] = pool.live_bytes;
     return d;
   });
   m.def("clear_schedule_cache", &ts::clear_schedule_cache);

@@ -13,6 +13,8 @@ struct Pool {
   std::map<std::pair<int, size_t>, std::vector<Buffer*>> free;  // (device, bytes) → buffers
   std::map<int, size_t> cached_bytes;                            // per device
   BufferPoolStats stats;
+  int64_t live_buffers = 0;  // handed out, not yet given back
+  size_t live_bytes = 0;
   size_t limit_bytes = [] {
     const char* env = std::getenv("TENSORSCOPE_POOL_MB");
     return static_cast<size_t>(env ? std::atoll(env) : 1024) << 20;
@@ -31,6 +33,8 @@ void give_back(Buffer* b) {
   {
     std::lock_guard<std::mutex> lock(p.mutex);
     size_t bytes = pool_bytes(*b);
+    p.live_buffers--;
+    p.live_bytes -= bytes;
     if (p.cached_bytes[b->device_index] + bytes <= p.limit_bytes) {
       p.free[{b->device_index, bytes}].push_back(b);
       p.cached_bytes[b->device_index] += bytes;
@@ -53,6 +57,8 @@ std::shared_ptr<Buffer> pooled_buffer(int device_index, DType dtype, int64_t num
       it->second.pop_back();
       p.cached_bytes[device_index] -= bytes;
       p.stats.hits++;
+      p.live_buffers++;
+      p.live_bytes += bytes;
       b->dtype = dtype;  // same byte size: the memory serves any dtype
       b->numel = numel;
       return std::shared_ptr<Buffer>(b, give_back);
@@ -67,6 +73,11 @@ std::shared_ptr<Buffer> pooled_buffer(int device_index, DType dtype, int64_t num
   b->device_index = fresh->device_index;
   b->dtype = dtype;
   b->numel = numel;
+  {
+    std::lock_guard<std::mutex> lock(p.mutex);
+    p.live_buffers++;
+    p.live_bytes += pool_bytes(*b);
+  }
   return std::shared_ptr<Buffer>(b, give_back);
 }
 
@@ -75,6 +86,9 @@ BufferPoolStats buffer_pool_stats() {
   std::lock_guard<std::mutex> lock(p.mutex);
   BufferPoolStats s = p.stats;
   for (auto& [dev, bytes] : p.cached_bytes) s.cached_bytes += bytes;
+  for (auto& [key, buffers] : p.free) s.cached_buffers += static_cast<int64_t>(buffers.size());
+  s.live_buffers = p.live_buffers;
+  s.live_bytes = p.live_bytes;
   return s;
 }
 

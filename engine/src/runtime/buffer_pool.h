@@ -20,6 +20,9 @@ std::shared_ptr<Buffer> pooled_buffer(int device_index, DType dtype, int64_t num
 struct BufferPoolStats {
   int64_t hits = 0, misses = 0;  // reuses, fresh allocations
   size_t cached_bytes = 0;       // bytes held free in the pool, all devices
+  int64_t cached_buffers = 0;    // buffers held free in the pool, all devices
+  int64_t live_buffers = 0;      // buffers handed out by the pool and not yet given back (in use)
+  size_t live_bytes = 0;         // their bytes
 };
 BufferPoolStats buffer_pool_stats();
 // Frees every cached buffer (tests; before measuring memory).

@@ -256,6 +256,8 @@ namespace {
 // Computed in promote(a, b) and cast to torch.result_type: float16 ⊕ 0-d float32 runs in float32 and
 // rounds once to float16, with the 0-d operand unrounded.
 Tensor binary(Op op, const Tensor& a, const Tensor& b, bool bool_result = false) {
+  if (bool_result && (a.requires_grad() || b.requires_grad()))  // a comparison carries no gradient (torch)
+    return binary(op, a.requires_grad() ? a.detach() : a, b.requires_grad() ? b.detach() : b, true);
   DType dt = promote(a.dtype(), b.dtype());
   auto ab = broadcast_all({a.cast(dt), b.cast(dt)});
   Tensor r = primitive(op, ab, ab[0].shape(), bool_result ? DType::Bool : dt);
@@ -355,7 +357,13 @@ Tensor Tensor::div(const Tensor& x) const {
   return a.mul(x.reciprocal());
 }
 Tensor Tensor::maximum(const Tensor& x) const { return binary(Op::Max, *this, x); }
-Tensor Tensor::minimum(const Tensor& x) const { return neg().maximum(x.neg()).neg(); }
+Tensor Tensor::minimum(const Tensor& x) const {
+  // −max(−a, −b) in the operands' common dtype: −bool is logical_not, so a bool operand beside an int32 one
+  // must be widened first (found by scripts/fuzz_ops.py: int32.minimum(bool) gave −1 for min(1, false))
+  DType dt = promote(dtype(), x.dtype());
+  if (dtype() != dt || x.dtype() != dt) return cast(dt).minimum(x.cast(dt)).cast(result_type(*this, x));
+  return neg().maximum(x.neg()).neg();
+}
 Tensor Tensor::neg() const {
   if (dtype() == DType::Bool) return logical_not();
   // constant folding: −c is the constant −c (keeps graphs small, and the C renderer would print −(−1) as "--1")
@@ -453,6 +461,9 @@ Tensor Tensor::where(const Tensor& a, const Tensor& b) const {
 }
 Tensor Tensor::cast(DType dt) const {
   if (dt == dtype()) return *this;
+  // int32 and bool values carry no gradient (torch: the cast's output does not require grad); without the
+  // detach the gradient flowed back through .int() (found by scripts/fuzz_ops.py)
+  if (!is_float(dt) && requires_grad()) return detach().cast(dt);
   require_dtype(node(*this).device, dt);
   return primitive(Op::Cast, {*this}, shape(), dt);
 }
@@ -470,6 +481,8 @@ Tensor Tensor::mean(const Axes& axes, bool keepdim) const {
 }
 Tensor Tensor::softmax(int64_t axis) const {
   if (auto r = float16_rule(&Tensor::softmax, *this, axis)) return *r;
+  // a zero-size axis: nothing to normalize, the result is empty like the input (the max would reject the axis)
+  if (ndim() > 0 && shape()[normalize_axis(axis)] == 0) return mul(1.0);
   // subtracting the (detached) max keeps exp from overflowing; it cancels in the quotient
   Tensor m = sub(max(std::vector<int64_t>{axis}, true).detach());
   Tensor e = m.exp();
@@ -477,6 +490,7 @@ Tensor Tensor::softmax(int64_t axis) const {
 }
 Tensor Tensor::log_softmax(int64_t axis) const {
   if (auto r = float16_rule(&Tensor::log_softmax, *this, axis)) return *r;
+  if (ndim() > 0 && shape()[normalize_axis(axis)] == 0) return mul(1.0);  // empty, as softmax
   Tensor m = sub(max(std::vector<int64_t>{axis}, true).detach());
   return m.sub(m.exp().sum(std::vector<int64_t>{axis}, true).log());
 }
