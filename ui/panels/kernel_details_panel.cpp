@@ -258,7 +258,8 @@ QString KernelDetailsPanel::diffText() const {
   const int index = passCombo_->currentIndex();
   if (index < 0 || index >= passCount()) return {};
   const QString before = index > 0 ? QString::fromStdString(code_->ir[index - 1].ir) : QString();
-  return unifiedDiff(before, QString::fromStdString(code_->ir[index].ir)).text;
+  const QString header = QString("--- IR before %1\n+++ IR after %1\n").arg(QString::fromStdString(code_->ir[index].pass));
+  return header + unifiedDiff(before, QString::fromStdString(code_->ir[index].ir)).text;
 }
 
 QString KernelDetailsPanel::sourceText() const {

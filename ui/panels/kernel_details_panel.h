@@ -44,7 +44,8 @@ class KernelDetailsPanel : public QWidget {
   CodeView* diffLeft() const { return diffLeft_; }
   CodeView* diffRight() const { return diffRight_; }
   // What File ▸ Export ▸ … as Text writes: the IR after the selected pass, that pass's unified diff
-  // (worked out now if the Diff tab was not shown), the source shown. Empty when there is none.
+  // (the Diff tab's text under "--- IR before PASS" / "+++ IR after PASS", worked out now if the tab
+  // was not shown), the source shown. Empty when there is none.
   QString irText() const;
   QString diffText() const;
   QString sourceText() const;
