@@ -336,10 +336,14 @@ void MainWindow::buildActions() {
   presentationAction_->setCheckable(true);
   presentationAction_->setToolTip("For a classroom: larger fonts in every panel, a high-contrast palette and the "
                                   "Explain pane, which says in words what the selected kernel is (Ctrl+Shift+P)");
-  QAction* zoomIn = view->addAction("Zoom &In", this, [this] { zoomFonts(+1); });
+  auto zoomBy = [this](int delta) {
+    zoomFonts(delta);
+    statusBar()->showMessage(QString("Font size %1 %").arg(qRound(fontScale() * 100)), 2000);
+  };
+  QAction* zoomIn = view->addAction("Zoom &In", this, [zoomBy] { zoomBy(+1); });
   zoomIn->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Equal), QKeySequence::ZoomIn});
   zoomIn->setToolTip("Larger fonts in every panel: listings, graph labels, lists (Ctrl+=)");
-  QAction* zoomOut = view->addAction("Zoom &Out", this, [this] { zoomFonts(-1); });
+  QAction* zoomOut = view->addAction("Zoom &Out", this, [zoomBy] { zoomBy(-1); });
   zoomOut->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Minus)});
   zoomOut->setToolTip("Smaller fonts in every panel (Ctrl+-)");
   view->addAction("Reset &Zoom", this, [this] { setFontZoom(isPresentation() ? kPresentationZoom : 0); })
@@ -1266,9 +1270,10 @@ void MainWindow::setPresentation(bool on, bool remember) {
   QSettings settings;
   if (remember) settings.setValue("presentationMode", on);
   setFontZoom(settings.value(on ? "presentationFontZoom" : "fontZoom", on ? kPresentationZoom : 0).toInt());
-  if (on) {
+  if (on) {  // the Explain pane in front, wide enough for its sentences at the larger size
     docks_[7]->show();
     docks_[7]->raise();
+    if (!docks_[7]->isFloating()) resizeDocks({docks_[7]}, {560}, Qt::Horizontal);
   }
 }
 
@@ -1293,8 +1298,6 @@ void MainWindow::applyFontZoom() {
     graphTimer_->stop();
     rebuildGraph();  // the boxes grow with their labels: a new layout
   }
-  const int percent = qRound(fontScale() * 100);
-  statusBar()->showMessage(QString("Font size %1 %").arg(percent), 2000);
 }
 
 void MainWindow::updateExplain() {

@@ -11,7 +11,10 @@ namespace {
 
 QString esc(const std::string& s) { return QString::fromStdString(s).toHtmlEscaped(); }
 
-QString heading(const QString& title) { return QString("<h3 style='margin-top:12px; margin-bottom:4px;'>%1</h3>").arg(title); }
+// Headings a little larger than the text, not h1-h3: the pane is narrow, and Presentation enlarges it all.
+QString heading(const QString& title) {
+  return QString("<p style='margin-top:12px; margin-bottom:4px; font-weight:600; font-size:large;'>%1</p>").arg(title);
+}
 
 QString plural(qint64 n, const QString& one, const QString& many = {}) {
   return QString("%1 %2").arg(n).arg(n == 1 ? one : (many.isEmpty() ? one + "s" : many));
@@ -93,7 +96,7 @@ void ExplainPanel::explain(int kernelId, std::shared_ptr<const ts::KernelCode> c
   if (!k && !run) return clearKernel();
   kernelId_ = kernelId;
   const QString name = k ? esc(k->name) : esc(run->name);
-  QString html = QString("<h2 style='margin-bottom:2px;'>Kernel #%1 <code>%2</code></h2>").arg(kernelId).arg(name);
+  QString html = QString("<p style='font-size:large;'><b>Kernel #%1</b> <code>%2</code></p>").arg(kernelId).arg(name);
 
   // Why this many kernels: the schedule cut the graph here.
   html += heading("Why this kernel");
@@ -108,7 +111,9 @@ void ExplainPanel::explain(int kernelId, std::shared_ptr<const ts::KernelCode> c
     int position = 0;
     for (size_t i = 0; i < s.kernels.size(); ++i)
       if (s.kernels[i].id == kernelId) position = static_cast<int>(i) + 1;
-    count += QString(" This kernel is %1 of the %2 of its schedule").arg(position).arg(plural(static_cast<qint64>(s.kernels.size()), "kernel"));
+    count += s.kernels.size() == 1
+                 ? QString(" This kernel is the only one of its schedule")
+                 : QString(" This kernel is kernel %1 of the %2 of its schedule").arg(position).arg(s.kernels.size());
     count += s.where.line > 0 ? QString(", made by line %1.").arg(s.where.line) : QString(".");
   }
   html += "<p>" + count + "</p>";
