@@ -466,6 +466,9 @@ void MainWindow::connectEngine() {
   connect(graph_, &GraphPanel::nodeClicked, this, &MainWindow::onNodeClicked);
   connect(kernels_, &KernelListPanel::kernelSelected, this, [this](int id) { selectKernel(id, true); });
   connect(details_, &KernelDetailsPanel::passSelected, this, &MainWindow::updateExplain);
+  connect(docks_[7], &QDockWidget::visibilityChanged, this, [this](bool visible) {
+    if (visible) QTimer::singleShot(0, this, &MainWindow::updateExplain);  // once its widget is shown too
+  });
 
   connect(editor_, &QsciScintilla::modificationChanged, this, &MainWindow::updateTitle);
   connect(editor_, &ScriptEditor::breakpointsChanged, this, &MainWindow::updateBreakpoints);
@@ -1302,6 +1305,9 @@ void MainWindow::applyFontZoom() {
 
 void MainWindow::updateExplain() {
   if (selectedKernel_ < 0) return explain_->clearKernel();
+  // The pass's diff costs O((N+M)·D): worked out only while the pane is shown (showing it calls this),
+  // so that stepping with F10 does not wait for it.
+  if (!explain_->isVisible()) return;
   explain_->explain(selectedKernel_, details_->shownKernel() == selectedKernel_ ? details_->code() : nullptr,
                     details_->selectedPass());
 }
