@@ -51,17 +51,18 @@ QPalette darkPalette() {
 QPalette highContrastPalette(bool dark) {
   QPalette p = dark ? darkPalette() : QApplication::style()->standardPalette();
   const QColor back = dark ? Qt::black : Qt::white, fore = dark ? Qt::white : Qt::black;
+  // Fusion draws check boxes' and frames' outlines a shade darker than the window: over a dark theme the
+  // window and buttons keep their dark grey, or the outlines would vanish into black.
   for (QPalette::ColorRole role : {QPalette::Window, QPalette::Base, QPalette::AlternateBase, QPalette::Button,
                                    QPalette::ToolTipBase})
-    p.setColor(QPalette::Active, role, back), p.setColor(QPalette::Inactive, role, back);
+    if (!dark || role == QPalette::Base || role == QPalette::AlternateBase)
+      p.setColor(QPalette::Active, role, back), p.setColor(QPalette::Inactive, role, back);
   for (QPalette::ColorRole role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText, QPalette::ToolTipText})
     p.setColor(QPalette::Active, role, fore), p.setColor(QPalette::Inactive, role, fore);
   p.setColor(QPalette::Highlight, dark ? QColor(0xff, 0xd7, 0x00) : QColor(0x00, 0x33, 0xcc));
   p.setColor(QPalette::HighlightedText, dark ? Qt::black : Qt::white);
   p.setColor(QPalette::Link, dark ? QColor(0x80, 0xc0, 0xff) : QColor(0x00, 0x33, 0xcc));
   p.setColor(QPalette::PlaceholderText, dark ? QColor(0xc0, 0xc0, 0xc0) : QColor(0x40, 0x40, 0x40));
-  p.setColor(QPalette::Mid, fore);
-  p.setColor(QPalette::Dark, fore);
   return p;
 }
 
