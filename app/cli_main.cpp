@@ -1,8 +1,9 @@
 // tensorscope-cli: the headless face of Tensorscope.
-//   tensorscope-cli run SCRIPT [--device NAME] [--out DIR] [--svg FILE] [--trace FILE] [--record FILE]   (NAME: see `devices`)
+//   tensorscope-cli run SCRIPT [--device NAME] [--out DIR] [--svg FILE] [--dot FILE] [--png FILE [--png-scale N]] [--trace FILE]
+//                              [--record FILE]   (NAME: see `devices`)
 //   tensorscope-cli record SCRIPT -o FILE.tsrec [--device NAME]
 //   tensorscope-cli info FILE.tsrec
-//   tensorscope-cli export FILE.tsrec [--out DIR] [--svg FILE] [--trace FILE]
+//   tensorscope-cli export FILE.tsrec [--out DIR] [--svg FILE] [--dot FILE] [--png FILE [--png-scale N]] [--trace FILE]
 //   tensorscope-cli devices
 //   tensorscope-cli runner ...   (the debugger's runner process: runner_command.h)
 // Recordings (.tsrec) are described in docs/recording.md.
@@ -34,9 +35,11 @@ int usage(int code) {
   std::fprintf(code ? stderr : stdout,
                "usage:\n"
                "  tensorscope-cli run SCRIPT [--device C|INTERP|OPENCL|VULKAN|CUDA] [--out DIR] [--svg FILE]\n"
-               "                             [--trace FILE] [--record FILE.tsrec [--record-buffers[=MB]]] [--break-on-nan]\n"
+               "                             [--dot FILE] [--png FILE [--png-scale N]] [--trace FILE]\n"
+               "                             [--record FILE.tsrec [--record-buffers[=MB]]] [--break-on-nan]\n"
                "      runs a tensor script headless; --out writes kernels.json with every kernel's IR and\n"
-               "      source beside it; --svg writes the lazy graph with one cluster per kernel;\n"
+               "      source beside it; --svg writes the lazy graph with one cluster per kernel, --dot the\n"
+               "      same graph as graphviz DOT text and --png as a PNG image at N times 72 dpi (default 1);\n"
                "      --trace writes the schedules, compiles and launches as Chrome trace JSON (Perfetto);\n"
                "      --record writes the run's events to a recording (docs/recording.md), with each launch's\n"
                "      buffers up to MB in all (default 64) when --record-buffers is given; --break-on-nan stops\n"
@@ -46,8 +49,10 @@ int usage(int code) {
                "      runs a tensor script headless and records it\n"
                "  tensorscope-cli info FILE.tsrec\n"
                "      says what a recording holds: the run, how it ended, counts, the slowest launches\n"
-               "  tensorscope-cli export FILE.tsrec [--out DIR] [--svg FILE] [--trace FILE]\n"
-               "      writes a recording's kernels.json and listings (as run --out) and its graph (as run --svg)\n"
+               "  tensorscope-cli export FILE.tsrec [--out DIR] [--svg FILE] [--dot FILE] [--png FILE [--png-scale N]]\n"
+               "                                   [--trace FILE]\n"
+               "      writes a recording's kernels.json and listings (as run --out), its graph (as run\n"
+               "      --svg, --dot, --png) and its trace (as run --trace)\n"
                "  tensorscope-cli devices\n"
                "      lists the devices\n"
                "  tensorscope-cli runner --connect SOCKET --source FILE [...]\n"
@@ -132,6 +137,47 @@ void echo_output(bool is_stderr, std::string_view s) {
   std::fflush(is_stderr ? stderr : stdout);
 }
 
+// The graph files to write: --svg, --dot, --png (--png-scale); an empty path writes nothing.
+struct GraphFiles {
+  std::string svg, dot, png;
+  double png_scale = 1;
+  bool any() const { return !svg.empty() || !dot.empty() || !png.empty(); }
+  // Reads --svg/--dot/--png/--png-scale at argv[i] (advancing i); false: not one of them.
+  bool parse(int argc, char** argv, int& i);
+};
+
+// Writes `data` to `path`, making its folder.
+void write_file(const std::string& path, const std::string& data) {
+  auto parent = std::filesystem::path(path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent);
+  std::ofstream f(path, std::ios::binary);
+  f << data;
+  if (!f) throw std::runtime_error("cannot write " + path);
+}
+
+// kernels.json (--out) and the graph (--svg, --dot, --png) from what a RunRecorder kept. Prints what it wrote.
+void write_outputs(const ts::RunRecorder& recorder, const std::string& out_dir, const GraphFiles& graph,
+                   const std::string& script, const std::string& device) {
+  if (!out_dir.empty()) {
+    ts::write_manifest(recorder, out_dir, script, device);
+    std::fprintf(stderr, "tensorscope-cli: wrote %zu kernel(s) to %s/kernels.json\n", recorder.kernels.size(), out_dir.c_str());
+  }
+  if (!graph.any()) return;
+  const std::string dot = ts::graph_to_dot(recorder.schedules);
+  if (!graph.dot.empty()) {
+    write_file(graph.dot, dot);
+    std::fprintf(stderr, "tensorscope-cli: wrote the graph as DOT to %s\n", graph.dot.c_str());
+  }
+  if (!graph.svg.empty()) {
+    write_file(graph.svg, ts::dot_to_svg(dot));
+    std::fprintf(stderr, "tensorscope-cli: wrote the graph to %s\n", graph.svg.c_str());
+  }
+  if (!graph.png.empty()) {
+    write_file(graph.png, ts::dot_to_png(dot, graph.png_scale));
+    std::fprintf(stderr, "tensorscope-cli: wrote the graph as PNG (%gx) to %s\n", graph.png_scale, graph.png.c_str());
+  }
+}
+
 // --trace: the Chrome trace of what a TraceRecorder saw (nothing when `path` is empty). Prints what it wrote.
 void write_trace(const ts::TraceRecorder& tracer, const std::string& path, const std::string& script) {
   if (path.empty()) return;
@@ -139,23 +185,6 @@ void write_trace(const ts::TraceRecorder& tracer, const std::string& path, const
   if (!parent.empty()) std::filesystem::create_directories(parent);
   ts::write_chrome_trace(tracer.spans, path, script);
   std::fprintf(stderr, "tensorscope-cli: wrote %zu trace event(s) to %s\n", tracer.spans.size(), path.c_str());
-}
-
-// kernels.json (--out) and the graph (--svg) from what a RunRecorder kept. Prints what it wrote.
-void write_outputs(const ts::RunRecorder& recorder, const std::string& out_dir, const std::string& svg,
-                   const std::string& script, const std::string& device) {
-  if (!out_dir.empty()) {
-    ts::write_manifest(recorder, out_dir, script, device);
-    std::fprintf(stderr, "tensorscope-cli: wrote %zu kernel(s) to %s/kernels.json\n", recorder.kernels.size(), out_dir.c_str());
-  }
-  if (!svg.empty()) {
-    auto parent = std::filesystem::path(svg).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent);
-    std::ofstream f(svg);
-    f << ts::dot_to_svg(ts::graph_to_dot(recorder.schedules));
-    if (!f) throw std::runtime_error("cannot write " + svg);
-    std::fprintf(stderr, "tensorscope-cli: wrote the graph to %s\n", svg.c_str());
-  }
 }
 
 // The value after option argv[i] (advancing i); a missing one exits with status 2.
@@ -167,9 +196,27 @@ std::string option_value(int argc, char** argv, int& i, const char* flag) {
   return argv[++i];
 }
 
+bool GraphFiles::parse(int argc, char** argv, int& i) {
+  const std::string a = argv[i];
+  if (a == "--svg") svg = option_value(argc, argv, i, "--svg");
+  else if (a == "--dot") dot = option_value(argc, argv, i, "--dot");
+  else if (a == "--png") png = option_value(argc, argv, i, "--png");
+  else if (a == "--png-scale") {
+    const std::string v = option_value(argc, argv, i, "--png-scale");
+    char* end = nullptr;
+    png_scale = std::strtod(v.c_str(), &end);
+    if (v.empty() || *end || !(png_scale > 0) || png_scale > 16) {
+      std::fprintf(stderr, "tensorscope-cli: --png-scale %s: expected a number above 0 and at most 16, e.g. 2\n", v.c_str());
+      std::exit(2);
+    }
+  } else return false;
+  return true;
+}
+
 // `run` and `record`: the script runs in this process; `record` == true is `record` (-o FILE required).
 int cmd_run(int argc, char** argv, bool record) {
-  std::string script, device, out_dir, svg, trace, record_path;
+  std::string script, device, out_dir, trace, record_path;
+  GraphFiles graph;
   bool break_on_nan = false;
   double record_buffers_mb = 0;
   for (int i = 0; i < argc; i++) {
@@ -177,8 +224,8 @@ int cmd_run(int argc, char** argv, bool record) {
     auto value = [&](const char* flag) { return option_value(argc, argv, i, flag); };
     if (a == "--device") device = value("--device");
     else if (!record && a == "--out") out_dir = value("--out");
-    else if (!record && a == "--svg") svg = value("--svg");
     else if (!record && a == "--trace") trace = value("--trace");
+    else if (!record && graph.parse(argc, argv, i)) continue;
     else if (!record && a == "--record") record_path = value("--record");
     else if (record && (a == "-o" || a == "--output")) record_path = value("-o");
     else if (a == "--break-on-nan") break_on_nan = true;
@@ -228,7 +275,7 @@ int cmd_run(int argc, char** argv, bool record) {
   ts::RunRecorder recorder;
   ts::TraceRecorder tracer;
   std::optional<ts::ScopedObserver> observe, observe_trace;
-  if (!out_dir.empty() || !svg.empty()) observe.emplace(&recorder);  // unobserved, a run costs nothing extra
+  if (!out_dir.empty() || graph.any()) observe.emplace(&recorder);  // unobserved, a run costs nothing extra
   if (!trace.empty()) observe_trace.emplace(&tracer);
   // A recorded run takes Python's SIGINT handler, so that Ctrl-C stops the script (KeyboardInterrupt)
   // and the recording still says how the run ended ("stopped").
@@ -248,7 +295,7 @@ int cmd_run(int argc, char** argv, bool record) {
   if (recording) recording->finish(result);
   std::string dev_name = device.empty() ? ts::DeviceRegistry::at(ts::DeviceRegistry::default_index()).name() : device;
   try {
-    write_outputs(recorder, out_dir, svg, script, dev_name);
+    write_outputs(recorder, out_dir, graph, script, dev_name);
     write_trace(tracer, trace, script);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tensorscope-cli: %s\n", e.what());
@@ -371,15 +418,17 @@ int cmd_info(int argc, char** argv) {
   return 0;
 }
 
-// `export FILE --out DIR [--svg FILE]`: what `run --out/--svg` writes, from a recording's events.
+// `export FILE --out DIR [--svg FILE] [--dot FILE] [--png FILE]`: what `run --out/--svg/--dot/--png`
+// writes, from a recording's events.
 int cmd_export(int argc, char** argv) {
-  std::string path, out_dir, svg, trace;
+  std::string path, out_dir, trace;
+  GraphFiles graph;
   for (int i = 0; i < argc; i++) {
     std::string a = argv[i];
     auto value = [&](const char* flag) { return option_value(argc, argv, i, flag); };
     if (a == "--out") out_dir = value("--out");
-    else if (a == "--svg") svg = value("--svg");
     else if (a == "--trace") trace = value("--trace");
+    else if (graph.parse(argc, argv, i)) continue;
     else if (a == "-h" || a == "--help") return usage(0);
     else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "tensorscope-cli: unknown option %s\n", a.c_str());
@@ -388,8 +437,8 @@ int cmd_export(int argc, char** argv) {
     else return usage(2);
   }
   if (path.empty()) return usage(2);
-  if (out_dir.empty() && svg.empty() && trace.empty()) {
-    std::fprintf(stderr, "tensorscope-cli: export needs --out DIR, --svg FILE and/or --trace FILE\n");
+  if (out_dir.empty() && !graph.any() && trace.empty()) {
+    std::fprintf(stderr, "tensorscope-cli: export needs --out DIR and/or --svg, --dot, --png or --trace FILE\n");
     return usage(2);
   }
   ts::RunRecorder recorder;
@@ -406,7 +455,7 @@ int cmd_export(int argc, char** argv) {
     return recording_error(path, e);
   }
   try {
-    write_outputs(recorder, out_dir, svg, run.script_path, run.device);
+    write_outputs(recorder, out_dir, graph, run.script_path, run.device);
     write_trace(tracer, trace, run.script_path);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tensorscope-cli: %s\n", one_line(e.what()).c_str());

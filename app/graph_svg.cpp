@@ -114,25 +114,38 @@ std::string graph_to_dot(const std::vector<ScheduleEvent>& all_schedules, size_t
   return o.str();
 }
 
-std::string dot_to_svg(const std::string& dot) {
+// Lays `dot` out and renders it with graphviz's `format` renderer ("svg", "png"); `dpi` > 0 sets the
+// graph's resolution (graphviz draws at 72 dpi).
+static std::string render(const std::string& dot, const char* format, double dpi) {
   GVC_t* gvc = gvContext();
   Agraph_t* g = agmemread(dot.c_str());
   if (!g) {
     gvFreeContext(gvc);
     throw std::runtime_error("graphviz could not parse the graph");
   }
-  std::string svg;
+  if (dpi > 0) agsafeset(g, const_cast<char*>("dpi"), const_cast<char*>(std::to_string(dpi).c_str()), const_cast<char*>(""));
+  std::string out;
+  bool laid_out = false;
   if (gvLayout(gvc, g, "dot") == 0) {
+    laid_out = true;
     char* data = nullptr;
     unsigned int len = 0;
-    if (gvRenderData(gvc, g, "svg", &data, &len) == 0 && data) svg.assign(data, len);
+    if (gvRenderData(gvc, g, format, &data, &len) == 0 && data) out.assign(data, len);
     gvFreeRenderData(data);
     gvFreeLayout(gvc, g);
   }
   agclose(g);
   gvFreeContext(gvc);
-  if (svg.empty()) throw std::runtime_error("graphviz could not lay out the graph");
-  return svg;
+  if (!laid_out) throw std::runtime_error("graphviz could not lay out the graph");
+  if (out.empty()) throw std::runtime_error(std::string("graphviz could not render the graph as ") + format);
+  return out;
+}
+
+std::string dot_to_svg(const std::string& dot) { return render(dot, "svg", 0); }
+
+std::string dot_to_png(const std::string& dot, double scale) {
+  if (!(scale > 0) || scale > 16) throw std::invalid_argument("the PNG scale must be above 0 and at most 16");
+  return render(dot, "png", 72 * scale);
 }
 
 }  // namespace ts

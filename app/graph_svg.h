@@ -1,6 +1,6 @@
 // The lazy graph as graphviz: one node per primitive op, coloured by op class, every kernel a
 // cluster ("cluster_k<id>", labelled with the kernel's name) around the nodes fused into it.
-// Shared by the CLI (--svg) and usable by any non-Qt tool.
+// Shared by the CLI (--svg, --dot, --png) and usable by any non-Qt tool.
 #pragma once
 #include <string>
 #include <vector>
@@ -17,5 +17,9 @@ std::string graph_to_dot(const std::vector<ScheduleEvent>& schedules, size_t max
 // Lays out DOT text with graphviz `dot` and renders it to a standalone SVG. Throws std::runtime_error
 // when graphviz rejects the graph.
 std::string dot_to_svg(const std::string& dot);
+// Lays out DOT text and renders it to a PNG image (graphviz's cairo renderer) at `scale` times graphviz's
+// 72 dpi: scale 2 gives twice the width and height. Throws std::runtime_error when graphviz rejects the
+// graph or has no PNG renderer.
+std::string dot_to_png(const std::string& dot, double scale = 1);
 
 }  // namespace ts

@@ -1,7 +1,7 @@
 // main() of `tensorscope`, the debugger.
 //
 //   tensorscope [script.py] [--device C|INTERP|OPENCL:0|...] [--run] [--screenshot FILE.png] [--export-svg FILE.svg]
-//               [--bench-steps N] [--theme system|light|dark] [--help] [--version]
+//               [--bench-steps N] [--theme system|light|dark] [--presentation] [--help] [--version]
 //
 // --screenshot and --export-svg make it a batch tool (for docs, CI and teachers' slides): the
 // script runs, and once the run and the graph layout are done, the window is saved as a PNG
@@ -124,7 +124,9 @@ int main(int argc, char** argv) {
                                 "N");
   QCommandLineOption theme("theme", "Colours for this run: system, light or dark (default: the last one picked in View ▸ Theme)",
                            "theme");
-  parser.addOptions({device, run, screenshot, svg, timeout, benchSteps, theme});
+  QCommandLineOption presentation("presentation", "View ▸ Presentation for this run: larger fonts, high contrast, the "
+                                                  "Explain pane");
+  parser.addOptions({device, run, screenshot, svg, timeout, benchSteps, theme, presentation});
 
   // --help, --version and a bad command line are answered on the terminal before a QApplication exists: it
   // needs a display (a terminal over ssh, a CI job), and none of these does.
@@ -153,6 +155,7 @@ int main(int argc, char** argv) {
   tsui::MainWindow window;
   if (parser.isSet(device)) window.setDevice(parser.value(device).toUpper());  // else the last one used
   if (parser.isSet(theme)) window.setTheme(tsui::themeFromName(parser.value(theme).toLower()), false);
+  if (parser.isSet(presentation)) window.setPresentation(true, false);
   if (!args.isEmpty() && args.first().endsWith(".tsrec", Qt::CaseInsensitive)) {
     QString error;  // on the terminal, not in a dialog: a batch run must not wait for a click
     if (!window.openRecording(args.first(), &error)) {

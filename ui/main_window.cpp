@@ -47,6 +47,7 @@
 #include "panels/buffer_inspector.h"
 #include "panels/console_panel.h"
 #include "panels/event_browser.h"
+#include "panels/explain_panel.h"
 #include "panels/graph_panel.h"
 #include "panels/kernel_details_panel.h"
 #include "panels/kernel_list_panel.h"
@@ -70,7 +71,9 @@ constexpr int kRecordBuffersMb = 64;
 // File ▸ Open Recent: how many scripts and recordings it lists.
 constexpr int kRecentFiles = 8;
 // QMainWindow::saveState's version: bump it when the docks change, so that an old layout is not restored.
-constexpr int kDockStateVersion = 1;
+constexpr int kDockStateVersion = 2;
+// View ▸ Presentation's font zoom until the user picks another (core/theme.h: steps of 10 %).
+constexpr int kPresentationZoom = 4;
 
 // "&Open…" -> "Open"
 QString plainText(const QAction* a) { return a->text().remove('&').remove(QStringLiteral("…")).remove("..."); }
@@ -136,6 +139,7 @@ void MainWindow::buildPanels() {
   details_ = new KernelDetailsPanel;
   properties_ = new PropertiesPanel(model_);
   console_ = new ConsolePanel;
+  explain_ = new ExplainPanel(model_);
   events_ = new EventBrowser;
   events_->setModel(model_);
   buffers_ = new BufferInspector;
@@ -165,12 +169,15 @@ void MainWindow::buildPanels() {
   QDockWidget* propertiesDock = dock(this, "Properties", "properties", properties_, Qt::RightDockWidgetArea);
   QDockWidget* kernelsDock = dock(this, "Kernels", "kernels", kernels_, Qt::BottomDockWidgetArea);
   QDockWidget* detailsDock = dock(this, "Kernel IR and source", "kernel", details_, Qt::BottomDockWidgetArea);
+  QDockWidget* explainDock = dock(this, "Explain", "explain", explain_, Qt::RightDockWidgetArea);
   splitDockWidget(scriptDock, consoleDock, Qt::Vertical);
   splitDockWidget(kernelsDock, detailsDock, Qt::Horizontal);
   splitDockWidget(propertiesDock, eventsDock, Qt::Vertical);
   tabifyDockWidget(detailsDock, buffersDock);
+  tabifyDockWidget(propertiesDock, explainDock);
   detailsDock->raise();
-  docks_ = {scriptDock, consoleDock, propertiesDock, eventsDock, kernelsDock, detailsDock, buffersDock};
+  propertiesDock->raise();
+  docks_ = {scriptDock, consoleDock, propertiesDock, eventsDock, kernelsDock, detailsDock, buffersDock, explainDock};
   arrangeDocks();
 
   // Status texts can be as long as a script's error message: elided labels show what fits, and the
@@ -212,9 +219,18 @@ void MainWindow::buildActions() {
   saveRecordingAction_ = file->addAction("Save &Recording As…", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_R), this,
                                          &MainWindow::saveRecordingDialog);
   saveRecordingAction_->setToolTip("Keep the last run (or the opened recording) as a .tsrec file");
-  exportAction_ =
-      file->addAction("&Export Graph as SVG…", QKeySequence(Qt::CTRL | Qt::Key_E), this, &MainWindow::exportSvgDialog);
+  QMenu* exportMenu = file->addMenu("&Export");
+  exportAction_ = exportMenu->addAction("Graph as &SVG…", QKeySequence(Qt::CTRL | Qt::Key_E), this,
+                                        [this] { exportGraphDialog(GraphFormat::Svg); });
   exportAction_->setToolTip("Save the graph as a standalone SVG image");
+  exportMenu->addAction("Graph as &PNG…", this, [this] { exportGraphDialog(GraphFormat::Png); })
+      ->setToolTip("Save the graph as a PNG image at 1x, 2x or 4x (72, 144 or 288 dpi)");
+  exportMenu->addAction("Graph as &DOT…", this, [this] { exportGraphDialog(GraphFormat::Dot); })
+      ->setToolTip("Save the graph as graphviz DOT text (one cluster per kernel), to lay out or edit elsewhere");
+  exportMenu->addSeparator();
+  exportMenu->addAction("&Listing as Text…", this, &MainWindow::exportListingDialog)
+      ->setToolTip("Save the selected kernel's IR after the selected pass, the pass's diff (unified) or the "
+                   "generated source as a text file");
   file->addSeparator();
   file->addAction("&Quit", QKeySequence::Quit, this, &QWidget::close)->setToolTip("Close the window");
 
@@ -314,6 +330,24 @@ void MainWindow::buildActions() {
     d->toggleViewAction()->setToolTip("Show or hide the " + d->windowTitle() + " panel");
     view->addAction(d->toggleViewAction());
   }
+  view->addSeparator();
+  presentationAction_ = view->addAction("&Presentation", QKeySequence(Qt::CTRL | Qt::SHIFT | Qt::Key_P), this,
+                                        [this](bool on) { setPresentation(on); });
+  presentationAction_->setCheckable(true);
+  presentationAction_->setToolTip("For a classroom: larger fonts in every panel, a high-contrast palette and the "
+                                  "Explain pane, which says in words what the selected kernel is (Ctrl+Shift+P)");
+  auto zoomBy = [this](int delta) {
+    zoomFonts(delta);
+    statusBar()->showMessage(QString("Font size %1 %").arg(qRound(fontScale() * 100)), 2000);
+  };
+  QAction* zoomIn = view->addAction("Zoom &In", this, [zoomBy] { zoomBy(+1); });
+  zoomIn->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Equal), QKeySequence::ZoomIn});
+  zoomIn->setToolTip("Larger fonts in every panel: listings, graph labels, lists (Ctrl+=)");
+  QAction* zoomOut = view->addAction("Zoom &Out", this, [zoomBy] { zoomBy(-1); });
+  zoomOut->setShortcuts({QKeySequence(Qt::CTRL | Qt::Key_Minus)});
+  zoomOut->setToolTip("Smaller fonts in every panel (Ctrl+-)");
+  view->addAction("Reset &Zoom", this, [this] { setFontZoom(isPresentation() ? kPresentationZoom : 0); })
+      ->setToolTip("Fonts back to their size in this mode (normal, or Presentation's larger one)");
   view->addSeparator();
   view->addAction("&Reset Layout", this, &MainWindow::resetLayout)
       ->setToolTip("Put every panel back where it is in a new installation");
@@ -431,6 +465,10 @@ void MainWindow::connectEngine() {
   connect(graph_, &GraphPanel::kernelClicked, this, [this](int id) { selectKernel(id, false); });
   connect(graph_, &GraphPanel::nodeClicked, this, &MainWindow::onNodeClicked);
   connect(kernels_, &KernelListPanel::kernelSelected, this, [this](int id) { selectKernel(id, true); });
+  connect(details_, &KernelDetailsPanel::passSelected, this, &MainWindow::updateExplain);
+  connect(docks_[7], &QDockWidget::visibilityChanged, this, [this](bool visible) {
+    if (visible) QTimer::singleShot(0, this, &MainWindow::updateExplain);  // once its widget is shown too
+  });
 
   connect(editor_, &QsciScintilla::modificationChanged, this, &MainWindow::updateTitle);
   connect(editor_, &ScriptEditor::breakpointsChanged, this, &MainWindow::updateBreakpoints);
@@ -622,6 +660,7 @@ void MainWindow::setCurrentEvent(int eventIndex) {
     const ts::KernelInfo* k = model_->kernel(kernelId);
     details_->showKernel(kernelId, k ? QString::fromStdString(k->name) : QString(), model_->kernelRun(kernelId));
     properties_->showKernel(kernelId);
+    updateExplain();
     graph_->highlightKernel(kernelId, true);
   }
   if (!runner_->isRunning()) {  // a finished run or a recording: the buffers it recorded, if any
@@ -769,6 +808,7 @@ void MainWindow::resetRun() {
   kernels_->clearKernels();
   details_->clearKernel();
   properties_->clearSelection();
+  explain_->clearKernel();
   graphTimer_->stop();
   layout_->cancel();
   graph_->clearGraph("Running…");
@@ -861,6 +901,7 @@ void MainWindow::requestGraph() {
 void MainWindow::rebuildGraph() {
   GraphSpec spec = buildViewGraph(*model_, graph_->unionMode(), selectedKernel_);
   spec.leftToRight = graph_->leftToRight();
+  spec.fontScale = fontScale();
   graphSchedule_ = spec.schedule;
   // The lazy graph of the current event (the latest while a run goes on): nodes made, not computed yet.
   const int last = static_cast<int>(model_->events().size()) - 1;
@@ -894,6 +935,7 @@ void MainWindow::selectKernel(int kernelId, bool centreGraph) {
   const ts::KernelInfo* k = model_->kernel(kernelId);
   details_->showKernel(kernelId, k ? QString::fromStdString(k->name) : QString(), model_->kernelRun(kernelId));
   properties_->showKernel(kernelId);
+  updateExplain();
   // When the graph shows one schedule only, a kernel of another schedule needs another graph.
   if (graphSchedule_ >= 0 && model_->scheduleOfKernel(kernelId) != graphSchedule_) requestGraph();
   graph_->highlightKernel(kernelId, centreGraph);
@@ -1118,45 +1160,156 @@ bool MainWindow::maybeSave() {
   return answer == QMessageBox::Discard;
 }
 
-void MainWindow::exportSvgDialog() {
+void MainWindow::exportGraphDialog(GraphFormat format) {
   const QString base = editor_->filePath().isEmpty() ? "graph" : QFileInfo(editor_->filePath()).completeBaseName();
-  const QString path = QFileDialog::getSaveFileName(this, "Export graph as SVG", base + ".svg", "SVG images (*.svg)");
+  double scale = 1;
+  if (format == GraphFormat::Png) {
+    bool ok = false;
+    const QString pick = QInputDialog::getItem(this, "Export graph as PNG",
+                                               "Scale (1x: 72 dpi, one pixel per point of the layout):",
+                                               {"1x", "2x", "4x"}, 1, false, &ok);
+    if (!ok) return;
+    scale = pick.chopped(1).toDouble();
+  }
+  static const char* const kTitles[] = {"Export graph as SVG", "Export graph as PNG", "Export graph as DOT"};
+  static const char* const kSuffixes[] = {".svg", ".png", ".dot"};
+  static const char* const kFilters[] = {"SVG images (*.svg)", "PNG images (*.png)", "graphviz DOT files (*.dot *.gv)"};
+  const int f = static_cast<int>(format);
+  const QString path = QFileDialog::getSaveFileName(this, kTitles[f], base + kSuffixes[f], kFilters[f]);
   if (path.isEmpty()) return;
   QString error;
-  if (exportSvg(path, &error))
+  if (exportGraph(path, format, scale, &error))
     statusBar()->showMessage("Exported " + path, 4000);
   else
     QMessageBox::warning(this, "Export graph", error);
 }
 
-bool MainWindow::exportSvg(const QString& path, QString* error) {
+bool MainWindow::exportGraph(const QString& path, GraphFormat format, double scale, QString* error) {
   const QByteArray dot = graph_->layout().dot;
   if (dot.isEmpty()) {
     if (error) *error = "There is no graph to export yet: run a script first.";
     return false;
   }
-  // graphviz lays the graph out again for the SVG renderer; for a big graph that takes seconds,
-  // so it runs on a worker while a local event loop keeps the window painting.
-  QProgressDialog progress("Rendering the graph as SVG…", QString(), 0, 0, this);
-  progress.setWindowModality(Qt::WindowModal);
-  progress.setMinimumDuration(400);
-  QString renderError;
-  QFutureWatcher<QByteArray> watcher;
-  QEventLoop loop;
-  connect(&watcher, &QFutureWatcher<QByteArray>::finished, &loop, &QEventLoop::quit);
-  watcher.setFuture(QtConcurrent::run([dot, &renderError] { return renderSvg(dot, &renderError); }));
-  if (!watcher.isFinished()) loop.exec(QEventLoop::ExcludeUserInputEvents);
-  const QByteArray svg = watcher.result();
-  if (svg.isEmpty()) {
-    if (error) *error = renderError.isEmpty() ? QString("graphviz produced no SVG") : renderError;
-    return false;
+  QByteArray data = dot;
+  if (format != GraphFormat::Dot) {
+    // graphviz lays the graph out again for the renderer; for a big graph that takes seconds,
+    // so it runs on a worker while a local event loop keeps the window painting.
+    QProgressDialog progress(format == GraphFormat::Png ? "Rendering the graph as PNG…" : "Rendering the graph as SVG…",
+                             QString(), 0, 0, this);
+    progress.setWindowModality(Qt::WindowModal);
+    progress.setMinimumDuration(400);
+    QString renderError;
+    QFutureWatcher<QByteArray> watcher;
+    QEventLoop loop;
+    connect(&watcher, &QFutureWatcher<QByteArray>::finished, &loop, &QEventLoop::quit);
+    watcher.setFuture(QtConcurrent::run([dot, format, scale, &renderError] {
+      return format == GraphFormat::Png ? renderPng(dot, scale, &renderError) : renderSvg(dot, &renderError);
+    }));
+    if (!watcher.isFinished()) loop.exec(QEventLoop::ExcludeUserInputEvents);
+    data = watcher.result();
+    if (data.isEmpty()) {
+      if (error) *error = renderError.isEmpty() ? QString("graphviz produced no image") : renderError;
+      return false;
+    }
   }
   QSaveFile file(path);
-  if (!file.open(QIODevice::WriteOnly) || file.write(svg) != svg.size() || !file.commit()) {
+  if (!file.open(QIODevice::WriteOnly) || file.write(data) != data.size() || !file.commit()) {
     if (error) *error = QString("Cannot write %1: %2").arg(path, file.errorString());
     return false;
   }
   return true;
+}
+
+void MainWindow::exportListingDialog() {
+  static const QStringList kChoices = {"IR after the selected pass", "The selected pass's diff (unified)",
+                                       "Generated source"};
+  bool ok = false;
+  const QString pick = QInputDialog::getItem(this, "Export listing as text", "Listing of the selected kernel:", kChoices,
+                                             0, false, &ok);
+  if (!ok) return;
+  const auto listing = static_cast<Listing>(kChoices.indexOf(pick));
+  const ts::KernelInfo* k = model_->kernel(selectedKernel_);
+  QString base = k ? QString::fromStdString(k->name) : QString("kernel");
+  const QString suffix = listing == Listing::Ir ? ".ir.txt" : listing == Listing::PassDiff ? ".diff" : ".txt";
+  const QString path = QFileDialog::getSaveFileName(this, "Export listing as text", base + suffix,
+                                                    "Text files (*.txt *.diff);;All files (*)");
+  if (path.isEmpty()) return;
+  QString error;
+  if (exportListing(path, listing, &error))
+    statusBar()->showMessage("Exported " + path, 4000);
+  else
+    QMessageBox::warning(this, "Export listing", error);
+}
+
+bool MainWindow::exportListing(const QString& path, Listing listing, QString* error) {
+  const QString text = listing == Listing::Ir         ? details_->irText()
+                       : listing == Listing::PassDiff ? details_->diffText()
+                                                      : details_->sourceText();
+  if (text.isEmpty()) {
+    if (error)
+      *error = details_->shownKernel() < 0 ? QString("Select a kernel first.")
+                                           : QString("The selected kernel has no such listing (it has not run yet).");
+    return false;
+  }
+  QByteArray data = text.toUtf8();
+  if (!data.endsWith('\n')) data += '\n';
+  QSaveFile file(path);
+  if (!file.open(QIODevice::WriteOnly) || file.write(data) != data.size() || !file.commit()) {
+    if (error) *error = QString("Cannot write %1: %2").arg(path, file.errorString());
+    return false;
+  }
+  return true;
+}
+
+// ---- presentation -----------------------------------------------------------------------------
+
+bool MainWindow::isPresentation() const { return presentationAction_->isChecked(); }
+int MainWindow::fontZoom() const { return fontZoomStep(); }
+
+void MainWindow::setPresentation(bool on, bool remember) {
+  presentationAction_->setChecked(on);
+  setHighContrast(on);
+  setTheme(currentTheme(), false);  // the palette again, with or without the high contrast
+  QSettings settings;
+  if (remember) settings.setValue("presentationMode", on);
+  setFontZoom(settings.value(on ? "presentationFontZoom" : "fontZoom", on ? kPresentationZoom : 0).toInt());
+  if (on) {  // the Explain pane in front, wide enough for its sentences at the larger size
+    docks_[7]->show();
+    docks_[7]->raise();
+    if (!docks_[7]->isFloating()) resizeDocks({docks_[7]}, {560}, Qt::Horizontal);
+  }
+}
+
+void MainWindow::setFontZoom(int step) {
+  setFontZoomStep(step);
+  QSettings().setValue(isPresentation() ? "presentationFontZoom" : "fontZoom", fontZoomStep());
+  applyFontZoom();
+}
+
+void MainWindow::applyFontZoom() {
+  static const QFont base = QApplication::font();  // before any window zoomed it
+  QFont font = base;
+  if (font.pointSizeF() > 0) font.setPointSizeF(font.pointSizeF() * fontScale());
+  else font.setPixelSize(qRound(font.pixelSize() * fontScale()));
+  QApplication::setFont(font);
+  // What sets its own font: the listings (Scintilla's zoom), the console, the graph's labels.
+  for (QsciScintilla* view : findChildren<QsciScintilla*>()) CodeView::applyFontZoom(view);
+  console_->setFont(CodeView::zoomedCodeFont());
+  consoleInput_->setFont(CodeView::zoomedCodeFont());
+  kernels_->verticalHeader()->setDefaultSectionSize(QFontMetrics(font).height() + 6);
+  if (!model_->schedules().empty()) {
+    graphTimer_->stop();
+    rebuildGraph();  // the boxes grow with their labels: a new layout
+  }
+}
+
+void MainWindow::updateExplain() {
+  if (selectedKernel_ < 0) return explain_->clearKernel();
+  // The pass's diff costs O((N+M)·D): worked out only while the pane is shown (showing it calls this),
+  // so that stepping with F10 does not wait for it.
+  if (!explain_->isVisible()) return;
+  explain_->explain(selectedKernel_, details_->shownKernel() == selectedKernel_ ? details_->code() : nullptr,
+                    details_->selectedPass());
 }
 
 // ---- window state -----------------------------------------------------------------------------
@@ -1219,6 +1372,10 @@ void MainWindow::restoreSettings() {
   else themeActions_[static_cast<int>(theme)]->setChecked(true);
   const QString device = settings.value("device", "C").toString();
   if (!device.isEmpty() && device_->findData(device) >= 0) setDevice(device);
+  // the font zoom and the high contrast are process-wide (core/theme.h): set them whatever an earlier window left
+  const bool presentation = settings.value("presentationMode", false).toBool();
+  if (presentation || isHighContrast()) setPresentation(presentation, false);
+  else setFontZoom(settings.value("fontZoom", 0).toInt());
 }
 
 void MainWindow::setTheme(Theme theme, bool remember) {

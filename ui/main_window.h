@@ -30,6 +30,7 @@ class BufferInspector;
 class ConsolePanel;
 class ElidedLabel;
 class EventBrowser;
+class ExplainPanel;
 class GraphPanel;
 class KernelDetailsPanel;
 class KernelListPanel;
@@ -82,9 +83,28 @@ class MainWindow : public QMainWindow {
   QString lineInfoText() const;
   // Breakpoints that are not script lines: kernel name patterns, ops, graph node uids.
   void setKernelBreakpoints(const QStringList& patterns, const QStringList& ops, const QList<quint64>& nodes);
-  // Renders the shown graph to a standalone SVG at `path` (graphviz runs on a worker thread while
-  // a progress dialog keeps the window alive).
-  bool exportSvg(const QString& path, QString* error);
+  // File ▸ Export: the shown graph as a standalone SVG, a PNG image at `scale` times 72 dpi (1, 2, 4…)
+  // or its DOT text (graphviz runs on a worker thread while a progress dialog keeps the window alive);
+  // the kernel panel's IR after the selected pass, that pass's unified diff or the shown source as text.
+  // The menu's actions ask for a file (and a scale) and call these.
+  enum class GraphFormat { Svg, Png, Dot };
+  bool exportGraph(const QString& path, GraphFormat format, double scale, QString* error);
+  bool exportSvg(const QString& path, QString* error) { return exportGraph(path, GraphFormat::Svg, 1, error); }
+  enum class Listing { Ir, PassDiff, Source };
+  bool exportListing(const QString& path, Listing listing, QString* error);
+
+  // View ▸ Presentation (Ctrl+Shift+P), for a classroom: the fonts of every panel at the presentation
+  // zoom, a high-contrast palette and the Explain pane in front. View ▸ Zoom In / Zoom Out (Ctrl+= /
+  // Ctrl+-) change the fonts of every panel (listings, graph labels, lists); each mode remembers its zoom.
+  void setPresentation(bool on, bool remember = true);
+  bool isPresentation() const;
+  void setFontZoom(int step);  // 0: the normal size; steps of 10 % (core/theme.h)
+  void zoomFonts(int delta) { setFontZoom(fontZoom() + delta); }
+  int fontZoom() const;
+  ExplainPanel* explainPanel() const { return explain_; }
+  KernelDetailsPanel* kernelDetails() const { return details_; }
+  // Selects a kernel as a click in the kernel list does.
+  void showKernel(int kernelId) { selectKernel(kernelId, true); }
 
   // For tests and --screenshot: the state a person would look at.
   bool isRunning() const;
@@ -165,7 +185,10 @@ class MainWindow : public QMainWindow {
   void openDialog();
   bool save();
   bool saveAs();
-  void exportSvgDialog();
+  void exportGraphDialog(GraphFormat format);
+  void exportListingDialog();
+  void updateExplain();
+  void applyFontZoom();
   void saveRecordingDialog();
   void addRecent(const QString& path);
   void updateRecentMenu();
@@ -186,6 +209,7 @@ class MainWindow : public QMainWindow {
   KernelDetailsPanel* details_;
   PropertiesPanel* properties_;
   ConsolePanel* console_;
+  ExplainPanel* explain_;
   QComboBox* device_;
   ElidedLabel* runStatus_;
   QList<QDockWidget*> docks_;
@@ -197,6 +221,7 @@ class MainWindow : public QMainWindow {
   QAction* stepOutAction_ = nullptr;
   QAction* pauseAction_ = nullptr;
   QAction* exportAction_ = nullptr;
+  QAction* presentationAction_ = nullptr;
   QAction* saveRecordingAction_ = nullptr;
   QAction* breakOnNanAction_ = nullptr;
   QAction* runToCursorAction_ = nullptr;

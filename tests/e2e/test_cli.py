@@ -1,9 +1,11 @@
 # tensorscope-cli, end to end: `tensorscope-cli run SCRIPT --out DIR --svg FILE` runs a tensor script
 # in the embedded interpreter and writes the kernel manifest (kernels.json), one IR listing per pass,
-# the generated sources, and the graph as SVG. Expected values come from PyTorch, not from the CLI.
+# the generated sources, and the graph as SVG (--dot and --png: as DOT text and a PNG image). Expected
+# values come from PyTorch, not from the CLI.
 import json
 import os
 import re
+import struct
 import subprocess
 import xml.etree.ElementTree as ET
 
@@ -124,6 +126,37 @@ def test_svg_has_one_cluster_per_kernel(tmp_path):
     clusters = [g for g in root.iter() if g.tag.endswith("}g") or g.tag == "g"]
     clusters = [g for g in clusters if "cluster" in g.get("class", "").split()]
     assert len(clusters) == len(kernels), f"{len(clusters)} clusters in the SVG, {len(kernels)} kernels in the manifest"
+
+
+def png_size(path):
+    """(width, height) from a PNG's IHDR chunk; fails unless the file starts with the PNG signature."""
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", f"{path} is not a PNG: {head[:8]!r}"
+    assert head[12:16] == b"IHDR"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_dot_and_png_of_a_run_and_of_its_recording(tmp_path):
+    rec = str(tmp_path / "q.tsrec")
+    run_quickstart(tmp_path, "--dot", str(tmp_path / "g.dot"), "--png", str(tmp_path / "g.png"), "--record", rec)
+    kernels = load_manifest(tmp_path)["kernels"]
+    dot = (tmp_path / "g.dot").read_text()
+    assert dot.startswith("digraph"), dot[:80]
+    clusters = re.findall(r"subgraph cluster_k(\d+) \{", dot)
+    assert sorted(int(c) for c in clusters) == sorted(k["id"] for k in kernels), "not one cluster per kernel"
+    assert dot.count("{") == dot.count("}")
+    # the same graph from the recording, its PNG at twice the size
+    r = run_cli("export", rec, "--dot", str(tmp_path / "e.dot"), "--png", str(tmp_path / "e.png"), "--png-scale", "2")
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "e.dot").read_text() == dot
+    w1, h1 = png_size(str(tmp_path / "g.png"))
+    w2, h2 = png_size(str(tmp_path / "e.png"))
+    assert w1 > 20 and h1 > 20
+    assert abs(w2 - 2 * w1) <= 2 and abs(h2 - 2 * h1) <= 2, f"1x {w1}x{h1}, 2x {w2}x{h2}"
+    bad = run_cli("export", rec, "--png", str(tmp_path / "bad.png"), "--png-scale", "0")
+    assert bad.returncode == 2 and "--png-scale" in bad.stderr
+    assert not os.path.exists(str(tmp_path / "bad.png"))
 
 
 def test_second_run_hits_the_compile_cache(tmp_path):

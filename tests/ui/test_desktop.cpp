@@ -1,7 +1,8 @@
 // QtTest of the debugger's desktop habits, offscreen: no text widens the window; the layout, the
 // device and the theme survive a restart (in a temporary settings file); every toolbar button has a
 // tooltip naming its shortcut and Help ▸ Keyboard Shortcuts lists every shortcut; Light and Dark
-// themes reach the panels that paint their own colours.
+// themes reach the panels that paint their own colours; File ▸ Export writes the graph as DOT and PNG
+// and the listings as text; View ▸ Presentation's Explain pane and font zoom.
 #include <Qsci/qscilexerpython.h>
 
 #include <QApplication>
@@ -11,6 +12,8 @@
 #include <QFile>
 #include <QToolBar>
 #include <QGraphicsView>
+#include <QImageReader>
+#include <QGraphicsScene>
 #include <QSettings>
 #include <QTableWidget>
 #include <QTemporaryDir>
@@ -21,6 +24,9 @@
 #include "core/theme.h"
 #include "main_window.h"
 #include "panels/buffer_inspector.h"
+#include "panels/explain_panel.h"
+#include "panels/graph_scene_items.h"
+#include "panels/kernel_details_panel.h"
 #include "panels/graph_panel.h"
 #include "panels/kernel_list_panel.h"
 #include "panels/properties_panel.h"
@@ -34,6 +40,28 @@ const QString kQuickstart = QStringLiteral(TS_SOURCE_DIR "/samples/quickstart.py
 
 QDockWidget* dockNamed(const tsui::MainWindow& window, const QString& name) {
   return window.findChild<QDockWidget*>(name);
+}
+
+// Runs quickstart.py on C in `window` and waits for the run and the graph.
+bool runQuickstart(tsui::MainWindow& window) {
+  window.show();
+  if (!window.openScript(kQuickstart)) return false;
+  window.setDevice("C");
+  window.runScript();
+  return QTest::qWaitFor([&] { return !window.isBusy(); }, kRunTimeoutMs) && window.lastRunOk() &&
+         window.clusterCount() > 0;
+}
+
+QByteArray readFile(const QString& path) {
+  QFile f(path);
+  return f.open(QIODevice::ReadOnly) ? f.readAll() : QByteArray();
+}
+
+// The graph's first node box as drawn (the scene's items), or nullptr.
+const tsui::NodeItem* firstNodeItem(const tsui::MainWindow& window) {
+  for (QGraphicsItem* item : window.graphPanel()->findChild<QGraphicsView*>()->scene()->items())
+    if (item->type() == tsui::NodeItem::Type) return static_cast<const tsui::NodeItem*>(item);
+  return nullptr;
 }
 
 }  // namespace
@@ -50,6 +78,8 @@ class DesktopTest : public QObject {
   }
 
   void cleanup() {
+    tsui::setHighContrast(false);
+    tsui::setFontZoomStep(0);
     tsui::applyTheme(tsui::Theme::System);
     QSettings().clear();  // each test starts from a new installation
   }
@@ -223,6 +253,105 @@ class DesktopTest : public QObject {
     }
     QCOMPARE(window.find("no such op or kernel"), 0);
     QVERIFY(window.findMatchText().isEmpty());
+  }
+
+  // File ▸ Export: the graph as DOT (one cluster per kernel) and PNG (2x is twice 1x), the listings as text.
+  void exportsTheGraphAsDotAndPngAndTheListingsAsText() {
+    tsui::MainWindow window;
+    QVERIFY2(runQuickstart(window), qPrintable(window.consoleText()));
+    QTemporaryDir dir;
+    QString error;
+    QVERIFY2(window.exportGraph(dir.filePath("g.dot"), tsui::MainWindow::GraphFormat::Dot, 1, &error), qPrintable(error));
+    const QString dot = QString::fromUtf8(readFile(dir.filePath("g.dot")));
+    QVERIFY(dot.startsWith("digraph"));
+    QCOMPARE(dot.count(QRegularExpression(R"(subgraph cluster_k\d+ \{)")), window.clusterCount());
+    QVERIFY2(window.exportGraph(dir.filePath("g1.png"), tsui::MainWindow::GraphFormat::Png, 1, &error), qPrintable(error));
+    QVERIFY2(window.exportGraph(dir.filePath("g2.png"), tsui::MainWindow::GraphFormat::Png, 2, &error), qPrintable(error));
+    QVERIFY(readFile(dir.filePath("g1.png")).startsWith("\x89PNG\r\n\x1a\n"));
+    const QSize one = QImageReader(dir.filePath("g1.png")).size(), two = QImageReader(dir.filePath("g2.png")).size();
+    QVERIFY2(one.width() > 20 && std::abs(two.width() - 2 * one.width()) <= 2 && std::abs(two.height() - 2 * one.height()) <= 2,
+             qPrintable(QString("1x %1x%2, 2x %3x%4").arg(one.width()).arg(one.height()).arg(two.width()).arg(two.height())));
+    QVERIFY(window.exportSvg(dir.filePath("g.svg"), &error));
+    QVERIFY(readFile(dir.filePath("g.svg")).contains("<svg"));
+
+    tsui::KernelDetailsPanel* details = window.kernelDetails();
+    QVERIFY(details->shownKernel() >= 0 && details->passCount() > 1);
+    int changed = 1;
+    while (changed < details->passCount() && details->passChangedNothing(changed)) ++changed;
+    QVERIFY(changed < details->passCount());
+    details->selectPass(changed);
+    QVERIFY(window.exportListing(dir.filePath("ir.txt"), tsui::MainWindow::Listing::Ir, &error));
+    QCOMPARE(QString::fromUtf8(readFile(dir.filePath("ir.txt"))).trimmed(), details->irText().trimmed());
+    QVERIFY(details->irText().startsWith("kernel "));
+    QVERIFY(window.exportListing(dir.filePath("pass.diff"), tsui::MainWindow::Listing::PassDiff, &error));
+    const QString diff = QString::fromUtf8(readFile(dir.filePath("pass.diff")));
+    QVERIFY2(diff.startsWith("--- IR before ") && diff.contains("\n+ ") && diff.contains("\n- "), qPrintable(diff.left(300)));
+    QVERIFY(window.exportListing(dir.filePath("source.c"), tsui::MainWindow::Listing::Source, &error));
+    QVERIFY(QString::fromUtf8(readFile(dir.filePath("source.c"))).contains("void"));
+    details->clearKernel();
+    QVERIFY(!window.exportListing(dir.filePath("none.txt"), tsui::MainWindow::Listing::Ir, &error));
+    QVERIFY(!error.isEmpty());
+  }
+
+  // View ▸ Presentation: the Explain pane says why the selected kernel exists and what the selected pass
+  // did; Ctrl+= enlarges the listings' and the graph labels' fonts, and the zoom is remembered.
+  void presentationExplainsTheKernelAndZoomsEveryFont() {
+    tsui::MainWindow window;
+    QVERIFY2(runQuickstart(window), qPrintable(window.consoleText()));
+    window.setPresentation(true);
+    QVERIFY(tsui::isHighContrast());
+    QCOMPARE(QApplication::palette().color(QPalette::Base), QColor(Qt::white));  // the light theme, black on white
+    QVERIFY(dockNamed(window, "explain")->isVisible());
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);  // the graph again, at the presentation's size
+
+    const int kernelId = window.model().kernelIds().front();
+    window.showKernel(kernelId);
+    const ts::KernelInfo* k = window.model().kernel(kernelId);
+    QVERIFY(k && !k->boundary_reasons.empty());
+    tsui::ExplainPanel* explain = window.explainPanel();
+    QCOMPARE(explain->shownKernel(), kernelId);
+    for (const std::string& reason : k->boundary_reasons)
+      QVERIFY2(explain->toPlainText().contains(QString::fromStdString(reason)), qPrintable(explain->toPlainText()));
+    QVERIFY(explain->toPlainText().contains(QString("The run has %1 kernels").arg(window.model().kernelIds().size())));
+    QVERIFY2(explain->toPlainText().contains("FLOP") && explain->toPlainText().contains("ran in"),
+             qPrintable(explain->toPlainText()));
+    tsui::KernelDetailsPanel* details = window.kernelDetails();
+    int changed = 1;
+    while (changed < details->passCount() && details->passChangedNothing(changed)) ++changed;
+    QVERIFY(changed < details->passCount());
+    details->selectPass(changed);  // as if picked in the pass list
+    const QString passName = QString::fromStdString(details->code()->ir[changed].pass);
+    QVERIFY2(explain->toPlainText().contains(passName + QString(" (pass %1 of").arg(changed)) &&
+                 explain->toPlainText().contains("removed") && explain->toPlainText().contains("ops that appeared"),
+             qPrintable(explain->toPlainText()));
+    if (qEnvironmentVariableIsSet("TS_GUI_SHOTS")) window.grab().save(QDir::temp().filePath("ts_presentation.png"));
+
+    auto* ir = window.findChild<tsui::CodeView*>("ir");
+    const long irHeight = ir->SendScintilla(QsciScintilla::SCI_TEXTHEIGHT, 0);
+    const tsui::NodeItem* node = firstNodeItem(window);
+    QVERIFY(node);
+    const int labelPixels = node->labelFont().pixelSize();
+    const double boxHeight = node->boundingRect().height();
+    const int zoom = window.fontZoom();
+    window.activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(&window));
+    QTest::keyClick(&window, Qt::Key_Equal, Qt::ControlModifier);
+    QTest::keyClick(&window, Qt::Key_Equal, Qt::ControlModifier);
+    QCOMPARE(window.fontZoom(), zoom + 2);
+    QVERIFY2(ir->SendScintilla(QsciScintilla::SCI_TEXTHEIGHT, 0) > irHeight, "the IR listing's font did not grow");
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    node = firstNodeItem(window);
+    QVERIFY(node);
+    QVERIFY2(node->labelFont().pixelSize() > labelPixels, "the graph labels did not grow");
+    QVERIFY(node->boundingRect().height() > boxHeight);  // graphviz made the boxes fit the text
+    QCOMPARE(QSettings().value("presentationFontZoom").toInt(), zoom + 2);
+    QTest::keyClick(&window, Qt::Key_Minus, Qt::ControlModifier);
+    QCOMPARE(window.fontZoom(), zoom + 1);
+
+    window.setPresentation(false);  // back to the normal size and palette
+    QVERIFY(!tsui::isHighContrast());
+    QCOMPARE(window.fontZoom(), 0);
+    QVERIFY(ir->SendScintilla(QsciScintilla::SCI_TEXTHEIGHT, 0) < irHeight);
   }
 };
 

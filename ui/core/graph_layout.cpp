@@ -131,22 +131,42 @@ GraphLayout layoutGraph(std::shared_ptr<const GraphSpec> spec) {
   return result;
 }
 
-QByteArray renderSvg(const QByteArray& dot, QString* error) {
+namespace {
+
+// Lays out `dot` and renders it with graphviz's `format` renderer; `dpi` > 0 sets the resolution.
+QByteArray render(const QByteArray& dot, const char* format, double dpi, QString* error) {
+  QByteArray source = dot;  // the resolution as a graph attribute, after the opening brace
+  if (dpi > 0) {
+    const qsizetype brace = source.indexOf('{');
+    if (brace >= 0) source.insert(brace + 1, "\n  graph [dpi=" + QByteArray::number(dpi) + "];");
+  }
   std::lock_guard<std::mutex> lock(graphvizMutex());
-  LaidOutGraph lg(dot);
+  LaidOutGraph lg(source);
   if (!lg.laidOut) {
     if (error) *error = lg.error;
     return {};
   }
   char* data = nullptr;
   unsigned int length = 0;
-  if (gvRenderData(context(), lg.g, "svg", &data, &length) != 0 || !data) {
-    if (error) *error = lastError("SVG rendering failed");
+  if (gvRenderData(context(), lg.g, format, &data, &length) != 0 || !data) {
+    if (error) *error = lastError(QString("%1 rendering failed").arg(QString(format).toUpper()).toUtf8().constData());
     return {};
   }
-  QByteArray svg(data, static_cast<qsizetype>(length));
+  QByteArray out(data, static_cast<qsizetype>(length));
   gvFreeRenderData(data);
-  return svg;
+  return out;
+}
+
+}  // namespace
+
+QByteArray renderSvg(const QByteArray& dot, QString* error) { return render(dot, "svg", 0, error); }
+
+QByteArray renderPng(const QByteArray& dot, double scale, QString* error) {
+  if (!(scale > 0) || scale > 16) {
+    if (error) *error = "The PNG scale must be above 0 and at most 16.";
+    return {};
+  }
+  return render(dot, "png", 72 * scale, error);
 }
 
 }  // namespace tsui

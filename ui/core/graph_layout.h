@@ -1,4 +1,4 @@
-// Graph layout with graphviz `dot`, and SVG export of the same DOT text.
+// Graph layout with graphviz `dot`, and SVG and PNG export of the same DOT text.
 //
 // Both functions are blocking and meant for a worker thread (LayoutScheduler, the export task);
 // the GUI thread never runs graphviz. graphviz is not thread-safe, so calls are serialised inside.
@@ -51,5 +51,7 @@ GraphLayout layoutGraph(std::shared_ptr<const GraphSpec> spec);
 // Lays out `dot` and renders it as a standalone SVG document. Each kernel becomes a
 // <g class="cluster"> group (graphviz does that for subgraphs named cluster_*).
 QByteArray renderSvg(const QByteArray& dot, QString* error);
+// Lays out `dot` and renders it as a PNG image (graphviz's cairo renderer) at `scale` times 72 dpi.
+QByteArray renderPng(const QByteArray& dot, double scale, QString* error);
 
 }  // namespace tsui

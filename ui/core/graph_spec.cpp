@@ -157,11 +157,12 @@ QByteArray nodeStatement(const GraphSpecNode& n) {
 
 QByteArray toDot(const GraphSpec& spec) {
   QByteArray dot = "digraph tensorscope {\n";
+  const QByteArray fontSize = QByteArray::number(10 * spec.fontScale, 'g', 4);
   dot += QByteArray("  graph [rankdir=") + (spec.leftToRight ? "LR" : "TB") +
-         ", nodesep=0.2, ranksep=0.3, fontname=\"Helvetica\", fontsize=10];\n";
-  dot +=
-      "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=10, "
-      "margin=\"0.10,0.04\", height=0.32, penwidth=0.8, color=\"#4a4a4a\"];\n";
+         ", nodesep=0.2, ranksep=0.3, fontname=\"Helvetica\", fontsize=" + fontSize + "];\n";
+  dot += "  node [shape=box, style=\"rounded,filled\", fontname=\"Helvetica\", fontsize=" + fontSize +
+         ", margin=\"0.10,0.04\", height=" + QByteArray::number(0.32 * spec.fontScale, 'g', 4) +
+         ", penwidth=0.8, color=\"#4a4a4a\"];\n";
   dot += "  edge [arrowsize=0.6, penwidth=0.9, color=\"#606060\"];\n";
   // Measured: dot's network simplex dominates beyond ~1500 nodes; capping it keeps 10k nodes at
   // seconds instead of minutes, with slightly less straight edges.

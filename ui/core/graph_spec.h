@@ -36,6 +36,7 @@ struct GraphSpec {
   QString description;                     // what is shown, for the graph panel's header
   int schedule = -1;                       // the one schedule shown; -1: all schedules merged
   bool leftToRight = false;                // rank direction: inputs left (true) or on top (false)
+  double fontScale = 1;                    // the labels' size (fontScale()): boxes grow with their text
 
   int indexOfKey(const QString& key) const { return keyIndex.value(key, -1); }
   QHash<QString, int> keyIndex;

@@ -1,6 +1,7 @@
 #include "core/theme.h"
 
 #include <QApplication>
+#include <algorithm>
 #include <QPalette>
 #include <QStyle>
 #include <QStyleFactory>
@@ -9,6 +10,8 @@ namespace tsui {
 namespace {
 
 Theme g_theme = Theme::System;
+bool g_highContrast = false;
+int g_fontZoom = 0;
 bool g_systemSaved = false;
 QString g_systemStyle;
 QPalette g_systemPalette;
@@ -44,16 +47,48 @@ QPalette darkPalette() {
   return p;
 }
 
+// Pure black and white with a strong blue (or yellow) selection: WCAG's highest contrast, for a projector.
+QPalette highContrastPalette(bool dark) {
+  QPalette p = dark ? darkPalette() : QApplication::style()->standardPalette();
+  const QColor back = dark ? Qt::black : Qt::white, fore = dark ? Qt::white : Qt::black;
+  // Fusion draws check boxes' and frames' outlines a shade darker than the window: over a dark theme the
+  // window and buttons keep their dark grey, or the outlines would vanish into black.
+  for (QPalette::ColorRole role : {QPalette::Window, QPalette::Base, QPalette::AlternateBase, QPalette::Button,
+                                   QPalette::ToolTipBase})
+    if (!dark || role == QPalette::Base || role == QPalette::AlternateBase)
+      p.setColor(QPalette::Active, role, back), p.setColor(QPalette::Inactive, role, back);
+  for (QPalette::ColorRole role : {QPalette::WindowText, QPalette::Text, QPalette::ButtonText, QPalette::ToolTipText})
+    p.setColor(QPalette::Active, role, fore), p.setColor(QPalette::Inactive, role, fore);
+  p.setColor(QPalette::Highlight, dark ? QColor(0xff, 0xd7, 0x00) : QColor(0x00, 0x33, 0xcc));
+  p.setColor(QPalette::HighlightedText, dark ? Qt::black : Qt::white);
+  p.setColor(QPalette::Link, dark ? QColor(0x80, 0xc0, 0xff) : QColor(0x00, 0x33, 0xcc));
+  p.setColor(QPalette::PlaceholderText, dark ? QColor(0xc0, 0xc0, 0xc0) : QColor(0x40, 0x40, 0x40));
+  return p;
+}
+
 }  // namespace
 
+void setHighContrast(bool on) { g_highContrast = on; }
+bool isHighContrast() { return g_highContrast; }
+
+void setFontZoomStep(int step) { g_fontZoom = std::clamp(step, kMinFontZoom, kMaxFontZoom); }
+int fontZoomStep() { return g_fontZoom; }
+double fontScale() { return 1.0 + 0.1 * g_fontZoom; }
+
 void applyTheme(Theme theme) {
-  if (theme == Theme::System && !g_systemSaved) return;  // the platform's, untouched so far
+  if (theme == Theme::System && !g_systemSaved && !g_highContrast) return;  // the platform's, untouched so far
   if (!g_systemSaved) {  // what the platform gave, before any theme changed it
     g_systemStyle = QApplication::style()->name();
     g_systemPalette = QApplication::palette();
     g_systemSaved = true;
   }
   g_theme = theme;
+  if (g_highContrast) {  // over the theme's darkness: a dark system theme stays dark
+    const bool dark = theme == Theme::Dark || (theme == Theme::System && g_systemPalette.color(QPalette::Window).lightness() < 128);
+    QApplication::setStyle(QStyleFactory::create("Fusion"));
+    QApplication::setPalette(highContrastPalette(dark));
+    return;
+  }
   if (theme == Theme::System) {
     QApplication::setStyle(QStyleFactory::create(g_systemStyle));
     QApplication::setPalette(g_systemPalette);
@@ -93,6 +128,16 @@ const CodeColours& codeColours() {
                                 QColor(0x85, 0x8b, 0x94), QColor(0x2a, 0x2d, 0x35), QColor(0x4d, 0x44, 0x1c),
                                 QColor(0x6a, 0x99, 0x55), QColor(0x56, 0x9c, 0xd6), QColor(0xb5, 0xce, 0xa8),
                                 QColor(0xce, 0x91, 0x78), QColor(0xc5, 0x86, 0xc0), QColor(0xd4, 0xd4, 0xd4)};
+  // High contrast: the same hues, darker on pure white or lighter on pure black; plain text pure.
+  static const CodeColours lightContrast{Qt::white, Qt::black, QColor(0xe8, 0xe8, 0xe8), Qt::black,
+                                         QColor(0xe8, 0xf0, 0xff), QColor(0xff, 0xe0, 0x66), QColor(0x00, 0x5a, 0x00),
+                                         QColor(0x00, 0x00, 0xa0), QColor(0x00, 0x55, 0x55), QColor(0x80, 0x00, 0x50),
+                                         QColor(0x55, 0x40, 0x00), Qt::black};
+  static const CodeColours darkContrast{Qt::black, Qt::white, QColor(0x20, 0x20, 0x20), Qt::white,
+                                        QColor(0x20, 0x20, 0x40), QColor(0x66, 0x55, 0x00), QColor(0x80, 0xff, 0x80),
+                                        QColor(0x80, 0xc0, 0xff), QColor(0xc0, 0xff, 0xc0), QColor(0xff, 0xb0, 0x80),
+                                        QColor(0xff, 0x99, 0xff), Qt::white};
+  if (g_highContrast) return isDarkTheme() ? darkContrast : lightContrast;
   return isDarkTheme() ? dark : light;
 }
 

@@ -191,14 +191,14 @@ void GraphPanel::showLayout(const GraphLayout& layout) {
   }
   legend_->show();
   for (const LaidOutCluster& c : layout.clusters) {
-    auto* item = new ClusterItem(c.kernelId, c.label, c.rect, c.labelRect);
+    auto* item = new ClusterItem(c.kernelId, c.label, c.rect, c.labelRect, layout.spec->fontScale);
     scene_->addItem(item);
     clusters_.insert(c.kernelId, item);
   }
   for (const LaidOutEdge& e : layout.edges) scene_->addItem(new EdgeItem(e.path, e.arrowhead));
   for (const LaidOutNode& n : layout.nodes) {
     const GraphSpecNode& spec = layout.spec->nodes[n.index];
-    auto* item = new NodeItem(spec, n.index, n.rect);
+    auto* item = new NodeItem(spec, n.index, n.rect, layout.spec->fontScale);
     scene_->addItem(item);
     nodes_.insert(spec.key, item);
   }

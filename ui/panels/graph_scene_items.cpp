@@ -1,6 +1,7 @@
 #include "panels/graph_scene_items.h"
 
 #include <QPainter>
+#include <algorithm>
 #include <QPainterPathStroker>
 #include <QStyleOptionGraphicsItem>
 
@@ -13,23 +14,24 @@ namespace {
 
 // Scene units are points; fonts are sized in pixels so that text scales with the zoom exactly
 // like the boxes graphviz sized for it.
-QFont sceneFont(int pixelSize, bool bold = false, bool monospace = false) {
+QFont sceneFont(double pixelSize, bool bold = false, bool monospace = false) {
   QFont font(monospace ? "DejaVu Sans Mono" : "Helvetica");
   font.setStyleHint(monospace ? QFont::Monospace : QFont::SansSerif);
-  font.setPixelSize(pixelSize);
+  font.setPixelSize(std::max(1, qRound(pixelSize)));
   font.setBold(bold);
   return font;
 }
 
 }  // namespace
 
-NodeItem::NodeItem(const GraphSpecNode& node, int index, const QRectF& rect)
+NodeItem::NodeItem(const GraphSpecNode& node, int index, const QRectF& rect, double fontScale)
     : rect_(rect),
       fill_(opClassColor(QString::fromStdString(node.info.op_class))),
       op_(QString::fromStdString(node.info.op)),
       shape_(shapeText(node.info.shape)),
       index_(index),
       kernelId_(node.kernelId),
+      fontScale_(fontScale),
       lazy_(node.lazy),
       realized_(node.realized) {
   if (lazy_) fill_ = QColor(0xec, 0xec, 0xec);
@@ -73,12 +75,14 @@ void NodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, 
   painter->setPen(Qt::black);
   const QRectF top(rect_.left(), rect_.top() + 1, rect_.width(), rect_.height() / 2);
   const QRectF bottom(rect_.left(), rect_.center().y() - 1, rect_.width(), rect_.height() / 2);
-  painter->setFont(sceneFont(10, true));
+  painter->setFont(labelFont());
   painter->drawText(top, Qt::AlignHCenter | Qt::AlignBottom | Qt::TextDontClip, op_);
-  painter->setFont(sceneFont(9));
+  painter->setFont(sceneFont(9 * fontScale_));
   painter->setPen(QColor(0x33, 0x33, 0x33));
   painter->drawText(bottom, Qt::AlignHCenter | Qt::AlignTop | Qt::TextDontClip, shape_);
 }
+
+QFont NodeItem::labelFont() const { return sceneFont(10 * fontScale_, true); }
 
 void NodeItem::hoverEnterEvent(QGraphicsSceneHoverEvent*) {
   hovered_ = true;
@@ -115,8 +119,9 @@ void EdgeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget
   }
 }
 
-ClusterItem::ClusterItem(int kernelId, const QString& label, const QRectF& rect, const QRectF& labelRect)
-    : kernelId_(kernelId), label_(label), rect_(rect), labelRect_(labelRect) {
+ClusterItem::ClusterItem(int kernelId, const QString& label, const QRectF& rect, const QRectF& labelRect,
+                         double fontScale)
+    : kernelId_(kernelId), label_(label), rect_(rect), labelRect_(labelRect), fontScale_(fontScale) {
   setZValue(0);
   setToolTip(QString("kernel #%1 %2").arg(kernelId).arg(label));
 }
@@ -135,13 +140,13 @@ void ClusterItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWid
   painter->setPen(highlighted_ ? QPen(selectionColor(), 3) : QPen(colours.clusterBorder, 1, Qt::DashLine));
   painter->setBrush(highlighted_ ? colours.highlightedClusterFill : colours.clusterFill);
   painter->drawRoundedRect(rect_, 6, 6);
-  painter->setFont(sceneFont(10, true, true));  // kernel names are identifiers: monospace, as in the list
+  painter->setFont(sceneFont(10 * fontScale_, true, true));  // kernel names are identifiers: monospace, as in the list
   painter->setPen(highlighted_ ? (isDarkTheme() ? selectionColor().lighter(130) : selectionColor().darker(130))
                                : colours.clusterText);
   // dot reserved room for the label at the top; draw it left-aligned there (labeljust=l). Its box
   // is as tall as dot's font, so descenders (the '_' of kernel names) must not be clipped.
   const QRectF labelBox = labelRect_.isEmpty()
-                              ? QRectF(rect_.left() + 6, rect_.top() + 2, rect_.width() - 12, 14)
+                              ? QRectF(rect_.left() + 6, rect_.top() + 2, rect_.width() - 12, 14 * fontScale_)
                               : QRectF(rect_.left() + 6, labelRect_.top(), rect_.width() - 12, labelRect_.height());
   painter->drawText(labelBox, Qt::AlignLeft | Qt::AlignVCenter | Qt::TextDontClip, label_);
 }

@@ -1,6 +1,7 @@
 // The items of the graph scene: a node box, an edge, and a kernel cluster. They only paint; the
 // graph panel decides what is selected or highlighted.
 #pragma once
+#include <QFont>
 #include <QGraphicsItem>
 #include <QPainterPath>
 #include <QPolygonF>
@@ -12,7 +13,8 @@ struct GraphSpecNode;
 class NodeItem : public QGraphicsItem {
  public:
   enum { Type = UserType + 1 };
-  NodeItem(const GraphSpecNode& node, int index, const QRectF& rect);
+  // `fontScale`: the labels' size, as the layout sized the box for it (GraphSpec::fontScale).
+  NodeItem(const GraphSpecNode& node, int index, const QRectF& rect, double fontScale = 1);
 
   int type() const override { return Type; }
   int index() const { return index_; }  // into GraphSpec::nodes
@@ -21,6 +23,7 @@ class NodeItem : public QGraphicsItem {
   // Marked as made by the script line under the editor's cursor ("what did line 13 become?").
   void setMarked(bool on);
   bool lazy() const { return lazy_; }
+  QFont labelFont() const;  // the op's font; the shape's is a pixel smaller
 
   QRectF boundingRect() const override;
   void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
@@ -34,6 +37,7 @@ class NodeItem : public QGraphicsItem {
   QColor fill_;
   QString op_, shape_;
   int index_, kernelId_;
+  double fontScale_;
   bool highlighted_ = false, hovered_ = false, marked_ = false, lazy_ = false, realized_ = false;
 };
 
@@ -53,7 +57,7 @@ class EdgeItem : public QGraphicsItem {
 class ClusterItem : public QGraphicsItem {
  public:
   enum { Type = UserType + 2 };
-  ClusterItem(int kernelId, const QString& label, const QRectF& rect, const QRectF& labelRect);
+  ClusterItem(int kernelId, const QString& label, const QRectF& rect, const QRectF& labelRect, double fontScale = 1);
 
   int type() const override { return Type; }
   int kernelId() const { return kernelId_; }
@@ -66,6 +70,7 @@ class ClusterItem : public QGraphicsItem {
   int kernelId_;
   QString label_;
   QRectF rect_, labelRect_;
+  double fontScale_;
   bool highlighted_ = false;
 };
 

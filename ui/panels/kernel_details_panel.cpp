@@ -111,6 +111,7 @@ KernelDetailsPanel::KernelDetailsPanel(QWidget* parent)
   layout->addWidget(splitter, 1);
 
   connect(passCombo_, &QComboBox::currentIndexChanged, this, &KernelDetailsPanel::showPass);
+  connect(passCombo_, &QComboBox::currentIndexChanged, this, &KernelDetailsPanel::passSelected);
   connect(hideUnchanged_, &QCheckBox::toggled, this, &KernelDetailsPanel::updateHiddenPasses);
   connect(rendererCombo_, &QComboBox::currentIndexChanged, this, [this](int index) {
     if (index >= 0) preferredRenderer_ = rendererCombo_->itemText(index);
@@ -247,6 +248,27 @@ void KernelDetailsPanel::showDiff(int index) {
   irTabs_->setTabText(1, diff.changed() ? QString("Diff −%1 +%2").arg(diff.removed.size()).arg(diff.added.size())
                                         : QString("Diff (no change)"));
 }
+
+QString KernelDetailsPanel::irText() const {
+  const int index = passCombo_->currentIndex();
+  return index >= 0 && index < passCount() ? QString::fromStdString(code_->ir[index].ir) : QString();
+}
+
+QString KernelDetailsPanel::diffText() const {
+  const int index = passCombo_->currentIndex();
+  if (index < 0 || index >= passCount()) return {};
+  const QString before = index > 0 ? QString::fromStdString(code_->ir[index - 1].ir) : QString();
+  const QString header = QString("--- IR before %1\n+++ IR after %1\n").arg(QString::fromStdString(code_->ir[index].pass));
+  return header + unifiedDiff(before, QString::fromStdString(code_->ir[index].ir)).text;
+}
+
+QString KernelDetailsPanel::sourceText() const {
+  const int index = rendererCombo_->currentIndex();
+  return index >= 0 && index < static_cast<int>(code_->sources.size()) ? QString::fromStdString(code_->sources[index].code)
+                                                                        : QString();
+}
+
+QString KernelDetailsPanel::shownRenderer() const { return rendererCombo_->currentText(); }
 
 void KernelDetailsPanel::showSource(int index) {
   source_->setCode(index >= 0 && index < static_cast<int>(code_->sources.size())

@@ -43,6 +43,18 @@ class KernelDetailsPanel : public QWidget {
   void setSideBySide(bool on);
   CodeView* diffLeft() const { return diffLeft_; }
   CodeView* diffRight() const { return diffRight_; }
+  // What File ▸ Export ▸ … as Text writes: the IR after the selected pass, that pass's unified diff
+  // (the Diff tab's text under "--- IR before PASS" / "+++ IR after PASS", worked out now if the tab
+  // was not shown), the source shown. Empty when there is none.
+  QString irText() const;
+  QString diffText() const;
+  QString sourceText() const;
+  QString shownRenderer() const;
+  // The shown kernel's listings (its IR after every pass), for the Explain pane.
+  std::shared_ptr<const ts::KernelCode> code() const { return code_; }
+
+ signals:
+  void passSelected(int index);
 
  private:
   void showPass(int index);

@@ -16,6 +16,17 @@ QFont CodeView::codeFont() {
   return font;
 }
 
+QFont CodeView::zoomedCodeFont() {
+  QFont font = codeFont();
+  font.setPointSizeF(font.pointSizeF() * fontScale());
+  return font;
+}
+
+void CodeView::applyFontZoom(QsciScintilla* editor) {
+  const double points = codeFont().pointSizeF();
+  editor->zoomTo(qRound(points * fontScale() - points));
+}
+
 CodeView::CodeView(QWidget* parent) : QsciScintilla(parent) {
   setReadOnly(true);
   setUtf8(true);
@@ -31,6 +42,7 @@ CodeView::CodeView(QWidget* parent) : QsciScintilla(parent) {
   removedMarker_ = markerDefine(Background);
   addedMarker_ = markerDefine(Background);
   applyThemeColours(this);
+  applyFontZoom(this);
   // Hover needs the position of the mouse without a button pressed.
   viewport()->setMouseTracking(true);
   viewport()->installEventFilter(this);

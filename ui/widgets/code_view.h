@@ -20,6 +20,10 @@ class CodeView : public QsciScintilla {
   void setDiffLines(const QList<int>& removed, const QList<int>& added);
   // The monospace font every listing of the app uses.
   static QFont codeFont();
+  // codeFont() at the font zoom (fontScale(), core/theme.h): for widgets that are not listings.
+  static QFont zoomedCodeFont();
+  // The font zoom on any listing or editor: Scintilla's zoom, points added to every style and margin.
+  static void applyFontZoom(QsciScintilla* editor);
   // Paper, text, margins and syntax colours of the current theme (core/theme.h), on any listing or
   // editor; its lexer's own colours are kept hue for hue on a dark background.
   static void applyThemeColours(QsciScintilla* editor);
