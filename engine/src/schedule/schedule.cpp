@@ -353,16 +353,29 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     // Keep the decision about every value that would be computed more than once if fused.
     const bool cost_decided = stored.count(id) && stored[id].rfind("output requested", 0) != 0 &&
                               stored[id].rfind("explicit contiguous", 0) != 0 && !copied && n.op != Op::Copy;
-    if (!is_movement(n.op) && (cost.evaluations > 1 || cost_decided)) {
+    if (!is_movement(n.op) && t.cost > 0 && (cost.evaluations > 1 || cost_decided)) {
       cost.stored = stored.count(id) > 0;
       if (cost.stored) {
         cost.reason = stored[id];
       } else if (t.reduce) {
         cost.reason = "recomputed: its readers meet in one kernel, which computes the reduction once (in one loop "
                       "body, or once per row before the row's loop)";
+      } else if (!t.loads) {
+        cost.reason = "fused: constants only, which each kernel computes once, in front of its loops";
+      } else if (bool through_reduce = false;
+                 expand_factor[id] <= 1 && (readers = value_readers(g, consumers, id, target_set)).size() > 1 &&
+                 consumers_converge(g, consumers, readers, target_set, &through_reduce) && !through_reduce) {
+        cost.reason = "fused: its readers meet in one loop body of one kernel, which computes it once";
+      } else if (const double worth = kRecomputeFlopsPerByte * cost.store_bytes; cost.recompute_flops <= worth) {
+        cost.reason = "recomputed by each reader: " + flops_text(static_cast<int64_t>(cost.recompute_flops)) +
+                      " more in all, less than storing it is worth (it moves " + bytes_text(cost.store_bytes) + ", worth " +
+                      flops_text(static_cast<int64_t>(worth)) + ")";
       } else {
         cost.reason = "recomputed by each reader: " + flops_text(static_cast<int64_t>(cost.recompute_flops)) +
-                      " more in all, cheaper than a kernel boundary that moves " + bytes_text(cost.store_bytes);
+                      " more in all, above what storing it is worth (" + flops_text(static_cast<int64_t>(worth)) +
+                      "), but a value read through a broadcast is stored only with at least " +
+                      std::to_string(kBroadcastPrologueOps) + " ALU ops per element (a ReLU or a scale in front of a "
+                      "matmul stays fused; register-tiled, each value is computed once per tile row)";
       }
       decisions[id] = cost;
     }
