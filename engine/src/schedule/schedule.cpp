@@ -332,7 +332,8 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     } else if (t.transcendental && !is_movement(n.op) && expand_factor[id] >= kBroadcastRecomputeLimit) {
       stored[id] = "value with EXP2/LOG2/SIN/SQRT is broadcast " + std::to_string(expand_factor[id]) + "x by " +
                    expanded_by[id] + ": computing it once per broadcast element costs more than storing it";
-    } else if (!t.reduce && t.loads && !is_movement(n.op) && t.cost >= kBroadcastPrologueOps && expand_factor[id] > 1 &&
+    } else if (!t.reduce && t.loads && !is_movement(n.op) && t.cost >= kBroadcastPrologueOps &&
+               expand_factor[id] >= kBroadcastPrologueMinReads &&
                cost.recompute_flops > kRecomputeFlopsPerByte * cost.store_bytes) {
       // an elementwise prologue read through a broadcast (a LayerNorm recomputed in front of a weight
       // gradient, a convolution's output gradient read once per kernel tap): the consumer evaluates it
@@ -374,8 +375,9 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
         cost.reason = "recomputed by each reader: " + flops_text(static_cast<int64_t>(cost.recompute_flops)) +
                       " more in all, above what storing it is worth (" + flops_text(static_cast<int64_t>(worth)) +
                       "), but a value read through a broadcast is stored only with at least " +
-                      std::to_string(kBroadcastPrologueOps) + " ALU ops per element (a ReLU or a scale in front of a "
-                      "matmul stays fused; register-tiled, each value is computed once per tile row)";
+                      std::to_string(kBroadcastPrologueOps) + " ALU ops per element read " +
+                      std::to_string(kBroadcastPrologueMinReads) + " times or more (a ReLU or a scale in front of a "
+                      "matmul stays fused, and a broadcast of 2 does not pay for another kernel launch)";
       }
       decisions[id] = cost;
     }

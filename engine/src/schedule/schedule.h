@@ -24,7 +24,8 @@
 //     each element is read once per output column) is stored too: the softmax gradient of a
 //     cross-entropy feeds two matmuls in the backward, and was computed 128 times per element. So is
 //     any elementwise value of kBroadcastPrologueOps ALU ops or more read through a broadcast of
-//     kBroadcastPrologueReads or more (a LayerNorm's output recomputed inside a weight gradient).
+//     kBroadcastPrologueMinReads or more when the cost model says so (a LayerNorm's output recomputed
+//     inside a weight gradient, a convolution's output gradient recomputed once per kernel tap).
 //     A reduce read through a PAD that at least doubles it is stored: the gradient of chunk()/split()
 //     adds each part's gradient padded to the whole, and fused, every element would run every part's
 //     reduction loop with its loads masked off.
@@ -45,10 +46,14 @@ namespace ts {
 // twice is stored when it holds more than 16 ALU ops per element ((2 - 1) × 16 = 4/3 × 4 bytes × 3).
 constexpr double kRecomputeFlopsPerByte = 4.0 / 3.0;
 constexpr int kBroadcastRecomputeLimit = 8;  // reads per element above which an EXP2/LOG2/SIN/SQRT value is stored
-// An elementwise value of at least kBroadcastPrologueOps ALU ops that a consumer reads through a broadcast of
-// kBroadcastPrologueReads or more is stored (a matmul operand's prologue: x̂·γ + β read once per output column)
+// An elementwise value of at least kBroadcastPrologueOps ALU ops that a consumer reads through a broadcast is
+// stored when the cost model says recomputing costs more (a matmul operand's prologue: x̂·γ + β read once per
+// output column; a convolution's output gradient read once per kernel tap)
 constexpr int kBroadcastPrologueOps = 4;
-constexpr int kBroadcastPrologueReads = 32;
+// ... and read through a broadcast of at least this many (a 3x3 kernel's taps: 9). Below, the extra kernel's
+// launch costs more than it saves: a bitonic sort's stages read their predecessor through a broadcast of 2,
+// and storing each would double the launches of a sort.
+constexpr int kBroadcastPrologueMinReads = 8;
 
 struct ScheduleItem {
   std::string name;                  // E_4_4 (elementwise) or r_4_4 (with a reduce), after tinygrad
