@@ -352,8 +352,9 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
                    flops_text(static_cast<int64_t>(kRecomputeFlopsPerByte * cost.store_bytes)) + ")";
     }
     // Keep the decision about every value that would be computed more than once if fused.
-    const bool cost_decided = stored.count(id) && stored[id].rfind("output requested", 0) != 0 &&
-                              stored[id].rfind("explicit contiguous", 0) != 0 && !copied && n.op != Op::Copy;
+    // stored by a cost rule, not because the kernel must end there (a copy, a target, contiguous())
+    const bool structural = n.op == Op::Copy || copied || target_set.count(id) || n.op == Op::Contiguous;
+    const bool cost_decided = stored.count(id) && !structural;
     if (!is_movement(n.op) && t.cost > 0 && (cost.evaluations > 1 || cost_decided)) {
       cost.stored = stored.count(id) > 0;
       if (cost.stored) {
