@@ -247,10 +247,12 @@ std::string DebuggerGate::read_buffers(const GateStop& stop) {
                       std::to_string(kMaxBufferBytes >> 20) + " MiB";
     } else if (data.size() + b.nbytes() > kMaxFrameBytes) {
       entry["note"] = "not read: the launch's buffers together are over " + std::to_string(kMaxFrameBytes >> 20) + " MiB";
+    } else if (std::string lost = DeviceRegistry::lost_reason(b.device_index); !lost.empty()) {
+      entry["note"] = "not read: the device was lost (" + lost + ")";
     } else {
       const size_t at = data.size();
       data.resize(at + b.nbytes());
-      if (b.nbytes()) b.device->copy_out(data.data() + at, b.handle, b.nbytes());
+      read_buffer(b, data.data() + at);
       entry["bytes"] = b.nbytes();
     }
     list.push_back(std::move(entry));

@@ -15,6 +15,7 @@
 #include <stdexcept>
 
 #include "cuda/cuda_renderer.h"
+#include "tensorscope/device.h"
 #include "cuda/nvrtc.h"
 #include "gpu_launch.h"
 
@@ -101,10 +102,29 @@ const Driver& driver() {
   return d;
 }
 
+// Errors after which the context cannot be used again ("sticky" errors in the CUDA Driver API's
+// documentation: the process must be restarted) or the GPU is gone: the device counts as lost.
+bool context_lost(CUresult r) {
+  switch (r) {
+    case CUDA_ERROR_ILLEGAL_ADDRESS: case CUDA_ERROR_LAUNCH_FAILED: case CUDA_ERROR_HARDWARE_STACK_ERROR:
+    case CUDA_ERROR_ILLEGAL_INSTRUCTION: case CUDA_ERROR_MISALIGNED_ADDRESS: case CUDA_ERROR_INVALID_ADDRESS_SPACE:
+    case CUDA_ERROR_INVALID_PC: case CUDA_ERROR_ECC_UNCORRECTABLE: case CUDA_ERROR_DEVICE_UNAVAILABLE:
+    case CUDA_ERROR_CONTEXT_IS_DESTROYED:
+      return true;
+    default:
+      return false;
+  }
+}
+
+// `what` is "DEVICE: call"; a lost context throws DeviceLostError for DEVICE.
 void check(CUresult r, const std::string& what) {
   if (r == CUDA_SUCCESS) return;
   const char* name = "unknown error";
   driver().error_name(r, &name);
+  if (context_lost(r)) {
+    const size_t colon = what.find(": ");
+    throw DeviceLostError(what.substr(0, colon), std::string(name) + " in " + what.substr(colon == std::string::npos ? 0 : colon + 2));
+  }
   throw std::runtime_error(what + " failed: " + name + " (" + std::to_string(static_cast<int>(r)) + ")");
 }
 

@@ -15,6 +15,7 @@
 #include "gpu_cache.h"
 #include "gpu_launch.h"
 #include "opencl/opencl_renderer.h"
+#include "tensorscope/device.h"
 
 namespace ts {
 namespace {
@@ -64,8 +65,9 @@ T device_value(cl_device_id dev, cl_device_info param) {
 
 class OpenCLProgram : public Program {
  public:
-  OpenCLProgram(cl_command_queue queue, cl_program program, cl_kernel kernel, gpu::Grid grid, std::string name)
-      : queue_(queue), program_(program), kernel_(kernel), grid_(grid), name_(std::move(name)) {}
+  OpenCLProgram(std::string device, cl_command_queue queue, cl_program program, cl_kernel kernel, gpu::Grid grid,
+                std::string name)
+      : device_(std::move(device)), queue_(queue), program_(program), kernel_(kernel), grid_(grid), name_(std::move(name)) {}
   ~OpenCLProgram() override {
     clReleaseKernel(kernel_);
     clReleaseProgram(program_);
@@ -87,11 +89,13 @@ class OpenCLProgram : public Program {
     clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_START, sizeof start, &start, nullptr);
     clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof end, &end, nullptr);
     clReleaseEvent(done);
+    if (err == CL_DEVICE_NOT_AVAILABLE) throw DeviceLostError(device_, "CL_DEVICE_NOT_AVAILABLE after kernel " + name_);
     check(err, "OpenCL: running kernel " + name_);
     return static_cast<double>(end - start) * 1e-6;  // ns → ms
   }
 
  private:
+  std::string device_;
   cl_command_queue queue_;
   cl_program program_;
   cl_kernel kernel_;
@@ -166,7 +170,7 @@ class OpenCLDevice : public Device {
       throw std::runtime_error(name_ + ": kernel " + kernel.name + " needs workgroups of " + std::to_string(threads) +
                                " threads; this device allows " + std::to_string(kernel_max));
     }
-    r.program = std::make_unique<OpenCLProgram>(queue_, program, k, grid, kernel.name);
+    r.program = std::make_unique<OpenCLProgram>(name_, queue_, program, k, grid, kernel.name);
     r.compile_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     return r;
   }

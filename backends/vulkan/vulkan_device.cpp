@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "tensorscope/device.h"
 #include "vulkan/glsl_renderer.h"
 #include "vulkan/spirv_compiler.h"
 #include "vulkan/vulkan_instance.h"
@@ -176,8 +177,14 @@ void VulkanDevice::submit(const std::function<void(VkCommandBuffer)>& record) {
   VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
   si.commandBufferCount = 1;
   si.pCommandBuffers = &cmd_;
-  vk::check(vkQueueSubmit(queue_, 1, &si, fence_), name_ + ": vkQueueSubmit");
-  vk::check(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), name_ + ": vkWaitForFences");
+  // VK_ERROR_DEVICE_LOST (Vulkan spec, "Lost Device"): the GPU was reset or removed, or the driver gave up
+  // on it; nothing on this VkDevice can be used again
+  auto check_lost = [&](VkResult r, const char* call) {
+    if (r == VK_ERROR_DEVICE_LOST) throw DeviceLostError(name_, std::string("VK_ERROR_DEVICE_LOST in ") + call);
+    vk::check(r, name_ + ": " + call);
+  };
+  check_lost(vkQueueSubmit(queue_, 1, &si, fence_), "vkQueueSubmit");
+  check_lost(vkWaitForFences(device_, 1, &fence_, VK_TRUE, UINT64_MAX), "vkWaitForFences");
 }
 
 double VulkanDevice::timestamp_ms() const {

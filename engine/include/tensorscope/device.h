@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,25 @@ struct DeviceProperties {
   std::string note;                 // why it is compile-only, or anything else the user should know
 };
 
+// A device that stopped working in the middle of a run: a GPU reset or removed, a driver that crashed
+// (VK_ERROR_DEVICE_LOST, CL_DEVICE_NOT_AVAILABLE, a sticky CUDA error such as CUDA_ERROR_ILLEGAL_ADDRESS).
+// A backend throws it from alloc, copy_in/copy_out or launch; the engine then marks the device lost
+// (DeviceRegistry::mark_lost) and from then on every allocation, copy and launch there throws
+// DeviceLostError at once with the first reason, while the other devices keep working. The device's buffers
+// are gone: tensors realized there cannot be read back. Python sees a RuntimeError. what() reads
+// "device VULKAN:0 was lost (VK_ERROR_DEVICE_LOST in vkWaitForFences after kernel r_4_4): its buffers are
+// gone; tensors realized on it cannot be read. Run on another device (e.g. TENSORSCOPE_DEVICE=C)".
+class DeviceLostError : public std::runtime_error {
+ public:
+  // `device`: its registry name ("VULKAN:0"); `reason`: what the driver said, where.
+  DeviceLostError(const std::string& device, const std::string& reason);
+  const std::string& device() const { return device_; }
+  const std::string& reason() const { return reason_; }
+
+ private:
+  std::string device_, reason_;
+};
+
 class DeviceRegistry {
  public:
   using Factory = std::function<std::unique_ptr<Device>()>;
@@ -124,7 +144,32 @@ class DeviceRegistry {
   // Every renderer any backend offers (to show a kernel in every language, whatever device ran it).
   static std::vector<const Renderer*> renderers();
   static bool add_renderer(const Renderer* renderer);
+  // A lost device (DeviceLostError): mark_lost keeps the first reason; lost_reason is "" while it works;
+  // require_not_lost throws DeviceLostError with that reason once it is lost.
+  static void mark_lost(int index, const std::string& reason);
+  static std::string lost_reason(int index);
+  static void require_not_lost(int index);
 };
+
+// Runs `work` (an allocation, copy or launch on device `device_index`) and returns what it returns.
+// Throws DeviceLostError without running it when the device was lost before, and marks the device lost
+// when `work` throws DeviceLostError. Every engine call into a device goes through it.
+template <class Work>
+decltype(auto) on_device(int device_index, Work&& work) {
+  DeviceRegistry::require_not_lost(device_index);
+  try {
+    return work();
+  } catch (const DeviceLostError& e) {
+    DeviceRegistry::mark_lost(device_index, e.reason());
+    throw;
+  }
+}
+
+// The engine's calls into a device, each through on_device: a whole buffer (nbytes() bytes) to or from
+// host memory, and a launch on the device of buffers[0] (the output; returns the kernel time in ms).
+void read_buffer(const Buffer& buffer, void* host);
+void write_buffer(Buffer& buffer, const void* host);
+double launch_on_device(Program& program, const std::vector<Buffer*>& buffers);
 
 // Throws std::runtime_error ("float16 is not supported on device VULKAN:0 ...") when the device cannot
 // hold `dtype` (DeviceProperties::float16); graph construction and allocation call it.

@@ -26,6 +26,7 @@ struct Entry {
   DeviceProperties properties;
   DeviceRegistry::Factory factory;
   std::unique_ptr<Device> device;
+  std::string lost;  // why the device stopped working (DeviceLostError); "" while it works
   int rank = 0;  // display order: plain devices first, then backends in registration order
 };
 struct Backend {
@@ -91,7 +92,7 @@ void enumerate(Registry& r, Backend& b, int rank) {
     for (DeviceRegistry::Offer& offer : b.provider()) {
       offer.properties.name = upper(offer.properties.name);
       if (offer.properties.backend.empty()) offer.properties.backend = b.name;
-      r.entries.push_back({std::move(offer.properties), std::move(offer.factory), nullptr, rank});
+      r.entries.push_back({std::move(offer.properties), std::move(offer.factory), nullptr, "", rank});
     }
   } catch (const std::exception& e) {
     b.failure = e.what();
@@ -134,7 +135,7 @@ bool DeviceRegistry::add(const std::string& name, Factory factory) {
   std::lock_guard lock(r.mutex);
   DeviceProperties p;
   p.name = p.backend = upper(name);
-  r.entries.push_back({std::move(p), std::move(factory), nullptr, 0});
+  r.entries.push_back({std::move(p), std::move(factory), nullptr, "", 0});
   return true;
 }
 
@@ -228,6 +229,48 @@ void DeviceRegistry::set_default(const std::string& name) {
   r.default_index = index(name);
 }
 
+DeviceLostError::DeviceLostError(const std::string& device, const std::string& reason)
+    : std::runtime_error("device " + device + " was lost (" + reason +
+                         "): its buffers are gone; tensors realized on it cannot be read. Run on another device "
+                         "(e.g. TENSORSCOPE_DEVICE=C, or Tensor.to(\"C\") on data you still have)"),
+      device_(device),
+      reason_(reason) {}
+
+void DeviceRegistry::mark_lost(int index, const std::string& reason) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (index < 0 || static_cast<size_t>(index) >= r.entries.size()) return;
+  std::string& lost = r.entries[index].lost;
+  if (lost.empty()) lost = reason.empty() ? "the driver gave no reason" : reason;
+}
+
+std::string DeviceRegistry::lost_reason(int index) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (index < 0 || static_cast<size_t>(index) >= r.entries.size()) return "";
+  return r.entries[index].lost;
+}
+
+void DeviceRegistry::require_not_lost(int index) {
+  Registry& r = registry();
+  std::lock_guard lock(r.mutex);
+  if (index < 0 || static_cast<size_t>(index) >= r.entries.size()) return;
+  const Entry& e = r.entries[index];
+  if (!e.lost.empty()) throw DeviceLostError(e.properties.name, e.lost);
+}
+
+void read_buffer(const Buffer& buffer, void* host) {
+  if (buffer.nbytes()) on_device(buffer.device_index, [&] { buffer.device->copy_out(host, buffer.handle, buffer.nbytes()); });
+}
+
+void write_buffer(Buffer& buffer, const void* host) {
+  if (buffer.nbytes()) on_device(buffer.device_index, [&] { buffer.device->copy_in(buffer.handle, host, buffer.nbytes()); });
+}
+
+double launch_on_device(Program& program, const std::vector<Buffer*>& buffers) {
+  return on_device(buffers.at(0)->device_index, [&] { return program.launch(buffers); });
+}
+
 void require_dtype(int device_index, DType dtype) {
   if (dtype != DType::Float16) return;
   DeviceProperties p = DeviceRegistry::properties(device_index);
@@ -272,7 +315,10 @@ std::shared_ptr<Buffer> allocate_buffer(int device_index, DType dtype, int64_t n
   b->numel = numel;
   size_t bytes = std::max<size_t>(b->nbytes(), 1);
   try {
-    b->handle = b->device->alloc(bytes);
+    b->handle = on_device(device_index, [&] { return b->device->alloc(bytes); });
+  } catch (const DeviceLostError&) {
+    b->device = nullptr;  // nothing to free
+    throw;
   } catch (const std::bad_alloc&) {
     b->device = nullptr;  // nothing to free
     throw OutOfMemoryError(what() + " could not allocate it" +

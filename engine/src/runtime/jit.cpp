@@ -255,12 +255,12 @@ std::vector<Tensor> CapturedJit::replay(const std::vector<Tensor>& inputs) const
       auto t0 = std::chrono::steady_clock::now();
       if (raw[0]->nbytes()) {
         std::vector<uint8_t> host(raw[0]->nbytes());
-        raw[1]->device->copy_out(host.data(), raw[1]->handle, host.size());
-        raw[0]->device->copy_in(raw[0]->handle, host.data(), host.size());
+        read_buffer(*raw[1], host.data());
+        write_buffer(*raw[0], host.data());
       }
       ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     } else {
-      ms = l.program->launch(raw);
+      ms = launch_on_device(*l.program, raw);
       GlobalCounters::kernel_count++;
       GlobalCounters::replayed_kernels++;
       GlobalCounters::time_ms += ms;

@@ -157,8 +157,8 @@ double copy_buffer(Buffer& src, Buffer& dst) {
   auto t0 = std::chrono::steady_clock::now();
   if (dst.nbytes()) {
     std::vector<uint8_t> host(dst.nbytes());
-    src.device->copy_out(host.data(), src.handle, host.size());
-    dst.device->copy_in(dst.handle, host.data(), host.size());
+    read_buffer(src, host.data());
+    write_buffer(dst, host.data());
   }
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -167,7 +167,7 @@ double launch_program(Program& program, const std::vector<std::shared_ptr<Buffer
   std::vector<Buffer*> raw;
   raw.reserve(buffers.size());
   for (auto& b : buffers) raw.push_back(b.get());
-  double ms = program.launch(raw);
+  double ms = launch_on_device(program, raw);
   GlobalCounters::kernel_count++;
   GlobalCounters::time_ms += ms;
   return ms;
@@ -183,7 +183,7 @@ void record_launch(const CachedKernel& k, int kernel_id, const std::vector<std::
 void check_finite(const Buffer& out, const Node& node, int kernel_id, const std::string& kernel) {
   if (out.dtype != DType::Float32 && out.dtype != DType::Float16) return;
   std::vector<uint8_t> host(out.nbytes());
-  out.device->copy_out(host.data(), out.handle, host.size());
+  read_buffer(out, host.data());
   for (int64_t i = 0; i < out.numel; i++) {
     float v;
     if (out.dtype == DType::Float32) {
@@ -247,7 +247,7 @@ std::vector<RecordedBuffer> recorded_buffers(const std::vector<std::shared_ptr<B
     r.numel = b.numel;
     if (session.take_record_buffers(b.nbytes())) {
       auto bytes = std::make_shared<std::string>(b.nbytes(), '\0');
-      if (b.nbytes()) b.device->copy_out(bytes->data(), b.handle, b.nbytes());
+      read_buffer(b, bytes->data());
       r.bytes = std::move(bytes);
     } else {
       char budget[32];

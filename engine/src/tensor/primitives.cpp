@@ -102,7 +102,7 @@ Tensor Tensor::from_data(const void* data, DType dtype, const Shape& shape, cons
     if (d < 0) throw std::invalid_argument("Tensor: negative dimension in shape (" + shape_str(shape) + ")");
   int dev = device_index(device);
   auto buf = allocate_buffer(dev, dtype, shape_numel(shape), &shape);
-  if (buf->nbytes()) buf->device->copy_in(buf->handle, data, buf->nbytes());
+  write_buffer(*buf, data);
   return tensor_from_node(Graph::get().add_buffer(buf, shape));
 }
 
@@ -212,7 +212,7 @@ void Tensor::copy_to_host(void* dst) const {
   const Node& n = node(t);
   if (!n.realized() || n.buffer->numel != numel()) t.realize();
   const Node& r = node(t);
-  if (r.buffer->nbytes()) r.buffer->device->copy_out(dst, r.buffer->handle, r.buffer->nbytes());
+  read_buffer(*r.buffer, dst);
 }
 
 double Tensor::item() const {
