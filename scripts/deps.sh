@@ -12,7 +12,7 @@ PACKAGES=(
   # recordings (.tsrec): SQLite; sqlite3 to look inside one
   libsqlite3-dev sqlite3
   # tests: GoogleTest, pytest, PyTorch as the numerical reference, digits data set
-  libgtest-dev googletest python3-pytest python3-torch python3-sklearn
+  libgtest-dev googletest python3-pytest python3-pytest-xdist python3-torch python3-sklearn
   # OpenBLAS for NumPy and PyTorch: the benchmarks compare with it (without it they use the
   # reference BLAS, ~50x slower at sgemm, and the comparison would flatter Tensorscope)
   libopenblas0-pthread

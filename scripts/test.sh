@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds Tensorscope and runs every test registered in CTest: GoogleTest (engine), pytest (Python
-# API against PyTorch), QtTest (GUI, offscreen) and the CLI end-to-end tests. Exits with ctest's status.
+# API against PyTorch), QtTest (GUI, offscreen) and the CLI end-to-end tests, then the engine under ASan +
+# UBSan (scripts/test_sanitizers.sh). Exits non-zero when either fails.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -19,5 +20,13 @@ status=0
 ctest --test-dir build --output-on-failure || status=$?
 if [ "$status" -ne 0 ]; then
   echo "test.sh: some tests failed (ctest exit status $status)" >&2
+fi
+
+echo "==> the engine under ASan + UBSan (scripts/test_sanitizers.sh, build-asan/)"
+sanitizers=0
+./scripts/test_sanitizers.sh || sanitizers=$?
+if [ "$sanitizers" -ne 0 ]; then
+  echo "test.sh: the sanitizer run failed (exit status $sanitizers)" >&2
+  [ "$status" -ne 0 ] || status=$sanitizers
 fi
 exit "$status"

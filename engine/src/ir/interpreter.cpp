@@ -19,6 +19,11 @@ union Slot {
 };
 
 float as_float(Slot s, DType dt) { return is_float(dt) ? s.f : static_cast<float>(s.i); }
+// int32 arithmetic wraps around (two's complement), as PyTorch's int32 tensors do; computed on uint32, where
+// wrapping is defined in C++, rather than on int32, where an overflow is undefined behaviour.
+int32_t wrap_add(int32_t a, int32_t b) { return static_cast<int32_t>(static_cast<uint32_t>(a) + static_cast<uint32_t>(b)); }
+int32_t wrap_mul(int32_t a, int32_t b) { return static_cast<int32_t>(static_cast<uint32_t>(a) * static_cast<uint32_t>(b)); }
+
 int32_t as_int(Slot s, DType dt) { return is_float(dt) ? static_cast<int32_t>(s.f) : s.i; }
 
 Slot load(const void* p, DType dt, int32_t idx) {
@@ -101,7 +106,7 @@ void interpret(const Kernel& k, const std::vector<void*>& buffers) {
         break;
       case Op::Store: store(ptr[in.src[0]], k.insts[in.src[0]].dtype, S(1).i, S(2)); pc++; continue;
       case Op::Assign: v[in.src[0]] = S(1); pc++; continue;
-      case Op::Neg: if (dt == DType::Float32) r.f = -S(0).f; else r.i = -S(0).i; break;
+      case Op::Neg: if (dt == DType::Float32) r.f = -S(0).f; else r.i = wrap_mul(S(0).i, -1); break;
       case Op::Exp2: r.f = ts_exp2f(S(0).f); break;
       case Op::Log2: r.f = ts_log2f(S(0).f); break;
       case Op::Sin: r.f = ts_sinf(S(0).f); break;
@@ -114,8 +119,8 @@ void interpret(const Kernel& k, const std::vector<void*>& buffers) {
         else if (dt == DType::Int32) r.i = as_int(S(0), SD(0));
         else r.i = is_float(SD(0)) ? (S(0).f != 0.0f) : (S(0).i != 0);
         break;
-      case Op::Add: if (dt == DType::Float32) r.f = S(0).f + S(1).f; else r.i = S(0).i + S(1).i; break;
-      case Op::Mul: if (dt == DType::Float32) r.f = S(0).f * S(1).f; else r.i = S(0).i * S(1).i; break;
+      case Op::Add: if (dt == DType::Float32) r.f = S(0).f + S(1).f; else r.i = wrap_add(S(0).i, S(1).i); break;
+      case Op::Mul: if (dt == DType::Float32) r.f = S(0).f * S(1).f; else r.i = wrap_mul(S(0).i, S(1).i); break;
       case Op::Max: if (dt == DType::Float32) r.f = fmax_nan(S(0).f, S(1).f); else r.i = std::max(S(0).i, S(1).i); break;
       case Op::CmpLt: r.i = is_float(SD(0)) ? (S(0).f < S(1).f) : (S(0).i < S(1).i); break;
       case Op::CmpEq: r.i = is_float(SD(0)) ? (S(0).f == S(1).f) : (S(0).i == S(1).i); break;
@@ -130,7 +135,7 @@ void interpret(const Kernel& k, const std::vector<void*>& buffers) {
       case Op::And: r.i = S(0).i && S(1).i; break;
       case Op::Where: r = S(0).i ? S(1) : S(2); break;
       case Op::MulAcc:  // one rounding, as the FMA instruction every backend emits for it
-        if (dt == DType::Float32) r.f = std::fma(S(0).f, S(1).f, S(2).f); else r.i = S(0).i * S(1).i + S(2).i;
+        if (dt == DType::Float32) r.f = std::fma(S(0).f, S(1).f, S(2).f); else r.i = wrap_add(wrap_mul(S(0).i, S(1).i), S(2).i);
         break;
     }
     v[pc] = r;

@@ -17,7 +17,8 @@
 //   … acc …                              … bitcast(key(acc)) …                (after the loop)
 //
 // Results are the same floats except that any NaN becomes the canonical quiet NaN and max(-0.0, +0.0)
-// is +0.0 whatever the order. The keys use only + and comparisons, written so that no int32 overflows.
+// is +0.0 whatever the order. The keys use only +, negation, selects and comparisons, written so that no
+// int32 overflows (checked by the UBSan build, scripts/test_sanitizers.sh).
 #include <cstring>
 
 #include "opt/pass_manager.h"
@@ -75,9 +76,14 @@ void max_reduce_as_int(ir::Kernel& k) {
   auto cint = [&](double v) { return emit(Op::Const, DType::Int32, {}, v); };
   // key() on int32 bits: the same formula maps float bits to keys and keys back to float bits
   auto flip_negative = [&](ValueId bits) {
+    // -1 - (b + 2^31) as (-(b + 1)) + INT32_MIN: no step overflows for b < 0. Both sides of a WHERE are
+    // computed, so the negative side gets b = -1 in place of a non-negative b (an overflow there would be
+    // undefined behaviour in the generated C, whose result the WHERE drops, but UB all the same).
     ValueId negative = emit(Op::CmpLt, DType::Bool, {bits, cint(0)});
-    ValueId magnitude = emit(Op::Add, DType::Int32, {emit(Op::Add, DType::Int32, {bits, cint(2147483647)}), cint(1)});
-    ValueId flipped = emit(Op::Add, DType::Int32, {emit(Op::Neg, DType::Int32, {magnitude}), cint(-1)});
+    ValueId negative_bits = emit(Op::Where, DType::Int32, {negative, bits, cint(-1)});
+    ValueId flipped = emit(Op::Add, DType::Int32,
+                           {emit(Op::Neg, DType::Int32, {emit(Op::Add, DType::Int32, {negative_bits, cint(1)})}),
+                            cint(-2147483648.0)});
     return emit(Op::Where, DType::Int32, {negative, flipped, bits});
   };
   auto key = [&](ValueId x) {  // float32 → key
