@@ -4,8 +4,10 @@
 //   cache directory: $TENSORSCOPE_CACHE, else $XDG_CACHE_HOME/tensorscope, else ~/.cache/tensorscope
 //   compiler: $TENSORSCOPE_CC, else $CC, else cc (a command: "ccache gcc" works)
 // The cache is shared safely: files appear by rename (never half written), an entry that cannot be
-// loaded (truncated, damaged) is compiled again with one warning on stderr, and a cache directory carried
-// to a different CPU misses instead of loading instructions that CPU lacks.
+// loaded (truncated, damaged) is compiled again with one warning on stderr, a cache directory carried
+// to a different CPU misses instead of loading instructions that CPU lacks, and a cache directory that cannot
+// be written (read-only, a path through a file) is replaced, with one warning, by a private directory under
+// /tmp for the rest of the process.
 #include <dlfcn.h>
 #include <elf.h>
 #include <sys/wait.h>
@@ -79,6 +81,38 @@ fs::path cache_dir() {
   if (const char* d = std::getenv("XDG_CACHE_HOME"); d && *d) return fs::path(d) / "tensorscope" / "c";
   if (const char* d = std::getenv("HOME"); d && *d) return fs::path(d) / ".cache" / "tensorscope" / "c";
   return fs::temp_directory_path() / "tensorscope" / "c";
+}
+
+// cache_dir(), created, when it can be written; otherwise (once per process and directory, with one warning
+// on stderr) a private directory under the system's temporary directory, removed by nobody but the OS: a
+// user whose home is read-only still runs, only without a cache across runs.
+fs::path writable_cache_dir() {
+  static std::mutex mutex;
+  static std::map<fs::path, fs::path> usable;  // requested → the directory used
+  const fs::path want = cache_dir();
+  std::lock_guard lock(mutex);
+  if (auto it = usable.find(want); it != usable.end()) return it->second;
+  std::error_code ec;
+  fs::create_directories(want, ec);
+  std::string why = ec ? ec.message() : "";
+  const fs::path probe = want / ("probe" + unique_suffix());
+  if (why.empty() && !write_file_atomic(probe, "")) why = "a file cannot be created in it";
+  if (why.empty()) {
+    fs::remove(probe, ec);
+    return usable[want] = want;
+  }
+  std::string tmpl = (fs::temp_directory_path() / "tensorscope-cache-XXXXXX").string();
+  if (!mkdtemp(tmpl.data()))
+    throw std::runtime_error("C device: the kernel cache directory " + want.string() + " cannot be used (" + why +
+                             ") and no temporary directory can be made either: set TENSORSCOPE_CACHE to a writable "
+                             "directory");
+  const fs::path fallback = fs::path(tmpl) / "c";
+  fs::create_directories(fallback, ec);
+  std::fprintf(stderr,
+               "tensorscope: warning: the kernel cache directory %s cannot be used (%s); compiling into %s for this "
+               "run only. Set TENSORSCOPE_CACHE to a writable directory to keep compiled kernels.\n",
+               want.c_str(), why.c_str(), fallback.c_str());
+  return usable[want] = fallback;
 }
 
 // Keeps <cache>/ts_math.h equal to the engine's (written atomically when missing or different).
@@ -162,7 +196,7 @@ class CDevice : public Device {
     // -ffp-contract=off: no FMA contraction, so results match the interpreter bit for bit
     // -O3 vectorizes (-O2 in gcc 12 does not); 512-bit vectors: AVX-512 runs at full width on this CPU
     std::string flags = "-O3 -march=native -mprefer-vector-width=512 -fPIC -shared -fno-math-errno -ffp-contract=off";
-    fs::path dir = cache_dir();
+    fs::path dir = writable_cache_dir();
     std::ostringstream hash;
     // generated kernels include ts_math.h from the cache directory; its text is part of the hash
     hash << std::hex
@@ -184,8 +218,6 @@ class CDevice : public Device {
     }
     auto t0 = std::chrono::steady_clock::now();
     std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) throw std::runtime_error("C device: cannot create cache directory " + dir.string() + ": " + ec.message());
     // unique temporaries, then an atomic rename: concurrent runs never see a half-written file
     const std::string tmp = (dir / stem).string() + unique_suffix();
     if (!write_file_atomic(tmp + ".c", source->code))

@@ -1,7 +1,8 @@
 # Issue 16, "nothing crashes, nothing is lost": the C backend's kernel cache and allocation errors.
 #
 # - long kernel names are shortened with a hash in cache file names (Linux allows 255 bytes per name);
-# - the cache is shared safely by concurrent processes, a damaged entry is compiled again with one warning,
+# - the cache is shared safely by concurrent processes, a damaged entry is compiled again with one warning, a
+#   cache directory that cannot be written is replaced by a private one for the run with one warning,
 #   the key includes what -march=native means on this CPU, and compiler problems raise a RuntimeError that
 #   names the compiler, quotes its message and names the kept source file;
 # - a reduction of a broadcast constant is folded (no buffer), and an allocation the device cannot make
@@ -167,6 +168,18 @@ def test_truncated_cache_entry_is_compiled_again_with_one_warning(tmp_path):
     third = _run(_KERNELS, tmp_path)
     _check_kernel_output(third.stdout)
     assert "warning" not in third.stderr
+
+
+def test_unusable_cache_directory_falls_back_with_one_warning(tmp_path):
+    # a cache path through a regular file can never be created (as root, permissions would not stop it)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    p = _run(_KERNELS, blocker / "cache")
+    _check_kernel_output(p.stdout)
+    warnings = [ln for ln in p.stderr.splitlines() if "warning" in ln]
+    assert len(warnings) == 1, p.stderr
+    assert str(blocker / "cache" / "c") in warnings[0] and "TENSORSCOPE_CACHE" in warnings[0]
+    assert blocker.read_text() == "not a directory"  # nothing of the user's was touched
 
 
 def test_cache_key_includes_the_cpu_that_march_native_means(tmp_path):
