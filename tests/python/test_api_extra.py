@@ -1,7 +1,8 @@
 # Issue 16, "nothing is missing": tinygrad's documented Tensor methods with PyTorch semantics, at their edges.
 # copysign (IEEE special values), pad in every mode (pads as large as torch allows, negative pads), unfold with
 # overlapping and gapped windows, scatter / scatter_reduce with repeated indices, Tensor.eye(n, m) for every
-# n, m order, and torch's errors for invalid arguments. Forward values and gradients against torch (CPU,
+# n, m order, the rest of tinygrad's documented list (leakyrelu, xor, shifts, bitcast, sequential, pad2d, batchnorm,
+# the initializers, from_blob), and torch's errors for invalid arguments. Forward values and gradients against torch (CPU,
 # float32) through ops_helper.check, on C and INTERP (the compiled backend and the reference executor).
 import numpy as np
 import pytest
@@ -180,3 +181,85 @@ def test_reshape_and_unflatten_errors_match_torch():
     check_raises(ValueError, lambda: x.reshape(5, 3), "(5, 3)")
     check_raises(RuntimeError, lambda: x.unflatten(1, (-1, -1)), "only one dimension can be inferred")
     np.testing.assert_array_equal(x.reshape(-1, 2).shape, (6, 2))
+
+
+# ---- the rest of tinygrad's documented list: aliases, shifts, bitcast, batchnorm, initializers, from_blob ----
+
+@DEVS
+def test_shifts_match_torch_on_int32_including_negative_and_overflow(dev):
+    a = np.array([0, 1, -1, 7, -7, 123456, -123456, 2**30, -(2**31), 2**31 - 1], dtype=np.int32)
+    t = torch.tensor(a)
+    for bits in (0, 1, 3, 17, 31):
+        np.testing.assert_array_equal((Tensor(a, device=dev) << bits).numpy(), (t << bits).numpy())
+        np.testing.assert_array_equal((Tensor(a, device=dev) >> bits).numpy(), (t >> bits).numpy())
+    check_raises(TypeError, lambda: Tensor(a, device=dev).lshift(32), "lshift", "32")
+    check_raises(TypeError, lambda: Tensor(a.astype(np.float32), device=dev).rshift(1), "rshift", "float32")
+
+
+@DEVS
+def test_xor_on_bool_and_a_clear_error_on_int(dev):
+    a, b = np.array([True, True, False, False]), np.array([True, False, True, False])
+    np.testing.assert_array_equal(Tensor(a, device=dev).xor(Tensor(b, device=dev)).numpy(),
+                                  torch.logical_xor(torch.tensor(a), torch.tensor(b)).numpy())
+    check_raises(TypeError, lambda: Tensor([1, 2], device=dev).xor(Tensor([3, 4], device=dev)), "xor", "int32")
+
+
+@DEVS
+def test_bitcast_float_int_round_trip_like_torch_view(dev):
+    a = np.array([1.0, -2.5, 0.0, -0.0, np.inf, 3.25e-39], dtype=np.float32)
+    as_int = Tensor(a, device=dev).bitcast("int32")
+    np.testing.assert_array_equal(as_int.numpy(), torch.tensor(a).view(torch.int32).numpy())
+    np.testing.assert_array_equal(as_int.bitcast("float32").numpy().view(np.int32), a.view(np.int32))
+    check_raises(TypeError, lambda: Tensor(a, device=dev).bitcast("float16"), "bitcast", "float16")
+
+
+@DEVS
+def test_batchnorm_matches_torch_functional_batch_norm(dev):
+    def tb(x, w, b, m, v):
+        return torch.nn.functional.batch_norm(x, m, v, w, b, training=False, eps=1e-5)
+
+    def sb(x, w, b, m, v):
+        return x.batchnorm(w, b, m, (v + 1e-5).rsqrt())
+
+    rng = np.random.default_rng(3)
+    vals = [rand(rng, (2, 3, 4, 5), -2, 2), rand(rng, (3,), 0.5, 1.5), rand(rng, (3,), -1, 1), rand(rng, (3,), -1, 1),
+            rand(rng, (3,), 0.5, 2.0)]
+    check(None, tb, sb, dev=dev, vals=vals, grad_inputs=[0, 1, 2])
+
+
+@DEVS
+def test_leakyrelu_sequential_pad2d(dev):
+    check([(3, 5)], lambda a: torch.nn.functional.leaky_relu(a, 0.2), lambda a: a.leakyrelu(0.2), dev=dev)
+    check([(3, 5)], lambda a: torch.tanh(torch.relu(a) * 2), lambda a: a.sequential([Tensor.relu, lambda t: t * 2, Tensor.tanh]),
+          dev=dev)
+    check([(2, 3, 4)], lambda a: torch.nn.functional.pad(a, (1, 2, 0, 1), value=0.5),
+          lambda a: a.pad2d((1, 2, 0, 1), value=0.5), dev=dev)
+
+
+def test_initializers_have_torch_nn_init_bounds_and_moments():
+    Tensor.manual_seed(7)
+    shape = (64, 32, 3, 3)  # fan_in = 288, fan_out = 576
+    fan_in, fan_out = 32 * 9, 64 * 9
+    glorot = np.sqrt(6 / (fan_in + fan_out))
+    for t, bound in [(Tensor.glorot_uniform(*shape), glorot), (Tensor.xavier_uniform(*shape, gain=2.0), 2 * glorot),
+                     (Tensor.kaiming_uniform(*shape, a=0.0), np.sqrt(6 / fan_in)),
+                     (Tensor.scaled_uniform(*shape), np.prod(shape) ** -0.5)]:
+        v = t.numpy()
+        assert v.shape == shape and v.dtype == np.float32
+        assert np.abs(v).max() <= bound and np.abs(v).max() > 0.95 * bound
+        np.testing.assert_allclose(v.std(), bound / np.sqrt(3), rtol=0.05)  # the std of U(-b, b)
+    v = Tensor.kaiming_normal(*shape, a=0.0).numpy()
+    np.testing.assert_allclose(v.std(), np.sqrt(2 / fan_in), rtol=0.05)
+    n = Tensor.normal(20000, mean=3.0, std=0.5).numpy()
+    np.testing.assert_allclose([n.mean(), n.std()], [3.0, 0.5], rtol=0.03)
+    check_raises(ValueError, lambda: Tensor.glorot_uniform(10), "fan", "2 dims")
+
+
+def test_from_blob_copies_the_memory():
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) * 1.5
+    t = Tensor.from_blob(a.ctypes.data, (3, 4))
+    a[0, 0] = 100.0  # a copy: later writes do not show
+    np.testing.assert_array_equal(t.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4) * 1.5)
+    i = np.array([5, -6, 7], dtype=np.int32)
+    np.testing.assert_array_equal(Tensor.from_blob(i.ctypes.data, (3,), dtype="int32").numpy(), i)
+    check_raises(ValueError, lambda: Tensor.from_blob(0, (3,)), "null")

@@ -7,6 +7,8 @@ invalid permutations, matmul shape mismatches and device / compile failures.
 """
 from __future__ import annotations
 
+import ctypes
+import functools
 import math
 from typing import Iterable, Optional, Sequence, Tuple, Union
 
@@ -208,6 +210,69 @@ class Tensor:
         """int32 samples uniform in [low, high) from the seeded generator."""
         u = Tensor.rand(*shape, device=device)
         return (u * (high - low)).floor().int() + int(low)
+
+    # ---- random initializers (tinygrad's names; the formulas of torch.nn.init) ----------------------
+    @staticmethod
+    def normal(*shape, mean=0.0, std=1.0, device=None, requires_grad=None) -> "Tensor":
+        """float32 samples of N(mean, std²) (torch.normal)."""
+        return (Tensor.randn(*shape, device=device) * float(std) + float(mean)).requires_grad_(requires_grad)
+
+    @staticmethod
+    def scaled_uniform(*shape, device=None, requires_grad=None) -> "Tensor":
+        """U(-1, 1) / sqrt(numel) (tinygrad)."""
+        n = math.prod(_shape_args(shape))
+        return (Tensor.uniform(*shape, low=-1.0, high=1.0, device=device) * (max(n, 1) ** -0.5)).requires_grad_(requires_grad)
+
+    @staticmethod
+    def _fans(shape) -> Tuple[int, int]:
+        # torch.nn.init._calculate_fan_in_and_fan_out: fan_in = shape[1]·receptive field, fan_out = shape[0]·receptive field
+        shape = _shape_args(shape)
+        if len(shape) < 2:
+            raise ValueError(f"fan in and fan out need a shape with at least 2 dims, got {shape}")
+        receptive = math.prod(shape[2:])
+        return shape[1] * receptive, shape[0] * receptive
+
+    @staticmethod
+    def glorot_uniform(*shape, device=None, requires_grad=None) -> "Tensor":
+        """U(-a, a) with a = sqrt(6 / (fan_in + fan_out)) (Glorot & Bengio 2010; torch.nn.init.xavier_uniform_)."""
+        fan_in, fan_out = Tensor._fans(shape)
+        bound = math.sqrt(6.0 / (fan_in + fan_out))
+        return Tensor.uniform(*shape, low=-bound, high=bound, device=device).requires_grad_(requires_grad)
+
+    @staticmethod
+    def xavier_uniform(*shape, gain=1.0, device=None, requires_grad=None) -> "Tensor":
+        """torch.nn.init.xavier_uniform_: U(-a, a), a = gain · sqrt(6 / (fan_in + fan_out))."""
+        fan_in, fan_out = Tensor._fans(shape)
+        bound = float(gain) * math.sqrt(6.0 / (fan_in + fan_out))
+        return Tensor.uniform(*shape, low=-bound, high=bound, device=device).requires_grad_(requires_grad)
+
+    @staticmethod
+    def kaiming_uniform(*shape, a=0.01, device=None, requires_grad=None) -> "Tensor":
+        """torch.nn.init.kaiming_uniform_ (He et al. 2015) with leaky-ReLU slope `a`:
+        U(-b, b), b = sqrt(3) · sqrt(2 / (1 + a²)) / sqrt(fan_in)."""
+        fan_in, _ = Tensor._fans(shape)
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a * a)) / math.sqrt(fan_in)
+        return Tensor.uniform(*shape, low=-bound, high=bound, device=device).requires_grad_(requires_grad)
+
+    @staticmethod
+    def kaiming_normal(*shape, a=0.01, device=None, requires_grad=None) -> "Tensor":
+        """torch.nn.init.kaiming_normal_ with leaky-ReLU slope `a`: N(0, std²), std = sqrt(2 / (1 + a²)) / sqrt(fan_in)."""
+        fan_in, _ = Tensor._fans(shape)
+        std = math.sqrt(2.0 / (1 + a * a)) / math.sqrt(fan_in)
+        return Tensor.normal(*shape, mean=0.0, std=std, device=device, requires_grad=requires_grad)
+
+    @staticmethod
+    def from_blob(ptr: int, shape, dtype=None, device=None) -> "Tensor":
+        """A tensor holding a copy of the memory at address `ptr` (an int, e.g. ctypes.addressof or
+        numpy's .ctypes.data): prod(shape) elements of `dtype` (float32 by default). The memory must stay
+        valid for the call; raises ValueError for a null pointer."""
+        if not ptr:
+            raise ValueError("from_blob: ptr is a null pointer")
+        shape = _shape_args(shape)
+        np_dtype = {"float32": np.float32, "float16": np.float16, "int32": np.int32, "bool": np.bool_}[dtype or dtypes.float32]
+        count = math.prod(shape)
+        buf = (ctypes.c_char * (count * np.dtype(np_dtype).itemsize)).from_address(int(ptr))
+        return Tensor(np.frombuffer(buf, dtype=np_dtype, count=count).reshape(shape).copy(), device=device)
 
     @staticmethod
     def empty(*shape, device=None, dtype=None) -> "Tensor":
@@ -452,6 +517,7 @@ class Tensor:
     def tanh(self) -> "Tensor": return Tensor(self._t.tanh())
     def selu(self) -> "Tensor": return Tensor(self._t.selu())
     def leaky_relu(self, neg_slope=0.01) -> "Tensor": return Tensor(self._t.leaky_relu(float(neg_slope)))
+    leakyrelu = leaky_relu  # tinygrad's name
     def elu(self, alpha=1.0) -> "Tensor": return Tensor(self._t.elu(float(alpha)))
     def celu(self, alpha=1.0) -> "Tensor": return Tensor(self._t.celu(float(alpha)))
     def softplus(self, beta=1.0) -> "Tensor": return Tensor(self._t.softplus(float(beta)))
@@ -501,6 +567,61 @@ class Tensor:
     def __or__(self, x): return self.logical_or(x)
     def __xor__(self, x): return self.logical_xor(x)
     def __invert__(self): return self.logical_not()
+
+    # tinygrad's xor / lshift / rshift: on bool tensors xor is logical; shifts are integer multiply and floor
+    # division by 2**bits (torch's << and >> on int32, wrapping like them). int32 xor needs bitwise ops the
+    # IR does not have: it raises TypeError saying so.
+    def xor(self, x) -> "Tensor":
+        if self.dtype != dtypes.bool or _wrap(x, self).dtype != dtypes.bool:
+            raise TypeError(f"xor: only bool tensors are supported (got {self.dtype}); bitwise int32 xor needs bitwise "
+                            "IR ops, which Tensorscope does not have")
+        return self.logical_xor(x)
+
+    def lshift(self, bits: int) -> "Tensor":
+        """self << bits for int32 tensors: self · 2**bits, wrapping around on overflow as torch does."""
+        if self.dtype != dtypes.int32 or not isinstance(bits, int) or not 0 <= bits < 32:
+            raise TypeError(f"lshift: expected an int32 tensor and 0 <= bits < 32, got {self.dtype} and {bits!r}")
+        return self * Tensor(np.array(np.uint32(1 << bits)).view(np.int32), device=self.device)
+
+    def rshift(self, bits: int) -> "Tensor":
+        """self >> bits for int32 tensors: arithmetic shift, floor(self / 2**bits) as torch does."""
+        if self.dtype != dtypes.int32 or not isinstance(bits, int) or not 0 <= bits < 32:
+            raise TypeError(f"rshift: expected an int32 tensor and 0 <= bits < 32, got {self.dtype} and {bits!r}")
+        if bits == 31:  # 2**31 is not an int32: the result is the sign, 0 or -1
+            return (self < 0).where(-1, 0)
+        return self.div(1 << bits, rounding_mode="floor")
+
+    def __lshift__(self, bits): return self.lshift(bits)
+    def __rshift__(self, bits): return self.rshift(bits)
+
+    def bitcast(self, dtype: str) -> "Tensor":
+        """The same bits read as another dtype of the same size (torch.Tensor.view(dtype)): float32 ↔ int32,
+        float16 → float16. Realizes the tensor (the bits are reinterpreted on the host); no gradient."""
+        np_of = {"float32": np.float32, "float16": np.float16, "int32": np.int32}
+        if self.dtype not in np_of or dtype not in np_of or np.dtype(np_of[self.dtype]).itemsize != np.dtype(np_of[dtype]).itemsize:
+            raise TypeError(f"bitcast: cannot reinterpret {self.dtype} as {dtype} (both must be one of float32, int32, "
+                            "float16, of the same size)")
+        return Tensor(np.ascontiguousarray(self.numpy()).view(np_of[dtype]), device=self.device)
+
+    def sequential(self, layers) -> "Tensor":
+        """Applies each callable of `layers` in turn: layers[-1](...layers[0](self))."""
+        return functools.reduce(lambda x, f: f(x), layers, self)
+
+    def pad2d(self, padding, value: float = 0.0) -> "Tensor":
+        """tinygrad's older name for pad with (left, right, top, bottom, ...) from the last dim back."""
+        return self.pad(padding, value=value)
+
+    def batchnorm(self, weight, bias, mean, invstd, axis=1) -> "Tensor":
+        """(self - mean) · invstd · weight + bias, the 1-d parameters broadcast along `axis` (an int or a
+        tuple of ints); weight and bias may be None (tinygrad's Tensor.batchnorm)."""
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = tuple(a % self.ndim for a in axes)
+        shape = tuple(s if i in axes else 1 for i, s in enumerate(self.shape))
+        x = self - mean.reshape(shape)
+        if weight is not None:
+            x = x * weight.reshape(shape)
+        x = x * (invstd.reshape(shape) if len(invstd.shape) == len(axes) else invstd)
+        return x + bias.reshape(shape) if bias is not None else x
     def __lt__(self, x): return Tensor(self._t.lt(_wrap(x, self)._t))
     def __gt__(self, x): return Tensor(self._t.gt(_wrap(x, self)._t))
     def __le__(self, x): return Tensor(self._t.le(_wrap(x, self)._t))
