@@ -65,11 +65,31 @@ struct AppliedOpt {
   int amount;  // the upcast factor
 };
 
+// The optimization actions to take on a kernel, as data (tinygrad's OptOps; issue 14): for each kind of
+// AppliedOpt, the amount its pass applies. kAuto (the default) lets the pass choose with its heuristic, so
+// the default plan is today's hand-written choices; 0 turns the action off; u > 1 asks for that upcast factor.
+// A pass applies a requested amount only when it is legal for the kernel (the loop exists, its trip count is
+// a multiple of u, the unrolled body stays under kMaxUnrolledInsts, the access pattern is the one the action
+// is for); otherwise it applies nothing. What was applied is always Kernel::opts.
+struct OptPlan {
+  static constexpr int kAuto = -1;
+  static constexpr int kKinds = 3;  // AppliedOpt::Kind values
+  int amount[kKinds] = {kAuto, kAuto, kAuto};
+  int get(AppliedOpt::Kind kind) const { return amount[kind]; }
+  void set(AppliedOpt::Kind kind, int u) { amount[kind] = u; }
+  bool automatic() const { return amount[0] == kAuto && amount[1] == kAuto && amount[2] == kAuto; }
+  // "UPCAST_GLOBAL=8,REGISTER_TILE=0" (kinds not named stay kAuto; "auto" is kAuto). Throws
+  // std::invalid_argument naming the bad item and the valid kinds.
+  static OptPlan parse(const std::string& text);
+  std::string str() const;  // the same form; "" for the default plan
+};
+
 struct Kernel {
   std::string name;
   std::vector<GlobalArg> globals;  // slot 0..n-1; outputs first
   std::vector<Inst> insts;         // the arena; ValueId = index
   std::vector<AppliedOpt> opts;    // in the order the passes applied them
+  OptPlan plan;                    // what the passes are asked to apply (default: their heuristics)
 };
 
 const char* opt_name(AppliedOpt::Kind kind);

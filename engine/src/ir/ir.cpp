@@ -1,5 +1,6 @@
 #include <cmath>
 #include <sstream>
+#include <stdexcept>
 
 #include "tensorscope/ir.h"
 
@@ -10,6 +11,39 @@ const char* op_name(Op op) {
                                 "ASSIGN", "NEG", "EXP2", "LOG2", "SIN", "SQRT", "RECIP", "CAST", "BITCAST", "ADD", "MUL",
                                 "MAX", "CMPLT", "CMPEQ", "IDIV", "MOD", "AND", "WHERE", "MULACC"};
   return names[static_cast<int>(op)];
+}
+
+OptPlan OptPlan::parse(const std::string& text) {
+  OptPlan plan;
+  std::stringstream items(text);
+  for (std::string item; std::getline(items, item, ',');) {
+    while (!item.empty() && item.front() == ' ') item.erase(item.begin());
+    while (!item.empty() && item.back() == ' ') item.pop_back();
+    if (item.empty()) continue;
+    const size_t eq = item.find('=');
+    const std::string key = item.substr(0, eq), value = eq == std::string::npos ? "" : item.substr(eq + 1);
+    int kind = -1;
+    for (int k = 0; k < kKinds; k++)
+      if (key == opt_name(static_cast<AppliedOpt::Kind>(k))) kind = k;
+    int amount = 0;
+    bool number = !value.empty() && value.find_first_not_of("0123456789") == std::string::npos && value.size() < 6;
+    if (number) amount = std::stoi(value);
+    if (kind < 0 || (!number && value != "auto") || amount == 1)
+      throw std::invalid_argument("optimization plan: '" + item +
+                                  "' is not KIND=AMOUNT with KIND one of UPCAST_GLOBAL, REGISTER_TILE, UPCAST_REDUCE "
+                                  "and AMOUNT 0 (off), auto, or an upcast factor of at least 2");
+    plan.amount[kind] = number ? amount : kAuto;
+  }
+  return plan;
+}
+
+std::string OptPlan::str() const {
+  std::string out;
+  for (int k = 0; k < kKinds; k++)
+    if (amount[k] != kAuto)
+      out += (out.empty() ? "" : ",") + std::string(opt_name(static_cast<AppliedOpt::Kind>(k))) + "=" +
+             std::to_string(amount[k]);
+  return out;
 }
 
 const char* opt_name(AppliedOpt::Kind kind) {
@@ -55,6 +89,7 @@ std::string print(const Kernel& k) {
     o << "   ; opts:";
     for (const AppliedOpt& opt : k.opts) o << " " << opt_name(opt.kind) << "(" << opt.amount << ")";
   }
+  if (!k.plan.automatic()) o << "   ; plan: " << k.plan.str();
   o << "\n";
   int depth = 0;
   for (size_t i = 0; i < k.insts.size(); i++) {

@@ -69,6 +69,14 @@ static bool same_kernel(const ir::Kernel& a, const std::vector<ir::Inst>& insts,
 
 void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots, int kernel_id) {
   static const std::set<std::string> disabled = disabled_passes();
+  if (kernel.plan.automatic()) {
+    // TENSORSCOPE_OPTS: one plan for every kernel of the process (an invalid one raises at the first kernel)
+    static const char* env = std::getenv("TENSORSCOPE_OPTS");
+    if (env && *env) {
+      static const ir::OptPlan plan = ir::OptPlan::parse(env);
+      kernel.plan = plan;
+    }
+  }
   std::vector<ir::Inst> before;
   for (size_t i = 0; i < pipeline().size(); i++) {
     const Pass& p = pipeline()[i];

@@ -5,6 +5,10 @@
 // TENSORSCOPE_DISABLE_PASSES=name1,name2 turns passes off; TENSORSCOPE_RANDOM_PASSES=<seed> turns a
 // random subset off for each kernel (the test mode CI runs the op tests in). Results must never change
 // with any subset disabled: every pass only removes or rearranges work.
+//
+// The UPCAST passes take their amounts from the kernel's ir::OptPlan (the optimization actions as data);
+// the default plan lets each use its heuristic. TENSORSCOPE_OPTS="UPCAST_GLOBAL=8,REGISTER_TILE=0" sets one
+// plan for every kernel (for experiments and tests); an invalid value raises std::invalid_argument.
 #pragma once
 #include <functional>
 #include <string>

@@ -59,10 +59,14 @@ void register_tile(ir::Kernel& k) {
       n += insts[x].op == Op::Load && !depends_on(insts, static_cast<ValueId>(x), static_cast<ValueId>(loop), memo);
     return n;
   };
+  const int planned = k.plan.get(ir::AppliedOpt::RegisterTile);
+  if (planned == 0) return;
   auto row_factor = [&](size_t loop) {
     const int64_t m = static_cast<int64_t>(insts[insts[loop].src[0]].value);
-    for (int u : {8, 4, 2})
-      if (m % u == 0 && (inner_end - inner) * u <= kMaxUnrolledInsts) return u;
+    auto legal = [&](int u) { return u >= 2 && u <= m && m % u == 0 && (inner_end - inner) * u <= kMaxUnrolledInsts; };
+    if (planned != ir::OptPlan::kAuto) return legal(planned) ? planned : 0;
+    for (int u : {8, 4, 2})  // the heuristic: MR = 8 rows where they divide
+      if (legal(u)) return u;
     return 0;
   };
   if (reused_loads(inner) >= kMinAccumulators) {

@@ -182,12 +182,17 @@ void upcast_global(ir::Kernel& k) {
   if (!contiguous) return;
   const int64_t n = static_cast<int64_t>(insts[insts[g].src[0]].value);
   const size_t body = end_of_range(insts, g) - g;
-  for (int u = kMaxUpcast; u >= 4; u /= 2)
-    if (n % u == 0 && body * u <= kMaxUnrolledInsts) {
-      upcast_loop(k, g, u, /*side_by_side=*/true);
-      k.opts.push_back({ir::AppliedOpt::UpcastGlobal, u});
-      return;
-    }
+  auto legal = [&](int u) { return u >= 2 && u <= n && n % u == 0 && body * u <= kMaxUnrolledInsts; };
+  int chosen = 0;
+  if (const int planned = k.plan.get(ir::AppliedOpt::UpcastGlobal); planned != ir::OptPlan::kAuto) {
+    chosen = legal(planned) ? planned : 0;
+  } else {  // the heuristic: the largest of 32, 16, 8, 4 that divides the loop
+    for (int u = kMaxUpcast; u >= 4 && !chosen; u /= 2)
+      if (legal(u)) chosen = u;
+  }
+  if (!chosen) return;
+  upcast_loop(k, g, chosen, /*side_by_side=*/true);
+  k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
 }
 
 }  // namespace ts

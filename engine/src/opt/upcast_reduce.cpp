@@ -30,9 +30,14 @@ constexpr int kMaxStreamingUpcast = 64;  // four registers, for a body that only
 // in flight and are ~10% faster on this machine's 64 MiB sum (2.47 against 2.77 ms in plain C). With
 // more work per element the body has enough independent instructions already, and the larger unroll
 // only grows the code (softmax's exp loop got slower at 32).
-int upcast_factor(int64_t n, bool streaming) {
+// `planned`: OptPlan's amount for UPCAST_REDUCE (kAuto: the heuristic below); `body`: instructions in the
+// loop. 1: no upcast.
+int upcast_factor(int64_t n, bool streaming, int planned, size_t body) {
+  auto legal = [&](int u) { return u >= 2 && n % u == 0 && n >= 2 * u; };
+  if (planned != ir::OptPlan::kAuto)  // a requested factor also keeps the unrolled body to a sane size
+    return legal(planned) && body * static_cast<size_t>(planned) <= kMaxUnrolledInsts ? planned : 1;
   for (int u = streaming ? kMaxStreamingUpcast : kMaxUpcast; u >= 4; u /= 2)
-    if (n % u == 0 && n >= 2 * u) return u;
+    if (legal(u)) return u;
   return 1;
 }
 
@@ -82,7 +87,8 @@ void upcast_reduce(ir::Kernel& k) {
         end++;
       }
       const int64_t n = static_cast<int64_t>(old[old[r].src[0]].value);
-      const int u_count = upcast_factor(n, is_streaming_body(old, r + 1, end));
+      const int u_count =
+          upcast_factor(n, is_streaming_body(old, r + 1, end), k.plan.get(ir::AppliedOpt::UpcastReduce), end - r);
       simple = simple && end < old.size() && old[end].src[0] == r && assigns == 1 && old[end - 1].op == Op::Assign &&
                old[end - 1].src[0] == i && u_count > 1;
       if (simple) {
@@ -133,6 +139,7 @@ void upcast_reduce(ir::Kernel& k) {
             std::vector<ValueId> next;
             for (size_t p = 0; p + 1 < level.size(); p += 2)
               next.push_back(emit(Inst{combine, old[i].dtype, 2, {level[p], level[p + 1], ir::kNone}, 0, 0}));
+            if (level.size() % 2) next.push_back(level.back());  // an odd count (an OptPlan's U = 3): the last waits a level
             level = next;
           }
           emit(Inst{Op::Assign, old[i].dtype, 2, {acc[0], level[0], ir::kNone}, 0, 0});
