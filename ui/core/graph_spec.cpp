@@ -66,36 +66,104 @@ GraphSpec mergeSchedules(const std::vector<ts::ScheduleEvent>& schedules, int fi
   return spec;
 }
 
-GraphSpec buildViewGraph(const RunModel& model, bool unionMode, int focusKernelId) {
+GraphSpec buildViewGraph(const RunModel& model, bool wholeRun, int focusKernelId) {
   const auto& schedules = model.schedules();
   const int count = static_cast<int>(schedules.size());
   if (count == 0) return {};
-  bool tooLarge = false;
-  // Merging only removes nodes, so the sum of the schedules' sizes bounds the merged size; far
-  // above the limit, the merge (run on every new schedule) is not worth trying.
-  if (unionMode && model.totalNodeCount() > 4 * kUnionNodeLimit) {
-    tooLarge = true;
-  } else if (unionMode) {
+  QString tooLarge;
+  if (wholeRun && model.totalNodeCount() > kWholeRunNodeLimit) {
+    tooLarge = QString(" — the whole run has more than %L1 nodes").arg(kWholeRunNodeLimit);
+  } else if (wholeRun) {
     GraphSpec merged = mergeSchedules(schedules, 0, count);
-    if (static_cast<int>(merged.nodes.size()) <= kUnionNodeLimit) {
-      merged.description = count == 1 ? QString("1 schedule") : QString("all %1 schedules").arg(count);
-      merged.description += QString(" · %1 nodes · %2 kernels").arg(merged.nodes.size()).arg(merged.clusters.size());
+    int boxes = static_cast<int>(merged.clusters.size());
+    for (const GraphSpecNode& n : merged.nodes) boxes += n.kernelId < 0;
+    if (boxes <= kWholeRunBoxLimit || static_cast<int>(merged.nodes.size()) <= kCollapseAboveNodes) {
+      merged.description = count == 1 ? QString("1 schedule") : QString("whole run: %1 schedules").arg(count);
+      merged.description += QString(" · %L1 nodes · %L2 kernels").arg(merged.nodes.size()).arg(merged.clusters.size());
       return merged;
     }
-    tooLarge = true;
+    tooLarge = QString(" — the whole run has more than %L1 kernels and inputs").arg(kWholeRunBoxLimit);
   }
   int s = model.scheduleOfKernel(focusKernelId);
   if (s < 0) s = count - 1;
   GraphSpec one = mergeSchedules(schedules, s, s + 1);
   one.schedule = s;
-  one.description = QString("schedule %1 of %2 · %3 nodes · %4 kernels")
+  one.description = QString("schedule %1 of %2 · %L3 nodes · %L4 kernels")
                         .arg(s + 1)
                         .arg(count)
                         .arg(one.nodes.size())
                         .arg(one.clusters.size());
-  if (tooLarge && count > 1)
-    one.description += QString(" — all schedules together exceed %1 nodes").arg(kUnionNodeLimit);
+  if (count > 1) one.description += tooLarge;
   return one;
+}
+
+int applyCollapse(GraphSpec& spec, const QSet<int>& toggled) {
+  const int total = static_cast<int>(spec.nodes.size());
+  const bool byDefault = total > kCollapseAboveNodes;
+  QSet<int> collapsed;
+  for (const GraphSpecCluster& c : spec.clusters)
+    if (byDefault != toggled.contains(c.kernelId)) collapsed.insert(c.kernelId);
+  spec.collapseByDefault = byDefault;
+  spec.fullNodeCount = total;
+  spec.collapsedKernels.clear();
+  if (collapsed.isEmpty()) return 0;
+
+  GraphSpec out;
+  out.description = spec.description;
+  out.schedule = spec.schedule;
+  out.leftToRight = spec.leftToRight;
+  out.fontScale = spec.fontScale;
+  out.fullNodeCount = total;
+  out.collapseByDefault = byDefault;
+  QHash<int, QString> names;
+  QHash<int, int> sizes;
+  for (const GraphSpecCluster& c : spec.clusters) names.insert(c.kernelId, c.name);
+  for (const GraphSpecNode& n : spec.nodes) sizes[n.kernelId] += 1;
+
+  std::vector<int> newIndex(spec.nodes.size(), -1);
+  QHash<int, int> boxOfKernel;
+  for (int i = 0; i < total; ++i) {
+    GraphSpecNode& n = spec.nodes[i];
+    if (!collapsed.contains(n.kernelId)) {
+      newIndex[i] = static_cast<int>(out.nodes.size());
+      out.keyIndex.insert(n.key, newIndex[i]);
+      out.nodes.push_back(std::move(n));
+      continue;
+    }
+    auto box = boxOfKernel.find(n.kernelId);
+    if (box == boxOfKernel.end()) {
+      GraphSpecNode b;
+      b.key = QString("k%1").arg(n.kernelId);
+      b.kernelId = n.kernelId;
+      b.collapsedNodes = sizes.value(n.kernelId);
+      b.info.op = names.value(n.kernelId).toStdString();
+      b.info.op_class = "kernel";
+      b.info.dtype = n.info.dtype;
+      b.info.shape = n.info.shape;
+      b.label = QString("%1\n%L2 node%3").arg(names.value(n.kernelId)).arg(b.collapsedNodes).arg(b.collapsedNodes == 1 ? "" : "s");
+      box = boxOfKernel.insert(n.kernelId, static_cast<int>(out.nodes.size()));
+      out.keyIndex.insert(b.key, *box);
+      out.nodes.push_back(std::move(b));
+    }
+    GraphSpecNode& b = out.nodes[*box];
+    b.memberUids.push_back(n.info.uid);
+    b.info.shape = n.info.shape;  // the kernel's last node: usually what it stores
+    newIndex[i] = *box;
+  }
+  QSet<qint64> seen;
+  for (auto [src, dst] : spec.edges) {
+    const int a = newIndex[src], b = newIndex[dst];
+    if (a < 0 || b < 0 || a == b || seen.contains((qint64(a) << 32) | b)) continue;
+    seen.insert((qint64(a) << 32) | b);
+    out.edges.emplace_back(a, b);
+  }
+  for (const GraphSpecCluster& c : spec.clusters)
+    if (collapsed.contains(c.kernelId)) out.collapsedKernels.push_back(c.kernelId);
+    else out.clusters.push_back(c);
+  const int n = static_cast<int>(out.collapsedKernels.size());
+  out.description += QString(" · %L1 kernel%2 collapsed (double-click one to expand)").arg(n).arg(n == 1 ? "" : "s");
+  spec = std::move(out);
+  return n;
 }
 
 int addLazyGraph(GraphSpec& spec, const RunModel& model, const std::vector<uint64_t>& pending,
@@ -148,6 +216,12 @@ QByteArray nodeStatement(const GraphSpecNode& n) {
   const QByteArray look = n.lazy ? QByteArray(", style=\"rounded,filled,dashed\", color=\"#8a8a8a\"")
                           : n.realized ? QByteArray(", penwidth=2.2")
                                        : QByteArray();
+  if (n.collapsedNodes > 0) {  // a collapsed kernel: one box in the kernels' colours
+    return "    " + quoted(n.key) + " [label=" + quoted(n.label) + ", fillcolor=\"" + kernelFillColor().name().toLatin1() +
+           "\", color=\"" + kernelBorderColor().name().toLatin1() + "\", penwidth=1.4, fontname=\"Helvetica-Bold\", margin=\"0.24,0.05\", tooltip=" +
+           quoted(QString("kernel #%1 %2: %L3 nodes").arg(n.kernelId).arg(QString::fromStdString(n.info.op)).arg(n.collapsedNodes)) +
+           ", id=" + quoted(n.key) + "];\n";
+  }
   const QColor fill = n.lazy ? QColor(0xec, 0xec, 0xec) : opClassColor(QString::fromStdString(n.info.op_class));
   return "    " + quoted(n.key) + " [label=" + quoted(n.label) + ", fillcolor=\"" + fill.name().toLatin1() + "\"" +
          look + ", tooltip=" + quoted(tooltip) + ", id=" + quoted(n.key) + "];\n";

@@ -22,7 +22,23 @@ QFont sceneFont(double pixelSize, bool bold = false, bool monospace = false) {
   return font;
 }
 
+void drawMarker(QPainter* painter, const QRectF& box, bool plus, const QColor& colour) {
+  const QRectF r = expandMarkerRect(box);
+  painter->setPen(QPen(colour, 1));
+  painter->setBrush(Qt::white);
+  painter->drawRect(r);
+  const QPointF c = r.center();
+  const double arm = r.width() * 0.3;
+  painter->drawLine(QPointF(c.x() - arm, c.y()), QPointF(c.x() + arm, c.y()));
+  if (plus) painter->drawLine(QPointF(c.x(), c.y() - arm), QPointF(c.x(), c.y() + arm));
+}
+
 }  // namespace
+
+QRectF expandMarkerRect(const QRectF& box) {
+  const double side = std::clamp(box.height() * 0.4, 8.0, 12.0);
+  return QRectF(box.right() - side - 3, box.top() + 3, side, side);
+}
 
 NodeItem::NodeItem(const GraphSpecNode& node, int index, const QRectF& rect, double fontScale)
     : rect_(rect),
@@ -34,7 +50,18 @@ NodeItem::NodeItem(const GraphSpecNode& node, int index, const QRectF& rect, dou
       fontScale_(fontScale),
       lazy_(node.lazy),
       realized_(node.realized) {
+  collapsed_ = node.collapsedNodes;
   if (lazy_) fill_ = QColor(0xec, 0xec, 0xec);
+  if (collapsed_ > 0) {
+    fill_ = sceneColours().clusterFill;
+    shape_ = QString("%L1 node%2").arg(collapsed_).arg(collapsed_ == 1 ? "" : "s");
+    setToolTip(QString("<b>kernel #%1 %2</b><br>%3 fused into one kernel<br><i>double-click or click + to expand</i>")
+                   .arg(kernelId_)
+                   .arg(op_.toHtmlEscaped(), shape_));
+    setAcceptHoverEvents(true);
+    setZValue(2);
+    return;
+  }
   setAcceptHoverEvents(true);
   setZValue(2);
   QString tip = QString("<b>%1</b> %2 %3").arg(op_, shape_, QString::fromStdString(node.info.dtype));
@@ -58,6 +85,15 @@ void NodeItem::setHighlighted(bool on) {
 QRectF NodeItem::boundingRect() const { return rect_.adjusted(-3, -3, 3, 3); }
 
 void NodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) {
+  const bool detail = option->levelOfDetailFromTransform(painter->worldTransform()) >= kDetailLod;
+  if (!detail) {  // zoomed out: a plain rectangle, no text, no antialiasing
+    painter->setRenderHint(QPainter::Antialiasing, false);
+    painter->setPen(highlighted_ || marked_ ? QPen(highlighted_ ? selectionColor() : QColor(0xff, 0x9f, 0x1c), 0)
+                                            : QPen(sceneColours().nodeBorder, 0));
+    painter->setBrush(fill_);
+    painter->drawRect(rect_);
+    return;
+  }
   painter->setRenderHint(QPainter::Antialiasing);
   if (marked_) {  // made by the editor's line: an orange halo under the box
     painter->setPen(Qt::NoPen);
@@ -70,8 +106,18 @@ void NodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, 
   painter->setPen(pen);
   painter->setBrush(hovered_ ? fill_.lighter(108) : fill_);
   painter->drawRoundedRect(rect_, 4, 4);
-  // Below ~3-pixel letters text is noise, and shaping it is what makes big graphs slow to pan.
-  if (option->levelOfDetailFromTransform(painter->worldTransform()) < 0.35) return;
+  if (collapsed_ > 0) {  // a kernel: its name (an identifier: monospace, as in the list) over its size
+    const SceneColours& colours = sceneColours();
+    drawMarker(painter, rect_, true, colours.clusterBorder);
+    const QRectF top(rect_.left(), rect_.top() + 1, rect_.width(), rect_.height() / 2);
+    const QRectF bottom(rect_.left(), rect_.center().y() - 1, rect_.width(), rect_.height() / 2);
+    painter->setPen(colours.clusterText);
+    painter->setFont(labelFont());
+    painter->drawText(top, Qt::AlignHCenter | Qt::AlignBottom | Qt::TextDontClip, op_);
+    painter->setFont(sceneFont(9 * fontScale_));
+    painter->drawText(bottom, Qt::AlignHCenter | Qt::AlignTop | Qt::TextDontClip, shape_);
+    return;
+  }
   painter->setPen(Qt::black);
   const QRectF top(rect_.left(), rect_.top() + 1, rect_.width(), rect_.height() / 2);
   const QRectF bottom(rect_.left(), rect_.center().y() - 1, rect_.width(), rect_.height() / 2);
@@ -107,9 +153,15 @@ QPainterPath EdgeItem::shape() const {
   return shape;
 }
 
-void EdgeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
-  painter->setRenderHint(QPainter::Antialiasing);
+void EdgeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) {
   const QColor colour = sceneColours().edge;
+  if (option->levelOfDetailFromTransform(painter->worldTransform()) < kDetailLod) {  // zoomed out: a straight line
+    painter->setRenderHint(QPainter::Antialiasing, false);
+    painter->setPen(QPen(colour, 0));
+    if (path_.elementCount() > 0) painter->drawLine(QPointF(path_.elementAt(0)), path_.currentPosition());
+    return;
+  }
+  painter->setRenderHint(QPainter::Antialiasing);
   painter->setPen(QPen(colour, 0.9));
   painter->setBrush(Qt::NoBrush);
   painter->drawPath(path_);
@@ -123,7 +175,9 @@ ClusterItem::ClusterItem(int kernelId, const QString& label, const QRectF& rect,
                          double fontScale)
     : kernelId_(kernelId), label_(label), rect_(rect), labelRect_(labelRect), fontScale_(fontScale) {
   setZValue(0);
-  setToolTip(QString("kernel #%1 %2").arg(kernelId).arg(label));
+  setToolTip(QString("kernel #%1 %2<br><i>double-click the frame or click − to collapse it into one box</i>")
+                 .arg(kernelId)
+                 .arg(label.toHtmlEscaped()));
 }
 
 void ClusterItem::setHighlighted(bool on) {
@@ -134,12 +188,21 @@ void ClusterItem::setHighlighted(bool on) {
 
 QRectF ClusterItem::boundingRect() const { return rect_.adjusted(-3, -3, 3, 3); }
 
-void ClusterItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
-  painter->setRenderHint(QPainter::Antialiasing);
+void ClusterItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) {
   const SceneColours& colours = sceneColours();
+  const QBrush fill = highlighted_ ? colours.highlightedClusterFill : colours.clusterFill;
+  if (option->levelOfDetailFromTransform(painter->worldTransform()) < kDetailLod) {  // zoomed out: no label
+    painter->setRenderHint(QPainter::Antialiasing, false);
+    painter->setPen(highlighted_ ? QPen(selectionColor(), 0) : QPen(colours.clusterBorder, 0));
+    painter->setBrush(fill);
+    painter->drawRect(rect_);
+    return;
+  }
+  painter->setRenderHint(QPainter::Antialiasing);
   painter->setPen(highlighted_ ? QPen(selectionColor(), 3) : QPen(colours.clusterBorder, 1, Qt::DashLine));
-  painter->setBrush(highlighted_ ? colours.highlightedClusterFill : colours.clusterFill);
+  painter->setBrush(fill);
   painter->drawRoundedRect(rect_, 6, 6);
+  drawMarker(painter, rect_, false, colours.clusterBorder);
   painter->setFont(sceneFont(10 * fontScale_, true, true));  // kernel names are identifiers: monospace, as in the list
   painter->setPen(highlighted_ ? (isDarkTheme() ? selectionColor().lighter(130) : selectionColor().darker(130))
                                : colours.clusterText);

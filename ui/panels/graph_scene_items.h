@@ -1,5 +1,10 @@
-// The items of the graph scene: a node box, an edge, and a kernel cluster. They only paint; the
-// graph panel decides what is selected or highlighted.
+// The items of the graph scene: a node box (or a collapsed kernel's box), an edge, and a kernel
+// cluster. They only paint; the graph panel decides what is selected, highlighted or expanded.
+//
+// Level of detail: below kDetailLod (QStyleOptionGraphicsItem::levelOfDetailFromTransform, about
+// the view's scale: 0.35 = a 10-pixel label drawn 3.5 pixels high) text is not drawn, boxes are
+// plain rectangles without antialiasing and edges straight lines without arrowheads: a zoomed-out
+// 10,000-node graph then paints in milliseconds instead of shaping 20,000 unreadable labels.
 #pragma once
 #include <QFont>
 #include <QGraphicsItem>
@@ -9,6 +14,11 @@
 namespace tsui {
 
 struct GraphSpecNode;
+
+constexpr double kDetailLod = 0.35;
+
+// The "+" / "−" square in a collapsed kernel's or a cluster's top-right corner, in scene points.
+QRectF expandMarkerRect(const QRectF& box);
 
 class NodeItem : public QGraphicsItem {
  public:
@@ -23,6 +33,9 @@ class NodeItem : public QGraphicsItem {
   // Marked as made by the script line under the editor's cursor ("what did line 13 become?").
   void setMarked(bool on);
   bool lazy() const { return lazy_; }
+  // A collapsed kernel (GraphSpecNode::collapsedNodes > 0): clicking its "+" marker expands it.
+  bool collapsed() const { return collapsed_ > 0; }
+  QRectF markerRect() const { return expandMarkerRect(rect_); }
   QFont labelFont() const;  // the op's font; the shape's is a pixel smaller
 
   QRectF boundingRect() const override;
@@ -36,7 +49,7 @@ class NodeItem : public QGraphicsItem {
   QRectF rect_;
   QColor fill_;
   QString op_, shape_;
-  int index_, kernelId_;
+  int index_, kernelId_, collapsed_ = 0;
   double fontScale_;
   bool highlighted_ = false, hovered_ = false, marked_ = false, lazy_ = false, realized_ = false;
 };
@@ -62,6 +75,8 @@ class ClusterItem : public QGraphicsItem {
   int type() const override { return Type; }
   int kernelId() const { return kernelId_; }
   void setHighlighted(bool on);
+  // The "−" marker: clicking it collapses the kernel into one box.
+  QRectF markerRect() const { return expandMarkerRect(rect_); }
 
   QRectF boundingRect() const override;
   void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;

@@ -61,6 +61,11 @@ void ZoomableView::mouseReleaseEvent(QMouseEvent* event) {
   Q_EMIT clicked(mapToScene(pos));
 }
 
+void ZoomableView::mouseDoubleClickEvent(QMouseEvent* event) {
+  QGraphicsView::mouseDoubleClickEvent(event);
+  if (event->button() == Qt::LeftButton) Q_EMIT doubleClicked(mapToScene(event->position().toPoint()));
+}
+
 void ZoomableView::resizeEvent(QResizeEvent* event) {
   QGraphicsView::resizeEvent(event);
   // Until the user takes over, the graph follows the window.
