@@ -265,15 +265,15 @@ class DesktopTest : public QObject {
     auto* ir = window.findChild<tsui::CodeView*>("ir");
     auto* source = window.findChild<tsui::CodeView*>("source");
     QVERIFY(ir && source);
-    const int inIr = static_cast<int>(ir->findAll("define_global").size());
-    QVERIFY2(inIr >= 2, qPrintable(ir->text()));  // the kernel's input and output buffers
-    const int total = window.find("define_global");  // no op or kernel is called that
-    QCOMPARE(total, inIr + static_cast<int>(source->findAll("define_global").size()));
+    const int inIr = static_cast<int>(ir->findAll("range.int32").size());
+    QVERIFY2(inIr >= 2, qPrintable(ir->text()));  // the global loop and the reduce loop
+    const int total = window.find("range.int32");  // no op or kernel is called that
+    QCOMPARE(total, inIr + static_cast<int>(source->findAll("range.int32").size()));
     QVERIFY2(window.findMatchText().startsWith(QString("1 of %1 · IR line ").arg(total)), qPrintable(window.findMatchText()));
-    QCOMPARE(ir->selectedText().toUpper(), QString("DEFINE_GLOBAL"));
+    QCOMPARE(ir->selectedText(), QString("RANGE.int32"));
     int line = -1, index = -1;
     ir->getCursorPosition(&line, &index);
-    QCOMPARE(line, ir->findAll("define_global").front().line);
+    QCOMPARE(line, ir->findAll("range.int32").front().line);
     window.findNext(+1);
     QVERIFY(window.findMatchText().startsWith(QString("2 of %1").arg(total)));
     int second = -1;

@@ -16,6 +16,7 @@
 #include <QHash>
 #include <QSet>
 #include <QWidget>
+#include <memory>
 
 #include "core/graph_layout.h"
 
@@ -30,6 +31,7 @@ namespace tsui {
 
 class ElidedLabel;
 class ClusterItem;
+class EdgeLayerItem;
 class Minimap;
 class NodeItem;
 class ZoomableView;
@@ -38,6 +40,7 @@ class GraphPanel : public QWidget {
   Q_OBJECT
  public:
   explicit GraphPanel(QWidget* parent = nullptr);
+  ~GraphPanel() override;
 
   // Replaces the scene; keeps the highlighted kernel/node when they are still there. Up to
   // kSyncItems items at once; a larger graph goes into the scene in slices (isPopulating()).
@@ -68,7 +71,7 @@ class GraphPanel : public QWidget {
   Minimap* minimap() const { return minimap_; }
 
   static constexpr int kSyncItems = 3000;  // items put into the scene at once
-  static constexpr int kSliceMs = 12;      // the GUI thread's longest slice while populating
+  static constexpr int kSliceMs = 8;       // the GUI thread's longest slice while populating
   bool leftToRight() const;
   int clusterCount() const { return static_cast<int>(clusters_.size()); }
   int nodeCount() const { return static_cast<int>(nodes_.size()); }
@@ -121,6 +124,7 @@ class GraphPanel : public QWidget {
   quint64 populateGeneration_ = 0;   // the population under way; 0: none
   quint64 populateCounter_ = 0;
   size_t populated_ = 0;             // items of layout_ added so far (clusters, then nodes, then edges)
+  std::unique_ptr<EdgeLayerItem> pendingEdges_;  // the edges so far, added to the scene when complete
   bool keepView_ = false;
 };
 

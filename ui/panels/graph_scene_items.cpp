@@ -2,7 +2,6 @@
 
 #include <QPainter>
 #include <algorithm>
-#include <QPainterPathStroker>
 #include <QStyleOptionGraphicsItem>
 
 #include "core/graph_spec.h"
@@ -140,34 +139,42 @@ void NodeItem::hoverLeaveEvent(QGraphicsSceneHoverEvent*) {
   update();
 }
 
-EdgeItem::EdgeItem(const QPainterPath& path, const QPolygonF& arrowhead) : path_(path), arrowhead_(arrowhead) {
-  bounds_ = path_.boundingRect().united(arrowhead_.boundingRect()).adjusted(-2, -2, 2, 2);
+EdgeLayerItem::EdgeLayerItem() {
   setZValue(1);
+  setAcceptedMouseButtons(Qt::NoButton);
+  setFlag(ItemUsesExtendedStyleOption);  // option->exposedRect: only the edges in view are drawn
 }
 
-QPainterPath EdgeItem::shape() const {
-  QPainterPathStroker stroker;
-  stroker.setWidth(4);
-  QPainterPath shape = stroker.createStroke(path_);
-  shape.addPolygon(arrowhead_);
-  return shape;
+void EdgeLayerItem::add(const QPainterPath& path, const QPolygonF& arrowhead) {
+  Edge e{path, arrowhead, path.boundingRect().united(arrowhead.boundingRect()).adjusted(-2, -2, 2, 2), {}};
+  if (path.elementCount() > 0) e.chord = QLineF(QPointF(path.elementAt(0)), path.currentPosition());
+  bounds_ = bounds_.united(e.bounds);
+  edges_.push_back(std::move(e));
 }
 
-void EdgeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) {
+void EdgeLayerItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) {
   const QColor colour = sceneColours().edge;
-  if (option->levelOfDetailFromTransform(painter->worldTransform()) < kDetailLod) {  // zoomed out: a straight line
+  const QRectF exposed = option->exposedRect;
+  if (option->levelOfDetailFromTransform(painter->worldTransform()) < kDetailLod) {  // zoomed out: straight lines
+    std::vector<QLineF> lines;
+    lines.reserve(edges_.size());
+    for (const Edge& e : edges_)
+      if (e.bounds.intersects(exposed)) lines.push_back(e.chord);
     painter->setRenderHint(QPainter::Antialiasing, false);
     painter->setPen(QPen(colour, 0));
-    if (path_.elementCount() > 0) painter->drawLine(QPointF(path_.elementAt(0)), path_.currentPosition());
+    painter->drawLines(lines.data(), static_cast<int>(lines.size()));
     return;
   }
   painter->setRenderHint(QPainter::Antialiasing);
-  painter->setPen(QPen(colour, 0.9));
-  painter->setBrush(Qt::NoBrush);
-  painter->drawPath(path_);
-  if (!arrowhead_.isEmpty()) {
-    painter->setBrush(colour);
-    painter->drawPolygon(arrowhead_);
+  for (const Edge& e : edges_) {
+    if (!e.bounds.intersects(exposed)) continue;
+    painter->setPen(QPen(colour, 0.9));
+    painter->setBrush(Qt::NoBrush);
+    painter->drawPath(e.path);
+    if (!e.arrowhead.isEmpty()) {
+      painter->setBrush(colour);
+      painter->drawPolygon(e.arrowhead);
+    }
   }
 }
 

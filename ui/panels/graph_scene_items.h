@@ -1,4 +1,4 @@
-// The items of the graph scene: a node box (or a collapsed kernel's box), an edge, and a kernel
+// The items of the graph scene: a node box (or a collapsed kernel's box), all the edges, and a kernel
 // cluster. They only paint; the graph panel decides what is selected, highlighted or expanded.
 //
 // Level of detail: below kDetailLod (QStyleOptionGraphicsItem::levelOfDetailFromTransform, about
@@ -10,6 +10,7 @@
 #include <QGraphicsItem>
 #include <QPainterPath>
 #include <QPolygonF>
+#include <vector>
 
 namespace tsui {
 
@@ -54,16 +55,26 @@ class NodeItem : public QGraphicsItem {
   bool highlighted_ = false, hovered_ = false, marked_ = false, lazy_ = false, realized_ = false;
 };
 
-class EdgeItem : public QGraphicsItem {
+// Every edge of the graph in one item: the scene handles one item instead of thousands, and zoomed
+// out the edges are drawn as one batch of straight lines. Edges are not selectable: clicks and
+// drags pass through it.
+class EdgeLayerItem : public QGraphicsItem {
  public:
-  EdgeItem(const QPainterPath& path, const QPolygonF& arrowhead);
+  EdgeLayerItem();
+  void add(const QPainterPath& path, const QPolygonF& arrowhead);  // call before adding it to a scene
+  int edgeCount() const { return static_cast<int>(edges_.size()); }
   QRectF boundingRect() const override { return bounds_; }
-  QPainterPath shape() const override;  // the stroke, not the box: clicks pass through to clusters
+  QPainterPath shape() const override { return {}; }  // never under the mouse
   void paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget* widget) override;
 
  private:
-  QPainterPath path_;
-  QPolygonF arrowhead_;
+  struct Edge {
+    QPainterPath path;
+    QPolygonF arrowhead;
+    QRectF bounds;
+    QLineF chord;  // start to end: the zoomed-out edge
+  };
+  std::vector<Edge> edges_;
   QRectF bounds_;
 };
 

@@ -13,15 +13,27 @@ Minimap::Minimap(QGraphicsView* view, QWidget* parent) : QWidget(parent), view_(
   setObjectName("minimap");
   setCursor(Qt::PointingHandCursor);
   setToolTip("Overview of the whole graph: click or drag to move the view");
-  auto follow = [this] {
+  // The view settles its offsets after the scroll bars signal (a scene smaller than the view is
+  // centred without them): look once the events of this change are done.
+  settle_.setSingleShot(true);
+  settle_.setInterval(0);
+  connect(&settle_, &QTimer::timeout, this, [this] {
     updateVisibility();
     update();
-  };
+  });
+  auto follow = [this] { settle_.start(); };
   connect(view_->horizontalScrollBar(), &QScrollBar::valueChanged, this, follow);
   connect(view_->verticalScrollBar(), &QScrollBar::valueChanged, this, follow);
   connect(view_->horizontalScrollBar(), &QScrollBar::rangeChanged, this, follow);
   connect(view_->verticalScrollBar(), &QScrollBar::rangeChanged, this, follow);
+  // scroll bars that appear or vanish resize the viewport after their range changed
+  view_->viewport()->installEventFilter(this);
   hide();
+}
+
+bool Minimap::eventFilter(QObject* watched, QEvent* event) {
+  if (watched == view_->viewport() && event->type() == QEvent::Resize) settle_.start();
+  return QWidget::eventFilter(watched, event);
 }
 
 void Minimap::setMaxSide(int pixels) {
@@ -62,13 +74,16 @@ void Minimap::renderCache() {
   cache_.setDevicePixelRatio(dpr);
   cache_.fill(sceneColours().background);
   QPainter p(&cache_);
-  p.setTransform(sceneToMap());
-  for (const Box& b : boxes_) {  // at this scale a box is a pixel or two: no antialiasing, no pen
-    p.fillRect(b.rect, b.fill);
-    if (b.border.alpha() > 0) {
-      p.setPen(QPen(b.border, 0));
+  // At this scale a box is a pixel or two: whole-pixel rectangles without a transform take the
+  // raster engine's fast path (10,000 boxes in a few milliseconds).
+  const QTransform map = sceneToMap();
+  for (const Box& b : boxes_) {
+    const QRect r = map.mapRect(b.rect).toAlignedRect();
+    p.fillRect(r, b.fill);
+    if (b.border.alpha() > 0 && r.width() > 2 && r.height() > 2) {
+      p.setPen(b.border);
       p.setBrush(Qt::NoBrush);
-      p.drawRect(b.rect);
+      p.drawRect(r.adjusted(0, 0, -1, -1));
     }
   }
 }

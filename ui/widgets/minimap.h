@@ -7,6 +7,7 @@
 // only repaint the frame over a cached pixmap. It hides itself while the view shows everything.
 #pragma once
 #include <QPixmap>
+#include <QTimer>
 #include <QWidget>
 #include <vector>
 
@@ -39,6 +40,7 @@ class Minimap : public QWidget {
   void moved();  // the user moved the view from the minimap
 
  protected:
+  bool eventFilter(QObject* watched, QEvent* event) override;  // the viewport's resizes
   void paintEvent(QPaintEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
   void mouseMoveEvent(QMouseEvent* event) override;
@@ -53,6 +55,7 @@ class Minimap : public QWidget {
   QRectF sceneRect_;
   std::vector<Box> boxes_;
   QPixmap cache_;
+  QTimer settle_;
   int maxSide_ = 200;
 };
 

@@ -17,7 +17,8 @@ ZoomableView::ZoomableView(QWidget* parent) : QGraphicsView(parent) {
 }
 
 void ZoomableView::fitAll(double maxScale, double minScale) {
-  if (!scene() || scene()->itemsBoundingRect().isEmpty()) return;
+  // sceneRect(), not itemsBoundingRect(): that one visits every item (tens of ms for 20,000)
+  if (!scene() || scene()->sceneRect().isEmpty()) return;
   fitInView(sceneRect(), Qt::KeepAspectRatio);
   const double fitted = transform().m11();
   if (fitted > maxScale) setTransform(QTransform::fromScale(maxScale, maxScale));
