@@ -911,7 +911,7 @@ void MainWindow::requestGraph() {
 }
 
 void MainWindow::rebuildGraph() {
-  GraphSpec spec = buildViewGraph(*model_, graph_->unionMode(), selectedKernel_);
+  GraphSpec spec = buildViewGraph(*model_, graph_->unionMode(), selectedKernel_, graph_->toggledKernels());
   spec.leftToRight = graph_->leftToRight();
   spec.fontScale = fontScale();
   graphSchedule_ = spec.schedule;

@@ -66,13 +66,12 @@ GraphSpec mergeSchedules(const std::vector<ts::ScheduleEvent>& schedules, int fi
   return spec;
 }
 
-GraphSpec buildViewGraph(const RunModel& model, bool wholeRun, int focusKernelId) {
+GraphSpec buildViewGraph(const RunModel& model, bool wholeRun, int focusKernelId, const QSet<int>& toggled) {
   const auto& schedules = model.schedules();
   const int count = static_cast<int>(schedules.size());
   if (count == 0) return {};
-  QString tooLarge;
   if (wholeRun && model.totalNodeCount() > kWholeRunNodeLimit) {
-    tooLarge = QString(" — the whole run has more than %L1 nodes").arg(kWholeRunNodeLimit);
+    return runOverview(model, toggled);
   } else if (wholeRun) {
     GraphSpec merged = mergeSchedules(schedules, 0, count);
     int boxes = static_cast<int>(merged.clusters.size());
@@ -82,7 +81,7 @@ GraphSpec buildViewGraph(const RunModel& model, bool wholeRun, int focusKernelId
       merged.description += QString(" · %L1 nodes · %L2 kernels").arg(merged.nodes.size()).arg(merged.clusters.size());
       return merged;
     }
-    tooLarge = QString(" — the whole run has more than %L1 kernels and inputs").arg(kWholeRunBoxLimit);
+    return runOverview(model, toggled);
   }
   int s = model.scheduleOfKernel(focusKernelId);
   if (s < 0) s = count - 1;
@@ -93,8 +92,88 @@ GraphSpec buildViewGraph(const RunModel& model, bool wholeRun, int focusKernelId
                         .arg(count)
                         .arg(one.nodes.size())
                         .arg(one.clusters.size());
-  if (count > 1) one.description += tooLarge;
   return one;
+}
+
+GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded) {
+  const auto& schedules = model.schedules();
+  const int count = static_cast<int>(schedules.size());
+  GraphSpec spec;
+  QHash<quint64, int> computedIn;  // uid -> the latest schedule whose kernels computed it
+  QHash<quint64, int> computedNode;  // uid -> its node in `spec`, when that schedule is expanded
+  QSet<qint64> edgeSet;
+  auto addEdge = [&](int a, int b) {
+    if (a < 0 || b < 0 || a == b || edgeSet.contains((qint64(a) << 32) | b)) return;
+    edgeSet.insert((qint64(a) << 32) | b);
+    spec.edges.emplace_back(a, b);
+  };
+  std::vector<int> boxOf(count, -1);
+  int kernels = 0, shownSchedules = 0;
+  for (int s = 0; s < count; ++s) {
+    const ts::ScheduleEvent& schedule = schedules[s];
+    const int kernelCount = static_cast<int>(schedule.kernels.size());
+    kernels += kernelCount;
+    if (expanded.contains(scheduleToggleId(s))) {
+      ++shownSchedules;
+      GraphSpec one = mergeSchedules(schedules, s, s + 1);
+      std::vector<int> at(one.nodes.size());  // one's node -> spec's (an input two schedules read is one node)
+      for (size_t i = 0; i < one.nodes.size(); ++i) {
+        GraphSpecNode& n = one.nodes[i];
+        if (const int existing = spec.indexOfKey(n.key); existing >= 0) {
+          at[i] = existing;
+          continue;
+        }
+        const int index = at[i] = static_cast<int>(spec.nodes.size());
+        // an input buffer an earlier schedule computed: fed by that schedule's box or node
+        if (n.kernelId < 0 && computedIn.contains(n.info.uid)) {
+          const int from = computedNode.value(n.info.uid, boxOf[computedIn.value(n.info.uid)]);
+          addEdge(from, index);
+        }
+        spec.keyIndex.insert(n.key, index);
+        spec.nodes.push_back(std::move(n));
+      }
+      for (auto [a, b] : one.edges) addEdge(at[a], at[b]);
+      for (GraphSpecCluster& c : one.clusters) spec.clusters.push_back(std::move(c));
+      for (const ts::GraphNodeInfo& n : schedule.nodes)
+        if (n.kernel >= 0 && n.kernel < kernelCount) {
+          computedIn.insert(n.uid, s);
+          computedNode.insert(n.uid, spec.indexOfKey(QString("n%1_k%2").arg(n.uid).arg(schedule.kernels[n.kernel].id)));
+        }
+      continue;
+    }
+    GraphSpecNode box;
+    box.key = QString("s%1").arg(s);
+    box.scheduleBox = s;
+    box.collapsedNodes = static_cast<int>(schedule.nodes.size());
+    box.info.op = QString("schedule %1").arg(s + 1).toStdString();
+    box.info.op_class = "kernel";
+    box.label = QString("schedule %1\n%L2 kernel%3 · %L4 nodes")
+                    .arg(s + 1)
+                    .arg(kernelCount)
+                    .arg(kernelCount == 1 ? "" : "s")
+                    .arg(schedule.nodes.size());
+    const int index = static_cast<int>(spec.nodes.size());
+    boxOf[s] = index;
+    spec.keyIndex.insert(box.key, index);
+    spec.nodes.push_back(std::move(box));
+    for (const ts::GraphNodeInfo& n : schedule.nodes) {
+      const bool computed = n.kernel >= 0 && n.kernel < kernelCount;
+      if (!computed && computedIn.contains(n.uid))
+        addEdge(computedNode.value(n.uid, boxOf[computedIn.value(n.uid)]), index);
+    }
+    for (const ts::GraphNodeInfo& n : schedule.nodes)
+      if (n.kernel >= 0 && n.kernel < kernelCount) {
+        computedIn.insert(n.uid, s);
+        computedNode.remove(n.uid);
+      }
+  }
+  spec.description = QString("whole run: %L1 schedules · %L2 nodes · %L3 kernels — one box per schedule "
+                             "(double-click one to expand it)")
+                         .arg(count)
+                         .arg(model.totalNodeCount())
+                         .arg(kernels);
+  if (shownSchedules > 0) spec.description += QString(" · %1 expanded").arg(shownSchedules);
+  return spec;
 }
 
 int applyCollapse(GraphSpec& spec, const QSet<int>& toggled) {
@@ -219,7 +298,8 @@ QByteArray nodeStatement(const GraphSpecNode& n) {
   if (n.collapsedNodes > 0) {  // a collapsed kernel: one box in the kernels' colours
     return "    " + quoted(n.key) + " [label=" + quoted(n.label) + ", fillcolor=\"" + kernelFillColor().name().toLatin1() +
            "\", color=\"" + kernelBorderColor().name().toLatin1() + "\", penwidth=1.4, fontname=\"Helvetica-Bold\", margin=\"0.24,0.05\", tooltip=" +
-           quoted(QString("kernel #%1 %2: %L3 nodes").arg(n.kernelId).arg(QString::fromStdString(n.info.op)).arg(n.collapsedNodes)) +
+           quoted(n.scheduleBox >= 0 ? QString(n.label).replace('\n', ": ")
+                                     : QString("kernel #%1 %2: %L3 nodes").arg(n.kernelId).arg(QString::fromStdString(n.info.op)).arg(n.collapsedNodes)) +
            ", id=" + quoted(n.key) + "];\n";
   }
   const QColor fill = n.lazy ? QColor(0xec, 0xec, 0xec) : opClassColor(QString::fromStdString(n.info.op_class));

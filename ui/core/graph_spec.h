@@ -27,7 +27,11 @@ struct GraphSpecNode {
   // `label` is "<kernel name>\n<n> nodes" and `memberUids` the uids of the nodes inside it.
   int collapsedNodes = 0;
   std::vector<uint64_t> memberUids;
+  int scheduleBox = -1;  // >= 0: a collapsed schedule (key "s<index>"), kernelId -1, in the run overview
 };
+
+// The id a collapsed schedule has in applyCollapse's and the panel's `toggled` set (kernel ids are >= 0).
+inline int scheduleToggleId(int schedule) { return -1 - schedule; }
 
 struct GraphSpecCluster {
   int kernelId = -1;
@@ -54,9 +58,9 @@ struct GraphSpec {
 // layout time grows much faster than linearly, and a few hundred boxes are what a person can read.
 constexpr int kCollapseAboveNodes = 400;
 // The whole run is merged only up to this many nodes in all schedules together (the merge runs on
-// the GUI thread, about 2 µs a node); beyond, the graph shows the schedule of the selected kernel.
-constexpr int kWholeRunNodeLimit = 200000;
-// Above this many boxes after collapsing, the whole run gives way to one schedule as well.
+// the GUI thread, about 2 µs a node); beyond, the whole run is shown as its overview (runOverview).
+constexpr int kWholeRunNodeLimit = 20000;
+// Above this many boxes after collapsing, the whole run gives way to the run overview as well.
 constexpr int kWholeRunBoxLimit = 4000;
 
 // Merges schedules [first, last) by node uid. A node computed by a kernel stays one node per
@@ -64,9 +68,18 @@ constexpr int kWholeRunBoxLimit = 4000;
 // BUFFER of another schedule is drawn as the op that produced it, so edges run between kernels.
 GraphSpec mergeSchedules(const std::vector<ts::ScheduleEvent>& schedules, int first, int last);
 
-// The graph to show: the whole run (every schedule merged) when `wholeRun`, otherwise the schedule
-// holding `focusKernelId` (the last one if none). Nothing is collapsed yet: see applyCollapse.
-GraphSpec buildViewGraph(const RunModel& model, bool wholeRun, int focusKernelId);
+// The graph to show: the whole run when `wholeRun` (every schedule merged; above kWholeRunNodeLimit
+// nodes the run overview), otherwise the schedule holding `focusKernelId` (the last one if none).
+// `toggled` names the schedules expanded in the overview (scheduleToggleId). Kernels are not
+// collapsed yet: see applyCollapse.
+GraphSpec buildViewGraph(const RunModel& model, bool wholeRun, int focusKernelId, const QSet<int>& toggled = {});
+
+// A run too large to merge (a training loop: thousands of kernels): one box per schedule ("schedule
+// 12", its kernels and nodes), an edge where a schedule reads a buffer an earlier one computed. A
+// schedule whose scheduleToggleId is in `expanded` is drawn with its nodes and kernels instead, its
+// input buffers fed by the boxes (or nodes) of the schedules that computed them. Costs one hash
+// insert per computed node of the run (a few ms for 200,000 nodes).
+GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded);
 
 // Collapses kernels into one box each: by default every kernel when the graph has more than
 // kCollapseAboveNodes nodes, none otherwise; a kernel id in `toggled` is the other way round (the

@@ -308,8 +308,8 @@ void GraphPanel::finishPopulating() {
   if (centreKernel_ >= 0) {  // the kernel just expanded or collapsed stays in view
     if (QGraphicsItem* item = clusters_.value(centreKernel_)) view_->centerOn(item);
     else if (QGraphicsItem* box = nodes_.value(QString("k%1").arg(centreKernel_))) view_->centerOn(box);
-    centreKernel_ = -1;
   }
+  centreKernel_ = -1;
   placeOverlays();
 }
 
@@ -331,7 +331,8 @@ void GraphPanel::updateMinimap() {
 }
 
 void GraphPanel::setKernelCollapsed(int kernelId, bool collapsed) {
-  const bool byDefault = layout_.spec && layout_.spec->collapseByDefault;
+  // schedules (negative ids) are collapsed unless expanded; kernels follow the graph's default
+  const bool byDefault = kernelId < 0 || (layout_.spec && layout_.spec->collapseByDefault);
   if (collapsed == byDefault) toggledKernels_.remove(kernelId);
   else toggledKernels_.insert(kernelId);
   centreKernel_ = kernelId;
@@ -420,10 +421,10 @@ void GraphPanel::onClicked(const QPointF& scenePos) {
     if (item->type() == NodeItem::Type) {
       auto* node = static_cast<NodeItem*>(item);
       const GraphSpecNode& spec = layout_.spec->nodes[node->index()];
-      if (node->collapsed()) {  // a kernel as one box: select the kernel; its "+" expands it
+      if (node->collapsed()) {  // a kernel (or a schedule) as one box: select the kernel; its "+" expands it
         highlightNode({});
-        Q_EMIT kernelClicked(node->kernelId());
-        if (node->markerRect().contains(scenePos)) setKernelCollapsed(node->kernelId(), false);
+        if (node->kernelId() >= 0) Q_EMIT kernelClicked(node->kernelId());
+        if (node->markerRect().contains(scenePos)) setKernelCollapsed(node->toggleId(), false);
         return;
       }
       highlightNode(spec.key);
@@ -442,7 +443,7 @@ void GraphPanel::onDoubleClicked(const QPointF& scenePos) {
   for (QGraphicsItem* item : scene_->items(scenePos)) {
     if (item->type() == NodeItem::Type) {
       auto* node = static_cast<NodeItem*>(item);
-      if (node->collapsed() && !node->markerRect().contains(scenePos)) setKernelCollapsed(node->kernelId(), false);
+      if (node->collapsed() && !node->markerRect().contains(scenePos)) setKernelCollapsed(node->toggleId(), false);
       return;
     }
     if (item->type() == ClusterItem::Type) {

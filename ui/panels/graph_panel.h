@@ -65,7 +65,8 @@ class GraphPanel : public QWidget {
   bool unionMode() const;  // "Whole run": every schedule merged
   // Kernels whose collapsed state differs from the graph's default (applyCollapse's `toggled`).
   const QSet<int>& toggledKernels() const { return toggledKernels_; }
-  // Collapses (true) or expands one kernel; emits collapseChanged. Ids not in the graph are kept.
+  // Collapses (true) or expands one kernel, or a schedule of the run overview by its
+  // scheduleToggleId(); emits collapseChanged. Ids not in the graph are kept.
   void setKernelCollapsed(int kernelId, bool collapsed);
   void setAllKernelsCollapsed(bool collapsed);
   Minimap* minimap() const { return minimap_; }

@@ -50,11 +50,15 @@ NodeItem::NodeItem(const GraphSpecNode& node, int index, const QRectF& rect, dou
       lazy_(node.lazy),
       realized_(node.realized) {
   collapsed_ = node.collapsedNodes;
+  toggleId_ = node.scheduleBox >= 0 ? scheduleToggleId(node.scheduleBox) : node.kernelId;
   if (lazy_) fill_ = QColor(0xec, 0xec, 0xec);
   if (collapsed_ > 0) {
     fill_ = sceneColours().clusterFill;
     shape_ = QString("%L1 node%2").arg(collapsed_).arg(collapsed_ == 1 ? "" : "s");
-    setToolTip(QString("<b>kernel #%1 %2</b><br>%3 fused into one kernel<br><i>double-click or click + to expand</i>")
+    if (node.scheduleBox >= 0) {  // a schedule: "12 kernels · 1,234 nodes" under its name
+      shape_ = node.label.section('\n', 1);
+      setToolTip(QString("<b>%1</b><br>%2<br><i>double-click or click + to expand</i>").arg(op_, shape_));
+    } else setToolTip(QString("<b>kernel #%1 %2</b><br>%3 fused into one kernel<br><i>double-click or click + to expand</i>")
                    .arg(kernelId_)
                    .arg(op_.toHtmlEscaped(), shape_));
     setAcceptHoverEvents(true);

@@ -36,6 +36,8 @@ class NodeItem : public QGraphicsItem {
   bool lazy() const { return lazy_; }
   // A collapsed kernel (GraphSpecNode::collapsedNodes > 0): clicking its "+" marker expands it.
   bool collapsed() const { return collapsed_ > 0; }
+  // What expanding it toggles: the kernel id, or scheduleToggleId() of a collapsed schedule.
+  int toggleId() const { return toggleId_; }
   QRectF markerRect() const { return expandMarkerRect(rect_); }
   QFont labelFont() const;  // the op's font; the shape's is a pixel smaller
 
@@ -50,7 +52,7 @@ class NodeItem : public QGraphicsItem {
   QRectF rect_;
   QColor fill_;
   QString op_, shape_;
-  int index_, kernelId_, collapsed_ = 0;
+  int index_, kernelId_, collapsed_ = 0, toggleId_ = -1;
   double fontScale_;
   bool highlighted_ = false, hovered_ = false, marked_ = false, lazy_ = false, realized_ = false;
 };
