@@ -21,6 +21,7 @@
 #include "core/graph_layout.h"
 #include "core/graph_spec.h"
 #include "core/layout_scheduler.h"
+#include "core/run_model.h"
 #include "panels/graph_panel.h"
 #include "panels/graph_scene_items.h"
 #include "widgets/minimap.h"
@@ -239,6 +240,56 @@ class TestGraphScale : public QObject {
     QCOMPARE(small.nodes.size(), size_t(100));
     QCOMPARE(tsui::applyCollapse(small, {2}), 1);  // unless asked
     QVERIFY(small.indexOfKey("k2") >= 0);
+  }
+
+  // A run too large to merge: one box per schedule, linked where one reads what another computed.
+  void runOverviewHasOneBoxPerScheduleAndExpandsOne() {
+    auto node = [](uint64_t uid, const char* op, int kernel, std::vector<uint64_t> srcs) {
+      ts::GraphNodeInfo n;
+      n.uid = uid;
+      n.op = op;
+      n.op_class = kernel < 0 ? "buffer" : "binary";
+      n.shape = {4};
+      n.dtype = "float32";
+      n.kernel = kernel;
+      n.srcs = std::move(srcs);
+      return n;
+    };
+    auto schedule = [](int id, std::vector<ts::GraphNodeInfo> nodes) {
+      ts::ScheduleEvent e;
+      e.schedule_id = id;
+      e.nodes = std::move(nodes);
+      ts::KernelInfo k;
+      k.id = id;
+      k.name = "E_" + std::to_string(id);
+      e.kernels = {k};
+      return e;
+    };
+    tsui::RunModel model;  // each step reads what the one before computed: 1 -> 10 -> 11 -> 12
+    model.addSchedule(schedule(0, {node(1, "BUFFER", -1, {}), node(10, "ADD", 0, {1})}));
+    model.addSchedule(schedule(1, {node(10, "BUFFER", -1, {}), node(11, "MUL", 0, {10})}));
+    model.addSchedule(schedule(2, {node(11, "BUFFER", -1, {}), node(12, "EXP2", 0, {11})}));
+
+    const tsui::GraphSpec boxes = tsui::runOverview(model, {});
+    QCOMPARE(boxes.nodes.size(), size_t(3));
+    QCOMPARE(boxes.nodes[1].key, QString("s1"));
+    QCOMPARE(boxes.nodes[1].scheduleBox, 1);
+    QCOMPARE(boxes.nodes[1].label, QString("schedule 2\n1 kernel · 2 nodes"));
+    QCOMPARE(boxes.edges, (std::vector<std::pair<int, int>>{{0, 1}, {1, 2}}));
+    QVERIFY(boxes.clusters.empty());
+
+    const tsui::GraphSpec one = tsui::runOverview(model, {tsui::scheduleToggleId(1)});
+    const int s0 = one.indexOfKey("s0"), buffer = one.indexOfKey("n10"), mul = one.indexOfKey("n11_k1"),
+              s2 = one.indexOfKey("s2");
+    QVERIFY(s0 >= 0 && buffer >= 0 && mul >= 0 && s2 >= 0);
+    QCOMPARE(one.indexOfKey("s1"), -1);
+    QCOMPARE(one.clusters.size(), size_t(1));
+    for (auto edge : {std::pair{s0, buffer}, std::pair{buffer, mul}, std::pair{mul, s2}})
+      QVERIFY(std::find(one.edges.begin(), one.edges.end(), edge) != one.edges.end());
+    const tsui::GraphLayout layout = tsui::layoutGraph(std::make_shared<const tsui::GraphSpec>(one));
+    QVERIFY2(layout.error.isEmpty(), qPrintable(layout.error));
+    QCOMPARE(layout.nodes.size(), size_t(4));
+    QCOMPARE(layout.clusters.size(), size_t(1));
   }
 
   void doubleClickExpandsAndTheMinimapMovesTheView() {
