@@ -564,6 +564,7 @@ int MainWindow::find(const QString& query) {
   if (shape.endsWith('x')) shape.chop(1);  // "(3,)"
   if (!q.isEmpty()) {
     for (const GraphSpecNode* node : graph_->drawnNodes()) {
+      if (node->collapsedNodes > 0) continue;  // a kernel's or a schedule's box: found by kernel name
       const ts::GraphNodeInfo& info = node->info;
       bool hit = false;
       if (line.hasMatch()) {
