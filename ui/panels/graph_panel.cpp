@@ -188,6 +188,7 @@ void GraphPanel::placeOverlays() {
 
 void GraphPanel::clearGraph(const QString& message) {
   populateGeneration_ = 0;
+  view_->viewport()->setUpdatesEnabled(true);
   minimap_->clear();
   scene_->clear();
   clusters_.clear();
@@ -249,6 +250,9 @@ void GraphPanel::showLayout(const GraphLayout& layout) {
   populateGeneration_ = ++populateCounter_;
   const size_t items = layout.clusters.size() + layout.nodes.size() + layout.edges.size();
   if (items <= static_cast<size_t>(kSyncItems)) return populate(populateGeneration_);
+  // The view keeps its last picture until the scene is complete: a repaint after every slice would
+  // cost more than the slice (each one paints everything added so far).
+  view_->viewport()->setUpdatesEnabled(false);
   QTimer::singleShot(1, this, [this, generation = populateGeneration_] { populate(generation); });
 }
 
@@ -299,6 +303,7 @@ void GraphPanel::populate(quint64 generation) {
 
 void GraphPanel::finishPopulating() {
   populateGeneration_ = 0;
+  view_->viewport()->setUpdatesEnabled(true);
   if (!busyOverlay_->isVisible()) status_->clear();
   if (!keepView_) view_->fitAll();
   highlightKernel(highlightedKernel_, false);
