@@ -39,6 +39,7 @@
 #include <QWidgetAction>
 #include <functional>
 #include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -563,21 +564,29 @@ int MainWindow::find(const QString& query) {
   shape.remove(QRegularExpression(R"([\[\]() ])")).replace(QRegularExpression("[×,]"), "x");
   if (shape.endsWith('x')) shape.chop(1);  // "(3,)"
   if (!q.isEmpty()) {
-    for (const GraphSpecNode* node : graph_->drawnNodes()) {
-      if (node->collapsedNodes > 0) continue;  // a kernel's or a schedule's box: found by kernel name
-      const ts::GraphNodeInfo& info = node->info;
-      bool hit = false;
+    auto matches = [&](const ts::GraphNodeInfo& info) {
       if (line.hasMatch()) {
         const ts::SourceLocation where = model_->whereMade(info.uid);
-        hit = where.line == line.captured(1).toInt() && QString::fromStdString(where.file) == model_->scriptPath();
-      } else if (uid.hasMatch()) {
-        hit = info.uid == uid.captured(1).toULongLong();
-      } else if (isShape) {
-        hit = shapeText(info.shape) == shape;
-      } else if (!kernelId.hasMatch()) {
-        hit = QString::fromStdString(info.op).contains(q, Qt::CaseInsensitive);
+        return where.line == line.captured(1).toInt() && QString::fromStdString(where.file) == model_->scriptPath();
       }
-      if (hit)
+      if (uid.hasMatch()) return info.uid == uid.captured(1).toULongLong();
+      if (isShape) return shapeText(info.shape) == shape;
+      return !kernelId.hasMatch() && QString::fromStdString(info.op).contains(q, Qt::CaseInsensitive);
+    };
+    for (const GraphSpecNode* node : graph_->drawnNodes()) {
+      const ts::GraphNodeInfo& info = node->info;
+      if (node->collapsedNodes > 0) {  // a collapsed kernel: one match for the nodes inside that match
+        const auto inside = std::count_if(node->members.begin(), node->members.end(), matches);
+        if (inside > 0 && node->kernelId >= 0)
+          findMatches_.append({{}, node->kernelId, nullptr, -1, -1, 0,
+                               QString("kernel #%1 %2 (collapsed): %3 matching node%4 inside")
+                                   .arg(node->kernelId)
+                                   .arg(QString::fromStdString(info.op))
+                                   .arg(inside)
+                                   .arg(inside == 1 ? "" : "s")});
+        continue;
+      }
+      if (matches(info))
         findMatches_.append({node->key, -1, nullptr, -1, -1, 0, QString("node %%1 %2 %3").arg(info.uid).arg(QString::fromStdString(info.op),
                                                                                        shapeText(info.shape))});
     }

@@ -290,6 +290,33 @@ class DesktopTest : public QObject {
     QCOMPARE(source->selectedText(), QString("for ("));
   }
 
+  // Find reaches into a collapsed kernel (a box): one match for the kernel, the nodes inside counted.
+  void findCountsTheMatchingNodesInsideACollapsedKernel() {
+    tsui::MainWindow window;
+    QVERIFY2(runQuickstart(window), qPrintable(window.consoleText()));
+    int sumKernel = -1;
+    for (const tsui::GraphSpecNode* node : window.graphPanel()->drawnNodes())
+      if (node->info.op == "SUM") sumKernel = node->kernelId;
+    QVERIFY(sumKernel >= 0);
+    const QString box = QString("k%1").arg(sumKernel);
+    window.graphPanel()->setKernelCollapsed(sumKernel, true);  // as its "−" marker does
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy() && window.graphPanel()->layout().spec &&
+                                 window.graphPanel()->layout().spec->indexOfKey(box) >= 0,
+                             30000);
+    QCOMPARE(window.clusterCount(), window.kernelCount() - 1);
+    const int found = window.find("SUM");
+    QVERIFY(found >= 1);
+    bool collapsedMatch = false;
+    for (int i = 0; i < found; ++i, window.findNext(+1))
+      if (window.findMatchText().contains(QString("kernel #%1").arg(sumKernel)) &&
+          window.findMatchText().contains("(collapsed):") && window.findMatchText().contains("matching node")) {
+        collapsedMatch = true;
+        QCOMPARE(window.selectedKernel(), sumKernel);  // selected, its box highlighted and centred
+        QCOMPARE(window.graphPanel()->highlightedKernel(), sumKernel);
+      }
+    QVERIFY2(collapsedMatch, qPrintable(window.findMatchText()));
+  }
+
   // A match far down a listing is scrolled to the middle of the view.
   void listingMatchIsCentred() {
     tsui::CodeView view;

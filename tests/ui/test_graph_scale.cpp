@@ -227,7 +227,7 @@ class TestGraphScale : public QObject {
     const int box = spec.indexOfKey("k7");
     QVERIFY(box >= 0);
     QCOMPARE(spec.nodes[box].collapsedNodes, 24);
-    QCOMPARE(spec.nodes[box].memberUids.size(), size_t(24));
+    QCOMPARE(spec.nodes[box].members.size(), size_t(24));
     QCOMPARE(spec.nodes[box].label, QString("r_7_32_4\n24 nodes"));
     for (auto [a, b] : spec.edges) QVERIFY(a != b);  // edges inside a kernel are gone
     QVERIFY(tsui::toDot(spec).contains("\"k7\" [label="));

@@ -225,7 +225,7 @@ int applyCollapse(GraphSpec& spec, const QSet<int>& toggled) {
       out.nodes.push_back(std::move(b));
     }
     GraphSpecNode& b = out.nodes[*box];
-    b.memberUids.push_back(n.info.uid);
+    b.members.push_back(std::move(n.info));
     b.info.shape = n.info.shape;  // the kernel's last node: usually what it stores
     newIndex[i] = *box;
   }

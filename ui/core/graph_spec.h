@@ -24,9 +24,9 @@ struct GraphSpecNode {
   bool lazy = false;       // not computed yet: a node of the lazy graph no schedule has taken (dashed, grey)
   bool realized = false;   // a lazy node's source that holds a buffer (drawn with a thick border)
   // > 0: a collapsed kernel, one box (key "k<kernel id>") standing for this many fused nodes;
-  // `label` is "<kernel name>\n<n> nodes" and `memberUids` the uids of the nodes inside it.
+  // `label` is "<kernel name>\n<n> nodes" and `members` the nodes inside it (for Find and the marks).
   int collapsedNodes = 0;
-  std::vector<uint64_t> memberUids;
+  std::vector<ts::GraphNodeInfo> members;
   int scheduleBox = -1;  // >= 0: a collapsed schedule (key "s<index>"), kernelId -1, in the run overview
 };
 

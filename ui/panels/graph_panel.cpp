@@ -382,7 +382,7 @@ int GraphPanel::markNodes(const QSet<quint64>& uids) {
     if (!layout_.spec) break;
     const GraphSpecNode& node = layout_.spec->nodes[item->index()];
     bool on = uids.contains(node.info.uid) && node.collapsedNodes == 0;
-    for (size_t m = 0; !on && m < node.memberUids.size(); ++m) on = uids.contains(node.memberUids[m]);
+    for (size_t m = 0; !on && m < node.members.size(); ++m) on = uids.contains(node.members[m].uid);
     item->setMarked(on);
     marked += on;
   }
