@@ -295,6 +295,50 @@ class TestGraphScale : public QObject {
     QCOMPARE(layout.clusters.size(), size_t(1));
   }
 
+  // transformer_tiny's size: 200 schedules of 1,250 nodes (100 kernels each), the overview rebuilt on
+  // the GUI thread whenever a schedule arrives: it must stay well under the 50 ms stall bar.
+  void runOverviewOfAQuarterMillionNodesIsCheap() {
+    tsui::RunModel model;
+    uint64_t uid = 1;
+    int kernelId = 0;
+    for (int s = 0; s < 200; ++s) {
+      ts::ScheduleEvent e;
+      e.schedule_id = s;
+      for (int k = 0; k < 100; ++k) {
+        ts::KernelInfo info;
+        info.id = kernelId++;
+        info.name = "E_" + std::to_string(info.id);
+        e.kernels.push_back(info);
+      }
+      for (int i = 0; i < 1250; ++i) {
+        ts::GraphNodeInfo n;
+        const bool input = i % 25 == 0;  // reads what the schedule before computed
+        n.uid = input && s > 0 ? uid - 1250 + i + 1 : uid + i;
+        n.op = input ? "BUFFER" : "ADD";
+        n.kernel = input ? -1 : i / 25 % 100;
+        e.nodes.push_back(n);
+      }
+      uid += 1250;
+      model.addSchedule(std::move(e));
+    }
+    QCOMPARE(model.totalNodeCount(), 250000);
+    QElapsedTimer clock;
+    timespec cpu0{}, cpu1{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu0);
+    clock.start();
+    tsui::GraphSpec spec = tsui::buildViewGraph(model, true, -1);
+    tsui::applyCollapse(spec, {});
+    const double ms = clock.nsecsElapsed() / 1e6;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu1);
+    const double cpuMs = (cpu1.tv_sec - cpu0.tv_sec) * 1e3 + (cpu1.tv_nsec - cpu0.tv_nsec) / 1e6;
+    qInfo("graph bench: overview nodes=%d boxes=%zu build_ms=%.1f build_cpu_ms=%.1f", model.totalNodeCount(),
+          spec.nodes.size(), ms, cpuMs);
+    QCOMPARE(spec.nodes.size(), size_t(200));
+    QVERIFY(spec.edges.size() >= 199);
+    QVERIFY2(cpuMs < 50, qPrintable(QString("%1 ms of CPU").arg(cpuMs)));  // 25-30 ms measured
+    QVERIFY2(ms < 200, qPrintable(QString("%1 ms").arg(ms)));  // wall clock, generous: a loaded machine
+  }
+
   void doubleClickExpandsAndTheMinimapMovesTheView() {
     tsui::GraphPanel panel;
     panel.resize(1000, 700);

@@ -1,6 +1,7 @@
 #include "core/graph_spec.h"
 
 #include <QSet>
+#include <algorithm>
 
 #include "core/op_palette.h"
 #include "core/run_model.h"
@@ -99,7 +100,20 @@ GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded) {
   const auto& schedules = model.schedules();
   const int count = static_cast<int>(schedules.size());
   GraphSpec spec;
-  QHash<quint64, int> computedIn;  // uid -> the latest schedule whose kernels computed it
+  // (uid, schedule) of every computed node, sorted: the schedule before `t` that computed a uid is a
+  // binary search (a hash of 250,000 uids costs twice the time, on the GUI thread)
+  std::vector<std::pair<uint64_t, int>> computed;
+  computed.reserve(model.totalNodeCount());
+  for (int s = 0; s < count; ++s) {
+    const int kernelCount = static_cast<int>(schedules[s].kernels.size());
+    for (const ts::GraphNodeInfo& n : schedules[s].nodes)
+      if (n.kernel >= 0 && n.kernel < kernelCount) computed.emplace_back(n.uid, s);
+  }
+  std::sort(computed.begin(), computed.end());
+  auto computedBefore = [&computed](uint64_t uid, int t) {  // the latest schedule < t computing uid; -1: none
+    auto it = std::lower_bound(computed.begin(), computed.end(), std::pair<uint64_t, int>(uid, t));
+    return it != computed.begin() && (--it)->first == uid ? it->second : -1;
+  };
   QHash<quint64, int> computedNode;  // uid -> its node in `spec`, when that schedule is expanded
   QSet<qint64> edgeSet;
   auto addEdge = [&](int a, int b) {
@@ -125,8 +139,8 @@ GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded) {
         }
         const int index = at[i] = static_cast<int>(spec.nodes.size());
         // an input buffer an earlier schedule computed: fed by that schedule's box or node
-        if (n.kernelId < 0 && computedIn.contains(n.info.uid)) {
-          const int from = computedNode.value(n.info.uid, boxOf[computedIn.value(n.info.uid)]);
+        if (const int producer = n.kernelId < 0 ? computedBefore(n.info.uid, s) : -1; producer >= 0) {
+          const int from = computedNode.value(n.info.uid, boxOf[producer]);
           addEdge(from, index);
         }
         spec.keyIndex.insert(n.key, index);
@@ -136,7 +150,6 @@ GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded) {
       for (GraphSpecCluster& c : one.clusters) spec.clusters.push_back(std::move(c));
       for (const ts::GraphNodeInfo& n : schedule.nodes)
         if (n.kernel >= 0 && n.kernel < kernelCount) {
-          computedIn.insert(n.uid, s);
           computedNode.insert(n.uid, spec.indexOfKey(QString("n%1_k%2").arg(n.uid).arg(schedule.kernels[n.kernel].id)));
         }
       continue;
@@ -157,15 +170,13 @@ GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded) {
     spec.keyIndex.insert(box.key, index);
     spec.nodes.push_back(std::move(box));
     for (const ts::GraphNodeInfo& n : schedule.nodes) {
-      const bool computed = n.kernel >= 0 && n.kernel < kernelCount;
-      if (!computed && computedIn.contains(n.uid))
-        addEdge(computedNode.value(n.uid, boxOf[computedIn.value(n.uid)]), index);
+      const bool isComputed = n.kernel >= 0 && n.kernel < kernelCount;
+      if (const int producer = isComputed ? -1 : computedBefore(n.uid, s); producer >= 0)
+        addEdge(computedNode.value(n.uid, boxOf[producer]), index);
     }
-    for (const ts::GraphNodeInfo& n : schedule.nodes)
-      if (n.kernel >= 0 && n.kernel < kernelCount) {
-        computedIn.insert(n.uid, s);
-        computedNode.remove(n.uid);
-      }
+    if (!computedNode.isEmpty())  // an expanded schedule's node recomputed here: this box feeds its readers
+      for (const ts::GraphNodeInfo& n : schedule.nodes)
+        if (n.kernel >= 0 && n.kernel < kernelCount) computedNode.remove(n.uid);
   }
   spec.description = QString("whole run: %L1 schedules · %L2 nodes · %L3 kernels — one box per schedule "
                              "(double-click one to expand it)")
