@@ -60,8 +60,10 @@ constexpr int kCollapseAboveNodes = 400;
 // The whole run is merged only up to this many nodes in all schedules together (the merge runs on
 // the GUI thread, about 2 µs a node); beyond, the whole run is shown as its overview (runOverview).
 constexpr int kWholeRunNodeLimit = 20000;
-// Above this many boxes after collapsing, the whole run gives way to the run overview as well.
-constexpr int kWholeRunBoxLimit = 4000;
+// Above this many boxes after collapsing (kernels and input buffers), the whole run gives way to the
+// run overview as well: dot takes about 2 s for 1,500 boxes and minutes for 4,000, and a layout
+// that started cannot be stopped (a newer one waits for it).
+constexpr int kWholeRunBoxLimit = 1500;
 
 // Merges schedules [first, last) by node uid. A node computed by a kernel stays one node per
 // kernel (recomputation shows as a copy inside each kernel); a uid that later appears as an input
