@@ -14,3 +14,6 @@ done
 cmake --build build -j2 --target tensorscope_gui tensorscope-cli
 PYTHONPATH=build/python /usr/bin/python3 scripts/bench_watch.py "$@" | tee out/bench-watch.txt
 PYTHONPATH=build/python /usr/bin/python3 scripts/bench_training.py "$@" | tee out/bench-training.txt  # training steps: eager, jit, PyTorch
+# graphs of any size: a 10,000-node graph laid out and painted, the longest GUI stall (issue 15)
+cmake --build build -j2 --target test_graph_scale
+/usr/bin/python3 scripts/bench_graph.py "$@" | tee out/bench-graph.txt

@@ -39,6 +39,7 @@
 #include <QWidgetAction>
 #include <functional>
 #include <QtConcurrent/QtConcurrentRun>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -461,6 +462,7 @@ void MainWindow::connectEngine() {
   connect(layout_, &LayoutScheduler::busyChanged, graph_, &GraphPanel::setLayoutBusy);
   connect(graph_, &GraphPanel::cancelLayoutRequested, layout_, &LayoutScheduler::cancel);
   connect(graph_, &GraphPanel::unionModeChanged, this, &MainWindow::requestGraph);
+  connect(graph_, &GraphPanel::collapseChanged, this, &MainWindow::requestGraph);
   connect(graph_, &GraphPanel::directionChanged, this, &MainWindow::requestGraph);
   connect(graph_, &GraphPanel::kernelClicked, this, [this](int id) { selectKernel(id, false); });
   connect(graph_, &GraphPanel::nodeClicked, this, &MainWindow::onNodeClicked);
@@ -562,21 +564,30 @@ int MainWindow::find(const QString& query) {
   shape.remove(QRegularExpression(R"([\[\]() ])")).replace(QRegularExpression("[×,]"), "x");
   if (shape.endsWith('x')) shape.chop(1);  // "(3,)"
   if (!q.isEmpty()) {
-    for (const GraphSpecNode* node : graph_->drawnNodes()) {
-      const ts::GraphNodeInfo& info = node->info;
-      bool hit = false;
+    auto matches = [&](const ts::GraphNodeInfo& info) {
       if (line.hasMatch()) {
         const ts::SourceLocation where = model_->whereMade(info.uid);
-        hit = where.line == line.captured(1).toInt() && QString::fromStdString(where.file) == model_->scriptPath();
-      } else if (uid.hasMatch()) {
-        hit = info.uid == uid.captured(1).toULongLong();
-      } else if (isShape) {
-        hit = shapeText(info.shape) == shape;
-      } else if (!kernelId.hasMatch()) {
-        hit = QString::fromStdString(info.op).contains(q, Qt::CaseInsensitive);
+        return where.line == line.captured(1).toInt() && QString::fromStdString(where.file) == model_->scriptPath();
       }
-      if (hit)
-        findMatches_.append({node->key, -1, QString("node %%1 %2 %3").arg(info.uid).arg(QString::fromStdString(info.op),
+      if (uid.hasMatch()) return info.uid == uid.captured(1).toULongLong();
+      if (isShape) return shapeText(info.shape) == shape;
+      return !kernelId.hasMatch() && QString::fromStdString(info.op).contains(q, Qt::CaseInsensitive);
+    };
+    for (const GraphSpecNode* node : graph_->drawnNodes()) {
+      const ts::GraphNodeInfo& info = node->info;
+      if (node->collapsedNodes > 0) {  // a collapsed kernel: one match for the nodes inside that match
+        const auto inside = std::count_if(node->members.begin(), node->members.end(), matches);
+        if (inside > 0 && node->kernelId >= 0)
+          findMatches_.append({{}, node->kernelId, nullptr, -1, -1, 0,
+                               QString("kernel #%1 %2 (collapsed): %3 matching node%4 inside")
+                                   .arg(node->kernelId)
+                                   .arg(QString::fromStdString(info.op))
+                                   .arg(inside)
+                                   .arg(inside == 1 ? "" : "s")});
+        continue;
+      }
+      if (matches(info))
+        findMatches_.append({node->key, -1, nullptr, -1, -1, 0, QString("node %%1 %2 %3").arg(info.uid).arg(QString::fromStdString(info.op),
                                                                                        shapeText(info.shape))});
     }
     for (int id : model_->kernelIds()) {
@@ -584,8 +595,14 @@ int MainWindow::find(const QString& query) {
       const QString name = k ? QString::fromStdString(k->name) : QString();
       const bool hit = kernelId.hasMatch() ? id == kernelId.captured(1).toInt()
                                            : !line.hasMatch() && !uid.hasMatch() && !isShape && name.contains(q, Qt::CaseInsensitive);
-      if (hit) findMatches_.append({{}, id, QString("kernel #%1 %2").arg(id).arg(name)});
+      if (hit) findMatches_.append({{}, id, nullptr, -1, -1, 0, QString("kernel #%1 %2").arg(id).arg(name)});
     }
+    // the shown kernel's IR and source, word by word (not for "line 5", "%12" or "#3")
+    if (!line.hasMatch() && !uid.hasMatch() && !kernelId.hasMatch())
+      for (CodeView* listing : details_->findableListings())
+        for (const CodeView::Match& m : listing->findAll(q))
+          findMatches_.append({{}, details_->shownKernel(), listing, m.line, m.column, static_cast<int>(q.size()),
+                               QString("%1 line %2").arg(listing->objectName() == "ir" ? "IR" : "source").arg(m.line + 1)});
   }
   if (!findMatches_.isEmpty()) findNext(+1);
   else if (findStatus_) findStatus_->setText(q.isEmpty() ? QString() : QString("no match"));
@@ -597,7 +614,12 @@ void MainWindow::findNext(int direction) {
   const int n = static_cast<int>(findMatches_.size());
   findIndex_ = findIndex_ < 0 ? (direction > 0 ? 0 : n - 1) : ((findIndex_ + direction) % n + n) % n;
   const FindMatch& m = findMatches_[findIndex_];
-  if (m.kernelId >= 0) {
+  if (m.listing) {  // the listing of the kernel shown when Find ran (a node match may have shown another)
+    if (details_->shownKernel() != m.kernelId) selectKernel(m.kernelId, false);
+    details_->revealListing(m.listing);
+    if (auto* dock = qobject_cast<QDockWidget*>(details_->parentWidget())) dock->raise();
+    m.listing->showMatch(m.line, m.column, m.length);
+  } else if (m.kernelId >= 0) {
     selectKernel(m.kernelId, true);
   } else {
     graph_->revealNode(m.nodeKey);
@@ -899,7 +921,7 @@ void MainWindow::requestGraph() {
 }
 
 void MainWindow::rebuildGraph() {
-  GraphSpec spec = buildViewGraph(*model_, graph_->unionMode(), selectedKernel_);
+  GraphSpec spec = buildViewGraph(*model_, graph_->unionMode(), selectedKernel_, graph_->toggledKernels());
   spec.leftToRight = graph_->leftToRight();
   spec.fontScale = fontScale();
   graphSchedule_ = spec.schedule;
@@ -916,6 +938,7 @@ void MainWindow::rebuildGraph() {
                               : QString("%1 lazy node%2 (dashed): not computed yet").arg(drawn).arg(drawn == 1 ? "" : "s");
     }
   }
+  applyCollapse(spec, graph_->toggledKernels());  // a large graph: one box per kernel unless expanded
   if (spec.nodes.empty()) {
     layout_->cancel();
     graph_->clearGraph(model_->schedules().empty() ? "This run scheduled no kernels." : "The schedule has no nodes.");

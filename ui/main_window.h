@@ -27,6 +27,7 @@ class QToolBar;
 namespace tsui {
 
 class BufferInspector;
+class CodeView;
 class ConsolePanel;
 class ElidedLabel;
 class EventBrowser;
@@ -238,7 +239,9 @@ class MainWindow : public QMainWindow {
   QLabel* findStatus_ = nullptr;
   struct FindMatch {
     QString nodeKey;    // a graph node's GraphSpecNode::key, or
-    int kernelId = -1;  // a kernel
+    int kernelId = -1;  // a kernel, or
+    CodeView* listing = nullptr;  // a match in the kernel panel's listing of `kernelId` at (line, column)
+    int line = -1, column = -1, length = 0;
     QString label;
   };
   QList<FindMatch> findMatches_;

@@ -255,6 +255,89 @@ class DesktopTest : public QObject {
     QVERIFY(window.findMatchText().isEmpty());
   }
 
+  // Find over the listings: a word of the IR (after the selected pass) and of the generated source, with
+  // next / previous wrapping round, each match selected in its listing.
+  void findSearchesTheShownKernelsListings() {
+    tsui::MainWindow window;
+    QVERIFY2(runQuickstart(window), qPrintable(window.consoleText()));
+    const int last = window.model().kernelIds().back();
+    QCOMPARE(window.find("#" + QString::number(last)), 1);  // shows the kernel's IR and source
+    auto* ir = window.findChild<tsui::CodeView*>("ir");
+    auto* source = window.findChild<tsui::CodeView*>("source");
+    QVERIFY(ir && source);
+    const int inIr = static_cast<int>(ir->findAll("range.int32").size());
+    QVERIFY2(inIr >= 2, qPrintable(ir->text()));  // the global loop and the reduce loop
+    const int total = window.find("range.int32");  // no op or kernel is called that
+    QCOMPARE(total, inIr + static_cast<int>(source->findAll("range.int32").size()));
+    QVERIFY2(window.findMatchText().startsWith(QString("1 of %1 · IR line ").arg(total)), qPrintable(window.findMatchText()));
+    QCOMPARE(ir->selectedText(), QString("RANGE.int32"));
+    int line = -1, index = -1;
+    ir->getCursorPosition(&line, &index);
+    QCOMPARE(line, ir->findAll("range.int32").front().line);
+    window.findNext(+1);
+    QVERIFY(window.findMatchText().startsWith(QString("2 of %1").arg(total)));
+    int second = -1;
+    ir->getCursorPosition(&second, &index);
+    QVERIFY(second > line);
+    window.findNext(-1);
+    window.findNext(-1);  // wraps round to the last
+    QVERIFY2(window.findMatchText().startsWith(QString("%1 of %1").arg(total)), qPrintable(window.findMatchText()));
+
+    const int inSource = static_cast<int>(source->findAll("for (").size());
+    QVERIFY2(inSource >= 1, qPrintable(source->text()));
+    QCOMPARE(window.find("for ("), inSource + static_cast<int>(ir->findAll("for (").size()));
+    QVERIFY2(window.findMatchText().contains("source line"), qPrintable(window.findMatchText()));
+    QCOMPARE(source->selectedText(), QString("for ("));
+  }
+
+  // Find reaches into a collapsed kernel (a box): one match for the kernel, the nodes inside counted.
+  void findCountsTheMatchingNodesInsideACollapsedKernel() {
+    tsui::MainWindow window;
+    QVERIFY2(runQuickstart(window), qPrintable(window.consoleText()));
+    int sumKernel = -1;
+    for (const tsui::GraphSpecNode* node : window.graphPanel()->drawnNodes())
+      if (node->info.op == "SUM") sumKernel = node->kernelId;
+    QVERIFY(sumKernel >= 0);
+    const QString box = QString("k%1").arg(sumKernel);
+    window.graphPanel()->setKernelCollapsed(sumKernel, true);  // as its "−" marker does
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy() && window.graphPanel()->layout().spec &&
+                                 window.graphPanel()->layout().spec->indexOfKey(box) >= 0,
+                             30000);
+    QCOMPARE(window.clusterCount(), window.kernelCount() - 1);
+    const int found = window.find("SUM");
+    QVERIFY(found >= 1);
+    bool collapsedMatch = false;
+    for (int i = 0; i < found; ++i, window.findNext(+1))
+      if (window.findMatchText().contains(QString("kernel #%1").arg(sumKernel)) &&
+          window.findMatchText().contains("(collapsed):") && window.findMatchText().contains("matching node")) {
+        collapsedMatch = true;
+        QCOMPARE(window.selectedKernel(), sumKernel);  // selected, its box highlighted and centred
+        QCOMPARE(window.graphPanel()->highlightedKernel(), sumKernel);
+      }
+    QVERIFY2(collapsedMatch, qPrintable(window.findMatchText()));
+  }
+
+  // A match far down a listing is scrolled to the middle of the view.
+  void listingMatchIsCentred() {
+    tsui::CodeView view;
+    view.resize(600, 300);
+    view.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&view));
+    QStringList lines;
+    for (int i = 0; i < 400; ++i) lines << (i == 250 ? QString("  %%1 = EXP2 %%2  // needle").arg(i).arg(i - 1) : QString("  %%1 = ADD").arg(i));
+    view.setCode(lines.join('\n'));
+    const QList<tsui::CodeView::Match> hits = view.findAll("NEEDLE");
+    QCOMPARE(hits.size(), 1);
+    QCOMPARE(hits.front().line, 250);
+    view.showMatch(hits.front().line, hits.front().column, 6);
+    QCOMPARE(view.selectedText(), QString("needle"));
+    QVERIFY2(std::abs(view.centreLine() - 250) <= 1, qPrintable(QString::number(view.centreLine())));
+    QVERIFY(view.firstVisibleLine() > 200);
+    QCOMPARE(view.findAll("ADD").size(), 399);
+    QCOMPARE(view.findAll("ADD", 10).size(), 10);
+    QVERIFY(view.findAll({}).isEmpty());
+  }
+
   // File ▸ Export: the graph as DOT (one cluster per kernel) and PNG (2x is twice 1x), the listings as text.
   void exportsTheGraphAsDotAndPngAndTheListingsAsText() {
     tsui::MainWindow window;

@@ -1,6 +1,7 @@
 #include "core/graph_spec.h"
 
 #include <QSet>
+#include <algorithm>
 
 #include "core/op_palette.h"
 #include "core/run_model.h"
@@ -66,36 +67,193 @@ GraphSpec mergeSchedules(const std::vector<ts::ScheduleEvent>& schedules, int fi
   return spec;
 }
 
-GraphSpec buildViewGraph(const RunModel& model, bool unionMode, int focusKernelId) {
+GraphSpec buildViewGraph(const RunModel& model, bool wholeRun, int focusKernelId, const QSet<int>& toggled) {
   const auto& schedules = model.schedules();
   const int count = static_cast<int>(schedules.size());
   if (count == 0) return {};
-  bool tooLarge = false;
-  // Merging only removes nodes, so the sum of the schedules' sizes bounds the merged size; far
-  // above the limit, the merge (run on every new schedule) is not worth trying.
-  if (unionMode && model.totalNodeCount() > 4 * kUnionNodeLimit) {
-    tooLarge = true;
-  } else if (unionMode) {
+  if (wholeRun && model.totalNodeCount() > kWholeRunNodeLimit) {
+    return runOverview(model, toggled);
+  } else if (wholeRun) {
     GraphSpec merged = mergeSchedules(schedules, 0, count);
-    if (static_cast<int>(merged.nodes.size()) <= kUnionNodeLimit) {
-      merged.description = count == 1 ? QString("1 schedule") : QString("all %1 schedules").arg(count);
-      merged.description += QString(" · %1 nodes · %2 kernels").arg(merged.nodes.size()).arg(merged.clusters.size());
+    int boxes = static_cast<int>(merged.clusters.size());
+    for (const GraphSpecNode& n : merged.nodes) boxes += n.kernelId < 0;
+    if (boxes <= kWholeRunBoxLimit || static_cast<int>(merged.nodes.size()) <= kCollapseAboveNodes) {
+      merged.description = count == 1 ? QString("1 schedule") : QString("whole run: %1 schedules").arg(count);
+      merged.description += QString(" · %L1 nodes · %L2 kernels").arg(merged.nodes.size()).arg(merged.clusters.size());
       return merged;
     }
-    tooLarge = true;
+    return runOverview(model, toggled);
   }
   int s = model.scheduleOfKernel(focusKernelId);
   if (s < 0) s = count - 1;
   GraphSpec one = mergeSchedules(schedules, s, s + 1);
   one.schedule = s;
-  one.description = QString("schedule %1 of %2 · %3 nodes · %4 kernels")
+  one.description = QString("schedule %1 of %2 · %L3 nodes · %L4 kernels")
                         .arg(s + 1)
                         .arg(count)
                         .arg(one.nodes.size())
                         .arg(one.clusters.size());
-  if (tooLarge && count > 1)
-    one.description += QString(" — all schedules together exceed %1 nodes").arg(kUnionNodeLimit);
   return one;
+}
+
+GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded) {
+  const auto& schedules = model.schedules();
+  const int count = static_cast<int>(schedules.size());
+  GraphSpec spec;
+  // (uid, schedule) of every computed node, sorted: the schedule before `t` that computed a uid is a
+  // binary search (a hash of 250,000 uids costs twice the time, on the GUI thread)
+  std::vector<std::pair<uint64_t, int>> computed;
+  computed.reserve(model.totalNodeCount());
+  for (int s = 0; s < count; ++s) {
+    const int kernelCount = static_cast<int>(schedules[s].kernels.size());
+    for (const ts::GraphNodeInfo& n : schedules[s].nodes)
+      if (n.kernel >= 0 && n.kernel < kernelCount) computed.emplace_back(n.uid, s);
+  }
+  std::sort(computed.begin(), computed.end());
+  auto computedBefore = [&computed](uint64_t uid, int t) {  // the latest schedule < t computing uid; -1: none
+    auto it = std::lower_bound(computed.begin(), computed.end(), std::pair<uint64_t, int>(uid, t));
+    return it != computed.begin() && (--it)->first == uid ? it->second : -1;
+  };
+  QHash<quint64, int> computedNode;  // uid -> its node in `spec`, when that schedule is expanded
+  QSet<qint64> edgeSet;
+  auto addEdge = [&](int a, int b) {
+    if (a < 0 || b < 0 || a == b || edgeSet.contains((qint64(a) << 32) | b)) return;
+    edgeSet.insert((qint64(a) << 32) | b);
+    spec.edges.emplace_back(a, b);
+  };
+  std::vector<int> boxOf(count, -1);
+  int kernels = 0, shownSchedules = 0;
+  for (int s = 0; s < count; ++s) {
+    const ts::ScheduleEvent& schedule = schedules[s];
+    const int kernelCount = static_cast<int>(schedule.kernels.size());
+    kernels += kernelCount;
+    if (expanded.contains(scheduleToggleId(s))) {
+      ++shownSchedules;
+      GraphSpec one = mergeSchedules(schedules, s, s + 1);
+      std::vector<int> at(one.nodes.size());  // one's node -> spec's (an input two schedules read is one node)
+      for (size_t i = 0; i < one.nodes.size(); ++i) {
+        GraphSpecNode& n = one.nodes[i];
+        if (const int existing = spec.indexOfKey(n.key); existing >= 0) {
+          at[i] = existing;
+          continue;
+        }
+        const int index = at[i] = static_cast<int>(spec.nodes.size());
+        // an input buffer an earlier schedule computed: fed by that schedule's box or node
+        if (const int producer = n.kernelId < 0 ? computedBefore(n.info.uid, s) : -1; producer >= 0) {
+          const int from = computedNode.value(n.info.uid, boxOf[producer]);
+          addEdge(from, index);
+        }
+        spec.keyIndex.insert(n.key, index);
+        spec.nodes.push_back(std::move(n));
+      }
+      for (auto [a, b] : one.edges) addEdge(at[a], at[b]);
+      for (GraphSpecCluster& c : one.clusters) spec.clusters.push_back(std::move(c));
+      for (const ts::GraphNodeInfo& n : schedule.nodes)
+        if (n.kernel >= 0 && n.kernel < kernelCount) {
+          computedNode.insert(n.uid, spec.indexOfKey(QString("n%1_k%2").arg(n.uid).arg(schedule.kernels[n.kernel].id)));
+        }
+      continue;
+    }
+    GraphSpecNode box;
+    box.key = QString("s%1").arg(s);
+    box.scheduleBox = s;
+    box.collapsedNodes = static_cast<int>(schedule.nodes.size());
+    box.info.op = QString("schedule %1").arg(s + 1).toStdString();
+    box.info.op_class = "kernel";
+    box.label = QString("schedule %1\n%L2 kernel%3 · %L4 nodes")
+                    .arg(s + 1)
+                    .arg(kernelCount)
+                    .arg(kernelCount == 1 ? "" : "s")
+                    .arg(schedule.nodes.size());
+    const int index = static_cast<int>(spec.nodes.size());
+    boxOf[s] = index;
+    spec.keyIndex.insert(box.key, index);
+    spec.nodes.push_back(std::move(box));
+    for (const ts::GraphNodeInfo& n : schedule.nodes) {
+      const bool isComputed = n.kernel >= 0 && n.kernel < kernelCount;
+      if (const int producer = isComputed ? -1 : computedBefore(n.uid, s); producer >= 0)
+        addEdge(computedNode.value(n.uid, boxOf[producer]), index);
+    }
+    if (!computedNode.isEmpty())  // an expanded schedule's node recomputed here: this box feeds its readers
+      for (const ts::GraphNodeInfo& n : schedule.nodes)
+        if (n.kernel >= 0 && n.kernel < kernelCount) computedNode.remove(n.uid);
+  }
+  spec.description = QString("whole run: %L1 schedules · %L2 nodes · %L3 kernels — one box per schedule "
+                             "(double-click one to expand it)")
+                         .arg(count)
+                         .arg(model.totalNodeCount())
+                         .arg(kernels);
+  if (shownSchedules > 0) spec.description += QString(" · %1 expanded").arg(shownSchedules);
+  return spec;
+}
+
+int applyCollapse(GraphSpec& spec, const QSet<int>& toggled) {
+  const int total = static_cast<int>(spec.nodes.size());
+  const bool byDefault = total > kCollapseAboveNodes;
+  QSet<int> collapsed;
+  for (const GraphSpecCluster& c : spec.clusters)
+    if (byDefault != toggled.contains(c.kernelId)) collapsed.insert(c.kernelId);
+  spec.collapseByDefault = byDefault;
+  spec.fullNodeCount = total;
+  spec.collapsedKernels.clear();
+  if (collapsed.isEmpty()) return 0;
+
+  GraphSpec out;
+  out.description = spec.description;
+  out.schedule = spec.schedule;
+  out.leftToRight = spec.leftToRight;
+  out.fontScale = spec.fontScale;
+  out.fullNodeCount = total;
+  out.collapseByDefault = byDefault;
+  QHash<int, QString> names;
+  QHash<int, int> sizes;
+  for (const GraphSpecCluster& c : spec.clusters) names.insert(c.kernelId, c.name);
+  for (const GraphSpecNode& n : spec.nodes) sizes[n.kernelId] += 1;
+
+  std::vector<int> newIndex(spec.nodes.size(), -1);
+  QHash<int, int> boxOfKernel;
+  for (int i = 0; i < total; ++i) {
+    GraphSpecNode& n = spec.nodes[i];
+    if (!collapsed.contains(n.kernelId)) {
+      newIndex[i] = static_cast<int>(out.nodes.size());
+      out.keyIndex.insert(n.key, newIndex[i]);
+      out.nodes.push_back(std::move(n));
+      continue;
+    }
+    auto box = boxOfKernel.find(n.kernelId);
+    if (box == boxOfKernel.end()) {
+      GraphSpecNode b;
+      b.key = QString("k%1").arg(n.kernelId);
+      b.kernelId = n.kernelId;
+      b.collapsedNodes = sizes.value(n.kernelId);
+      b.info.op = names.value(n.kernelId).toStdString();
+      b.info.op_class = "kernel";
+      b.info.dtype = n.info.dtype;
+      b.info.shape = n.info.shape;
+      b.label = QString("%1\n%L2 node%3").arg(names.value(n.kernelId)).arg(b.collapsedNodes).arg(b.collapsedNodes == 1 ? "" : "s");
+      box = boxOfKernel.insert(n.kernelId, static_cast<int>(out.nodes.size()));
+      out.keyIndex.insert(b.key, *box);
+      out.nodes.push_back(std::move(b));
+    }
+    GraphSpecNode& b = out.nodes[*box];
+    b.members.push_back(std::move(n.info));
+    b.info.shape = n.info.shape;  // the kernel's last node: usually what it stores
+    newIndex[i] = *box;
+  }
+  QSet<qint64> seen;
+  for (auto [src, dst] : spec.edges) {
+    const int a = newIndex[src], b = newIndex[dst];
+    if (a < 0 || b < 0 || a == b || seen.contains((qint64(a) << 32) | b)) continue;
+    seen.insert((qint64(a) << 32) | b);
+    out.edges.emplace_back(a, b);
+  }
+  for (const GraphSpecCluster& c : spec.clusters)
+    if (collapsed.contains(c.kernelId)) out.collapsedKernels.push_back(c.kernelId);
+    else out.clusters.push_back(c);
+  const int n = static_cast<int>(out.collapsedKernels.size());
+  out.description += QString(" · %L1 kernel%2 collapsed (double-click one to expand)").arg(n).arg(n == 1 ? "" : "s");
+  spec = std::move(out);
+  return n;
 }
 
 int addLazyGraph(GraphSpec& spec, const RunModel& model, const std::vector<uint64_t>& pending,
@@ -148,6 +306,13 @@ QByteArray nodeStatement(const GraphSpecNode& n) {
   const QByteArray look = n.lazy ? QByteArray(", style=\"rounded,filled,dashed\", color=\"#8a8a8a\"")
                           : n.realized ? QByteArray(", penwidth=2.2")
                                        : QByteArray();
+  if (n.collapsedNodes > 0) {  // a collapsed kernel: one box in the kernels' colours
+    return "    " + quoted(n.key) + " [label=" + quoted(n.label) + ", fillcolor=\"" + kernelFillColor().name().toLatin1() +
+           "\", color=\"" + kernelBorderColor().name().toLatin1() + "\", penwidth=1.4, fontname=\"Helvetica-Bold\", margin=\"0.24,0.05\", tooltip=" +
+           quoted(n.scheduleBox >= 0 ? QString(n.label).replace('\n', ": ")
+                                     : QString("kernel #%1 %2: %L3 nodes").arg(n.kernelId).arg(QString::fromStdString(n.info.op)).arg(n.collapsedNodes)) +
+           ", id=" + quoted(n.key) + "];\n";
+  }
   const QColor fill = n.lazy ? QColor(0xec, 0xec, 0xec) : opClassColor(QString::fromStdString(n.info.op_class));
   return "    " + quoted(n.key) + " [label=" + quoted(n.label) + ", fillcolor=\"" + fill.name().toLatin1() + "\"" +
          look + ", tooltip=" + quoted(tooltip) + ", id=" + quoted(n.key) + "];\n";

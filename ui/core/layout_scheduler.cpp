@@ -75,18 +75,19 @@ void LayoutScheduler::startJob() {
   (void)QtConcurrent::run(&pool_, [this, spec, generation] {
     if (generation != generation_) return;  // a newer graph arrived while this one waited
     GraphLayout layout = layoutGraph(spec);
+    QByteArray shape = shapeOf(*spec);  // here, not on the GUI thread: a few ms for 10,000 nodes
     QMetaObject::invokeMethod(
-        this, [this, generation, layout] { deliver(generation, layout); }, Qt::QueuedConnection);
+        this, [this, generation, layout, shape] { deliver(generation, layout, shape); }, Qt::QueuedConnection);
   });
 }
 
-void LayoutScheduler::deliver(quint64 generation, const GraphLayout& layout) {
+void LayoutScheduler::deliver(quint64 generation, const GraphLayout& layout, const QByteArray& shape) {
   if (generation == awaited_) awaited_ = 0;
   // Only the newest request is shown: an older graph would flash before the newer one replaces it.
   if (generation != generation_) return setBusy(isBusy());
   if (layout.error.isEmpty()) {
     last_ = layout;
-    lastShape_ = shapeOf(*layout.spec);
+    lastShape_ = shape;
   }
   Q_EMIT laidOut(layout);
   setBusy(isBusy());

@@ -39,7 +39,7 @@ class LayoutScheduler : public QObject {
 
  private:
   void startJob();
-  void deliver(quint64 generation, const GraphLayout& layout);
+  void deliver(quint64 generation, const GraphLayout& layout, const QByteArray& shape);
   void setBusy(bool busy);
   static QByteArray shapeOf(const GraphSpec& spec);
 

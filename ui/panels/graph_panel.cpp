@@ -5,8 +5,12 @@
 #include <QGraphicsScene>
 #include <QGraphicsSimpleTextItem>
 #include <QHBoxLayout>
+#include <QDateTime>
+#include <QElapsedTimer>
 #include <QLabel>
+#include <QMenu>
 #include <QPainter>
+#include <QProgressBar>
 #include <QTimer>
 #include <QToolButton>
 #include <QVBoxLayout>
@@ -15,6 +19,7 @@
 #include "core/op_palette.h"
 #include "panels/graph_scene_items.h"
 #include "widgets/elided_label.h"
+#include "widgets/minimap.h"
 #include "widgets/zoomable_view.h"
 
 namespace tsui {
@@ -59,12 +64,18 @@ GraphPanel::GraphPanel(QWidget* parent)
       description_(new ElidedLabel),
       status_(new QLabel),
       cancel_(new QToolButton),
-      union_(new QCheckBox("All schedules")),
+      union_(new QCheckBox("Whole run")),
       direction_(new QToolButton) {
+  // Items are static once laid out; a linear scan of 20,000 bounding boxes per paint costs less
+  // than rebuilding a BSP tree on the GUI thread after every layout.
+  scene_->setItemIndexMethod(QGraphicsScene::NoIndex);
   view_->setScene(scene_);
   // Fixed overlays (legend, "laying out…") sit on top of the view; a full repaint on scroll
   // keeps the scene behind them clean.
   view_->setViewportUpdateMode(QGraphicsView::FullViewportUpdate);
+  // Every item sets the pen, brush, font and antialiasing it paints with: saving and restoring the
+  // painter around each of 20,000 items is the view's largest cost on a big graph.
+  view_->setOptimizationFlags(QGraphicsView::DontSavePainterState | QGraphicsView::DontAdjustForAntialiasing);
 
   description_->setStyleSheet("font-weight: 600;");
   status_->setStyleSheet("color: #b45309;");
@@ -72,11 +83,27 @@ GraphPanel::GraphPanel(QWidget* parent)
   cancel_->setToolTip("Stop waiting for this layout (graphviz finishes in the background; its result is dropped)");
   cancel_->hide();
   union_->setChecked(true);
-  union_->setToolTip(QString("Merge every schedule of the run into one graph (up to %1 nodes)").arg(kUnionNodeLimit));
+  union_->setToolTip(QString("Show the whole run: every schedule merged into one graph (above %1 nodes each kernel "
+                             "is one box: double-click it to expand it); unchecked, the selected kernel's schedule")
+                         .arg(kCollapseAboveNodes));
   direction_->setText("Left to right");
   direction_->setCheckable(true);
   direction_->setChecked(true);
   direction_->setToolTip("Lay the graph out from left to right (wide windows) instead of top to bottom");
+  auto* kernelsMenu = new QMenu(this);
+  kernelsMenu->addAction("Collapse All Kernels", this, [this] { setAllKernelsCollapsed(true); });
+  kernelsMenu->addAction("Expand All Kernels", this, [this] { setAllKernelsCollapsed(false); });
+  auto* kernels = new QToolButton;
+  kernels->setText("Kernels");
+  kernels->setMenu(kernelsMenu);
+  kernels->setPopupMode(QToolButton::InstantPopup);
+  kernels->setToolTip("Draw every kernel as one box, or every kernel's nodes (a large graph takes a while to lay out)");
+  busyBar_ = new QProgressBar;
+  busyBar_->setRange(0, 0);  // busy: no known end
+  busyBar_->setFixedWidth(70);
+  busyBar_->setMaximumHeight(12);
+  busyBar_->setTextVisible(false);
+  busyBar_->hide();
   auto* fit = new QToolButton;
   fit->setText("Fit");
   fit->setToolTip("Fit the graph to the view (Ctrl+0)");
@@ -84,10 +111,12 @@ GraphPanel::GraphPanel(QWidget* parent)
   auto* header = new QHBoxLayout;
   header->setContentsMargins(6, 3, 6, 3);
   header->addWidget(description_, 1);
+  header->addWidget(busyBar_);
   header->addWidget(status_);
   header->addWidget(cancel_);
   header->addSpacing(12);
   header->addWidget(union_);
+  header->addWidget(kernels);
   header->addWidget(direction_);
   header->addWidget(fit);
   auto* layout = new QVBoxLayout(this);
@@ -109,8 +138,16 @@ GraphPanel::GraphPanel(QWidget* parent)
   busyDelay_->setSingleShot(true);
   busyDelay_->setInterval(250);
   connect(busyDelay_, &QTimer::timeout, this, [this] { showBusy(true); });
+  busyTick_ = new QTimer(this);
+  busyTick_->setInterval(200);
+  connect(busyTick_, &QTimer::timeout, this, [this] {
+    status_->setText(QString("laying out… %1 s").arg((QDateTime::currentMSecsSinceEpoch() - busySinceMs_) / 1000.0, 0, 'f', 1));
+  });
+  minimap_ = new Minimap(view_, view_);
+  connect(minimap_, &Minimap::moved, view_, &ZoomableView::markNavigated);
 
   connect(view_, &ZoomableView::clicked, this, &GraphPanel::onClicked);
+  connect(view_, &ZoomableView::doubleClicked, this, &GraphPanel::onDoubleClicked);
   connect(fit, &QToolButton::clicked, this, &GraphPanel::fitGraph);
   connect(cancel_, &QToolButton::clicked, this, &GraphPanel::cancelLayoutRequested);
   connect(union_, &QCheckBox::toggled, this, &GraphPanel::unionModeChanged);
@@ -119,12 +156,15 @@ GraphPanel::GraphPanel(QWidget* parent)
   applyThemeColours();
 }
 
+GraphPanel::~GraphPanel() = default;
+
 void GraphPanel::applyThemeColours() {
   view_->setBackgroundBrush(sceneColours().background);
   const bool shown = !legend_->isHidden();
   delete legend_;  // its swatches are pixmaps: drawn again in the theme's colours
   legend_ = makeLegend(view_);
   legend_->setVisible(shown);
+  updateMinimap();
   placeOverlays();
   scene_->update();
 }
@@ -141,9 +181,15 @@ void GraphPanel::placeOverlays() {
   const QRect area = view_->viewport()->geometry();
   legend_->move(area.left() + 8, area.bottom() - legend_->height() - 8);
   busyOverlay_->move(area.center().x() - busyOverlay_->width() / 2, area.top() + 10);
+  minimap_->setMaxSide(std::clamp(std::min(area.width(), area.height()) / 4, 60, 220));
+  minimap_->move(area.right() - minimap_->width() - 8, area.top() + 8);
+  minimap_->raise();
 }
 
 void GraphPanel::clearGraph(const QString& message) {
+  populateGeneration_ = 0;
+  view_->viewport()->setUpdatesEnabled(true);
+  minimap_->clear();
   scene_->clear();
   clusters_.clear();
   nodes_.clear();
@@ -163,7 +209,10 @@ void GraphPanel::setLayoutBusy(bool busy) {
   // Most layouts take a few milliseconds; saying "laying out…" only for the slow ones keeps the
   // header from flickering while a training loop streams schedules.
   if (busy) {
-    if (!busyDelay_->isActive() && !busyOverlay_->isVisible()) busyDelay_->start();
+    if (!busyDelay_->isActive() && !busyOverlay_->isVisible()) {
+      busySinceMs_ = QDateTime::currentMSecsSinceEpoch();
+      busyDelay_->start();
+    }
     return;
   }
   busyDelay_->stop();
@@ -172,16 +221,21 @@ void GraphPanel::setLayoutBusy(bool busy) {
 
 void GraphPanel::showBusy(bool busy) {
   status_->setText(busy ? "laying out…" : QString());
+  busyBar_->setVisible(busy);
+  if (busy) busyTick_->start();
+  else busyTick_->stop();
   cancel_->setVisible(busy);
   busyOverlay_->setVisible(busy);
   placeOverlays();
 }
 
 void GraphPanel::showLayout(const GraphLayout& layout) {
-  const bool keepView = view_->userNavigated() && !layout_.nodes.empty();
+  keepView_ = view_->userNavigated() && !layout_.nodes.empty();
+  populateGeneration_ = 0;
   scene_->clear();
   clusters_.clear();
   nodes_.clear();
+  minimap_->clear();
   layout_ = layout;
   if (!layout.error.isEmpty()) {
     auto* text = scene_->addSimpleText("Layout failed: " + layout.error);
@@ -190,32 +244,129 @@ void GraphPanel::showLayout(const GraphLayout& layout) {
     return;
   }
   legend_->show();
-  for (const LaidOutCluster& c : layout.clusters) {
-    auto* item = new ClusterItem(c.kernelId, c.label, c.rect, c.labelRect, layout.spec->fontScale);
-    scene_->addItem(item);
-    clusters_.insert(c.kernelId, item);
-  }
-  for (const LaidOutEdge& e : layout.edges) scene_->addItem(new EdgeItem(e.path, e.arrowhead));
-  for (const LaidOutNode& n : layout.nodes) {
-    const GraphSpecNode& spec = layout.spec->nodes[n.index];
-    auto* item = new NodeItem(spec, n.index, n.rect, layout.spec->fontScale);
-    scene_->addItem(item);
-    nodes_.insert(spec.key, item);
-  }
   scene_->setSceneRect(layout.bounds.adjusted(-20, -20, 20, 40));  // room for the legend below
-  if (!keepView) view_->fitAll();
+  populated_ = 0;
+  pendingEdges_.reset();
+  populateGeneration_ = ++populateCounter_;
+  const size_t items = layout.clusters.size() + layout.nodes.size() + layout.edges.size();
+  if (items <= static_cast<size_t>(kSyncItems)) return populate(populateGeneration_);
+  // The view keeps its last picture until the scene is complete: a repaint after every slice would
+  // cost more than the slice (each one paints everything added so far).
+  view_->viewport()->setUpdatesEnabled(false);
+  QTimer::singleShot(1, this, [this, generation = populateGeneration_] { populate(generation); });
+}
+
+void GraphPanel::populate(quint64 generation) {
+  if (generation != populateGeneration_) return;  // a newer layout replaced this one
+  const GraphLayout& layout = layout_;
+  // the edges are one item (EdgeLayerItem), filled edge by edge and added last: a QGraphicsItem
+  // each would double the items the scene processes and paints
+  const size_t clusters = layout.clusters.size(), nodes = layout.nodes.size(), edges = layout.edges.size();
+  const size_t total = clusters + nodes + edges;
+  if (!pendingEdges_) pendingEdges_ = std::make_unique<EdgeLayerItem>();
+  const bool sliced = total > static_cast<size_t>(kSyncItems);
+  QElapsedTimer slice;
+  slice.start();
+  while (populated_ < total) {
+    const size_t i = populated_++;
+    if (i < clusters) {
+      const LaidOutCluster& c = layout.clusters[i];
+      auto* item = new ClusterItem(c.kernelId, c.label, c.rect, c.labelRect, layout.spec->fontScale);
+      scene_->addItem(item);
+      clusters_.insert(c.kernelId, item);
+    } else if (i < clusters + nodes) {
+      const LaidOutNode& n = layout.nodes[i - clusters];
+      const GraphSpecNode& spec = layout.spec->nodes[n.index];
+      auto* item = new NodeItem(spec, n.index, n.rect, layout.spec->fontScale);
+      scene_->addItem(item);
+      nodes_.insert(spec.key, item);
+    } else {
+      const LaidOutEdge& e = layout.edges[i - clusters - nodes];
+      pendingEdges_->add(e.path, e.arrowhead);
+    }
+    if (i == clusters + nodes / 8 && !keepView_) view_->fitAll();  // the first boxes show where the graph is
+    if (sliced && (i & 63) == 0 && slice.elapsed() >= kSliceMs) {
+      status_->setText(QString("drawing… %1 %").arg(100 * populated_ / total));
+      // a timer, not a posted call: the posted events of this slice (the scene's bookkeeping, the
+      // repaint) and the next slice must not run back to back without the event loop in between
+      QTimer::singleShot(1, this, [this, generation] { populate(generation); });
+      return;
+    }
+  }
+  scene_->addItem(pendingEdges_.release());
+  if (sliced && slice.elapsed() >= kSliceMs / 2)  // the minimap and the highlights in a slice of their own
+    return QTimer::singleShot(1, this, [this, generation] {
+      if (generation == populateGeneration_) finishPopulating();
+    });
+  finishPopulating();
+}
+
+void GraphPanel::finishPopulating() {
+  populateGeneration_ = 0;
+  view_->viewport()->setUpdatesEnabled(true);
+  if (!busyOverlay_->isVisible()) status_->clear();
+  if (!keepView_) view_->fitAll();
   highlightKernel(highlightedKernel_, false);
   highlightNode(highlightedNode_);
   markNodes(markedUids_);
+  updateMinimap();
+  if (centreKernel_ >= 0) {  // the kernel just expanded or collapsed stays in view
+    if (QGraphicsItem* item = clusters_.value(centreKernel_)) view_->centerOn(item);
+    else if (QGraphicsItem* box = nodes_.value(QString("k%1").arg(centreKernel_))) view_->centerOn(box);
+  }
+  centreKernel_ = -1;
+  placeOverlays();
+}
+
+void GraphPanel::updateMinimap() {
+  if (layout_.nodes.empty() || !layout_.spec) return minimap_->clear();
+  std::vector<Minimap::Box> boxes;
+  boxes.reserve(layout_.clusters.size() + layout_.nodes.size());
+  const SceneColours& colours = sceneColours();
+  for (const LaidOutCluster& c : layout_.clusters) boxes.push_back({c.rect, colours.clusterFill, colours.clusterBorder});
+  for (const LaidOutNode& n : layout_.nodes) {
+    const GraphSpecNode& node = layout_.spec->nodes[n.index];
+    const QColor fill = node.collapsedNodes > 0 ? colours.clusterBorder
+                        : node.lazy            ? QColor(0xc0, 0xc0, 0xc0)
+                                               : opClassColor(QString::fromStdString(node.info.op_class)).darker(115);
+    boxes.push_back({n.rect, fill, Qt::transparent});
+  }
+  minimap_->setContent(scene_->sceneRect(), std::move(boxes));
+  placeOverlays();
+}
+
+void GraphPanel::setKernelCollapsed(int kernelId, bool collapsed) {
+  // schedules (negative ids) are collapsed unless expanded; kernels follow the graph's default
+  const bool byDefault = kernelId < 0 || (layout_.spec && layout_.spec->collapseByDefault);
+  if (collapsed == byDefault) toggledKernels_.remove(kernelId);
+  else toggledKernels_.insert(kernelId);
+  centreKernel_ = kernelId;
+  Q_EMIT collapseChanged();
+}
+
+void GraphPanel::setAllKernelsCollapsed(bool collapsed) {
+  toggledKernels_.clear();
+  const bool byDefault = layout_.spec && layout_.spec->collapseByDefault;
+  if (collapsed != byDefault && layout_.spec) {
+    for (const GraphSpecCluster& c : layout_.spec->clusters) toggledKernels_.insert(c.kernelId);
+    for (int id : layout_.spec->collapsedKernels) toggledKernels_.insert(id);
+  }
+  Q_EMIT collapseChanged();
 }
 
 void GraphPanel::highlightKernel(int kernelId, bool centre) {
   if (ClusterItem* old = clusters_.value(highlightedKernel_)) old->setHighlighted(false);
+  if (NodeItem* old = nodes_.value(QString("k%1").arg(highlightedKernel_))) old->setHighlighted(false);
   highlightedKernel_ = kernelId;
-  ClusterItem* item = clusters_.value(kernelId);
-  if (!item) return;
-  item->setHighlighted(true);
-  if (centre) view_->centerOn(item);
+  QGraphicsItem* shown = nullptr;
+  if (ClusterItem* item = clusters_.value(kernelId)) {
+    item->setHighlighted(true);
+    shown = item;
+  } else if (NodeItem* box = nodes_.value(QString("k%1").arg(kernelId))) {  // a collapsed kernel
+    box->setHighlighted(true);
+    shown = box;
+  }
+  if (shown && centre) view_->centerOn(shown);
 }
 
 void GraphPanel::highlightNode(const QString& key) {
@@ -228,7 +379,10 @@ int GraphPanel::markNodes(const QSet<quint64>& uids) {
   markedUids_ = uids;
   int marked = 0;
   for (NodeItem* item : nodes_) {
-    const bool on = layout_.spec && uids.contains(layout_.spec->nodes[item->index()].info.uid);
+    if (!layout_.spec) break;
+    const GraphSpecNode& node = layout_.spec->nodes[item->index()];
+    bool on = uids.contains(node.info.uid) && node.collapsedNodes == 0;
+    for (size_t m = 0; !on && m < node.members.size(); ++m) on = uids.contains(node.members[m].uid);
     item->setMarked(on);
     marked += on;
   }
@@ -272,6 +426,12 @@ void GraphPanel::onClicked(const QPointF& scenePos) {
     if (item->type() == NodeItem::Type) {
       auto* node = static_cast<NodeItem*>(item);
       const GraphSpecNode& spec = layout_.spec->nodes[node->index()];
+      if (node->collapsed()) {  // a kernel (or a schedule) as one box: select the kernel; its "+" expands it
+        highlightNode({});
+        if (node->kernelId() >= 0) Q_EMIT kernelClicked(node->kernelId());
+        if (node->markerRect().contains(scenePos)) setKernelCollapsed(node->toggleId(), false);
+        return;
+      }
       highlightNode(spec.key);
       Q_EMIT nodeClicked(spec);
       return;
@@ -280,6 +440,23 @@ void GraphPanel::onClicked(const QPointF& scenePos) {
   }
   highlightNode({});
   if (cluster) Q_EMIT kernelClicked(cluster->kernelId());
+  if (cluster && cluster->markerRect().contains(scenePos)) setKernelCollapsed(cluster->kernelId(), true);
+}
+
+void GraphPanel::onDoubleClicked(const QPointF& scenePos) {
+  // A collapsed kernel expands; a double-click on a cluster's frame (not on a node in it) collapses it.
+  for (QGraphicsItem* item : scene_->items(scenePos)) {
+    if (item->type() == NodeItem::Type) {
+      auto* node = static_cast<NodeItem*>(item);
+      if (node->collapsed() && !node->markerRect().contains(scenePos)) setKernelCollapsed(node->toggleId(), false);
+      return;
+    }
+    if (item->type() == ClusterItem::Type) {
+      auto* cluster = static_cast<ClusterItem*>(item);
+      if (!cluster->markerRect().contains(scenePos)) setKernelCollapsed(cluster->kernelId(), true);
+      return;
+    }
+  }
 }
 
 }  // namespace tsui

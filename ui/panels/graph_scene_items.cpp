@@ -2,7 +2,6 @@
 
 #include <QPainter>
 #include <algorithm>
-#include <QPainterPathStroker>
 #include <QStyleOptionGraphicsItem>
 
 #include "core/graph_spec.h"
@@ -22,7 +21,23 @@ QFont sceneFont(double pixelSize, bool bold = false, bool monospace = false) {
   return font;
 }
 
+void drawMarker(QPainter* painter, const QRectF& box, bool plus, const QColor& colour) {
+  const QRectF r = expandMarkerRect(box);
+  painter->setPen(QPen(colour, 1));
+  painter->setBrush(Qt::white);
+  painter->drawRect(r);
+  const QPointF c = r.center();
+  const double arm = r.width() * 0.3;
+  painter->drawLine(QPointF(c.x() - arm, c.y()), QPointF(c.x() + arm, c.y()));
+  if (plus) painter->drawLine(QPointF(c.x(), c.y() - arm), QPointF(c.x(), c.y() + arm));
+}
+
 }  // namespace
+
+QRectF expandMarkerRect(const QRectF& box) {
+  const double side = std::clamp(box.height() * 0.4, 8.0, 12.0);
+  return QRectF(box.right() - side - 3, box.top() + 3, side, side);
+}
 
 NodeItem::NodeItem(const GraphSpecNode& node, int index, const QRectF& rect, double fontScale)
     : rect_(rect),
@@ -34,7 +49,22 @@ NodeItem::NodeItem(const GraphSpecNode& node, int index, const QRectF& rect, dou
       fontScale_(fontScale),
       lazy_(node.lazy),
       realized_(node.realized) {
+  collapsed_ = node.collapsedNodes;
+  toggleId_ = node.scheduleBox >= 0 ? scheduleToggleId(node.scheduleBox) : node.kernelId;
   if (lazy_) fill_ = QColor(0xec, 0xec, 0xec);
+  if (collapsed_ > 0) {
+    fill_ = sceneColours().clusterFill;
+    shape_ = QString("%L1 node%2").arg(collapsed_).arg(collapsed_ == 1 ? "" : "s");
+    if (node.scheduleBox >= 0) {  // a schedule: "12 kernels · 1,234 nodes" under its name
+      shape_ = node.label.section('\n', 1);
+      setToolTip(QString("<b>%1</b><br>%2<br><i>double-click or click + to expand</i>").arg(op_, shape_));
+    } else setToolTip(QString("<b>kernel #%1 %2</b><br>%3 fused into one kernel<br><i>double-click or click + to expand</i>")
+                   .arg(kernelId_)
+                   .arg(op_.toHtmlEscaped(), shape_));
+    setAcceptHoverEvents(true);
+    setZValue(2);
+    return;
+  }
   setAcceptHoverEvents(true);
   setZValue(2);
   QString tip = QString("<b>%1</b> %2 %3").arg(op_, shape_, QString::fromStdString(node.info.dtype));
@@ -58,6 +88,15 @@ void NodeItem::setHighlighted(bool on) {
 QRectF NodeItem::boundingRect() const { return rect_.adjusted(-3, -3, 3, 3); }
 
 void NodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) {
+  const bool detail = option->levelOfDetailFromTransform(painter->worldTransform()) >= kDetailLod;
+  if (!detail) {  // zoomed out: a plain rectangle, no text, no antialiasing
+    painter->setRenderHint(QPainter::Antialiasing, false);
+    painter->setPen(highlighted_ || marked_ ? QPen(highlighted_ ? selectionColor() : QColor(0xff, 0x9f, 0x1c), 0)
+                                            : QPen(sceneColours().nodeBorder, 0));
+    painter->setBrush(fill_);
+    painter->drawRect(rect_);
+    return;
+  }
   painter->setRenderHint(QPainter::Antialiasing);
   if (marked_) {  // made by the editor's line: an orange halo under the box
     painter->setPen(Qt::NoPen);
@@ -70,8 +109,18 @@ void NodeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, 
   painter->setPen(pen);
   painter->setBrush(hovered_ ? fill_.lighter(108) : fill_);
   painter->drawRoundedRect(rect_, 4, 4);
-  // Below ~3-pixel letters text is noise, and shaping it is what makes big graphs slow to pan.
-  if (option->levelOfDetailFromTransform(painter->worldTransform()) < 0.35) return;
+  if (collapsed_ > 0) {  // a kernel: its name (an identifier: monospace, as in the list) over its size
+    const SceneColours& colours = sceneColours();
+    drawMarker(painter, rect_, true, colours.clusterBorder);
+    const QRectF top(rect_.left(), rect_.top() + 1, rect_.width(), rect_.height() / 2);
+    const QRectF bottom(rect_.left(), rect_.center().y() - 1, rect_.width(), rect_.height() / 2);
+    painter->setPen(colours.clusterText);
+    painter->setFont(labelFont());
+    painter->drawText(top, Qt::AlignHCenter | Qt::AlignBottom | Qt::TextDontClip, op_);
+    painter->setFont(sceneFont(9 * fontScale_));
+    painter->drawText(bottom, Qt::AlignHCenter | Qt::AlignTop | Qt::TextDontClip, shape_);
+    return;
+  }
   painter->setPen(Qt::black);
   const QRectF top(rect_.left(), rect_.top() + 1, rect_.width(), rect_.height() / 2);
   const QRectF bottom(rect_.left(), rect_.center().y() - 1, rect_.width(), rect_.height() / 2);
@@ -94,28 +143,42 @@ void NodeItem::hoverLeaveEvent(QGraphicsSceneHoverEvent*) {
   update();
 }
 
-EdgeItem::EdgeItem(const QPainterPath& path, const QPolygonF& arrowhead) : path_(path), arrowhead_(arrowhead) {
-  bounds_ = path_.boundingRect().united(arrowhead_.boundingRect()).adjusted(-2, -2, 2, 2);
+EdgeLayerItem::EdgeLayerItem() {
   setZValue(1);
+  setAcceptedMouseButtons(Qt::NoButton);
+  setFlag(ItemUsesExtendedStyleOption);  // option->exposedRect: only the edges in view are drawn
 }
 
-QPainterPath EdgeItem::shape() const {
-  QPainterPathStroker stroker;
-  stroker.setWidth(4);
-  QPainterPath shape = stroker.createStroke(path_);
-  shape.addPolygon(arrowhead_);
-  return shape;
+void EdgeLayerItem::add(const QPainterPath& path, const QPolygonF& arrowhead) {
+  Edge e{path, arrowhead, path.boundingRect().united(arrowhead.boundingRect()).adjusted(-2, -2, 2, 2), {}};
+  if (path.elementCount() > 0) e.chord = QLineF(QPointF(path.elementAt(0)), path.currentPosition());
+  bounds_ = bounds_.united(e.bounds);
+  edges_.push_back(std::move(e));
 }
 
-void EdgeItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
-  painter->setRenderHint(QPainter::Antialiasing);
+void EdgeLayerItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) {
   const QColor colour = sceneColours().edge;
-  painter->setPen(QPen(colour, 0.9));
-  painter->setBrush(Qt::NoBrush);
-  painter->drawPath(path_);
-  if (!arrowhead_.isEmpty()) {
-    painter->setBrush(colour);
-    painter->drawPolygon(arrowhead_);
+  const QRectF exposed = option->exposedRect;
+  if (option->levelOfDetailFromTransform(painter->worldTransform()) < kDetailLod) {  // zoomed out: straight lines
+    std::vector<QLineF> lines;
+    lines.reserve(edges_.size());
+    for (const Edge& e : edges_)
+      if (e.bounds.intersects(exposed)) lines.push_back(e.chord);
+    painter->setRenderHint(QPainter::Antialiasing, false);
+    painter->setPen(QPen(colour, 0));
+    painter->drawLines(lines.data(), static_cast<int>(lines.size()));
+    return;
+  }
+  painter->setRenderHint(QPainter::Antialiasing);
+  for (const Edge& e : edges_) {
+    if (!e.bounds.intersects(exposed)) continue;
+    painter->setPen(QPen(colour, 0.9));
+    painter->setBrush(Qt::NoBrush);
+    painter->drawPath(e.path);
+    if (!e.arrowhead.isEmpty()) {
+      painter->setBrush(colour);
+      painter->drawPolygon(e.arrowhead);
+    }
   }
 }
 
@@ -123,7 +186,9 @@ ClusterItem::ClusterItem(int kernelId, const QString& label, const QRectF& rect,
                          double fontScale)
     : kernelId_(kernelId), label_(label), rect_(rect), labelRect_(labelRect), fontScale_(fontScale) {
   setZValue(0);
-  setToolTip(QString("kernel #%1 %2").arg(kernelId).arg(label));
+  setToolTip(QString("kernel #%1 %2<br><i>double-click the frame or click − to collapse it into one box</i>")
+                 .arg(kernelId)
+                 .arg(label.toHtmlEscaped()));
 }
 
 void ClusterItem::setHighlighted(bool on) {
@@ -134,12 +199,21 @@ void ClusterItem::setHighlighted(bool on) {
 
 QRectF ClusterItem::boundingRect() const { return rect_.adjusted(-3, -3, 3, 3); }
 
-void ClusterItem::paint(QPainter* painter, const QStyleOptionGraphicsItem*, QWidget*) {
-  painter->setRenderHint(QPainter::Antialiasing);
+void ClusterItem::paint(QPainter* painter, const QStyleOptionGraphicsItem* option, QWidget*) {
   const SceneColours& colours = sceneColours();
+  const QBrush fill = highlighted_ ? colours.highlightedClusterFill : colours.clusterFill;
+  if (option->levelOfDetailFromTransform(painter->worldTransform()) < kDetailLod) {  // zoomed out: no label
+    painter->setRenderHint(QPainter::Antialiasing, false);
+    painter->setPen(highlighted_ ? QPen(selectionColor(), 0) : QPen(colours.clusterBorder, 0));
+    painter->setBrush(fill);
+    painter->drawRect(rect_);
+    return;
+  }
+  painter->setRenderHint(QPainter::Antialiasing);
   painter->setPen(highlighted_ ? QPen(selectionColor(), 3) : QPen(colours.clusterBorder, 1, Qt::DashLine));
-  painter->setBrush(highlighted_ ? colours.highlightedClusterFill : colours.clusterFill);
+  painter->setBrush(fill);
   painter->drawRoundedRect(rect_, 6, 6);
+  drawMarker(painter, rect_, false, colours.clusterBorder);
   painter->setFont(sceneFont(10 * fontScale_, true, true));  // kernel names are identifiers: monospace, as in the list
   painter->setPen(highlighted_ ? (isDarkTheme() ? selectionColor().lighter(130) : selectionColor().darker(130))
                                : colours.clusterText);

@@ -186,6 +186,12 @@ void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts:
 }
 
 int KernelDetailsPanel::passCount() const { return static_cast<int>(code_->ir.size()); }
+QList<CodeView*> KernelDetailsPanel::findableListings() const { return {ir_, source_}; }
+
+void KernelDetailsPanel::revealListing(CodeView* listing) {
+  if (listing == ir_) irTabs_->setCurrentWidget(ir_);
+}
+
 void KernelDetailsPanel::selectPass(int index) { passCombo_->setCurrentIndex(index); }
 int KernelDetailsPanel::selectedPass() const { return passCombo_->currentIndex(); }
 

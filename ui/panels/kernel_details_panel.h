@@ -50,6 +50,10 @@ class KernelDetailsPanel : public QWidget {
   QString diffText() const;
   QString sourceText() const;
   QString shownRenderer() const;
+  // Find over the listings: the IR after the selected pass, then the generated source shown.
+  QList<CodeView*> findableListings() const;
+  // Brings `listing` to the front (the IR tab for the IR) so that a match in it can be seen.
+  void revealListing(CodeView* listing);
   // The shown kernel's listings (its IR after every pass), for the Explain pane.
   std::shared_ptr<const ts::KernelCode> code() const { return code_; }
 

@@ -114,6 +114,30 @@ void CodeView::setLinkedLines(const QList<int>& lines) {
   if (!lines.isEmpty()) ensureLineVisible(lines.first());
 }
 
+QList<CodeView::Match> CodeView::findAll(const QString& needle, int limit) const {
+  QList<Match> out;
+  if (needle.isEmpty()) return out;
+  const QStringList lines = text().split('\n');
+  for (int line = 0; line < lines.size() && out.size() < limit; ++line)
+    for (qsizetype at = lines[line].indexOf(needle, 0, Qt::CaseInsensitive); at >= 0 && out.size() < limit;
+         at = lines[line].indexOf(needle, at + needle.size(), Qt::CaseInsensitive))
+      out.append({line, static_cast<int>(at)});
+  return out;
+}
+
+void CodeView::showMatch(int line, int column, int length) {
+  setSelection(line, column, line, column + length);  // scrolls the caret (the match's end) into view
+  const int visible = static_cast<int>(SendScintilla(SCI_VISIBLEFROMDOCLINE, line));
+  const int onScreen = static_cast<int>(SendScintilla(SCI_LINESONSCREEN));
+  setFirstVisibleLine(std::max(0, visible - onScreen / 2));
+}
+
+int CodeView::centreLine() {
+  const int first = firstVisibleLine();
+  const int onScreen = static_cast<int>(SendScintilla(SCI_LINESONSCREEN));
+  return static_cast<int>(SendScintilla(SCI_DOCLINEFROMVISIBLE, first + onScreen / 2));
+}
+
 int CodeView::lineAt(const QPoint& pos) const {
   auto* self = const_cast<CodeView*>(this);  // SendScintilla is not const
   const long position = self->SendScintilla(SCI_POSITIONFROMPOINTCLOSE, pos.x(), pos.y());

@@ -18,6 +18,18 @@ class CodeView : public QsciScintilla {
   // Marks 0-based lines of a diff listing: removed lines red, added lines green (Compiler Explorer's
   // colours), replacing the previous marks.
   void setDiffLines(const QList<int>& removed, const QList<int>& added);
+  // Find: every occurrence of `text` (literal, case-insensitive) as a 0-based line and a column in
+  // characters, in reading order; at most `limit` of them. Empty `text`: none.
+  struct Match {
+    int line = -1;
+    int column = -1;
+  };
+  QList<Match> findAll(const QString& text, int limit = 2000) const;
+  // Selects `length` characters at (`line`, `column`) and scrolls so that the line sits in the
+  // middle of the view (vertically) and the match is visible (horizontally).
+  void showMatch(int line, int column, int length);
+  // The 0-based line at the middle of the view: where showMatch puts a match.
+  int centreLine();
   // The monospace font every listing of the app uses.
   static QFont codeFont();
   // codeFont() at the font zoom (fontScale(), core/theme.h): for widgets that are not listings.

@@ -17,7 +17,8 @@ ZoomableView::ZoomableView(QWidget* parent) : QGraphicsView(parent) {
 }
 
 void ZoomableView::fitAll(double maxScale, double minScale) {
-  if (!scene() || scene()->itemsBoundingRect().isEmpty()) return;
+  // sceneRect(), not itemsBoundingRect(): that one visits every item (tens of ms for 20,000)
+  if (!scene() || scene()->sceneRect().isEmpty()) return;
   fitInView(sceneRect(), Qt::KeepAspectRatio);
   const double fitted = transform().m11();
   if (fitted > maxScale) setTransform(QTransform::fromScale(maxScale, maxScale));
@@ -59,6 +60,11 @@ void ZoomableView::mouseReleaseEvent(QMouseEvent* event) {
     return;
   }
   Q_EMIT clicked(mapToScene(pos));
+}
+
+void ZoomableView::mouseDoubleClickEvent(QMouseEvent* event) {
+  QGraphicsView::mouseDoubleClickEvent(event);
+  if (event->button() == Qt::LeftButton) Q_EMIT doubleClicked(mapToScene(event->position().toPoint()));
 }
 
 void ZoomableView::resizeEvent(QResizeEvent* event) {

@@ -1,5 +1,6 @@
 // A QGraphicsView that zooms with the wheel (around the cursor), pans by dragging, fits the
-// scene on request, and reports plain clicks (a press and release without a drag in between).
+// scene on request, and reports plain clicks (a press and release without a drag in between) and
+// double-clicks.
 #pragma once
 #include <QGraphicsView>
 
@@ -18,14 +19,18 @@ class ZoomableView : public QGraphicsView {
   void zoomBy(double factor);
   // True once the user zoomed or panned since the last fitAll().
   bool userNavigated() const { return userNavigated_; }
+  // Another widget moved the view (the minimap): a resize no longer fits the scene.
+  void markNavigated() { userNavigated_ = true; }
 
  signals:
   void clicked(const QPointF& scenePos);
+  void doubleClicked(const QPointF& scenePos);  // left button; `clicked` came first
 
  protected:
   void wheelEvent(QWheelEvent* event) override;
   void mousePressEvent(QMouseEvent* event) override;
   void mouseReleaseEvent(QMouseEvent* event) override;
+  void mouseDoubleClickEvent(QMouseEvent* event) override;
   void resizeEvent(QResizeEvent* event) override;
 
  private:
