@@ -68,6 +68,13 @@ struct KernelInfo {
   // The cost model's decisions about this kernel's output (stored) and about the values it recomputes
   // that other ops read too (recomputed); empty in recordings made before they existed.
   std::vector<FusionDecision> fusion_decisions;
+  // The work of one launch, computed at schedule time from the fused nodes' shapes (engine/src/schedule/
+  // kernel_cost.h): `flops` = ALU ops × the elements each computes (a reduce: its input's elements; a
+  // multiply and the add that sums it count 2, so a matmul is 2·M·N·K FLOPs), `bytes` = the sizes of the
+  // buffers it reads and writes (a device copy: its source and destination). -1: not known (recordings
+  // made before they existed).
+  double flops = -1;  // FLOPs per launch
+  double bytes = -1;  // bytes moved per launch
 };
 
 // Where the script made a graph node: the innermost Python frame outside the tensorscope package (the
