@@ -145,10 +145,10 @@ QString TimelineModel::describe(int index) const {
   QStringList lines;
   lines << QString("<b>%1</b>").arg(QString::fromStdString(s.name).toHtmlEscaped());
   if (s.kernel_id >= 0) lines << QString("kernel #%1").arg(s.kernel_id);
+  auto at = [](double us) { return QString("%1 ms").arg(us / 1e3, 0, 'f', 3); };  // to the µs
   lines << (s.duration_us > 0 ? QString("%1, from %2 to %3")
-                                    .arg(formatDurationUs(s.duration_us), formatDurationUs(s.start_us),
-                                         formatDurationUs(s.start_us + s.duration_us))
-                              : QString("at %1").arg(formatDurationUs(s.start_us)));
+                                    .arg(formatDurationUs(s.duration_us), at(s.start_us), at(s.start_us + s.duration_us))
+                              : QString("at %1").arg(at(s.start_us)));
   if (s.kind == ts::TraceSpan::Launch) {
     if (s.flops >= 0 && s.bytes >= 0) {
       lines << QString("%1, %2 moved (%3 FLOP/byte)")

@@ -42,6 +42,19 @@ double niceStep(double x) {
   return 10 * p;
 }
 
+// A tick's label: in the unit of the visible times (`magnitudeUs`: the right edge), with as many decimals as
+// the step needs, so that neighbouring ticks differ ("1.1350 s", "1.1355 s").
+QString tickLabel(double us, double stepUs, double magnitudeUs) {
+  if (us == 0) return "0";
+  static const struct { double scale; const char* unit; } kUnits[] = {{1e6, "s"}, {1e3, "ms"}, {1, "µs"}, {1e-3, "ns"}};
+  for (const auto& u : kUnits)
+    if (magnitudeUs >= u.scale || u.scale == 1e-3) {
+      const int decimals = std::max(0, static_cast<int>(std::ceil(-std::log10(stepUs / u.scale) - 1e-9)));
+      return QString("%1 %2").arg(us / u.scale, 0, 'f', decimals).arg(u.unit);
+    }
+  return {};
+}
+
 }  // namespace
 
 TimelineView::TimelineView(const TimelineModel* model, QWidget* parent) : QWidget(parent), model_(model) {
@@ -117,6 +130,11 @@ void TimelineView::panPixels(double dx) {
   Q_EMIT viewChanged();
 }
 
+void TimelineView::resizeEvent(QResizeEvent* event) {
+  QWidget::resizeEvent(event);
+  if (following_) fitAll();
+}
+
 void TimelineView::modelChanged() {
   if (following_) fitAll();
   else update();
@@ -151,7 +169,7 @@ void TimelineView::paintAxis(QPainter& p) {
     const double x = xOf(t);
     p.setPen(pal.color(QPalette::ButtonText));
     p.drawLine(QPointF(x, kAxisHeight - 6), QPointF(x, kAxisHeight));
-    p.drawText(QPointF(x + 3, kAxisHeight - 8), formatDurationUs(t));
+    p.drawText(QPointF(x + 3, kAxisHeight - 8), tickLabel(t, step, std::max(std::abs(t0_), std::abs(t1))));
     p.setPen(grid);
     p.drawLine(QPointF(x, kAxisHeight), QPointF(x, height()));
   }

@@ -56,6 +56,7 @@ class TimelineView : public QWidget {
   void mouseDoubleClickEvent(QMouseEvent* event) override;
   void keyPressEvent(QKeyEvent* event) override;
   bool event(QEvent* event) override;  // tooltips
+  void resizeEvent(QResizeEvent* event) override;
   QSize sizeHint() const override;
 
  private:
