@@ -13,6 +13,9 @@ void TimelineModel::clear() {
   for (auto [name, kind] : {std::pair{ts::kScriptLane, ts::TraceSpan::Script}, {ts::kSchedulesLane, ts::TraceSpan::Schedule},
                             {ts::kCompilesLane, ts::TraceSpan::Compile}, {ts::kAutotuneLane, ts::TraceSpan::AutotuneTrial}})
     lanes_.push_back({QString::fromUtf8(name), kind, {}, {}, {}});
+  laneNames_.clear();
+  for (const Lane& lane : lanes_) laneNames_.push_back(lane.name.toStdString());
+  lastLane_ = -1;
   processedEvents_ = processedSpans_ = 0;
   endUs_ = 0;
   launches_ = 0;
@@ -20,12 +23,14 @@ void TimelineModel::clear() {
 }
 
 int TimelineModel::laneFor(const ts::TraceSpan& span) {
-  const QString name = QString::fromStdString(span.lane);
-  for (size_t i = 0; i < lanes_.size(); ++i)
-    if (lanes_[i].name == name) return static_cast<int>(i);
-  // a device's launches: a new lane before the autotune lane (the last)
-  lanes_.insert(lanes_.end() - 1, Lane{name, span.kind, {}, {}, {}});
-  return static_cast<int>(lanes_.size()) - 2;
+  if (lastLane_ >= 0 && laneNames_[lastLane_] == span.lane) return lastLane_;  // launches come in runs
+  auto it = std::find(laneNames_.begin(), laneNames_.end(), span.lane);
+  if (it == laneNames_.end()) {
+    // a device's launches: a new lane before the autotune lane (the last)
+    lanes_.insert(lanes_.end() - 1, Lane{QString::fromStdString(span.lane), span.kind, {}, {}, {}});
+    it = laneNames_.insert(laneNames_.end() - 1, span.lane);
+  }
+  return lastLane_ = static_cast<int>(it - laneNames_.begin());
 }
 
 bool TimelineModel::update() {

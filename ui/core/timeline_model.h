@@ -59,6 +59,8 @@ class TimelineModel {
   const RunModel* model_;
   ts::TraceRecorder recorder_;
   std::vector<Lane> lanes_;
+  std::vector<std::string> laneNames_;  // lanes_[i].name, as the spans spell it
+  int lastLane_ = -1;
   size_t processedEvents_ = 0;
   size_t processedSpans_ = 0;
   double endUs_ = 0;
