@@ -68,6 +68,11 @@ TimelinePanel::~TimelinePanel() {
 }
 
 void TimelinePanel::refresh() {
+  if (!isVisible()) {  // behind another tab: place the spans when it is shown (opening a recording stays fast)
+    stale_ = true;
+    return;
+  }
+  stale_ = false;
   if (!timeline_.update()) return;
   view_->modelChanged();
   roofline_->modelChanged();
@@ -79,6 +84,11 @@ void TimelinePanel::refresh() {
         loadPeak();
         break;
       }
+}
+
+void TimelinePanel::showEvent(QShowEvent* event) {
+  QWidget::showEvent(event);
+  if (stale_) refresh();
 }
 
 void TimelinePanel::setCurrentKernel(int kernelId) {

@@ -24,7 +24,8 @@ class TimelinePanel : public QWidget {
   explicit TimelinePanel(RunModel* model, QWidget* parent = nullptr);
   ~TimelinePanel() override;
 
-  // Reads the events the RunModel got since the last call (MainWindow calls it after each batch).
+  // Reads the events the RunModel got since the last call (MainWindow calls it after each batch); while the
+  // dock is hidden (behind another tab), when it is shown.
   void refresh();
   void setCurrentKernel(int kernelId);
   // Writes the run as Chrome trace JSON (as `tensorscope-cli export --trace` does from its recording).
@@ -42,6 +43,9 @@ class TimelinePanel : public QWidget {
   void kernelClicked(int kernelId);
   void peakChanged();
 
+ protected:
+  void showEvent(QShowEvent* event) override;
+
  private:
   void loadPeak();
   void updateSummary();
@@ -54,6 +58,7 @@ class TimelinePanel : public QWidget {
   QPushButton* measure_;
   QProcess* calibrate_ = nullptr;
   QString device_;
+  bool stale_ = false;  // events arrived while hidden
 };
 
 }  // namespace tsui
