@@ -36,6 +36,9 @@ int TimelineModel::laneFor(const ts::TraceSpan& span) {
 bool TimelineModel::update() {
   const auto& events = model_->events();
   if (events.size() < processedEvents_) clear();  // the model was cleared behind our back
+  // about one span per event; geometric growth, so that a live run's small batches do not copy every span
+  if (const size_t need = recorder_.spans.size() + (events.size() - processedEvents_); need > recorder_.spans.capacity())
+    recorder_.spans.reserve(std::max(need, 2 * recorder_.spans.capacity()));
   for (; processedEvents_ < events.size(); ++processedEvents_) {
     const RunModel::EventRef& e = events[processedEvents_];
     // Without a time (events added by hand), an event ends as soon as it can after the ones before it.
