@@ -64,6 +64,15 @@ struct BestLaunch : SessionObserver {
   void reset() { flops = bytes = ms = 0; }  // keeps by_flops
 };
 
+// A float32 buffer of `shape` holding values in [0, 1) (an arange, scaled): made by one kernel at memory speed,
+// where Tensor::rand takes seconds for the 64 MiB buffers of the bandwidth test. The values do not matter
+// for timing as long as they are normal numbers.
+Tensor test_data(const Shape& shape, const std::string& device) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return Tensor::arange(0, static_cast<double>(n), 1, device).mul(1.0 / static_cast<double>(n)).reshape(shape).realize();
+}
+
 }  // namespace
 
 std::string peak_cache_path() { return (cache_root() / "peaks.json").string(); }
@@ -118,8 +127,7 @@ DevicePeak calibrate_peak(const std::string& device, double budget_s) {
   // budget is spent.
   best.by_flops = true;
   for (int64_t n = 64; n <= 2048 && measured < budget_s / 2; n *= 2) {
-    Tensor a = Tensor::rand({n, n}, device), b = Tensor::rand({n, n}, device);
-    Tensor::realize_all({a, b});
+    Tensor a = test_data({n, n}, device), b = test_data({n, n}, device);
     a.matmul(b).realize();  // warm-up
     double slowest = 0;
     for (int rep = 0; rep < 3 && measured < budget_s / 2; rep++) {
@@ -135,8 +143,7 @@ DevicePeak calibrate_peak(const std::string& device, double budget_s) {
   // peak is the best launch at the largest size measured: a smaller buffer may sit in a cache.
   best.by_flops = false;
   for (int64_t m = int64_t{1} << 18; m <= (int64_t{1} << 24) && measured < budget_s; m *= 4) {
-    Tensor x = Tensor::rand({m}, device), y = Tensor::rand({m}, device);
-    Tensor::realize_all({x, y});
+    Tensor x = test_data({m}, device), y = test_data({m}, device);
     x.add(y).realize();  // warm-up
     double slowest = 0, rate_here = 0;
     for (int rep = 0; rep < 4 && measured < budget_s; rep++) {
