@@ -85,6 +85,6 @@ def test_calibrate_measures_once_and_then_reads_the_cache(tmp_path):
     peaks = json.loads((tmp_path / "cache" / "peaks.json").read_text())["peaks"]
     (peak,) = peaks.values()
     assert peak["device"] == "C" and peak["gflops"] > 0.1 and peak["gbps"] > 0.1
-    assert peak["seconds"] < 10
+    assert peak["seconds"] < 120  # mostly compiles: this cache directory starts empty
     again = subprocess.run([CLI, "calibrate", "--device", "C"], capture_output=True, text=True, env=env, timeout=60)
     assert again.returncode == 0 and "cached, measured in" in again.stdout
