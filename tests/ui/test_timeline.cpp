@@ -4,6 +4,7 @@
 //    kernel the current one in every panel, and the roofline has a dot per kernel;
 //  - File ▸ Export Trace writes Chrome trace JSON (checked against the format's rules) equal to what
 //    `tensorscope-cli export --trace` writes from the run's recording;
+//  - Measure Peak runs `tensorscope-cli calibrate` and draws the roof it cached;
 //  - a synthetic run of 100,000 launches: every view while zooming (the wheel) and panning (a drag)
 //    repaints in at most 50 ms (the fastest of three repaints: the machine is shared).
 //
@@ -17,6 +18,7 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
+#include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QWheelEvent>
 #include <QtTest>
@@ -192,6 +194,36 @@ class TimelineTest : public QObject {
     QString error;
     QVERIFY(!window.exportTrace(QDir::temp().filePath("never.json"), &error));
     QVERIFY(error.contains("no run"));
+  }
+
+  // Measure Peak: the panel runs `tensorscope-cli calibrate` for the run's device (in its own process) and
+  // draws the roof it cached. A cache directory of its own: the first calibration there compiles its kernels.
+  void measurePeakCachesTheRoofAndDrawsIt() {
+    QTemporaryDir cache;
+    qputenv("TENSORSCOPE_CACHE", cache.path().toUtf8());
+    tsui::RunModel model;
+    model.addSchedule(syntheticSchedule(0, 0, 1), 1000);
+    ts::KernelRunEvent r;
+    r.kernel_id = 0;
+    r.name = "r_64_64_64";
+    r.device = "C";
+    r.time_ms = 0.01;
+    model.addKernelRun(r, 20000);
+    tsui::TimelinePanel panel(&model);
+    QSignalSpy peaks(&panel, &tsui::TimelinePanel::peakChanged);
+    panel.show();
+    panel.refresh();
+    QCOMPARE(panel.device(), QString("C"));
+    QTRY_VERIFY_WITH_TIMEOUT(peaks.count() == 1, 10000);  // read from the (empty) cache
+    QVERIFY(!panel.roofline()->peak().has_value());
+    panel.measurePeak(false);
+    QTRY_VERIFY_WITH_TIMEOUT(peaks.count() == 2, 240000);
+    qunsetenv("TENSORSCOPE_CACHE");
+    QVERIFY(panel.roofline()->peak().has_value());
+    const ts::DevicePeak& peak = *panel.roofline()->peak();
+    qInfo("calibrated C: %.1f GFLOP/s, %.1f GB/s in %.2f s (compiles included)", peak.gflops, peak.gbps, peak.seconds);
+    QVERIFY(peak.gflops > 0.1 && peak.gbps > 0.1);
+    QVERIFY(QFile::exists(cache.filePath("peaks.json")));
   }
 
   void hundredThousandLaunchesRepaintWithin50ms() {
