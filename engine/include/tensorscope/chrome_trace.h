@@ -22,7 +22,7 @@ namespace ts {
 
 struct TraceSpan {
   // Script: the Python time that made a batch of graph nodes (from the previous event to the NodesEvent);
-  // AutotuneTrial: one timed variant of an autotune search (no engine event emits them yet).
+  // AutotuneTrial: one timed variant of an autotune search (AutotuneTrialEvent: no engine stage emits them yet).
   enum Kind : uint8_t { Script, Schedule, Compile, Launch, AutotuneTrial };
   Kind kind = Launch;
   std::string name;        // the kernel's name, "compile r_4_4", "schedule 3", "12 nodes"
@@ -50,6 +50,8 @@ class TraceRecorder : public SessionObserver {
   void add_schedule(const ScheduleEvent& event, double end_us);
   void add_launch(const KernelRunEvent& event, double end_us);
   void add_nodes(const NodesEvent& event, double end_us);
+  // A trial of the autotune search, on the autotune lane (its compile and its timed run as one span).
+  void add_autotune_trial(const AutotuneTrialEvent& event, double end_us);
   double last_end_us() const { return last_end_us_; }  // µs: the latest time an event ended
   std::vector<TraceSpan> spans;  // in arrival order
 

@@ -156,6 +156,20 @@ struct KernelRunEvent {
   std::vector<RecordedBuffer> buffers;
 };
 
+// One timed variant of an autotune search (DESIGN.md: enumerate variants, prune, compile and time the best
+// candidates, keep the fastest). The search does not exist yet: this is the shape its events will have, and
+// the timeline's autotune lane already draws them (TraceRecorder::add_autotune_trial); it joins `Event`, with
+// its place in the recording codec, when the search emits it.
+struct AutotuneTrialEvent {
+  int kernel_id = -1;        // the kernel being tuned (KernelInfo::id)
+  std::string name;          // its name
+  std::string device;
+  std::string variant;       // the opt actions of this candidate, e.g. "UPCAST(0,4) LOCAL(1,16)"
+  double compile_ms = 0;     // compiling the candidate
+  double time_ms = 0;        // its measured run time (the best of its timed launches)
+  bool chosen = false;       // the fastest: the variant the kernel keeps
+};
+
 // Text the script wrote (stdout/stderr), or a script error with its traceback.
 struct ScriptOutputEvent {
   enum Stream { Stdout, Stderr } stream = Stdout;

@@ -76,6 +76,18 @@ void TraceRecorder::add_nodes(const NodesEvent& n, double t) {
   spans.push_back(std::move(span));
 }
 
+void TraceRecorder::add_autotune_trial(const AutotuneTrialEvent& a, double t) {
+  const double us = (a.compile_ms + a.time_ms) * 1e3;
+  TraceSpan span{TraceSpan::AutotuneTrial, a.name + " " + a.variant, kAutotuneLane, place(kAutotuneLane, t, us), us,
+                 a.kernel_id};
+  span.args["device"] = a.device;
+  span.args["variant"] = a.variant;
+  span.args["time_ms"] = std::to_string(a.time_ms);
+  span.args["compile_ms"] = std::to_string(a.compile_ms);
+  if (a.chosen) span.args["chosen"] = "yes";
+  spans.push_back(std::move(span));
+}
+
 void write_chrome_trace(const std::vector<TraceSpan>& spans, const std::string& path, const std::string& script) {
   using nlohmann::json;
   constexpr int kPid = 1;
