@@ -5,6 +5,7 @@
 //   tensorscope-cli info FILE.tsrec
 //   tensorscope-cli export FILE.tsrec [--out DIR] [--svg FILE] [--dot FILE] [--png FILE [--png-scale N]] [--trace FILE]
 //   tensorscope-cli devices
+//   tensorscope-cli calibrate [--device NAME] [--force]
 //   tensorscope-cli runner ...   (the debugger's runner process: runner_command.h)
 // Recordings (.tsrec) are described in docs/recording.md.
 #include <algorithm>
@@ -21,13 +22,15 @@
 #include <sstream>
 #include <string>
 
-#include "chrome_trace.h"
+#include "tensorscope/calibrate.h"
+#include "tensorscope/chrome_trace.h"
 #include "graph_svg.h"
 #include "run_recorder.h"
 #include "runner.h"
 #include "runner_command.h"
 #include "tensorscope/device.h"
 #include "tensorscope/recording.h"
+#include "tensorscope/tensor.h"
 
 namespace {
 
@@ -55,6 +58,10 @@ int usage(int code) {
                "      --svg, --dot, --png) and its trace (as run --trace)\n"
                "  tensorscope-cli devices\n"
                "      lists the devices\n"
+               "  tensorscope-cli calibrate [--device NAME] [--force]\n"
+               "      the device's peak GFLOP/s and GB/s, the roof of the debugger's roofline plot: measured\n"
+               "      once (about a second) and cached per device identity in the cache directory; --force\n"
+               "      measures again\n"
                "  tensorscope-cli runner --connect SOCKET --source FILE [...]\n"
                "      the process the debugger runs each script in (not for people)\n");
   return code;
@@ -464,6 +471,32 @@ int cmd_export(int argc, char** argv) {
   return 0;
 }
 
+// `calibrate [--device NAME] [--force]`: the device's peak, from the cache or measured (tensorscope/calibrate.h).
+int cmd_calibrate(int argc, char** argv) {
+  std::string device = ts::default_device();
+  bool force = false;
+  for (int i = 0; i < argc; i++) {
+    const std::string a = argv[i];
+    if (a == "--device" && i + 1 < argc) device = argv[++i];
+    else if (a == "--force") force = true;
+    else return usage(2);
+  }
+  try {
+    std::optional<ts::DevicePeak> peak = force ? std::nullopt : ts::cached_peak(device);
+    const bool cached = peak.has_value();
+    if (!peak) peak = ts::calibrate_peak(device);
+    std::printf("%s: %.1f GFLOP/s (float32 matmul, N = %lld), %.1f GB/s (elementwise add moving %s); %s %.2f s; %s\n",
+                peak->device.c_str(), peak->gflops, static_cast<long long>(peak->matmul_n), peak->gbps,
+                bytes_str(static_cast<uint64_t>(peak->copy_bytes)).c_str(), cached ? "cached, measured in" : "measured in",
+                peak->seconds, ts::peak_cache_path().c_str());
+    std::printf("identity: %s\n", peak->identity.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tensorscope-cli: calibrate: %s\n", one_line(e.what()).c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -474,6 +507,7 @@ int main(int argc, char** argv) {
   if (cmd == "info") return cmd_info(argc - 2, argv + 2);
   if (cmd == "export") return cmd_export(argc - 2, argv + 2);
   if (cmd == "devices") return cmd_devices();
+  if (cmd == "calibrate") return cmd_calibrate(argc - 2, argv + 2);
   if (cmd == "runner") return ts::cmd_runner(argc - 2, argv + 2);
   if (cmd == "-h" || cmd == "--help" || cmd == "help") return usage(0);
   std::fprintf(stderr, "tensorscope-cli: unknown command '%s'\n", cmd.c_str());

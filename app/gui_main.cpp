@@ -1,7 +1,7 @@
 // main() of `tensorscope`, the debugger.
 //
 //   tensorscope [script.py] [--device C|INTERP|OPENCL:0|...] [--run] [--screenshot FILE.png] [--export-svg FILE.svg]
-//               [--bench-steps N] [--theme system|light|dark] [--presentation] [--help] [--version]
+//               [--bench-steps N] [--theme system|light|dark] [--presentation] [--dock NAME] [--help] [--version]
 //
 // --screenshot and --export-svg make it a batch tool (for docs, CI and teachers' slides): the
 // script runs, and once the run and the graph layout are done, the window is saved as a PNG
@@ -11,6 +11,7 @@
 // N times and prints the round trips (key to the paused kernel shown in every panel, repainted; and key
 // to the graph laid out on its thread and repainted too), then stops the script.
 #include <QApplication>
+#include <QDockWidget>
 #include <QCommandLineParser>
 #include <QElapsedTimer>
 #include <QFileInfo>
@@ -126,7 +127,9 @@ int main(int argc, char** argv) {
                            "theme");
   QCommandLineOption presentation("presentation", "View ▸ Presentation for this run: larger fonts, high contrast, the "
                                                   "Explain pane");
-  parser.addOptions({device, run, screenshot, svg, timeout, benchSteps, theme, presentation});
+  QCommandLineOption dock("dock", "Bring a dock to the front of its tab group: script, console, properties, events, "
+                                  "kernels, kernel, buffers, explain, timeline", "name");
+  parser.addOptions({device, run, screenshot, svg, timeout, benchSteps, theme, presentation, dock});
 
   // --help, --version and a bad command line are answered on the terminal before a QApplication exists: it
   // needs a display (a terminal over ssh, a CI job), and none of these does.
@@ -156,6 +159,11 @@ int main(int argc, char** argv) {
   if (parser.isSet(device)) window.setDevice(parser.value(device).toUpper());  // else the last one used
   if (parser.isSet(theme)) window.setTheme(tsui::themeFromName(parser.value(theme).toLower()), false);
   if (parser.isSet(presentation)) window.setPresentation(true, false);
+  if (parser.isSet(dock))
+    if (auto* d = window.findChild<QDockWidget*>(parser.value(dock).toLower())) {
+      d->show();
+      d->raise();
+    }
   if (!args.isEmpty() && args.first().endsWith(".tsrec", Qt::CaseInsensitive)) {
     QString error;  // on the terminal, not in a dialog: a batch run must not wait for a click
     if (!window.openRecording(args.first(), &error)) {

@@ -132,6 +132,8 @@ void write_manifest(const RunRecorder& rec, const std::string& dir, const std::s
                            {"evaluations", d.evaluations}, {"flops", d.flops}, {"recompute_flops", d.recompute_flops},
                            {"store_bytes", d.store_bytes}, {"reason", d.reason}});
     j["fusion_decisions"] = std::move(decisions);
+    j["flops"] = k.info.flops;  // -1: not known (an older recording)
+    j["bytes"] = k.info.bytes;
     // A replay has no code of its own: it ran the captured launch's program.
     const KernelCode* code = k.run.code.get();
     if (!code && k.run.replayed) {

@@ -54,6 +54,7 @@
 #include "panels/kernel_list_panel.h"
 #include "panels/properties_panel.h"
 #include "panels/script_editor.h"
+#include "panels/timeline_panel.h"
 #include "widgets/code_view.h"
 #include "widgets/elided_label.h"
 
@@ -72,7 +73,7 @@ constexpr int kRecordBuffersMb = 64;
 // File ▸ Open Recent: how many scripts and recordings it lists.
 constexpr int kRecentFiles = 8;
 // QMainWindow::saveState's version: bump it when the docks change, so that an old layout is not restored.
-constexpr int kDockStateVersion = 2;
+constexpr int kDockStateVersion = 3;  // 3: the Timeline dock
 // View ▸ Presentation's font zoom until the user picks another (core/theme.h: steps of 10 %).
 constexpr int kPresentationZoom = 4;
 
@@ -144,6 +145,7 @@ void MainWindow::buildPanels() {
   events_ = new EventBrowser;
   events_->setModel(model_);
   buffers_ = new BufferInspector;
+  timeline_ = new TimelinePanel(model_);
   // the console and, under it, the pause console's input line
   consoleInput_ = new QLineEdit;
   consoleInput_->setFont(console_->font());
@@ -171,14 +173,17 @@ void MainWindow::buildPanels() {
   QDockWidget* kernelsDock = dock(this, "Kernels", "kernels", kernels_, Qt::BottomDockWidgetArea);
   QDockWidget* detailsDock = dock(this, "Kernel IR and source", "kernel", details_, Qt::BottomDockWidgetArea);
   QDockWidget* explainDock = dock(this, "Explain", "explain", explain_, Qt::RightDockWidgetArea);
+  QDockWidget* timelineDock = dock(this, "Timeline", "timeline", timeline_, Qt::BottomDockWidgetArea);
   splitDockWidget(scriptDock, consoleDock, Qt::Vertical);
   splitDockWidget(kernelsDock, detailsDock, Qt::Horizontal);
   splitDockWidget(propertiesDock, eventsDock, Qt::Vertical);
   tabifyDockWidget(detailsDock, buffersDock);
+  tabifyDockWidget(detailsDock, timelineDock);
   tabifyDockWidget(propertiesDock, explainDock);
   detailsDock->raise();
   propertiesDock->raise();
-  docks_ = {scriptDock, consoleDock, propertiesDock, eventsDock, kernelsDock, detailsDock, buffersDock, explainDock};
+  docks_ = {scriptDock, consoleDock, propertiesDock, eventsDock, kernelsDock, detailsDock, buffersDock, explainDock,
+            timelineDock};
   arrangeDocks();
 
   // Status texts can be as long as a script's error message: elided labels show what fits, and the
@@ -229,6 +234,9 @@ void MainWindow::buildActions() {
   exportMenu->addAction("Graph as &DOT…", this, [this] { exportGraphDialog(GraphFormat::Dot); })
       ->setToolTip("Save the graph as graphviz DOT text (one cluster per kernel), to lay out or edit elsewhere");
   exportMenu->addSeparator();
+  exportMenu->addAction("&Trace (Chrome JSON)…", this, &MainWindow::exportTraceDialog)
+      ->setToolTip("Save the run's schedules, compiles and launches as Chrome trace JSON, which chrome://tracing "
+                   "and ui.perfetto.dev open (as tensorscope-cli export --trace)");
   exportMenu->addAction("&Listing as Text…", this, &MainWindow::exportListingDialog)
       ->setToolTip("Save the selected kernel's IR after the selected pass, the pass's diff (unified) or the "
                    "generated source as a text file");
@@ -441,7 +449,10 @@ void MainWindow::buildActions() {
 }
 
 void MainWindow::connectEngine() {
-  connect(runner_, &RunnerProcess::eventsReady, this, [this] { addEvents(runner_->takeEvents()); });
+  connect(runner_, &RunnerProcess::eventsReady, this, [this] {
+    std::vector<int64_t> times = runner_->takeEventTimes();
+    addEvents(runner_->takeEvents(), times);
+  });
   connect(model_, &RunModel::scheduleAdded, this, &MainWindow::onScheduleAdded);
   connect(model_, &RunModel::kernelRunAdded, this, &MainWindow::onKernelRunAdded);
 
@@ -467,6 +478,7 @@ void MainWindow::connectEngine() {
   connect(graph_, &GraphPanel::kernelClicked, this, [this](int id) { selectKernel(id, false); });
   connect(graph_, &GraphPanel::nodeClicked, this, &MainWindow::onNodeClicked);
   connect(kernels_, &KernelListPanel::kernelSelected, this, [this](int id) { selectKernel(id, true); });
+  connect(timeline_, &TimelinePanel::kernelClicked, this, [this](int id) { selectKernel(id, true); });
   connect(details_, &KernelDetailsPanel::passSelected, this, &MainWindow::updateExplain);
   connect(docks_[7], &QDockWidget::visibilityChanged, this, [this](bool visible) {
     if (visible) QTimer::singleShot(0, this, &MainWindow::updateExplain);  // once its widget is shown too
@@ -684,6 +696,7 @@ void MainWindow::setCurrentEvent(int eventIndex) {
     properties_->showKernel(kernelId);
     updateExplain();
     graph_->highlightKernel(kernelId, true);
+    timeline_->setCurrentKernel(kernelId);
   }
   if (!runner_->isRunning()) {  // a finished run or a recording: the buffers it recorded, if any
     const ts::KernelRunEvent* run = ref.kind == RunModel::EventRef::Launch ? model_->kernelRun(ref.index) : nullptr;
@@ -880,28 +893,31 @@ void MainWindow::onRunFinished(const ScriptOutcome& outcome) {
   updateActions();
 }
 
-void MainWindow::addEvents(std::vector<ts::Event> events) {
-  for (ts::Event& event : events) {
+void MainWindow::addEvents(std::vector<ts::Event> events, const std::vector<int64_t>& timesNs) {
+  for (size_t i = 0; i < events.size(); ++i) {
+    ts::Event& event = events[i];
+    const int64_t t = i < timesNs.size() ? timesNs[i] : -1;
     if (auto* schedule = std::get_if<ts::ScheduleEvent>(&event))
-      model_->addSchedule(std::move(*schedule));
+      model_->addSchedule(std::move(*schedule), t);
     else if (auto* run = std::get_if<ts::KernelRunEvent>(&event)) {
       if (runner_->isPaused())  // only the pause console runs anything while the script is paused
         console_->append(QString("  ↳ the console ran kernel #%1 %2").arg(run->kernel_id).arg(QString::fromStdString(run->name)),
                          ConsolePanel::Stream::Info);
-      model_->addKernelRun(std::move(*run));
+      model_->addKernelRun(std::move(*run), t);
     }
     else if (auto* nodes = std::get_if<ts::NodesEvent>(&event)) {
-      model_->addNodes(std::move(*nodes));
+      model_->addNodes(std::move(*nodes), t);
       requestGraph();  // the lazy graph grew
     }
     else if (auto* out = std::get_if<ts::ScriptOutputEvent>(&event)) {
       console_->append(QString::fromStdString(out->text),
                        out->stream == ts::ScriptOutputEvent::Stderr ? ConsolePanel::Stream::Stderr
                                                                     : ConsolePanel::Stream::Stdout);
-      model_->addOutput(std::move(*out));
+      model_->addOutput(std::move(*out), t);
     }
   }
   events_->refresh();
+  timeline_->refresh();
 }
 
 // ---- engine events ----------------------------------------------------------------------------
@@ -962,6 +978,7 @@ void MainWindow::selectKernel(int kernelId, bool centreGraph) {
   // When the graph shows one schedule only, a kernel of another schedule needs another graph.
   if (graphSchedule_ >= 0 && model_->scheduleOfKernel(kernelId) != graphSchedule_) requestGraph();
   graph_->highlightKernel(kernelId, centreGraph);
+  timeline_->setCurrentKernel(kernelId);
 }
 
 // ---- files ------------------------------------------------------------------------------------
@@ -995,6 +1012,7 @@ namespace {
 struct LoadedRecording {
   ts::RunInfo run;
   std::vector<ts::Event> events;
+  std::vector<int64_t> times;  // ns since the start of the run
   QString error;
 };
 }  // namespace
@@ -1016,7 +1034,11 @@ bool MainWindow::openRecording(const QString& path, QString* error) {
       ts::RecordingReader reader(file);
       r.run = reader.run();
       r.events.reserve(reader.event_count());
-      reader.read_events([&](uint64_t, int64_t, const ts::Event& e) { r.events.push_back(e); });
+      r.times.reserve(reader.event_count());
+      reader.read_events([&](uint64_t, int64_t t, const ts::Event& e) {
+        r.events.push_back(e);
+        r.times.push_back(t);
+      });
     } catch (const std::exception& e) {
       r.error = QString::fromUtf8(e.what());
     }
@@ -1047,7 +1069,7 @@ bool MainWindow::openRecording(const QString& path, QString* error) {
                                                             started.toString(Qt::ISODate)),
                    ConsolePanel::Stream::Info);
   const size_t events = loaded.events.size();
-  addEvents(std::move(loaded.events));
+  addEvents(std::move(loaded.events), loaded.times);
   ScriptOutcome outcome;
   outcome.ended = QString::fromStdString(loaded.run.ended);
   outcome.ok = loaded.run.ended == "finished";
@@ -1241,6 +1263,24 @@ bool MainWindow::exportGraph(const QString& path, GraphFormat format, double sca
     return false;
   }
   return true;
+}
+
+void MainWindow::exportTraceDialog() {
+  const QString base = QFileInfo(model_->scriptPath()).completeBaseName();
+  const QString path = QFileDialog::getSaveFileName(this, "Export trace", (base.isEmpty() ? "trace" : base) + ".json",
+                                                    "Chrome trace JSON (*.json)");
+  if (path.isEmpty()) return;
+  QString error;
+  if (exportTrace(path, &error)) statusBar()->showMessage("Wrote the trace to " + path, 5000);
+  else QMessageBox::warning(this, "Export trace", error);
+}
+
+bool MainWindow::exportTrace(const QString& path, QString* error) {
+  if (model_->events().empty()) {
+    if (error) *error = "There is no run to export: run a script or open a recording first.";
+    return false;
+  }
+  return timeline_->exportTrace(path, model_->scriptPath(), error);
 }
 
 void MainWindow::exportListingDialog() {

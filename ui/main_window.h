@@ -39,6 +39,7 @@ class LayoutScheduler;
 class PropertiesPanel;
 class RunModel;
 class ScriptEditor;
+class TimelinePanel;
 
 class MainWindow : public QMainWindow {
   Q_OBJECT
@@ -79,6 +80,10 @@ class MainWindow : public QMainWindow {
   void stepRecording(int direction);
   EventBrowser* eventBrowser() const { return events_; }
   BufferInspector* bufferInspector() const { return buffers_; }
+  TimelinePanel* timeline() const { return timeline_; }
+  // File ▸ Export Trace: the run (or the opened recording) as Chrome trace JSON, as `tensorscope-cli
+  // export --trace` writes it from the recording.
+  bool exportTrace(const QString& path, QString* error = nullptr);
   GraphPanel* graphPanel() const { return graph_; }
   // The status bar's "line 13 made 5 nodes → kernels …" for the editor's cursor line.
   QString lineInfoText() const;
@@ -170,7 +175,7 @@ class MainWindow : public QMainWindow {
   void onRunFinished(const ScriptOutcome& outcome);
   void onPaused();
   void startRun(RunnerProcess::Start how);
-  void addEvents(std::vector<ts::Event> events);
+  void addEvents(std::vector<ts::Event> events, const std::vector<int64_t>& timesNs = {});
   void onLayout(const GraphLayout& layout);
   void selectKernel(int kernelId, bool centreGraph);
   void requestGraph();  // soon: schedules arrive in bursts
@@ -188,6 +193,7 @@ class MainWindow : public QMainWindow {
   bool saveAs();
   void exportGraphDialog(GraphFormat format);
   void exportListingDialog();
+  void exportTraceDialog();
   void updateExplain();
   void applyFontZoom();
   void saveRecordingDialog();
@@ -230,6 +236,7 @@ class MainWindow : public QMainWindow {
   QAction* recordBuffersAction_ = nullptr;
   EventBrowser* events_ = nullptr;
   BufferInspector* buffers_ = nullptr;
+  TimelinePanel* timeline_ = nullptr;
   QLineEdit* consoleInput_ = nullptr;
   ElidedLabel* lineInfo_ = nullptr;
   QToolBar* toolbar_ = nullptr;

@@ -173,6 +173,8 @@ ScheduleEvent sample_schedule(int id, int first_kernel, uint64_t first_uid) {
   e.boundary_reasons = {"output feeds a reduce", "input is a realized buffer"};
   e.fusion_decisions = {{u + 2, "ADD", true, 2, 16.0, 16.0, 192.0, "value is read 2 times"},
                         {u + 1, "CONST", false, 3, 0.5, 1.0, 48.0, "recomputed by each reader"}};
+  e.flops = 16;
+  e.bytes = 128;
   KernelInfo r;
   r.id = first_kernel + 1;
   r.name = "r_4";
@@ -308,7 +310,7 @@ bool same(const Event& a, const Event& b) {
              auto eqb = [](const BufferInfo& p, const BufferInfo& q) { return same(p, q); };
              return x.id == y.id && x.name == y.name && x.device == y.device && x.node_uids == y.node_uids && x.ops == y.ops &&
                     same_list(x.inputs, y.inputs, eqb) && same_list(x.outputs, y.outputs, eqb) &&
-                    x.boundary_reasons == y.boundary_reasons &&
+                    x.boundary_reasons == y.boundary_reasons && x.flops == y.flops && x.bytes == y.bytes &&
                     same_list(x.fusion_decisions, y.fusion_decisions, [](const FusionDecision& p, const FusionDecision& q) {
                       return p.node_uid == q.node_uid && p.op == q.op && p.stored == q.stored &&
                              p.evaluations == q.evaluations && p.flops == q.flops &&

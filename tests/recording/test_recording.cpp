@@ -92,7 +92,7 @@ std::string describe(const Event& event) {
       s << " kernel " << k.id << " " << k.name << " " << k.device << " " << list(k.node_uids) << " " << list(k.ops)
         << " in=" << describe(k.inputs) << " out=" << describe(k.outputs) << " why=";
       for (const std::string& r : k.boundary_reasons) s << "'" << r << "'";
-      s << "\n";
+      s << " flops=" << num(k.flops) << " bytes=" << num(k.bytes) << "\n";
     }
     s << " position_uids=" << list(sc->position_uids) << "\n";
     if (sc->structure) s << " structure:\n" << describe(Event(*sc->structure));
@@ -192,6 +192,9 @@ ScheduleEvent sample_schedule() {
   s.kernels = {{12, "E_4_4", "C", {101, UINT64_MAX}, {"CONST", "ADD"}, {{100, {4, 4}, "float32"}},
                 {{UINT64_MAX, {4, 4}, "float32"}}, {"output feeds a reduce", "input is a realized buffer"}, {}},
                {13, "r_4", "OPENCL:0", {103}, {"SUM"}, {{UINT64_MAX, {4, 4}, "float32"}}, {{103, {1, 0}, "int32"}}, {}, {}}};
+  s.kernels[0].flops = 16;
+  s.kernels[0].bytes = 128;
+  s.kernels[1].flops = 1e300;  // not known: kernels[1].bytes stays -1
   return s;
 }
 
@@ -700,6 +703,27 @@ TEST(Codec, ScheduleWhereIsOptionalAndChecked) {
     x.payload = replaced(x.payload, R"("where":{"file":"/home/ünïcode/tränïng.py","line":9},)", bad);
     EXPECT_NE(rejection(decoder, x), "") << x.payload;
   }
+}
+
+TEST(Codec, KernelWorkIsOptional) {
+  EventEncoder encoder;
+  EventDecoder decoder;
+  std::vector<Blob> blobs;
+  const EncodedEvent e = encoder.encode(41, 0, sample_schedule(), blobs);
+  const ScheduleEvent back = std::get<ScheduleEvent>(decoder.decode(e));
+  EXPECT_EQ(back.kernels[0].flops, 16);
+  EXPECT_EQ(back.kernels[0].bytes, 128);
+  EXPECT_EQ(back.kernels[1].flops, 1e300);
+  EXPECT_EQ(back.kernels[1].bytes, -1);
+  // a recording made before kernels' work was counted lacks both: not known (-1)
+  EncodedEvent old = e;
+  old.payload = replaced(old.payload, R"(,"flops":16.0,"bytes":128.0)", "");
+  const ScheduleEvent older = std::get<ScheduleEvent>(decoder.decode(old));
+  EXPECT_EQ(older.kernels[0].flops, -1);
+  EXPECT_EQ(older.kernels[0].bytes, -1);
+  EncodedEvent bad = e;
+  bad.payload = replaced(bad.payload, R"("flops":16.0)", R"("flops":"16")");
+  EXPECT_NE(rejection(decoder, bad), "") << bad.payload;
 }
 
 TEST(Codec, RunInfoJsonRoundTrips) {

@@ -21,9 +21,9 @@ void RunModel::clear() {
   Q_EMIT cleared();
 }
 
-void RunModel::addSchedule(ts::ScheduleEvent event) {
+void RunModel::addSchedule(ts::ScheduleEvent event, int64_t timeNs) {
   const int s = static_cast<int>(schedules_.size());
-  events_.push_back({EventRef::Schedule, s});
+  events_.push_back({EventRef::Schedule, s, timeNs});
   schedules_.push_back(std::move(event));
   lazyNow_.apply(*this, events_.back());
   const ts::ScheduleEvent& stored = schedules_.back();
@@ -42,14 +42,14 @@ void RunModel::addSchedule(ts::ScheduleEvent event) {
   Q_EMIT scheduleAdded(s);
 }
 
-void RunModel::addKernelRun(ts::KernelRunEvent event) {
+void RunModel::addKernelRun(ts::KernelRunEvent event, int64_t timeNs) {
   const int id = event.kernel_id;
   // A jit replay runs the code of the launch it captured: show that code with it.
   if (event.replayed && !event.code)
     if (const ts::KernelRunEvent* captured = kernelRun(event.replay_of)) event.code = captured->code;
   runs_.insert(id, std::move(event));
   launchEvent_.insert(id, static_cast<int>(events_.size()));
-  events_.push_back({EventRef::Launch, id});
+  events_.push_back({EventRef::Launch, id, timeNs});
   // A launch can arrive for a kernel whose schedule we did not see (an observer attached late).
   if (!kernels_.contains(id)) kernelOrder_.push_back(id);
   Q_EMIT kernelRunAdded(id);
@@ -77,16 +77,16 @@ const ts::GraphNodeInfo* RunModel::node(uint64_t uid) const {
   return &schedules_[it->schedule].nodes[it->index];
 }
 
-void RunModel::addNodes(ts::NodesEvent event) {
+void RunModel::addNodes(ts::NodesEvent event, int64_t timeNs) {
   const int e = static_cast<int>(nodeEvents_.size());
   for (size_t i = 0; i < event.size(); ++i) created_.insert(event.uid(i), {e, static_cast<int>(i)});
-  events_.push_back({EventRef::Nodes, e});
+  events_.push_back({EventRef::Nodes, e, timeNs});
   nodeEvents_.push_back(std::move(event));
   lazyNow_.apply(*this, events_.back());
 }
 
-void RunModel::addOutput(ts::ScriptOutputEvent event) {
-  events_.push_back({EventRef::Output, static_cast<int>(outputs_.size())});
+void RunModel::addOutput(ts::ScriptOutputEvent event, int64_t timeNs) {
+  events_.push_back({EventRef::Output, static_cast<int>(outputs_.size()), timeNs});
   outputs_.push_back(std::move(event));
 }
 

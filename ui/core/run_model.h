@@ -19,15 +19,18 @@ class RunModel : public QObject {
   explicit RunModel(QObject* parent = nullptr) : QObject(parent) {}
 
   void clear();
-  void addSchedule(ts::ScheduleEvent event);
-  void addKernelRun(ts::KernelRunEvent event);
-  void addNodes(ts::NodesEvent event);
-  void addOutput(ts::ScriptOutputEvent event);
+  // `timeNs`: when the event happened, in ns since the start of the run (the runner's stream and a
+  // recording give it; the timeline places spans by it); -1: not known.
+  void addSchedule(ts::ScheduleEvent event, int64_t timeNs = -1);
+  void addKernelRun(ts::KernelRunEvent event, int64_t timeNs = -1);
+  void addNodes(ts::NodesEvent event, int64_t timeNs = -1);
+  void addOutput(ts::ScriptOutputEvent event, int64_t timeNs = -1);
 
   // Every event in arrival order: what the event browser lists and what "the current event" indexes.
   struct EventRef {
     enum Kind { Nodes, Schedule, Launch, Output } kind;
     int index;  // Nodes: into nodeEvents(); Schedule: into schedules(); Launch: the kernel id; Output: into outputs()
+    int64_t timeNs = -1;  // ns since the start of the run; -1: not known
   };
   const std::vector<EventRef>& events() const { return events_; }
   const std::vector<ts::NodesEvent>& nodeEvents() const { return nodeEvents_; }

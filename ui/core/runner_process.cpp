@@ -54,6 +54,7 @@ bool RunnerProcess::start(const QString& path, const QString& source, const QStr
   parser_ = {};
   decoder_ = {};
   pending_.clear();
+  pendingTimes_.clear();
   end_ = {};
   lastKernel_.clear();
   protocolError_.clear();
@@ -222,7 +223,9 @@ void RunnerProcess::onReadyRead() {
         case 'I': break;  // the run's description: the recording has it
         case 'B': decoder_.add_blob(ts::blob_from_frame_body(frame.body), /*verify=*/false); break;
         case 'E': {
-          ts::Event event = decoder_.decode(ts::event_from_frame_body(frame.body));
+          const ts::EncodedEvent encoded = ts::event_from_frame_body(frame.body);
+          ts::Event event = decoder_.decode(encoded);
+          pendingTimes_.push_back(encoded.time_ns);
           if (auto* run = std::get_if<ts::KernelRunEvent>(&event))
             lastKernel_ = QString("#%1 %2").arg(run->kernel_id).arg(QString::fromStdString(run->name));
           pending_.push_back(std::move(event));
@@ -276,6 +279,8 @@ void RunnerProcess::deliver() {
   if (pending_.empty()) return;
   if (ready_.empty()) ready_.swap(pending_);
   else std::move(pending_.begin(), pending_.end(), std::back_inserter(ready_)), pending_.clear();
+  readyTimes_.insert(readyTimes_.end(), pendingTimes_.begin(), pendingTimes_.end());
+  pendingTimes_.clear();
   Q_EMIT eventsReady();
 }
 

@@ -102,6 +102,8 @@ class RunnerProcess : public QObject {
   void setRecordBuffersMb(int mb) { recordBuffersMb_ = mb; }
   // The events received since the last call, in order (moved out: the model keeps them, no copy).
   std::vector<ts::Event> takeEvents() { return std::exchange(ready_, {}); }
+  // When each event of the last takeEvents() happened: ns since the start of the run, same order.
+  std::vector<int64_t> takeEventTimes() { return std::exchange(readyTimes_, {}); }
   // How long Stop waits for KeyboardInterrupt before killing the runner.
   static constexpr int kStopGraceMs = 2000;
   // Events reach the panels in batches at most this often: each batch repaints them, and the GUI's
@@ -154,6 +156,7 @@ class RunnerProcess : public QObject {
   ts::EventDecoder decoder_;
   std::vector<ts::Event> pending_;  // decoded, waiting for the delivery timer
   std::vector<ts::Event> ready_;    // delivered, waiting for takeEvents()
+  std::vector<int64_t> pendingTimes_, readyTimes_;  // their times (EncodedEvent::time_ns)
   bool haveEnd_ = false;
   ts::RunInfo end_;
   QString lastKernel_;  // "#41 r_64_16": where a crash happened

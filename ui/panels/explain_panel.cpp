@@ -59,6 +59,11 @@ void ExplainPanel::clearKernel() {
 ExplainPanel::Cost ExplainPanel::estimateCost(const RunModel& model, int kernelId) {
   const ts::KernelInfo* k = model.kernel(kernelId);
   Cost cost;
+  if (k && k->flops >= 0 && k->bytes >= 0) {  // counted by the engine at schedule time (the same rule)
+    cost.flops = k->flops;
+    cost.bytes = k->bytes;
+    return cost;
+  }
   if (!k || k->node_uids.empty()) return cost;
   double flops = 0;
   for (uint64_t uid : k->node_uids) {

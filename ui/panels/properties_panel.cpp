@@ -73,6 +73,16 @@ void PropertiesPanel::showKernel(int kernelId) {
     html +=
         row("compile", run->compile_cache_hit ? QString("cached") : QString("%1 ms").arg(run->compile_ms, 0, 'f', 1));
   }
+  if (k && k->flops >= 0 && k->bytes >= 0) {  // the work the engine counted at schedule time
+    html += row("work", QString("%1 FLOP, %2 bytes (%3 FLOP/byte)")
+                            .arg(k->flops, 0, 'g', 4)
+                            .arg(k->bytes, 0, 'g', 4)
+                            .arg(k->bytes > 0 ? k->flops / k->bytes : 0.0, 0, 'g', 3));
+    if (run && run->time_ms > 0)
+      html += row("rate", QString("%1 GFLOP/s, %2 GB/s")
+                              .arg(k->flops / run->time_ms / 1e6, 0, 'f', 2)
+                              .arg(k->bytes / run->time_ms / 1e6, 0, 'f', 2));
+  }
   html += "</table>";
   if (k) {
     html += section(QString("Fused ops (%1)").arg(k->ops.size())) + mono(fusedOpsText(k->ops));

@@ -68,6 +68,13 @@ struct KernelInfo {
   // The cost model's decisions about this kernel's output (stored) and about the values it recomputes
   // that other ops read too (recomputed); empty in recordings made before they existed.
   std::vector<FusionDecision> fusion_decisions;
+  // The work of one launch, computed at schedule time from the fused nodes' shapes (engine/src/schedule/
+  // kernel_cost.h): `flops` = ALU ops × the elements each computes (a reduce: its input's elements; a
+  // multiply and the add that sums it count 2, so a matmul is 2·M·N·K FLOPs), `bytes` = the sizes of the
+  // buffers it reads and writes (a device copy: its source and destination). -1: not known (recordings
+  // made before they existed).
+  double flops = -1;  // FLOPs per launch
+  double bytes = -1;  // bytes moved per launch
 };
 
 // Where the script made a graph node: the innermost Python frame outside the tensorscope package (the
@@ -147,6 +154,20 @@ struct KernelRunEvent {
   int replay_of = -1;
   // After the launch: its output, then its inputs, when buffers are recorded; empty otherwise.
   std::vector<RecordedBuffer> buffers;
+};
+
+// One timed variant of an autotune search (DESIGN.md: enumerate variants, prune, compile and time the best
+// candidates, keep the fastest). The search does not exist yet: this is the shape its events will have, and
+// the timeline's autotune lane already draws them (TraceRecorder::add_autotune_trial); it joins `Event`, with
+// its place in the recording codec, when the search emits it.
+struct AutotuneTrialEvent {
+  int kernel_id = -1;        // the kernel being tuned (KernelInfo::id)
+  std::string name;          // its name
+  std::string device;
+  std::string variant;       // the opt actions of this candidate, e.g. "UPCAST(0,4) LOCAL(1,16)"
+  double compile_ms = 0;     // compiling the candidate
+  double time_ms = 0;        // its measured run time (the best of its timed launches)
+  bool chosen = false;       // the fastest: the variant the kernel keeps
 };
 
 // Text the script wrote (stdout/stderr), or a script error with its traceback.

@@ -130,6 +130,8 @@ void write_schedule(JsonWriter& w, const ScheduleEvent& s, bool with_where) {
       w.end_object();
     }
     w.end_array();
+    w.key("flops").value(k.flops);
+    w.key("bytes").value(k.bytes);
     w.end_object();
   }
   w.end_array();
@@ -415,6 +417,9 @@ ScheduleEvent read_schedule(const json& j) {
         info.fusion_decisions.push_back({uid(field(d, "node")), str(d, "op"), boolean(d, "stored"),
                                          integer(d, "evaluations", 0, INT64_MAX), number(d, "flops"),
                                          number(d, "recompute_flops"), number(d, "store_bytes"), str(d, "reason")});
+    // optional: recordings made before kernels' FLOPs and bytes were counted lack them (-1: not known)
+    if (k.contains("flops")) info.flops = number(k, "flops");
+    if (k.contains("bytes")) info.bytes = number(k, "bytes");
     s.kernels.push_back(std::move(info));
   }
   for (const GraphNodeInfo& n : s.nodes)

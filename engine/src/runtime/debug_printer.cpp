@@ -31,6 +31,9 @@ class DebugPrinter : public SessionObserver {
         std::fprintf(stderr, "  kernel %d %s: %zu fused op(s):", k.id, k.name.c_str(), k.ops.size());
         for (auto& op : k.ops) std::fprintf(stderr, " %s", op.c_str());
         std::fprintf(stderr, "\n");
+        if (k.flops >= 0)
+          std::fprintf(stderr, "    work: %.6g FLOPs, %.6g bytes (%.3g FLOP/byte)\n", k.flops, k.bytes,
+                       k.bytes > 0 ? k.flops / k.bytes : 0.0);
         for (auto& r : k.boundary_reasons) std::fprintf(stderr, "    boundary: %s\n", r.c_str());
         for (const FusionDecision& d : k.fusion_decisions)
           std::fprintf(stderr, "    %s %s #%llu: %s\n", d.stored ? "stored" : "recomputed", d.op.c_str(),

@@ -12,6 +12,7 @@
 #include "opt/pass_manager.h"
 #include "runtime/buffer_pool.h"
 #include "runtime/capture.h"
+#include "schedule/kernel_cost.h"
 #include "schedule/schedule.h"
 #include "tensorscope/session.h"
 
@@ -392,6 +393,9 @@ void realize(const std::vector<NodeId>& targets) {
       ki.outputs.push_back(buffer_info(g, item.output));
       ki.boundary_reasons = item.reasons;
       ki.fusion_decisions = item.decisions;
+      const KernelCost cost = kernel_cost(g, item);
+      ki.flops = cost.flops;
+      ki.bytes = cost.bytes;
       ev.kernels.push_back(std::move(ki));
     }
     std::unordered_map<uint64_t, uint32_t> position_of_uid;
