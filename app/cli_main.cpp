@@ -10,6 +10,7 @@
 // Recordings (.tsrec) are described in docs/recording.md.
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -40,6 +41,7 @@ int usage(int code) {
                "  tensorscope-cli run SCRIPT [--device C|INTERP|OPENCL|VULKAN|CUDA] [--out DIR] [--svg FILE]\n"
                "                             [--dot FILE] [--png FILE [--png-scale N]] [--trace FILE]\n"
                "                             [--record FILE.tsrec [--record-buffers[=MB]]] [--break-on-nan]\n"
+               "                             [--beam N]\n"
                "      runs a tensor script headless; --out writes kernels.json with every kernel's IR and\n"
                "      source beside it; --svg writes the lazy graph with one cluster per kernel, --dot the\n"
                "      same graph as graphviz DOT text and --png as a PNG image at N times 72 dpi (default 1);\n"
@@ -47,7 +49,8 @@ int usage(int code) {
                "      --record writes the run's events to a recording (docs/recording.md), with each launch's\n"
                "      buffers up to MB in all (default 64) when --record-buffers is given; --break-on-nan stops\n"
                "      at the first kernel that makes a NaN or an infinity, prints it (kernel, element, the\n"
-               "      script line of the op) and exits with status 3\n"
+               "      script line of the op) and exits with status 3; --beam N searches each kernel's\n"
+               "      optimization plan with a beam of width N (TENSORSCOPE_BEAM; results cached)\n"
                "  tensorscope-cli record SCRIPT -o FILE.tsrec [--device NAME] [--record-buffers[=MB]]\n"
                "      runs a tensor script headless and records it\n"
                "  tensorscope-cli info FILE.tsrec\n"
@@ -236,6 +239,14 @@ int cmd_run(int argc, char** argv, bool record) {
     else if (!record && a == "--record") record_path = value("--record");
     else if (record && (a == "-o" || a == "--output")) record_path = value("-o");
     else if (a == "--break-on-nan") break_on_nan = true;
+    else if (a == "--beam") {
+      const std::string n = value("--beam");
+      if (n.empty() || n.find_first_not_of("0123456789") != std::string::npos || n.size() > 3) {
+        std::fprintf(stderr, "tensorscope-cli: --beam %s: expected a beam width, e.g. --beam 2\n", n.c_str());
+        std::exit(2);
+      }
+      setenv("TENSORSCOPE_BEAM", n.c_str(), 1);  // read by the engine at its first kernel (autotune.h)
+    }
     else if (a == "--record-buffers" || a.rfind("--record-buffers=", 0) == 0) {
       const std::string mb = a == "--record-buffers" ? "64" : a.substr(17);
       char* end = nullptr;

@@ -67,7 +67,7 @@ static bool same_kernel(const ir::Kernel& a, const std::vector<ir::Inst>& insts,
   return true;
 }
 
-void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots, int kernel_id) {
+void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots, int kernel_id, bool gated) {
   static const std::set<std::string> disabled = disabled_passes();
   if (kernel.plan.automatic()) {
     // TENSORSCOPE_OPTS: one plan for every kernel of the process (an invalid one raises at the first kernel)
@@ -91,7 +91,7 @@ void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots, int ke
       const bool unchanged = !snapshots->empty() && same_kernel(kernel, before, opts);
       snapshots->push_back({p.name, unchanged ? snapshots->back().ir : ir::print(kernel)});
     }
-    Session::get().gate(GateStop::AfterPass, kernel_id, kernel.name, p.name);
+    if (gated) Session::get().gate(GateStop::AfterPass, kernel_id, kernel.name, p.name);
   }
 }
 

@@ -29,8 +29,9 @@ struct Pass {
 const std::vector<Pass>& pipeline();
 
 // Runs the enabled passes on `kernel` in place. With `snapshots`, appends the IR after each pass.
-// `kernel_id` names the kernel at the gate's AfterPass stop (Session::gate), one after each pass.
-void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots, int kernel_id = -1);
+// `kernel_id` names the kernel at the gate's AfterPass stop (Session::gate), one after each pass;
+// `gated` false skips those stops (the autotuner's candidates are not stages a user steps through).
+void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots, int kernel_id = -1, bool gated = true);
 
 // Passes (one file each).
 void dead_code_elimination(ir::Kernel& kernel);

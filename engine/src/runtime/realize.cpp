@@ -8,6 +8,7 @@
 #include <unordered_map>
 
 #include "ir/lower.h"
+#include "runtime/autotune.h"
 #include "ir/ts_math.h"
 #include "opt/pass_manager.h"
 #include "runtime/buffer_pool.h"
@@ -465,6 +466,11 @@ void realize(const std::vector<NodeId>& targets) {
     // always on: a few µs per kernel, and an invalid kernel would otherwise fail in a compiler
     if (auto errors = ir::verify(kernel); !errors.empty())
       throw std::logic_error("IR verifier failed for kernel " + kernel.name + " after lowering: " + errors.front());
+    if (beam_width() > 0 && kernel.plan.automatic()) {  // TENSORSCOPE_BEAM: search this kernel's plan (autotune.h)
+      std::vector<Buffer*> raw{out_buf.get()};
+      for (NodeId in : item.inputs) raw.push_back(buffer_of(in).get());
+      kernel.plan = beam_search(kernel, dev_index, raw);
+    }
     std::vector<PassSnapshot> snapshots;
     if (observed) snapshots.push_back({"lower", ir::print(kernel)});
     run_passes(kernel, observed ? &snapshots : nullptr, kernel_ids[k]);
