@@ -197,11 +197,16 @@ def test_shifts_match_torch_on_int32_including_negative_and_overflow(dev):
 
 
 @DEVS
-def test_xor_on_bool_and_a_clear_error_on_int(dev):
+def test_xor_on_bool_and_int32_matches_torch_bitwise_xor(dev):
     a, b = np.array([True, True, False, False]), np.array([True, False, True, False])
     np.testing.assert_array_equal(Tensor(a, device=dev).xor(Tensor(b, device=dev)).numpy(),
                                   torch.logical_xor(torch.tensor(a), torch.tensor(b)).numpy())
-    check_raises(TypeError, lambda: Tensor([1, 2], device=dev).xor(Tensor([3, 4], device=dev)), "xor", "int32")
+    i = np.array([0, 1, -1, 5, -6, 123456789, -(2**31), 2**31 - 1, 0x55555555, -0x55555556], dtype=np.int32)
+    j = np.array([3, -1, -1, 12, 7, -987654321, -1, -(2**31), 0x2AAAAAAA, 17], dtype=np.int32)
+    np.testing.assert_array_equal(Tensor(i, device=dev).xor(Tensor(j, device=dev)).numpy(),
+                                  torch.bitwise_xor(torch.tensor(i), torch.tensor(j)).numpy())
+    np.testing.assert_array_equal(Tensor(i, device=dev).xor(6).numpy(), np.bitwise_xor(i, 6))
+    check_raises(TypeError, lambda: Tensor([1.5], device=dev).xor(Tensor([2.5], device=dev)), "xor", "float32")
 
 
 @DEVS

@@ -569,13 +569,23 @@ class Tensor:
     def __invert__(self): return self.logical_not()
 
     # tinygrad's xor / lshift / rshift: on bool tensors xor is logical; shifts are integer multiply and floor
-    # division by 2**bits (torch's << and >> on int32, wrapping like them). int32 xor needs bitwise ops the
-    # IR does not have: it raises TypeError saying so.
+    # division by 2**bits (torch's << and >> on int32, wrapping like them).
     def xor(self, x) -> "Tensor":
-        if self.dtype != dtypes.bool or _wrap(x, self).dtype != dtypes.bool:
-            raise TypeError(f"xor: only bool tensors are supported (got {self.dtype}); bitwise int32 xor needs bitwise "
-                            "IR ops, which Tensorscope does not have")
-        return self.logical_xor(x)
+        """Bitwise xor (torch.bitwise_xor) of bool or int32 tensors. The IR has no bitwise ops, so int32 xor is
+        built from arithmetic, one bit at a time: bit i of a is (a >> i) mod 2 (floor semantics, so negative
+        numbers give their two's-complement bits), and the result is the sum of ((a_i + b_i) mod 2) << i, all of
+        it fused into one elementwise kernel."""
+        x = _wrap(x, self, integer=True)
+        if self.dtype == dtypes.bool and x.dtype == dtypes.bool:
+            return self.logical_xor(x)
+        if self.dtype != dtypes.int32 or x.dtype != dtypes.int32:
+            raise TypeError(f"xor: expected two bool or two int32 tensors, got {self.dtype} and {x.dtype}")
+        out = None
+        for bit in range(32):
+            b = ((self >> bit) % 2 + (x >> bit) % 2) % 2
+            term = b << bit
+            out = term if out is None else out + term
+        return out
 
     def lshift(self, bits: int) -> "Tensor":
         """self << bits for int32 tensors: self · 2**bits, wrapping around on overflow as torch does."""
