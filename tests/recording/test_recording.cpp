@@ -206,7 +206,7 @@ KernelRunEvent sample_launch(int id, std::shared_ptr<const KernelCode> code) {
   r.code = std::move(code);
   r.compile_cache_hit = id % 2 == 1;
   r.compile_ms = 12.345678901234567;
-  r.time_ms = 1e-9 * (id + 1);
+  r.time_ms = 1e-9 * (id + 1.0);  // id may be INT_MAX: no int overflow
   return r;
 }
 
