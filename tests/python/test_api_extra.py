@@ -268,3 +268,11 @@ def test_from_blob_copies_the_memory():
     i = np.array([5, -6, 7], dtype=np.int32)
     np.testing.assert_array_equal(Tensor.from_blob(i.ctypes.data, (3,), dtype="int32").numpy(), i)
     check_raises(ValueError, lambda: Tensor.from_blob(0, (3,)), "null")
+
+
+def test_from_url_reads_bytes_as_int32(tmp_path):
+    payload = bytes([0, 1, 127, 128, 255]) + b"tensorscope"
+    f = tmp_path / "blob.bin"
+    f.write_bytes(payload)
+    np.testing.assert_array_equal(Tensor.from_url(f.as_uri()).numpy(), np.frombuffer(payload, np.uint8).astype(np.int32))
+    check_raises(ValueError, lambda: Tensor.from_url((tmp_path / "missing.bin").as_uri()), "from_url", "missing.bin")

@@ -275,6 +275,20 @@ class Tensor:
         return Tensor(np.frombuffer(buf, dtype=np_dtype, count=count).reshape(shape).copy(), device=device)
 
     @staticmethod
+    def from_url(url: str, device=None, timeout: float = 60.0) -> "Tensor":
+        """The bytes at `url` (http(s)://, file://) as a 1-d tensor, one element per byte (tinygrad's from_url).
+        tinygrad's elements are uint8; Tensorscope has no uint8 dtype, so they are int32 in 0..255. Raises
+        ValueError naming the URL when it cannot be read."""
+        import urllib.error
+        import urllib.request
+        try:
+            with urllib.request.urlopen(url, timeout=timeout) as response:
+                data = response.read()
+        except (urllib.error.URLError, ValueError, OSError) as e:
+            raise ValueError(f"from_url: cannot read {url!r}: {e}") from None
+        return Tensor(np.frombuffer(data, dtype=np.uint8).astype(np.int32), device=device)
+
+    @staticmethod
     def empty(*shape, device=None, dtype=None) -> "Tensor":
         return Tensor.zeros(*shape, device=device, dtype=dtype)
 
