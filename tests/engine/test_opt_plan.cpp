@@ -153,3 +153,31 @@ TEST(OptPlan, AReduceUpcastThatWouldUnrollTooFarIsNotApplied) {
   EXPECT_EQ(applied(k, AppliedOpt::UpcastReduce), 0) << ir::print(k);
   EXPECT_NE(ir::print(k).find("; plan: UPCAST_GLOBAL=0,REGISTER_TILE=0,UPCAST_REDUCE=4096"), std::string::npos);
 }
+
+TEST(OptPlan, AMaxReduceUpcastByTwoStaysValidAndExact) {
+  // row max: the combine after UPCAST_REDUCE=2 is acc0 = max(acc0, acc1), two accumulators max_reduce_as_int keys
+  const int64_t m = 3, k = 10;
+  ir::Kernel kern;
+  kern.name = "plan_rowmax";
+  kern.globals = {{DType::Float32, m, true}, {DType::Float32, m * k, false}};
+  ir::Builder b(kern);
+  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32);
+  auto rm = b.range(m, true);
+  auto acc = b.acc(-INFINITY, DType::Float32);
+  auto rk = b.range(k);
+  b.assign(acc, b.alu(Op::Max, DType::Float32, acc, b.load(x, b.add(b.mul(rm, b.cint(k)), rk))));
+  b.end_range(rk);
+  b.store(out, rm, acc);
+  b.end_range(rm);
+  std::vector<float> xs(m * k), want(m), got(m);
+  for (size_t i = 0; i < xs.size(); i++) xs[i] = static_cast<float>((static_cast<int>(i) * 7) % 11) - 5.5f;
+  ir::interpret(kern, {want.data(), xs.data()});
+  for (int u : {2, 5}) {
+    ir::Kernel opt = kern;
+    opt.plan.set(AppliedOpt::UpcastReduce, u);
+    run_passes(opt, nullptr);  // throws if a pass leaves invalid IR
+    EXPECT_EQ(applied(opt, AppliedOpt::UpcastReduce), u);
+    ir::interpret(opt, {got.data(), xs.data()});
+    EXPECT_EQ(got, want) << "UPCAST_REDUCE=" << u;
+  }
+}

@@ -101,7 +101,9 @@ void max_reduce_as_int(ir::Kernel& k) {
     }
     if (is_update[i]) {  // max(acc, v) → integer max(acc, key(v))
       const ValueId acc = update_of[i], v = in.src[0] == acc ? in.src[1] : in.src[0];
-      remap[i] = emit(Op::Max, DType::Int32, {remap[acc], key(remap[v])});
+      // v may be another keyed accumulator (acc0 = max(acc0, acc1), the combine after an UPCAST_REDUCE by 2):
+      // already a key, and the max of keys is the key of the max
+      remap[i] = emit(Op::Max, DType::Int32, {remap[acc], is_candidate[v] ? remap[v] : key(remap[v])});
       continue;
     }
     if (in.op == Op::Assign && is_candidate[in.src[0]]) {

@@ -136,8 +136,15 @@ ir::OptPlan beam_search(const ir::Kernel& lowered, int device_index, const std::
   auto evaluate = [&](const ir::OptPlan& plan) {
     ir::Kernel k = lowered;
     k.plan = plan;
-    run_passes(k, nullptr, -1, /*gated=*/false);
-    const SourceListing source = renderer->render(k);
+    SourceListing source;
+    try {  // a plan the passes cannot carry out (the verifier rejects their IR) is a failed candidate
+      run_passes(k, nullptr, -1, /*gated=*/false);
+      source = renderer->render(k);
+    } catch (const std::exception& e) {
+      if (debug_level() >= 1)
+        std::printf("BEAM %s: candidate '%s' skipped: %s\n", lowered.name.c_str(), plan.str().c_str(), e.what());
+      return 1e300;
+    }
     const uint64_t hash = fnv1a(source.code);
     if (auto it = timed.find(hash); it != timed.end()) return it->second;
     double ms = 1e300;
