@@ -14,6 +14,8 @@
 // over 4x the best so far is dropped, and one whose timed launch takes over 2x stops after it. A candidate that fails
 // to compile or to run is skipped (its reason printed at DEBUG=2). DEBUG=1 prints one line per kernel searched. The search stops when a round improves
 // the best by less than 1%, after 3 rounds, or when TENSORSCOPE_BEAM_SECONDS (default 10 s) per kernel is spent.
+// The winner and the default are then timed once more side by side; the default stays unless the winner
+// still beats it by more than 1%.
 // Every device with a renderer is searched the same way (tested on C). Not yet: trial events in the recording,
 // compiling candidates in parallel, the GPU actions (LOCAL, GROUP) that need local memory in the IR.
 #pragma once
