@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "ir/builder.h"
+#include "ir_test_kernels.h"
 #include "opt/pass_manager.h"
 #include "tensorscope/device.h"
 #include "tensorscope/ir.h"
@@ -21,24 +22,10 @@ using ir::Op;
 
 namespace {
 
-// out (M, N) = x (M, K) @ w (K, N): m, n global loops, k the reduce loop.
+// A hand-built matmul (ir_test_kernels.h), named by its shape.
 ir::Kernel matmul(int64_t m, int64_t n, int64_t k) {
-  ir::Kernel kern;
+  ir::Kernel kern = test::matmul_kernel(m, n, k);
   kern.name = "plan_matmul_" + std::to_string(m) + "_" + std::to_string(n) + "_" + std::to_string(k);
-  kern.globals = {{DType::Float32, m * n, true}, {DType::Float32, m * k, false}, {DType::Float32, k * n, false}};
-  ir::Builder b(kern);
-  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32), w = b.global(2, DType::Float32);
-  auto rm = b.range(m, true);
-  auto rn = b.range(n, true);
-  auto acc = b.acc(0, DType::Float32);
-  auto rk = b.range(k);
-  auto xv = b.load(x, b.add(b.mul(rm, b.cint(k)), rk));
-  auto wv = b.load(w, b.add(b.mul(rk, b.cint(n)), rn));
-  b.assign(acc, b.alu(Op::Add, DType::Float32, acc, b.alu(Op::Mul, DType::Float32, xv, wv)));
-  b.end_range(rk);
-  b.store(out, b.add(b.mul(rm, b.cint(n)), rn), acc);
-  b.end_range(rn);
-  b.end_range(rm);
   return kern;
 }
 
