@@ -27,9 +27,12 @@ constexpr int kRounds = 3;
 constexpr int kAmounts[] = {0, 2, 4, 8, 16, 32};
 constexpr int kTimedLaunches = 3;
 
-int debug_level() {
-  const char* d = std::getenv("DEBUG");
-  return d ? std::atoi(d) : 0;
+int debug_level() {  // DEBUG, read once (as the debug printer does)
+  static const int level = [] {
+    const char* d = std::getenv("DEBUG");
+    return d ? std::atoi(d) : 0;
+  }();
+  return level;
 }
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
