@@ -34,6 +34,10 @@ GRID = [
     ((3, 16, 13, 12), (24, 16, 5, 3), dict(stride=2, padding=(2, 1), dilation=(1, 2))),
     ((2, 24, 300), (16, 24, 7), dict(padding=3, stride=3)),  # 1-d
     ((2, 8, 6, 7, 5), (16, 8, 3, 3, 3), dict(padding=1)),  # 3-d
+    # >= 64 kFLOP of weight gradient with fewer than 16 output channels: the gradient as dot products of the
+    # channel-major output gradient and the transposed im2col (kIm2colWeightGradMinFlops; a first layer)
+    ((16, 1, 8, 8), (8, 1, 3, 3), dict(padding=1)),
+    ((4, 3, 11, 10), (5, 3, 3, 3), dict(stride=2, padding=2, dilation=2)),
 ]
 
 
@@ -118,8 +122,8 @@ def test_convolution_backward_is_matmuls_over_im2col(tmp_path):
     out = run_cli_out(script, tmp_path / "out")
     kernels = {k["name"]: k for k in json.loads((out / "kernels.json").read_text())["kernels"]}
     # forward (N*O, C_in*K) @ (C_in*K, C_out); input gradient (C_out=8, C_in*K=144) @ (144, N*O);
-    # weight gradient (C_out, N*O) @ (N*O, C_in*K)
-    for name in ("r_1024_16_72", "r_8_1024_144", "r_16_72_1024"):
+    # weight gradient, transposed: (C_in*K, N*O) @ (N*O, C_out) with the output gradient channels-last
+    for name in ("r_1024_16_72", "r_8_1024_144", "r_72_16_1024"):
         assert name in kernels, sorted(kernels)
         header = (out / kernels[name]["ir"]).read_text().splitlines()[0]
         assert "UPCAST" in header, header

@@ -102,6 +102,10 @@ Tensor im2col(const Tensor& windows, size_t spatial_dims, bool transposed = fals
 // kIm2colMinWidth to vectorize (the output channels, or else the batch × output positions), and at least
 // kIm2colMinFlops of work (below, the copy and the extra kernels cost more than the direct loop nest).
 constexpr int64_t kIm2colMinReduce = 16, kIm2colMinWidth = 16, kIm2colMinFlops = 1 << 20;
+// The weight gradient gains from it sooner: read in place, its loop nest reduces over the batch and the
+// output positions with the input's window loads (and their padding masks) in the innermost loop, and its
+// few outputs (C_out·C_in·K) leave nothing to vectorize (a first layer's 8x1x3x3 gradient: 2 GFLOP/s).
+constexpr int64_t kIm2colWeightGradMinFlops = 1 << 16;
 
 // 2·N·O·C_out·C_in·K: the multiply-adds of a convolution (and of its weight gradient)
 int64_t conv_flops(int64_t batch, const Shape& out_positions, int64_t cout, int64_t cin, const Shape& kernel) {
@@ -187,17 +191,31 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
   const int64_t bs = x.shape()[0], cin = wshape[1], rcout = wshape[0] / groups;
   Tensor p = pool(x.pad(full_pads(x, pads)), HW, stride, dilation);  // (N, C_in, *o, *k)
   const Shape o(p.shape().begin() + 2, p.shape().begin() + 2 + n);
-  if (groups == 1 && conv_flops(bs, o, wshape[0], cin, HW) >= kIm2colMinFlops) {
-    // As a matmul over im2col: dW = gm @ cols with the output gradient copied to gm (C_out, N·O), stored
-    // as (C_out, C_in·K): fused into the optimizer's update, the kernel would loop over the weight's four
-    // short axes and lose the matmul's register tile
+  if (groups == 1 && conv_flops(bs, o, wshape[0], cin, HW) >= kIm2colWeightGradMinFlops) {
+    // As a matmul over the transposed im2col: cols (C_in·K, N·O) holds, for every tap, its input values
+    // at every output position, and dW (C_out, C_in·K) sums the output gradient times them over those
+    // positions. Which operand is the matmul's "w" decides which axis gets the vector registers:
+    //  * C_out >= kIm2colMinWidth: dWᵀ = cols @ g_nhwc, g copied to (N·O, C_out) (channels last), so the
+    //    C_out outputs of a tap are contiguous (upcast_global) and the taps are the register tile's rows;
+    //  * fewer output channels (a first layer with 8): every output is a dot product of two rows that
+    //    are contiguous over N·O, summed with a vector of partial sums (upcast_reduce).
+    // The result is stored by its own kernel: fused into the optimizer's update, the kernel would loop
+    // over the weight's short axes and lose the matmul's loop structure.
     int64_t o_size = 1;
     for (int64_t d : o) o_size *= d;
+    const int64_t cout = wshape[0], taps = shape_numel(wshape) / cout, positions = bs * o_size;
+    Tensor cols = im2col(p, n, /*transposed=*/true);  // (C_in·K, N·O)
+    if (cout >= kIm2colMinWidth) {
+      std::vector<int64_t> nhwc{0};  // (N, *o, C_out)
+      for (size_t i = 0; i < n; i++) nhwc.push_back(static_cast<int64_t>(2 + i));
+      nhwc.push_back(1);
+      Tensor g_nhwc = g.permute(nhwc).contiguous().reshape({positions, cout});
+      return cols.matmul(g_nhwc).contiguous().transpose(0, 1).reshape(wshape);
+    }
     std::vector<int64_t> g_order{1, 0};  // (C_out, N, *o)
     for (size_t i = 0; i < n; i++) g_order.push_back(static_cast<int64_t>(2 + i));
-    Tensor cols = im2col(p, n);
-    Tensor gm = g.permute(g_order).contiguous().reshape({wshape[0], bs * o_size});
-    return gm.matmul(cols).contiguous().reshape(wshape);
+    Tensor gm = g.permute(g_order).contiguous().reshape({cout, 1, positions});
+    return gm.mul(cols.reshape({1, taps, positions})).sum(std::vector<int64_t>{-1}).contiguous().reshape(wshape);
   }
   Shape ps{bs, groups, 1, cin}, gs{bs, groups, rcout, 1}, full{bs, groups, rcout, cin};
   ps.insert(ps.end(), o.begin(), o.end());
