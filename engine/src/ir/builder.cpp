@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "ir/builder.h"
 
 #include <cmath>
@@ -162,6 +163,8 @@ ValueId Builder::alu(Op op, DType dt, ValueId a, ValueId b, ValueId c) {
     auto is = [&](ValueId v, int64_t x) { return v != kNone && is_const(v) && const_value(v) == static_cast<double>(x); };
     if (op == Op::Add && is(b, 0)) return a;
     if (op == Op::Add && is(a, 0)) return b;
+    if (op == Op::Add && dt == DType::Int32)
+      if (ValueId v = recombine_div_mod(a, b); v != kNone) return v;
     if (op == Op::Mul && (is(b, 1))) return a;
     if (op == Op::Mul && (is(a, 1))) return b;
     if (op == Op::Mul && (is(a, 0) || is(b, 0))) return cint(0);
@@ -225,6 +228,63 @@ int64_t Builder::const_factor(ValueId v) const {
   return 1;
 }
 
+// (p / e)·(k·e) + (p % e)·k = p·k (the quotient and remainder of p put back together): what an index
+// split by a view into blocks and read back whole becomes, e.g. (y / 2)·16 + (y % 2)·8 = 8·y. Looks for
+// such a pair among the terms of a + b; kNone when there is none.
+ValueId Builder::recombine_div_mod(ValueId a, ValueId b) {
+  std::vector<ValueId> terms, todo{a, b};
+  while (!todo.empty()) {
+    const ValueId t = todo.back();
+    todo.pop_back();
+    if (k_.insts[t].op == Op::Add) {
+      todo.push_back(k_.insts[t].src[0]);
+      todo.push_back(k_.insts[t].src[1]);
+    } else {
+      terms.push_back(t);
+    }
+    if (terms.size() > 16) return kNone;  // index sums are short; do not walk a long one at every add
+  }
+  // a term as (inner op, p, e, k): k·(p op e), op IDIV or MOD with constants e, k > 0
+  auto split = [&](ValueId t, Op& op, ValueId& p, int64_t& e, int64_t& k) {
+    ValueId inner = t;
+    k = 1;
+    if (k_.insts[t].op == Op::Mul && is_const(k_.insts[t].src[1])) {
+      inner = k_.insts[t].src[0];
+      k = static_cast<int64_t>(const_value(k_.insts[t].src[1]));
+    }
+    const Inst& in = k_.insts[inner];
+    if ((in.op != Op::IDiv && in.op != Op::Mod) || !is_const(in.src[1]) || k <= 0) return false;
+    op = in.op;
+    p = in.src[0];
+    e = static_cast<int64_t>(const_value(in.src[1]));
+    return e > 0 && bounds(p).first >= 0;
+  };
+  for (size_t i = 0; i < terms.size(); i++) {
+    Op op_i;
+    ValueId p_i;
+    int64_t e_i, k_i;
+    if (!split(terms[i], op_i, p_i, e_i, k_i) || op_i != Op::Mod) continue;
+    for (size_t j = 0; j < terms.size(); j++) {
+      Op op_j;
+      ValueId p_j;
+      int64_t e_j, k_j;
+      if (j == i || !split(terms[j], op_j, p_j, e_j, k_j) || op_j != Op::IDiv || p_j != p_i || e_j != e_i ||
+          k_j != k_i * e_i)
+        continue;
+      // the sum again, its terms in the order they were defined (outer loops' first), the order the
+      // lowering adds them in: the partial sums are then the ones already computed (CSE finds them)
+      std::vector<ValueId> rest{mul(p_i, cint(k_i))};
+      for (size_t t = 0; t < terms.size(); t++)
+        if (t != i && t != j) rest.push_back(terms[t]);
+      std::sort(rest.begin(), rest.end());
+      ValueId out = rest[0];
+      for (size_t t = 1; t < rest.size(); t++) out = add(out, rest[t]);
+      return out;
+    }
+  }
+  return kNone;
+}
+
 // Division by a constant d > 0 of a sum of non-negative terms (tinygrad's symbolic rules): the terms
 // that d divides leave the remainder alone, so with M = those terms and R = the rest,
 //   (M + R) % d = R % d          (M + R) / d = M / d + R / d
@@ -262,12 +322,32 @@ ValueId Builder::divide_terms(Op op, ValueId x, int64_t d) {
     }
     return kNone;
   }
-  if (multiples.empty()) return kNone;
   auto sum = [&](const std::vector<ValueId>& vs) {
     ValueId acc = cint(0);
     for (ValueId v : vs) acc = add(acc, v);
     return acc;
   };
+  // Terms below a step of the others: with B the terms that a divisor c of d divides (B = c·P) and
+  // S the rest, known to lie in [0, c), S never carries B past a multiple of d = c·e:
+  //   (B + S) / d = B / d        (B + S) % d = B % d + S
+  // A window view reads (8·y + x) / 16 with x < 8: it is y / 2 (an 8x8 image read as 2x2 blocks).
+  for (int64_t c = d / 2; c >= 2; c--) {
+    if (d % c) continue;
+    std::vector<ValueId> big, small;
+    int64_t small_hi = 0;
+    for (ValueId t : terms) {
+      if (const_factor(t) % c == 0) {
+        big.push_back(t);
+      } else {
+        small.push_back(t);
+        small_hi += bounds(t).second;
+      }
+    }
+    if (big.empty() || small.empty() || small_hi >= c) continue;
+    const ValueId b = alu(op, DType::Int32, sum(big), cint(d));
+    return op == Op::IDiv ? b : add(b, sum(small));
+  }
+  if (multiples.empty()) return kNone;
   const ValueId r = sum(rest);
   if (op == Op::Mod) return alu(Op::Mod, DType::Int32, r, cint(d));
   std::vector<ValueId> quotients;

@@ -45,6 +45,8 @@ class Builder {
   // x / d and x % d for a constant d > 0 through sums and products whose terms are multiples of d
   // (tinygrad's symbolic rules); kNone when no rule applies.
   ValueId divide_terms(Op op, ValueId x, int64_t d);
+  // p·k for a pair (p / e)·(k·e) and (p % e)·k among the terms of a + b; kNone when there is none.
+  ValueId recombine_div_mod(ValueId a, ValueId b);
   // The largest constant known to divide v (1 when nothing is known).
   int64_t const_factor(ValueId v) const;
   Kernel& k_;

@@ -2,10 +2,13 @@
 
 #include <cmath>
 #include <limits>
+#include <algorithm>
 #include <map>
+#include <set>
 #include <stdexcept>
 
 #include "ir/builder.h"
+#include "opt/pass_manager.h"
 
 namespace ts {
 namespace {
@@ -13,9 +16,13 @@ namespace {
 using ir::ValueId;
 using ir::kNone;
 
+// Adjacent loop axes lowered as one loop: {kNoNode, d} merges the output's dim d with its next dim of
+// size > 1; {reduce node, a} merges the reduce's axis a with axis a + 1 (both reduced).
+using LoopMerges = std::set<std::pair<NodeId, int64_t>>;
+
 class Lowerer {
  public:
-  Lowerer(const ScheduleItem& item, ir::Kernel& k) : item_(item), k_(k), b_(k) {}
+  Lowerer(const ScheduleItem& item, ir::Kernel& k, const LoopMerges& merges) : item_(item), k_(k), b_(k), merges_(merges) {}
 
   void run() {
     const Graph& g = Graph::get();
@@ -35,15 +42,10 @@ class Lowerer {
     NodeId root = item_.output;
     while (g[root].op == Op::Reshape && !is_input(root)) root = g[root].src[0];
     const Shape& loop_shape = g[root].shape;
-    std::vector<ValueId> idx, loops;
-    for (int64_t d : loop_shape) {
-      if (d == 1) {
-        idx.push_back(b_.cint(0));
-      } else {
-        loops.push_back(b_.range(d, /*global=*/true));
-        idx.push_back(loops.back());
-      }
-    }
+    std::vector<int64_t> dims(loop_shape.size());
+    for (size_t d = 0; d < dims.size(); d++) dims[d] = static_cast<int64_t>(d);
+    std::vector<ValueId> idx(loop_shape.size(), b_.cint(0)), loops;
+    open_loops(kNoNode, dims, loop_shape, /*global=*/true, idx, loops);
     ValueId value = value_of(root, idx, kNone);
     b_.store(out_buf, linear(idx, loop_shape), value);
     for (size_t i = loops.size(); i-- > 0;) b_.end_range(loops[i]);
@@ -55,6 +57,38 @@ class Lowerer {
   ir::Builder b_;
   std::map<NodeId, int> slot_;
   std::map<std::tuple<NodeId, std::vector<ValueId>, ValueId>, ValueId> memo_;
+  const LoopMerges& merges_;
+
+  // One RANGE per axis in `axes` of size > 1 (a size-1 axis has index 0), except that axes merged by
+  // merges_ (owner: kNoNode for the output's axes, the reduce node for its reduced axes) share one
+  // loop over their product, their indices taken back apart by div/mod: for a run (a, b) of sizes
+  // (sa, sb), a = L / sb and b = L % sb. Where the two axes are contiguous in every view the kernel
+  // reads, a·sb + b = (L / sb)·sb + L % sb folds back to L (Builder's rules) and no div/mod is left.
+  void open_loops(NodeId owner, const std::vector<int64_t>& axes, const Shape& shape, bool global,
+                  std::vector<ValueId>& idx, std::vector<ValueId>& loops) {
+    std::vector<std::vector<int64_t>> runs;
+    int64_t prev = -1;
+    for (int64_t a : axes) {
+      if (shape[a] == 1) continue;
+      if (prev >= 0 && merges_.count({owner, prev})) runs.back().push_back(a);
+      else runs.push_back({a});
+      prev = a;
+    }
+    for (const std::vector<int64_t>& run : runs) {
+      int64_t total = 1;
+      for (int64_t a : run) total *= shape[a];
+      loops.push_back(b_.range(total, global));
+      ValueId q = loops.back();
+      for (size_t j = run.size(); j-- > 0;) {
+        if (j == 0) {
+          idx[run[j]] = q;
+        } else {
+          idx[run[j]] = b_.alu(ir::Op::Mod, DType::Int32, q, b_.cint(shape[run[j]]));
+          q = b_.alu(ir::Op::IDiv, DType::Int32, q, b_.cint(shape[run[j]]));
+        }
+      }
+    }
+  }
 
   bool is_input(NodeId id) const { return slot_.count(id) > 0; }
 
@@ -224,11 +258,7 @@ class Lowerer {
                                                 : static_cast<double>(std::numeric_limits<int32_t>::min()));
       ValueId acc = b_.acc(init, acc_dt);
       std::vector<ValueId> sidx = idx, loops;
-      for (int64_t a : n.arg) {
-        if (src.shape[a] == 1) continue;
-        loops.push_back(b_.range(src.shape[a]));
-        sidx[a] = loops.back();
-      }
+      open_loops(id, n.arg, src.shape, /*global=*/false, sidx, loops);
       if (loops.empty()) {
         // nothing to reduce over (all reduced dims have size 1): the value itself, or the init for empty
         if (shape_numel(src.shape) == 0) return b_.constant(init, n.dtype);
@@ -267,10 +297,65 @@ class Lowerer {
 
 }  // namespace
 
-ir::Kernel lower(const ScheduleItem& item) {
+namespace {
+
+ir::Kernel lower_with(const ScheduleItem& item, const LoopMerges& merges) {
   ir::Kernel k;
-  Lowerer(item, k).run();
+  Lowerer(item, k, merges).run();
   return k;
+}
+
+// The div/mod instructions a kernel still needs (an index taken apart and put back together leaves
+// unused ones behind until dead-code elimination).
+int divisions(ir::Kernel k) {
+  dead_code_elimination(k);
+  int n = 0;
+  for (const ir::Inst& in : k.insts) n += in.op == ir::Op::IDiv || in.op == ir::Op::Mod;
+  return n;
+}
+
+}  // namespace
+
+ir::Kernel lower(const ScheduleItem& item) {
+  // Adjacent axes that every view reads contiguously are one loop (tinygrad merges such dims of its
+  // shapes): a reduce over (batch, sequence) of a Linear's weight gradient, or over (H, W) of a
+  // BatchNorm's statistics, becomes one long loop that UPCAST can vectorize. Each pair of adjacent axes
+  // is tried in turn, and the merge is kept when the kernel needs no more div/mod than without it (a
+  // transposed or windowed view would need them to take the merged index apart).
+  const Graph& g = Graph::get();
+  LoopMerges merges;
+  ir::Kernel best = lower_with(item, merges);
+  int best_divisions = divisions(best);
+  std::vector<std::pair<NodeId, int64_t>> candidates;
+  NodeId root = item.output;
+  while (g[root].op == Op::Reshape && std::find(item.inputs.begin(), item.inputs.end(), root) == item.inputs.end())
+    root = g[root].src[0];  // the shape Lowerer::run loops over
+  {
+    int64_t prev = -1;
+    for (size_t d = 0; d < g[root].shape.size(); d++) {
+      if (g[root].shape[d] == 1) continue;
+      if (prev >= 0) candidates.push_back({kNoNode, prev});
+      prev = static_cast<int64_t>(d);
+    }
+  }
+  for (NodeId f : item.fused) {
+    const Node& n = g[f];
+    if (!is_reduce(n.op)) continue;
+    const Shape& src = g[n.src[0]].shape;
+    for (size_t i = 0; i + 1 < n.arg.size(); i++)
+      if (n.arg[i + 1] == n.arg[i] + 1 && src[n.arg[i]] > 1 && src[n.arg[i + 1]] > 1) candidates.push_back({f, n.arg[i]});
+  }
+  for (const auto& c : candidates) {
+    LoopMerges trial = merges;
+    trial.insert(c);
+    ir::Kernel k = lower_with(item, trial);
+    if (const int d = divisions(k); d <= best_divisions) {
+      merges = std::move(trial);
+      best = std::move(k);
+      best_divisions = d;
+    }
+  }
+  return best;
 }
 
 }  // namespace ts

@@ -78,7 +78,22 @@ void upcast_reduce(ir::Kernel& k) {
     while (r < old.size() && (old[r].op == Op::Const || old[r].op == Op::Load || ir::is_alu(old[r].op))) r++;
     if (old[i].op == Op::DefineAcc && r < old.size() && old[r].op == Op::Range && old[r].arg == 0 &&
         old[old[r].src[0]].op == Op::Const) {
-      size_t end = r + 1;
+      // A reduce over several axes that lowering could not merge is a chain of perfectly nested reduce
+      // loops (only index arithmetic between them): the innermost one is upcast, and the partial
+      // accumulators live across the whole chain.
+      std::vector<size_t> outer;  // the enclosing loops of the chain, outermost first
+      size_t inner = r;
+      for (;;) {
+        size_t s2 = inner + 1;
+        while (s2 < old.size() && (old[s2].op == Op::Const || ir::is_alu(old[s2].op) || old[s2].op == Op::Load)) s2++;
+        if (s2 < old.size() && old[s2].op == Op::Range && old[s2].arg == 0 && old[old[s2].src[0]].op == Op::Const) {
+          outer.push_back(inner);
+          inner = s2;
+        } else {
+          break;
+        }
+      }
+      size_t end = inner + 1;
       int assigns = 0;
       bool simple = true;
       while (end < old.size() && old[end].op != Op::EndRange) {
@@ -86,10 +101,15 @@ void upcast_reduce(ir::Kernel& k) {
         if (old[end].op == Op::Assign) assigns++;
         end++;
       }
-      const int64_t n = static_cast<int64_t>(old[old[r].src[0]].value);
+      // the chain closes right after the innermost loop, innermost first
+      for (size_t o = 0; o < outer.size() && simple; o++) {
+        const size_t at = end + 1 + o;
+        simple = at < old.size() && old[at].op == Op::EndRange && old[at].src[0] == outer[outer.size() - 1 - o];
+      }
+      const int64_t n = static_cast<int64_t>(old[old[inner].src[0]].value);
       const int u_count =
-          upcast_factor(n, is_streaming_body(old, r + 1, end), k.plan.get(ir::AppliedOpt::UpcastReduce), end - r);
-      simple = simple && end < old.size() && old[end].src[0] == r && assigns == 1 && old[end - 1].op == Op::Assign &&
+          upcast_factor(n, is_streaming_body(old, inner + 1, end), k.plan.get(ir::AppliedOpt::UpcastReduce), end - inner);
+      simple = simple && end < old.size() && old[end].src[0] == inner && assigns == 1 && old[end - 1].op == Op::Assign &&
                old[end - 1].src[0] == i && u_count > 1;
       if (simple) {
         const Op combine = old[old[end - 1].src[1]].op;  // ADD or MAX
@@ -98,11 +118,12 @@ void upcast_reduce(ir::Kernel& k) {
           std::vector<ValueId> acc(u_count);
           for (int u = 0; u < u_count; u++) acc[u] = emit(old[i]);  // acc[0] keeps the old accumulator's role
           remap[i] = acc[0];
-          for (size_t p = i + 1; p < r; p++) {  // the values in front of the loop, unchanged
+          for (size_t p = i + 1; p < inner; p++) {  // the values in front of the loop and the enclosing loops, unchanged
             Inst in = old[p];
             for (int s = 0; s < in.num_src; s++) in.src[s] = remap[in.src[s]];
             remap[p] = emit(in);
           }
+          const size_t r = inner;
           Inst range = old[r];
           range.src[0] = constant(static_cast<double>(n / u_count), DType::Int32);
           ValueId r2 = emit(range);
@@ -133,6 +154,11 @@ void upcast_reduce(ir::Kernel& k) {
           Inst close = old[end];
           close.src[0] = r2;
           emit(close);
+          for (size_t o = outer.size(); o-- > 0;) {  // END_RANGE of each enclosing loop of the chain
+            Inst close_outer = old[end + outer.size() - o];
+            close_outer.src[0] = remap[outer[o]];
+            emit(close_outer);
+          }
           // combine the partial accumulators pairwise, and leave the result in acc[0]
           std::vector<ValueId> level = acc;
           while (level.size() > 1) {
@@ -143,7 +169,7 @@ void upcast_reduce(ir::Kernel& k) {
             level = next;
           }
           emit(Inst{Op::Assign, old[i].dtype, 2, {acc[0], level[0], ir::kNone}, 0, 0});
-          i = end + 1;
+          i = end + outer.size() + 1;
           done = true;
           k.opts.push_back({ir::AppliedOpt::UpcastReduce, u_count});
         }
