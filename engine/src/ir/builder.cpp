@@ -305,10 +305,26 @@ ValueId Builder::divide_terms(Op op, ValueId x, int64_t d) {
       terms.push_back(t);
     }
   }
-  for (ValueId t : terms) {
+  for (ValueId t : terms)
     if (bounds(t).first < 0) return kNone;
-    (const_factor(t) % d == 0 ? multiples : rest).push_back(t);
+  // p·f with f > d and d not dividing f is p·(f − f % d) + p·(f % d): a multiple of d, and a term that
+  // may fall below a step ((7·ky + oy) % 6 = (ky + oy) % 6: a window view's index into a padded row)
+  if (terms.size() > 1) {
+    std::vector<ValueId> split;
+    for (ValueId t : terms) {
+      const Inst& in = k_.insts[t];
+      if (in.op == Op::Mul && is_const(in.src[1]) && const_value(in.src[1]) > static_cast<double>(d) &&
+          static_cast<int64_t>(const_value(in.src[1])) % d != 0) {
+        const int64_t f = static_cast<int64_t>(const_value(in.src[1]));
+        split.push_back(mul(in.src[0], cint(f - f % d)));
+        split.push_back(mul(in.src[0], cint(f % d)));
+      } else {
+        split.push_back(t);
+      }
+    }
+    terms = std::move(split);
   }
+  for (ValueId t : terms) (const_factor(t) % d == 0 ? multiples : rest).push_back(t);
   if (terms.size() == 1 && k_.insts[x].op == Op::Mul) {  // a single product
     const Inst in = k_.insts[x];
     for (int side = 0; side < 2; side++) {
