@@ -277,7 +277,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     for (int i = 0; i < n.num_src; i++) {
       if (is_input(n.src[i])) {
         t.loads = true;
-        if (is_movement(n.op) && n.op != Op::Reshape) t.cost = std::min<int64_t>(t.cost + 1, 1 << 20);  // see below
+        if (n.op == Op::Permute || n.op == Op::Expand) t.cost = std::min<int64_t>(t.cost + 1, 1 << 20);  // see below
         continue;
       }
       const Subtree& s = subtree[n.src[i]];
@@ -286,11 +286,11 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       t.elementwise_reduce = t.elementwise_reduce || (s.elementwise_reduce && !row_local.count(id));
       t.transcendental = t.transcendental || s.transcendental;
       t.cost = std::min<int64_t>(t.cost + s.cost, 1 << 20);
-      // ALU ops, and the index arithmetic of a view of loaded data that reorders or windows it (a
-      // permute, an expand, a pad, a shrink, a flip each add a multiply, a div/mod or a bounds check to
-      // the loads beneath; a reshape is usually free, a view of constants costs nothing): a max-pool's
-      // gradient costs more than its 6 ALU ops
-      if (is_movement(n.op) && n.op != Op::Reshape && s.loads) t.cost = std::min<int64_t>(t.cost + 1, 1 << 20);
+      // ALU ops, and the index arithmetic of a view of loaded data that reorders or broadcasts it (a
+      // permute or an expand puts a multiply or a div/mod on the loads beneath; a view of constants costs
+      // nothing): a max-pool's gradient, read through its windows' expands, costs more than its 6 ALU
+      // ops. A pad, shrink or flip (a bitonic sort's stages) only shifts the index and is not counted.
+      if ((n.op == Op::Permute || n.op == Op::Expand) && s.loads) t.cost = std::min<int64_t>(t.cost + 1, 1 << 20);
       t.reduce_elements = std::max(t.reduce_elements, s.reduce_elements);
     }
     subtree[id] = t;
