@@ -102,6 +102,14 @@ TEST(Trace, NodeBatchesAreTheScriptsTimeAndTrialsHaveTheirLane) {
   EXPECT_EQ(trial->name, "r_8_8 UPCAST_GLOBAL=4");
   EXPECT_DOUBLE_EQ(trial->start_us, 3500);
   EXPECT_EQ(trial->args.at("outcome"), "kept");
+  // a trial compiled beside the previous one (in parallel) and reported right after it: shortened, not pushed
+  a.outcome = AutotuneTrialEvent::Timed;
+  t.add(a, 5100);
+  const TraceSpan& second = t.spans.back();
+  EXPECT_EQ(second.kind, TraceSpan::AutotuneTrial);
+  EXPECT_DOUBLE_EQ(second.start_us, 5000);
+  EXPECT_DOUBLE_EQ(second.duration_us, 100);
+  EXPECT_EQ(second.args.at("compile_ms"), std::to_string(1.0));
 
   // and the file: Chrome trace JSON, one thread per lane, microseconds
   const std::string path = ::testing::TempDir() + "/trace_test.json";
@@ -114,5 +122,5 @@ TEST(Trace, NodeBatchesAreTheScriptsTimeAndTrialsHaveTheirLane) {
     else spans++;
   }
   EXPECT_EQ(threads, 3);  // schedules, script, autotune
-  EXPECT_EQ(spans, 3);
+  EXPECT_EQ(spans, 4);  // a schedule, a node batch, two trials
 }

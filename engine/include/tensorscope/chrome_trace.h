@@ -50,7 +50,8 @@ class TraceRecorder : public SessionObserver {
   void add_schedule(const ScheduleEvent& event, double end_us);
   void add_launch(const KernelRunEvent& event, double end_us);
   void add_nodes(const NodesEvent& event, double end_us);
-  // A trial of the autotune search, on the autotune lane (its compile and its timed run as one span).
+  // A trial of the autotune search, on the autotune lane: its compile and its median run as one span that
+  // ends at `end_us`, shortened (not moved) where it would overlap the previous trial (parallel compiles).
   void add_autotune_trial(const AutotuneTrialEvent& event, double end_us);
   double last_end_us() const { return last_end_us_; }  // µs: the latest time an event ended
   std::vector<TraceSpan> spans;  // in arrival order

@@ -78,10 +78,16 @@ void TraceRecorder::add_nodes(const NodesEvent& n, double t) {
 }
 
 void TraceRecorder::add_autotune_trial(const AutotuneTrialEvent& a, double t) {
-  // a trial times its candidate over several launches; the span is its compile and one median launch
-  const double us = (a.compile_ms + a.time_ms) * 1e3;
-  TraceSpan span{TraceSpan::AutotuneTrial, a.name + " " + (a.plan.empty() ? "default" : a.plan), kAutotuneLane,
-                 place(kAutotuneLane, t, us), us, a.kernel_id};
+  // The span is the candidate's compile and one median launch, ending when its event came. The search
+  // compiles candidates in parallel and reports them one after another, so a compile may overlap the
+  // previous trial's: the span then starts where the previous one ended and is shortened, never pushed
+  // later (pushed, the lane would drift past the kernel's launch). The args keep the full times.
+  double& lane_end = lane_end_us_[kAutotuneLane];
+  const double start = std::max(t - (a.compile_ms + a.time_ms) * 1e3, lane_end), end = std::max(t, start);
+  lane_end = end;
+  last_end_us_ = std::max(last_end_us_, end);
+  TraceSpan span{TraceSpan::AutotuneTrial, a.name + " " + (a.plan.empty() ? "default" : a.plan), kAutotuneLane, start,
+                 end - start, a.kernel_id};
   span.args["device"] = a.device;
   span.args["plan"] = a.plan.empty() ? "(default)" : a.plan;
   if (!a.applied.empty()) span.args["applied"] = a.applied;
