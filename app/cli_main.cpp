@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -373,6 +374,7 @@ int cmd_info(int argc, char** argv) {
   std::vector<Launch> launches;
   size_t events = 0, schedules = 0, outputs = 0, replays = 0;
   std::set<int> kernels;
+  std::map<std::string, size_t> trials;  // autotune trials by outcome
   double total_ms = 0;
   ts::RunInfo run;
   try {
@@ -387,6 +389,8 @@ int cmd_info(int argc, char** argv) {
         launches.push_back({r->kernel_id, r->name, r->device, r->time_ms, r->replayed, r->replay_of});
         total_ms += r->time_ms;
         if (r->replayed) replays++;
+      } else if (auto* t = std::get_if<ts::AutotuneTrialEvent>(&event)) {
+        trials[ts::trial_outcome_name(t->outcome)]++;
       } else {
         outputs++;
       }
@@ -420,6 +424,15 @@ int cmd_info(int argc, char** argv) {
   line("launches:", std::to_string(launches.size()));
   line("replays:", std::to_string(replays));
   line("outputs:", std::to_string(outputs));
+  if (!trials.empty()) {  // a run with TENSORSCOPE_BEAM: "40 (2 kept, 30 timed, 8 duplicate)"
+    size_t all = 0;
+    std::string by;
+    for (const auto& [outcome, n] : trials) {
+      all += n;
+      by += (by.empty() ? "" : ", ") + std::to_string(n) + " " + outcome;
+    }
+    line("trials:", std::to_string(all) + " (" + by + ")");
+  }
   char ms[32];
   std::snprintf(ms, sizeof ms, "%.3f ms", total_ms);
   line("kernel time:", ms);

@@ -38,6 +38,8 @@ void RunRecorder::on_event(uint64_t, const Event& event) {
       kernel_index[r->kernel_id] = kernels.size();
       kernels.push_back(std::move(k));
     }
+  } else if (auto* t = std::get_if<AutotuneTrialEvent>(&event)) {
+    trials[t->kernel_id].push_back(*t);
   }
 }
 
@@ -146,16 +148,32 @@ void write_manifest(const RunRecorder& rec, const std::string& dir, const std::s
       j["ir_passes"] = f.passes;
       j["sources"] = f.sources;
       j["device_renderer"] = code->device_renderer;
+      // the optimization actions: the plan asked for, where it came from, what the passes applied
+      json applied = json::array();
+      for (size_t at = 0; at < code->applied.size();) {
+        const size_t space = std::min(code->applied.find(' ', at), code->applied.size());
+        applied.push_back(code->applied.substr(at, space - at));
+        at = space + 1;
+      }
+      j["actions"] = {{"plan", code->plan}, {"from", code->plan_from}, {"applied", std::move(applied)}};
     } else {
       j["ir"] = nullptr;
       j["ir_passes"] = json::array();
       j["sources"] = json::object();
       j["device_renderer"] = "";
+      j["actions"] = nullptr;
     }
     j["time_ms"] = k.run.time_ms;
     j["compile_ms"] = k.run.compile_ms;
     j["compile_cache_hit"] = k.run.compile_cache_hit;
     if (k.run.replayed) j["replay_of"] = k.run.replay_of;
+    if (auto t = rec.trials.find(k.info.id); t != rec.trials.end()) {
+      json trials = json::array();
+      for (const AutotuneTrialEvent& a : t->second)
+        trials.push_back({{"plan", a.plan}, {"applied", a.applied}, {"outcome", trial_outcome_name(a.outcome)},
+                          {"compile_ms", a.compile_ms}, {"time_ms", a.time_ms}, {"reason", a.reason}});
+      j["autotune_trials"] = std::move(trials);
+    }
     kernels.push_back(std::move(j));
   }
   if (kernels.size() <= kIndentedKernels) {

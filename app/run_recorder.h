@@ -27,6 +27,7 @@ class RunRecorder : public SessionObserver {
   std::vector<ScheduleEvent> schedules;
   std::vector<RecordedKernel> kernels;  // launch order
   std::map<int, size_t> kernel_index;   // kernel id → index in kernels
+  std::map<int, std::vector<AutotuneTrialEvent>> trials;  // kernel id → its autotune trials, in order
 };
 
 // Writes kernels.json and, beside it, every kernel's IR snapshots and sources into `dir`.

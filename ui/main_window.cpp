@@ -318,6 +318,13 @@ void MainWindow::buildActions() {
     setKernelBreakpoints({}, {}, {});
   });
   run->addSeparator();
+  autotuneRunAction_ = run->addAction("&Autotune Whole Run", this, [this] { autotuneRun(); });
+  autotuneRunAction_->setToolTip(QString("Run the script again with the BEAM search (width %1) on every kernel; each "
+                                         "trial shows in the timeline's autotune lane. Plans found before come from "
+                                         "the autotune cache. For one kernel: right-click it in the kernel list or "
+                                         "the graph")
+                                     .arg(kAutotuneBeam));
+  run->addSeparator();
   breakOnNanAction_ = run->addAction("Break on &NaN/Inf");
   breakOnNanAction_->setCheckable(true);
   breakOnNanAction_->setToolTip("Stop the run at the first kernel whose output holds a NaN or an infinity, "
@@ -478,6 +485,8 @@ void MainWindow::connectEngine() {
   connect(graph_, &GraphPanel::kernelClicked, this, [this](int id) { selectKernel(id, false); });
   connect(graph_, &GraphPanel::nodeClicked, this, &MainWindow::onNodeClicked);
   connect(kernels_, &KernelListPanel::kernelSelected, this, [this](int id) { selectKernel(id, true); });
+  connect(kernels_, &KernelListPanel::autotuneRequested, this, &MainWindow::autotuneKernel);
+  connect(graph_, &GraphPanel::autotuneRequested, this, &MainWindow::autotuneKernel);
   connect(timeline_, &TimelinePanel::kernelClicked, this, [this](int id) { selectKernel(id, true); });
   connect(details_, &KernelDetailsPanel::passSelected, this, &MainWindow::updateExplain);
   connect(docks_[7], &QDockWidget::visibilityChanged, this, [this](bool visible) {
@@ -521,6 +530,32 @@ void MainWindow::runToCursor() {
 }
 
 void MainWindow::toggleBreakpoint() { editor_->toggleBreakpoint(editor_->cursorLine()); }
+
+bool MainWindow::autotuneKernel(int kernelId) {
+  const ts::KernelInfo* k = model_->kernel(kernelId);
+  const ts::KernelRunEvent* run = model_->kernelRun(kernelId);
+  const QString name = QString::fromStdString(k ? k->name : run ? run->name : std::string());
+  if (runner_->isRunning() || name.isEmpty()) return false;
+  runner_->setAutotune({kAutotuneBeam, name, true});
+  startRun(RunnerProcess::Start::Running);
+  runner_->setAutotune({});  // the runner has its environment: later runs do not search
+  console_->append(QString("  autotune: BEAM=%1 over the plans of %2 (the trials are in the timeline's autotune lane)")
+                       .arg(kAutotuneBeam)
+                       .arg(name),
+                   ConsolePanel::Stream::Info);
+  return true;
+}
+
+bool MainWindow::autotuneRun() {
+  if (runner_->isRunning()) return false;
+  runner_->setAutotune({kAutotuneBeam, {}, false});
+  startRun(RunnerProcess::Start::Running);
+  runner_->setAutotune({});
+  console_->append(QString("  autotune: BEAM=%1 over every kernel (plans found before come from the autotune cache)")
+                       .arg(kAutotuneBeam),
+                   ConsolePanel::Stream::Info);
+  return true;
+}
 
 void MainWindow::setKernelBreakpoints(const QStringList& patterns, const QStringList& ops, const QList<quint64>& nodes) {
   kernelPatterns_.clear();
@@ -686,6 +721,7 @@ void MainWindow::setCurrentEvent(int eventIndex) {
   const RunModel::EventRef& ref = events[eventIndex];
   int kernelId = -1;
   if (ref.kind == RunModel::EventRef::Launch) kernelId = ref.index;
+  if (ref.kind == RunModel::EventRef::Trial) kernelId = model_->trials()[ref.index].kernel_id;
   if (ref.kind == RunModel::EventRef::Schedule && !model_->schedules()[ref.index].kernels.empty())
     kernelId = model_->schedules()[ref.index].kernels.front().id;
   if (kernelId >= 0) {
@@ -915,6 +951,8 @@ void MainWindow::addEvents(std::vector<ts::Event> events, const std::vector<int6
                                                                     : ConsolePanel::Stream::Stdout);
       model_->addOutput(std::move(*out), t);
     }
+    else if (auto* trial = std::get_if<ts::AutotuneTrialEvent>(&event))
+      model_->addTrial(std::move(*trial), t);
   }
   events_->refresh();
   timeline_->refresh();
@@ -1406,6 +1444,7 @@ void MainWindow::updateActions() {
   pauseAction_->setEnabled(running && !paused);
   stepOutAction_->setEnabled(paused);
   runToCursorAction_->setEnabled(!running || paused);
+  autotuneRunAction_->setEnabled(!running);
   stepBackAction_->setEnabled(!running && !model_->events().empty());
   stopAction_->setEnabled(running);
   saveRecordingAction_->setEnabled(!running && (!recordingShown_.isEmpty() || !runner_->recordingPath().isEmpty()));

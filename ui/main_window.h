@@ -58,6 +58,14 @@ class MainWindow : public QMainWindow {
   void setDevice(const QString& device);
   void runScript();
   void stopScript();
+  // Autotune (issue 14). The debugger runs no user code: both run the script again in the runner with the
+  // engine's BEAM search on (RunnerProcess::Autotune), and the trials stream into the timeline's autotune
+  // lane and the event browser like any event. autotuneKernel searches the kernels named like this one
+  // afresh (the kernel list's and the graph's context menu); autotuneRun searches every kernel, taking
+  // plans found before from the autotune cache (Run ▸ Autotune Whole Run). False when a run is going on.
+  static constexpr int kAutotuneBeam = 2;
+  bool autotuneKernel(int kernelId);
+  bool autotuneRun();
   // The debugger keys: F5 continue (or run), F10 step to the next kernel launch, F11 step into the
   // next stage (Shift+F11: to the end of the schedule); a script that is not running starts paused.
   void continueOrRun();
@@ -232,6 +240,7 @@ class MainWindow : public QMainWindow {
   QAction* saveRecordingAction_ = nullptr;
   QAction* breakOnNanAction_ = nullptr;
   QAction* runToCursorAction_ = nullptr;
+  QAction* autotuneRunAction_ = nullptr;
   QAction* stepBackAction_ = nullptr;
   QAction* recordBuffersAction_ = nullptr;
   EventBrowser* events_ = nullptr;

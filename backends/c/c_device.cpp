@@ -190,6 +190,9 @@ class CDevice : public Device {
   void copy_in(void* h, const void* host, size_t bytes) override { std::memcpy(h, host, bytes); }
   void copy_out(void* host, const void* h, size_t bytes) override { std::memcpy(host, h, bytes); }
   const Renderer* renderer() const override { return &c_renderer(); }
+  // compile() shares only the cache directory (found under a mutex; entries written to unique
+  // temporaries and renamed into place) and runs the compiler as a subprocess.
+  bool concurrent_compiles() const override { return true; }
 
   CompileResult compile(const ir::Kernel& kernel, const SourceListing* source) override {
     auto [cc, origin] = compiler();
@@ -225,7 +228,17 @@ class CDevice : public Device {
     write_math_header(dir);
     std::string cmd = cc + " " + flags + " -I" + shell_quote(dir.string()) + " -o " + shell_quote(tmp + ".so") + " " +
                       shell_quote(tmp + ".c") + " -lm";
-    auto [status, msg] = run_command(cmd);
+    // Under a time limit (the autotune search's), coreutils' timeout stops the compiler and its children
+    // (it signals its whole process group): TERM at the limit, KILL a second later.
+    const double limit_ms = compile_time_limit_ms();
+    const std::string timed = limit_ms > 0 ? "timeout -k 1 " + std::to_string(limit_ms / 1e3) + " " : "";
+    auto [status, msg] = run_command(timed + cmd);
+    if (!timed.empty() && (status == 124 || status == 137)) {
+      fs::remove(tmp + ".c", ec);
+      fs::remove(tmp + ".so", ec);
+      throw CompileTimeoutError("C device: compiling kernel " + kernel.name + " took over " +
+                                std::to_string(static_cast<int64_t>(limit_ms)) + " ms: the compiler was stopped");
+    }
     if (status != 0) {
       // keep the source next to the cache entry it would have been, for the user to read or compile
       fs::path kept = dir / (stem + ".failed.c");

@@ -334,7 +334,7 @@ def make_bad(kind, good, path):
     elif kind == "newer_version":
         shutil.copy(good, path)
         db = sqlite3.connect(path)
-        db.execute("PRAGMA user_version = 2")
+        db.execute("PRAGMA user_version = 3")
         db.commit()
         db.close()
     elif kind in ("flipped_blob", "flipped_event"):

@@ -91,16 +91,25 @@ TEST(Trace, NodeBatchesAreTheScriptsTimeAndTrialsHaveTheirLane) {
   AutotuneTrialEvent a;
   a.kernel_id = 1;
   a.name = "r_8_8";
-  a.variant = "UPCAST(0,4)";
+  a.plan = "UPCAST_GLOBAL=4";
   a.compile_ms = 1;
   a.time_ms = 0.5;
-  a.chosen = true;
-  t.add_autotune_trial(a, 5000);
+  a.outcome = AutotuneTrialEvent::Kept;
+  t.add(a, 5000);  // through add(Event): a trial is an event like the others
   const TraceSpan* trial = find(t, TraceSpan::AutotuneTrial);
   ASSERT_TRUE(trial);
   EXPECT_EQ(trial->lane, kAutotuneLane);
+  EXPECT_EQ(trial->name, "r_8_8 UPCAST_GLOBAL=4");
   EXPECT_DOUBLE_EQ(trial->start_us, 3500);
-  EXPECT_EQ(trial->args.at("chosen"), "yes");
+  EXPECT_EQ(trial->args.at("outcome"), "kept");
+  // a trial compiled beside the previous one (in parallel) and reported right after it: shortened, not pushed
+  a.outcome = AutotuneTrialEvent::Timed;
+  t.add(a, 5100);
+  const TraceSpan& second = t.spans.back();
+  EXPECT_EQ(second.kind, TraceSpan::AutotuneTrial);
+  EXPECT_DOUBLE_EQ(second.start_us, 5000);
+  EXPECT_DOUBLE_EQ(second.duration_us, 100);
+  EXPECT_EQ(second.args.at("compile_ms"), std::to_string(1.0));
 
   // and the file: Chrome trace JSON, one thread per lane, microseconds
   const std::string path = ::testing::TempDir() + "/trace_test.json";
@@ -113,5 +122,5 @@ TEST(Trace, NodeBatchesAreTheScriptsTimeAndTrialsHaveTheirLane) {
     else spans++;
   }
   EXPECT_EQ(threads, 3);  // schedules, script, autotune
-  EXPECT_EQ(spans, 3);
+  EXPECT_EQ(spans, 4);  // a schedule, a node batch, two trials
 }

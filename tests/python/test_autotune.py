@@ -2,11 +2,13 @@
 # TENSORSCOPE_BEAM=2 searches each kernel it compiles, gives the same results as NumPy, and keeps the plans in
 # <cache>/autotune.db; a second run with that cache searches nothing. Subprocesses: the beam width and the
 # caches are per process.
+import json
 import os
 import sqlite3
 import subprocess
 import sys
 import textwrap
+import time
 
 import numpy as np
 
@@ -66,3 +68,146 @@ def test_cli_beam_flag_is_checked(tmp_path):
     (tmp_path / "s.py").write_text("print(1)\n")
     p = subprocess.run([cli, "run", str(tmp_path / "s.py"), "--beam", "two"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and "--beam two: expected a beam width" in p.stderr, p.stderr
+
+
+def _trials(recording):
+    """The recording's trial events as dicts, in order."""
+    db = sqlite3.connect(recording)
+    rows = [json.loads(p) for (p,) in db.execute("SELECT payload FROM events WHERE kind = 'trial' ORDER BY seq")]
+    db.close()
+    return rows
+
+
+def _kernel_order(recording):
+    """(kind, kernel_id) of every trial and launch, in order."""
+    db = sqlite3.connect(recording)
+    rows = [(k, json.loads(p)["kernel_id"]) for k, p in
+            db.execute("SELECT kind, payload FROM events WHERE kind IN ('trial', 'launch') ORDER BY seq")]
+    db.close()
+    return rows
+
+
+def test_a_recording_of_a_beam_run_holds_every_trial_with_its_outcome(tmp_path):
+    cache = tmp_path / "cache"
+    _run(tmp_path, cache, env={"TENSORSCOPE_RECORD": str(tmp_path / "first.tsrec")})
+    trials = _trials(tmp_path / "first.tsrec")
+    kernels = {t["kernel_id"] for t in trials}
+    assert len(kernels) == 2, trials  # both kernels were searched
+    for k in kernels:
+        mine = [t for t in trials if t["kernel_id"] == k]
+        assert mine[0]["plan"] == "" and mine[0]["outcome"] == "timed", mine[0]  # the default first, timed
+        assert [t["outcome"] for t in mine].count("kept") == 1, [t["outcome"] for t in mine]
+        assert mine[-1]["outcome"] in ("kept", "timed")  # the side-by-side timing ends the search
+        assert len(mine[0]["ir_hash"]) == 16 and all(t["ir_hash"] == mine[0]["ir_hash"] for t in mine)
+        for t in mine:
+            assert t["outcome"] in ("timed", "kept", "dropped-slow", "duplicate", "failed-compile"), t
+            assert t["reason"], t  # every outcome says why
+            if t["outcome"] in ("timed", "kept"):
+                assert t["time_ms"] > 0, t
+    assert any(t["outcome"] == "duplicate" for t in trials), trials  # illegal amounts render like "off"
+    assert any(t["compile_ms"] > 0 for t in trials), trials
+    # a kernel's trials come before its launch
+    order = _kernel_order(tmp_path / "first.tsrec")
+    for k in kernels:
+        last_trial = max(i for i, (kind, kid) in enumerate(order) if kind == "trial" and kid == k)
+        launch = min(i for i, (kind, kid) in enumerate(order) if kind == "launch" and kid == k)
+        assert last_trial < launch, order
+
+    # the second run: one cache-hit trial per kernel, with the plan the first one kept
+    _run(tmp_path, cache, env={"TENSORSCOPE_RECORD": str(tmp_path / "second.tsrec")})
+    again = _trials(tmp_path / "second.tsrec")
+    assert [t["outcome"] for t in again] == ["cache-hit", "cache-hit"], again
+    kept = {t["name"]: t["plan"] for t in trials if t["outcome"] == "kept"}
+    assert {t["name"]: t["plan"] for t in again} == kept
+
+
+def test_kernels_json_and_info_list_the_plan_and_the_trials(tmp_path):
+    cli = os.path.join(_PKG, "..", "bin", "tensorscope-cli")
+    (tmp_path / "script.py").write_text(_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=_PKG, TENSORSCOPE_CACHE=str(tmp_path / "cache"), TENSORSCOPE_DEVICE="C",
+               TENSORSCOPE_BEAM_SECONDS="4")
+    env.pop("TENSORSCOPE_RANDOM_PASSES", None)
+    p = subprocess.run([cli, "run", "script.py", "--beam", "2", "--out", "out", "--record", "run.tsrec"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    kernels = json.loads((tmp_path / "out" / "kernels.json").read_text())["kernels"]
+    searched = [k for k in kernels if k["actions"] and k["actions"]["from"] == "BEAM search"]
+    assert len(searched) == 2, [k["actions"] for k in kernels]
+    for k in searched:
+        kept = [t for t in k["autotune_trials"] if t["outcome"] == "kept"]
+        assert len(kept) == 1 and kept[0]["plan"] == k["actions"]["plan"], k
+        assert k["actions"]["applied"] == (kept[0]["applied"].split() if kept[0]["applied"] else []), k
+        # the final IR listing's header says the same
+        header = (tmp_path / "out" / k["ir"]).read_text().splitlines()[0]
+        for a in k["actions"]["applied"]:
+            assert a in header, (a, header)
+    info = subprocess.run([cli, "info", "run.tsrec"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert info.returncode == 0 and "trials:" in info.stdout and "2 kept" in info.stdout, info.stdout
+
+
+def test_a_candidate_that_fails_to_compile_is_a_skipped_trial(tmp_path):
+    # the test hook puts an #error line into every candidate but the default: the real compiler rejects them
+    cache = tmp_path / "cache"
+    out = _run(tmp_path, cache, env={"TENSORSCOPE_RECORD": str(tmp_path / "run.tsrec"),
+                                     "TENSORSCOPE_BEAM_FAIL_COMPILE": "1"})
+    trials = _trials(tmp_path / "run.tsrec")
+    failed = [t for t in trials if t["outcome"] == "failed-compile"]
+    assert len(failed) >= 4, trials
+    for t in failed:
+        assert t["plan"] != "" and "TENSORSCOPE_BEAM_FAIL_COMPILE" in t["reason"] and t["time_ms"] == 0, t
+    kept = [t for t in trials if t["outcome"] == "kept"]
+    assert len(kept) == 2 and all(t["plan"] == "" for t in kept), kept  # nothing else ran: the default stays
+    assert "the default: no candidate beats it" in kept[0]["reason"]
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((48, 80)).astype(np.float32)
+    b = rng.standard_normal((80, 64)).astype(np.float32)
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
+    assert "candidates compiled" in out
+
+
+def test_a_compile_past_the_timeout_is_stopped_and_the_kernel_keeps_its_default(tmp_path):
+    # a C compiler that takes 3 s per kernel; the limit is 300 ms: the compiler is stopped, the default stays
+    slow = tmp_path / "slowcc"
+    slow.write_text('#!/bin/sh\ncase "$*" in *-shared*) sleep 3;; esac\nexec cc "$@"\n')
+    slow.chmod(0o755)
+    t0 = time.monotonic()
+    _run(tmp_path, tmp_path / "cache", env={"TENSORSCOPE_RECORD": str(tmp_path / "run.tsrec"), "TENSORSCOPE_CC": str(slow),
+                                            "TENSORSCOPE_BEAM_TIMEOUT_MS": "300"})
+    seconds = time.monotonic() - t0
+    trials = _trials(tmp_path / "run.tsrec")
+    assert [t["outcome"] for t in trials] == ["timeout", "timeout"], trials  # the default of each kernel
+    for t in trials:
+        assert "the compiler was stopped" in t["reason"] and t["plan"] == "", t
+        assert 250 <= t["compile_ms"] < 2500, t  # stopped at the limit, not after the compiler's 3 s
+    assert seconds < 2 * 3 + 2 * 1.5 + 20, seconds  # the two real compiles, not the search's
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((48, 80)).astype(np.float32)
+    np.testing.assert_allclose(np.load(tmp_path / "sum.npy"), np.exp(a * 2).sum(axis=1), rtol=1e-4)
+
+
+def test_a_launch_past_the_timeout_is_not_repeated(tmp_path):
+    # every candidate's program is in the compile cache after a first search; searched again (FRESH) with a
+    # limit of 1 µs, the first launch of the default is past it: a timeout, launched once, and the search stops
+    cache = tmp_path / "cache"
+    _run(tmp_path, cache)
+    _run(tmp_path, cache, env={"TENSORSCOPE_RECORD": str(tmp_path / "run.tsrec"), "TENSORSCOPE_BEAM_FRESH": "1",
+                               "TENSORSCOPE_BEAM_TIMEOUT_MS": "0.001"})
+    trials = _trials(tmp_path / "run.tsrec")
+    assert [t["outcome"] for t in trials] == ["timeout", "timeout"], trials
+    for t in trials:
+        assert "a launch took" in t["reason"] and "not launched again" in t["reason"], t
+        assert t["compile_ms"] == 0 and t["time_ms"] > 0, t
+
+
+def test_the_search_can_be_narrowed_to_one_kernel(tmp_path):
+    cache = tmp_path / "cache"
+    _run(tmp_path, cache, env={"TENSORSCOPE_RECORD": str(tmp_path / "all.tsrec")})
+    hashes = {t["name"]: t["ir_hash"] for t in _trials(tmp_path / "all.tsrec")}
+    assert len(hashes) == 2, hashes
+    name, other = sorted(hashes)
+    for key in (name, hashes[name]):  # by name or by IR hash
+        _run(tmp_path, cache, env={"TENSORSCOPE_RECORD": str(tmp_path / "one.tsrec"), "TENSORSCOPE_BEAM_KERNEL": key,
+                                   "TENSORSCOPE_BEAM_FRESH": "1"})
+        trials = _trials(tmp_path / "one.tsrec")
+        assert {t["name"] for t in trials} == {name}, trials
+        assert "cache-hit" not in {t["outcome"] for t in trials}  # FRESH: searched again

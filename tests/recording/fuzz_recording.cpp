@@ -2,11 +2,11 @@
 //
 // 1. Writes a small but real recording (schedules, with and without a script line, launches that share
 //    KernelCode listings, a jit replay, a launch with recorded buffers, script output with non-ASCII text,
-//    NodesEvents that share a node batch) with RecordingWriter + EventEncoder and checks that it reads back
+//    NodesEvents that share a node batch, autotune trials) with RecordingWriter + EventEncoder and checks that it reads back
 //    equal; also keeps a copy of a recording taken while its writer was still open (database + -wal).
 // 2. For N iterations, mutates a copy of the file: bytes (bit flips, interesting values, truncation,
 //    deleted / duplicated / inserted ranges, pages copied over pages), or rows through SQLite (garbage in a
-//    payload, kind, checksum, blob or run column, user_version 2, a dropped table, a garbled schema, and
+//    payload, kind, checksum, blob or run column, user_version 3, a dropped table, a garbled schema, and
 //    "consistent" edits that recompute checksums and blob hashes so that the event decoder itself is fed
 //    malformed JSON), and loads it: RecordingReader(path) + read_events. Each load must either succeed or
 //    throw ts::RecordingError whose message is one non-empty line naming the file. Any other exception is a
@@ -260,6 +260,23 @@ std::vector<Event> sample_events() {
   ev.push_back(recorded);
   ev.push_back(NodesEvent{404, {402, 401}, batch, {400, 401}});  // 13: the batch again (its uids only)
   ev.push_back(NodesEvent{0, {}, std::make_shared<const NodeBatch>(), {402, 403, 103}});  // 14: frees only
+  AutotuneTrialEvent trial;  // 15, 16: a BEAM search's trials, one failed with the compiler's message
+  trial.kernel_id = 8;
+  trial.name = "r_4";
+  trial.ir_hash = "00ff00ff00ff00ff";
+  trial.device = "C";
+  trial.plan = "UPCAST_REDUCE=4";
+  trial.applied = "UPCAST_REDUCE(4)";
+  trial.compile_ms = 31.5;
+  trial.time_ms = 0.0125;
+  trial.outcome = AutotuneTrialEvent::Kept;
+  trial.reason = "1.20x the default (0.0150 ms)";
+  ev.push_back(trial);
+  trial.plan = "UPCAST_REDUCE=32";
+  trial.outcome = AutotuneTrialEvent::FailedCompile;
+  trial.time_ms = 0;
+  trial.reason = "C device: compiling kernel r_4 failed: «error» ✗";
+  ev.push_back(trial);
   return ev;
 }
 
@@ -336,6 +353,12 @@ bool same(const Event& a, const Event& b) {
   if (auto* o = std::get_if<ScriptOutputEvent>(&a)) {
     const auto& p = std::get<ScriptOutputEvent>(b);
     return o->stream == p.stream && o->text == p.text;
+  }
+  if (auto* t = std::get_if<AutotuneTrialEvent>(&a)) {
+    const auto& u = std::get<AutotuneTrialEvent>(b);
+    return t->kernel_id == u.kernel_id && t->name == u.name && t->ir_hash == u.ir_hash && t->device == u.device &&
+           t->plan == u.plan && t->applied == u.applied && t->compile_ms == u.compile_ms && t->time_ms == u.time_ms &&
+           t->outcome == u.outcome && t->reason == u.reason;
   }
   return false;  // an alternative this function does not know yet
 }
@@ -586,7 +609,7 @@ std::string mutate_bytes_once(Rng& rng, std::string& data, size_t page) {
       return what;
     }
     default: {  // replace one printable token with another (hits payload text, kind names, column names)
-      static const char* tokens[] = {"schedule", "launch", "output", "kernel", "nodes", "code", "ir", "events",
+      static const char* tokens[] = {"schedule", "launch", "output", "kernel", "nodes", "trial", "code", "ir", "events",
                                      "blobs", "run", "payload", "checksum", "true", "null", "\"", "{", "[", ":"};
       const std::string from = tokens[rng.below(sizeof tokens / sizeof tokens[0])];
       const std::string to = tokens[rng.below(sizeof tokens / sizeof tokens[0])];
@@ -889,7 +912,7 @@ std::string mutate_consistently(Rng& rng, Sql& sql, const Seeds& seeds) {
         break;
       }
       case 5: {  // another kind (valid or not)
-        static const char* kinds[] = {"schedule", "launch", "output", "nodes", "Launch", "", "launch\n", "Nodes"};
+        static const char* kinds[] = {"schedule", "launch", "output", "nodes", "trial", "Launch", "", "launch\n", "Nodes"};
         Model::Row& e = m.events[rng.below(m.events.size())];
         e.kind = kinds[rng.below(sizeof kinds / sizeof kinds[0])];
         what += "event " + std::to_string(e.seq) + " becomes kind '" + e.kind + "'";
@@ -947,8 +970,8 @@ std::string mutate_sql(Rng& rng, const std::string& path, const Seeds& seeds) {
       return std::string("run.") + column + " := " + set_garbage(rng, sql, std::string("UPDATE run SET ") + column + " = ?");
     }
     case 7: {
-      static const int64_t versions[] = {2, 0, -1, 3, 1000000, INT32_MIN};
-      const int64_t v = rng.below(2) ? 2 : versions[rng.below(6)];
+      static const int64_t versions[] = {1, 0, -1, 3, 1000000, INT32_MIN};  // 1 reads (an older format); the rest do not
+      const int64_t v = rng.below(2) ? 3 : versions[rng.below(6)];
       sql.exec("PRAGMA user_version = " + std::to_string(v));
       return "user_version := " + std::to_string(v);
     }
@@ -1049,6 +1072,9 @@ size_t touch(const Event& e) {
     for (uint64_t u : n->freed_uids) touched += static_cast<size_t>(u);
   } else if (auto* o = std::get_if<ScriptOutputEvent>(&e)) {
     touched += o->text.size();
+  } else if (auto* t = std::get_if<AutotuneTrialEvent>(&e)) {
+    if (t->kernel_id < -1) throw BrokenPromise("a trial of kernel " + std::to_string(t->kernel_id));
+    touched += t->name.size() + t->plan.size() + t->reason.size() + std::strlen(trial_outcome_name(t->outcome));
   } else {
     throw BrokenPromise("an event of an alternative the fuzzer does not know");
   }

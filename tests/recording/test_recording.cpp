@@ -104,7 +104,8 @@ std::string describe(const Event& event) {
       for (const PassSnapshot& p : r->code->ir) s << " pass " << p.pass << ":\n" << p.ir << "\n";
       for (const SourceListing& src : r->code->sources)
         s << " source " << src.renderer << " " << list(src.ir_op_line) << ":\n" << src.code << "\n";
-      s << " device_renderer " << r->code->device_renderer << "\n";
+      s << " device_renderer " << r->code->device_renderer << " plan='" << r->code->plan << "' from='"
+        << r->code->plan_from << "' applied='" << r->code->applied << "'\n";
     } else {
       s << " no code\n";
     }
@@ -135,6 +136,10 @@ std::string describe(const Event& event) {
       if (b.stack.size() != b.nodes.size()) s << " " << b.stack.size() << " stack indexes\n";
       for (size_t k = 0; k < b.stacks.size(); k++) s << " stack " << k << " " << describe(b.stacks[k]) << "\n";
     }
+  } else if (auto* t = std::get_if<AutotuneTrialEvent>(&event)) {
+    s << "trial " << t->kernel_id << " " << t->name << " " << t->ir_hash << " " << t->device << " plan='" << t->plan
+      << "' applied='" << t->applied << "' compile=" << num(t->compile_ms) << " time=" << num(t->time_ms) << " "
+      << trial_outcome_name(t->outcome) << " reason='" << t->reason << "'\n";
   } else {
     const auto& o = std::get<ScriptOutputEvent>(event);
     s << "output " << (o.stream == ScriptOutputEvent::Stderr ? "stderr" : "stdout") << ": " << o.text;
@@ -179,6 +184,9 @@ std::shared_ptr<const KernelCode> sample_code(const std::string& tag = "") {
   k->sources = {{"C", "void E_4_4(float* out, const float* a) { /*" + tag + "*/ }\n", {1, 1, 2, 0}},
                 {"OpenCL C", "__kernel void E_4_4(__global float* out) { /*" + tag + "*/ }\n", {0, 2, 3, 3}}};
   k->device_renderer = "C";
+  k->plan = "UPCAST_GLOBAL=8,REGISTER_TILE=0";
+  k->plan_from = "BEAM search";
+  k->applied = "UPCAST_GLOBAL(8) UPCAST_REDUCE(4)";
   return k;
 }
 
@@ -264,7 +272,8 @@ constexpr size_t kNodesA = 14, kNodesB = 15, kNodesFreed = 16;
 
 // One of each kind and variant: schedules (made by hand, empty, two of one structure, with a script line),
 // a launch with code, a device copy (no code), a jit replay, a launch with recorded buffers, stdout and
-// stderr with non-ASCII text and control characters, nodes (two of one batch, one that only frees).
+// stderr with non-ASCII text and control characters, nodes (two of one batch, one that only frees), autotune
+// trials (every outcome).
 std::vector<Event> every_kind() {
   const auto code = sample_code();
   const auto structure = sample_structure();
@@ -304,6 +313,20 @@ std::vector<Event> every_kind() {
   ev.push_back(NodesEvent{1000, {77, UINT64_MAX}, batch, {}});                  // 14
   ev.push_back(NodesEvent{2000, {1004, 1003}, batch, {1000, 1001, 1002, 77}});  // 15: the same batch, a later step
   ev.push_back(NodesEvent{0, {}, std::make_shared<const NodeBatch>(), {1003, 2000, UINT64_MAX}});  // 16: frees only
+  for (int o = AutotuneTrialEvent::Timed; o <= AutotuneTrialEvent::CacheHit; o++) {  // 17...: one trial per outcome
+    AutotuneTrialEvent t;
+    t.kernel_id = o == AutotuneTrialEvent::Timed ? -1 : 12 + o;
+    t.name = "r_64_16";
+    t.ir_hash = "0123456789abcdef";
+    t.device = "C";
+    t.plan = o ? "UPCAST_GLOBAL=" + std::to_string(1 << o) : "";  // "" = the default plan
+    t.applied = o ? "UPCAST_GLOBAL(" + std::to_string(1 << o) + ")" : "";
+    t.compile_ms = 31.25 * o;
+    t.time_ms = 1e-3 / (o + 1);
+    t.outcome = static_cast<AutotuneTrialEvent::Outcome>(o);
+    t.reason = o == AutotuneTrialEvent::FailedCompile ? "C device: «error»: expected ';'\n\tat line 3" : "";
+    ev.push_back(t);
+  }
   return ev;
 }
 
@@ -389,7 +412,8 @@ TEST(Codec, EveryKindRoundTrips) {
       decoder.add_blob(std::move(b));
     }
   }
-  const EventKind kinds[] = {EventKind::Schedule, EventKind::Launch, EventKind::Output, EventKind::Nodes};
+  const EventKind kinds[] = {EventKind::Schedule, EventKind::Launch, EventKind::Output, EventKind::Nodes,
+                             EventKind::Trial};
   static_assert(std::variant_size_v<Event> == sizeof kinds / sizeof kinds[0], "a kind for every alternative");
   for (size_t i = 0; i < events.size(); i++) {
     EXPECT_EQ(encoded[i].seq, i);
@@ -446,6 +470,7 @@ TEST(Codec, EveryKindRoundTrips) {
   EXPECT_STREQ(event_kind_name(EventKind::Launch), "launch");
   EXPECT_STREQ(event_kind_name(EventKind::Output), "output");
   EXPECT_STREQ(event_kind_name(EventKind::Nodes), "nodes");
+  EXPECT_STREQ(event_kind_name(EventKind::Trial), "trial");
   for (EventKind k : kinds) EXPECT_EQ(event_kind_from_name(event_kind_name(k)), k);
   for (const char* name : {"", "node", "Nodes", "nodes ", "?", "launch\n"}) {
     try {
@@ -518,7 +543,7 @@ TEST(Codec, DecoderRejectsBadInputWithOneLine) {
   const std::string payloads[] = {"", "{", "[]", "null", R"({"kernel_id":"0"})", R"({"stream":"stdin","text":""})",
                                   R"({"stream":"stdout","text":1})"};
   for (const std::string& p : payloads)
-    for (EventKind kind : {EventKind::Schedule, EventKind::Launch, EventKind::Output, EventKind::Nodes}) {
+    for (EventKind kind : {EventKind::Schedule, EventKind::Launch, EventKind::Output, EventKind::Nodes, EventKind::Trial}) {
       EncodedEvent e{9, 0, kind, p};
       try {
         decoder.decode(e);
@@ -724,6 +749,55 @@ TEST(Codec, KernelWorkIsOptional) {
   EncodedEvent bad = e;
   bad.payload = replaced(bad.payload, R"("flops":16.0)", R"("flops":"16")");
   EXPECT_NE(rejection(decoder, bad), "") << bad.payload;
+}
+
+TEST(Codec, KernelPlanIsOptionalAndTrialsAreChecked) {
+  EventEncoder encoder;
+  EventDecoder decoder;
+  std::vector<Blob> blobs;
+  const EncodedEvent launch = encoder.encode(5, 0, sample_launch(0, sample_code()), blobs);
+  for (Blob& b : blobs) decoder.add_blob(b);
+  const KernelRunEvent back = std::get<KernelRunEvent>(decoder.decode(launch));
+  EXPECT_EQ(back.code->plan_from, "BEAM search");
+  EXPECT_EQ(back.code->applied, "UPCAST_GLOBAL(8) UPCAST_REDUCE(4)");
+  // a code blob written before plans were recorded lacks them: empty
+  KernelCode old = *sample_code("old");
+  old.plan = old.plan_from = old.applied = "";
+  std::vector<Blob> old_blobs;
+  EventEncoder old_encoder;
+  EncodedEvent older = old_encoder.encode(6, 0, sample_launch(1, std::make_shared<const KernelCode>(old)), old_blobs);
+  EventDecoder old_decoder;
+  for (Blob& b : old_blobs) {
+    if (b.data.find("device_renderer") != std::string::npos) {  // the code blob, as an older build wrote it
+      b.data = replaced(replaced(replaced(b.data, R"(,"plan":"")", ""), R"(,"plan_from":"")", ""), R"(,"applied":"")", "");
+      const std::string hash = content_hash(b.data);
+      older.payload = replaced(older.payload, b.hash, hash);
+      b.hash = hash;
+    }
+    old_decoder.add_blob(b);
+  }
+  const KernelRunEvent o = std::get<KernelRunEvent>(old_decoder.decode(older));
+  ASSERT_NE(o.code, nullptr);
+  EXPECT_EQ(o.code->plan_from, "");
+  // a trial's outcome is one of the words; its numbers are numbers
+  AutotuneTrialEvent t;
+  t.kernel_id = 3;
+  t.outcome = AutotuneTrialEvent::Timeout;
+  const EncodedEvent trial = encoder.encode(7, 0, t, blobs);
+  EXPECT_EQ(trial.kind, EventKind::Trial);
+  EXPECT_NE(trial.payload.find(R"("outcome":"timeout")"), std::string::npos) << trial.payload;
+  EXPECT_EQ(std::get<AutotuneTrialEvent>(decoder.decode(trial)).outcome, AutotuneTrialEvent::Timeout);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {R"("outcome":"timeout")", R"("outcome":"slow")"},
+           {R"("outcome":"timeout")", R"("outcome":3)"},
+           {R"("time_ms":0.0)", R"("time_ms":"0")"},
+           {R"("kernel_id":3)", R"("kernel_id":-2)"},
+           {R"(,"reason":"")", ""}}) {
+    EncodedEvent bad = trial;
+    bad.payload = replaced(bad.payload, from, to);
+    ASSERT_NE(bad.payload, trial.payload) << from;
+    EXPECT_NE(rejection(decoder, bad), "") << bad.payload;
+  }
 }
 
 TEST(Codec, RunInfoJsonRoundTrips) {
@@ -992,8 +1066,14 @@ TEST_F(Recording, BadFilesAreRejectedWithAMessageNamingTheFile) {
 
   const std::string newer = path("newer.tsrec");
   write_bytes(newer, bytes);
-  exec(newer, "PRAGMA user_version = 2");
+  exec(newer, "PRAGMA user_version = 3");
   expect_rejected(newer, "newer");
+
+  // version 1, the format before autotune trials, still reads (its events are a subset of version 2's)
+  const std::string v1 = path("v1.tsrec");
+  write_bytes(v1, bytes);
+  exec(v1, "PRAGMA user_version = 1");
+  EXPECT_EQ(load_error(v1), "");
 
   // a flipped byte in an event's payload: the reader opens it, read_events finds the checksum wrong
   const std::string flipped = path("flipped.tsrec");
@@ -1130,8 +1210,10 @@ TEST(Frames, BodiesRoundTripAndShortOnesAreRejected) {
   std::string unknown = event_frame_body(e);
   unknown[16] = 9;
   EXPECT_THROW(event_from_frame_body(unknown), RecordingError);
-  unknown[16] = 5;
+  unknown[16] = 6;
   EXPECT_THROW(event_from_frame_body(unknown), RecordingError);
+  unknown[16] = 5;
+  EXPECT_EQ(event_from_frame_body(unknown).kind, EventKind::Trial);
   unknown[16] = 0;
   EXPECT_THROW(event_from_frame_body(unknown), RecordingError);
   unknown[16] = 4;

@@ -5,6 +5,8 @@
 //  - File ▸ Export Trace writes Chrome trace JSON (checked against the format's rules) equal to what
 //    `tensorscope-cli export --trace` writes from the run's recording;
 //  - Measure Peak runs `tensorscope-cli calibrate` and draws the roof it cached;
+//  - Autotune from a kernel's context menu (kernel list, graph) and Run ▸ Autotune Whole Run: the script runs
+//    again with the BEAM search, and its trials fill the autotune lane, the event browser and the properties;
 //  - a synthetic run of 100,000 launches: every view while zooming (the wheel) and panning (a drag)
 //    repaints in at most 50 ms (the fastest of three repaints: the machine is shared).
 //
@@ -17,16 +19,22 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QMenu>
 #include <QProcess>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QWheelEvent>
 #include <QtTest>
 #include <algorithm>
+#include <set>
 
 #include "core/run_model.h"
 #include "core/timeline_model.h"
 #include "main_window.h"
+#include "panels/event_browser.h"
+#include "panels/graph_panel.h"
+#include "panels/kernel_list_panel.h"
+#include "panels/properties_panel.h"
 #include "panels/roofline_plot.h"
 #include "panels/timeline_panel.h"
 #include "panels/timeline_view.h"
@@ -187,6 +195,102 @@ class TimelineTest : public QObject {
     QVERIFY(p.waitForFinished(60000));
     QCOMPARE(p.exitCode(), 0);
     QCOMPARE(trace, readJson(cli));
+  }
+
+  // Autotune (issue 14): the kernel list's context menu re-runs the script in the runner with the BEAM search on
+  // that kernel; its trials stream into the timeline's autotune lane, the event browser and the properties
+  // panel. Run ▸ Autotune Whole Run then searches every kernel, the one searched before coming from the cache;
+  // the graph's kernel box has the same Autotune.
+  void autotuneFromTheKernelMenuShowsTheTrialsInTheAutotuneLane() {
+    QTemporaryDir dir;
+    qputenv("TENSORSCOPE_CACHE", dir.filePath("cache").toUtf8());  // the runner's: a cache of the test's own
+    const QString script = dir.filePath("tiny.py");
+    QFile f(script);
+    QVERIFY(f.open(QIODevice::WriteOnly));
+    f.write("import numpy as np\nfrom tensorscope import Tensor\n"
+            "a = Tensor(np.arange(48 * 40, dtype=np.float32).reshape(48, 40) / 100)\n"
+            "b = Tensor(np.ones((40, 32), dtype=np.float32))\n"
+            "print((a @ b).relu().numpy().sum(), (a * 2).exp().sum(axis=1).numpy()[0])\n");
+    f.close();
+    tsui::MainWindow window;
+    window.resize(1600, 1000);
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    QVERIFY(window.openScript(script));
+    window.setDevice("C");
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QVERIFY(window.lastRunOk());
+    const tsui::RunModel* model = window.findChild<tsui::RunModel*>();
+    const tsui::TimelineModel& t = window.timeline()->timeline();
+    const int lane = laneNamed(t, "autotune");
+    QVERIFY(lane >= 0);
+    QVERIFY(t.lanes()[lane].spans.empty());  // a plain run searches nothing
+    QVERIFY(model->trials().empty());
+    QCOMPARE(static_cast<int>(model->kernelIds().size()), 2);
+
+    // the matmul's row: right-click ▸ Autotune
+    auto* kernels = window.findChild<tsui::KernelListPanel*>();
+    QVERIFY(kernels);
+    const int matmul = model->kernelIds().front();
+    const std::string name = model->kernel(matmul)->name;
+    QMenu* menu = kernels->kernelMenu(matmul, &window);
+    QCOMPARE(menu->actions().size(), 1);
+    QVERIFY(menu->actions()[0]->text().startsWith("Autotune"));
+    menu->actions()[0]->trigger();
+    QVERIFY(window.isRunning());
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QVERIFY(window.lastRunOk());
+    QVERIFY(model->trials().size() >= 3);
+    int kept = 0;
+    for (const ts::AutotuneTrialEvent& a : model->trials()) {
+      QCOMPARE(a.name, name);  // only that kernel was searched
+      kept += a.outcome == ts::AutotuneTrialEvent::Kept;
+    }
+    QCOMPARE(kept, 1);
+    QCOMPARE(t.lanes()[lane].spans.size(), model->trials().size());
+    const ts::TraceSpan& span = t.spans()[t.lanes()[lane].spans.front()];
+    QCOMPARE(span.kind, ts::TraceSpan::AutotuneTrial);
+    QVERIFY2(t.describe(t.lanes()[lane].spans.front()).contains("outcome: timed"), qPrintable(t.describe(0)));
+    // the event browser lists each trial under its search; the properties panel says where the plan came from
+    int firstTrial = -1;
+    for (int e = 0; e < static_cast<int>(model->events().size()) && firstTrial < 0; ++e)
+      if (model->events()[e].kind == tsui::RunModel::EventRef::Trial) firstTrial = e;
+    QVERIFY2(window.eventBrowser()->rowText(firstTrial).startsWith("default · timed"),
+             qPrintable(window.eventBrowser()->rowText(firstTrial)));
+    window.setCurrentEvent(firstTrial);
+    const int searched = window.selectedKernel();
+    QCOMPARE(QString::fromStdString(model->kernel(searched)->name), QString::fromStdString(name));
+    auto* properties = window.findChild<tsui::PropertiesPanel*>();
+    QVERIFY(properties);
+    QVERIFY2(properties->toPlainText().contains("BEAM search") && properties->toPlainText().contains("1 kept"),
+             qPrintable(properties->toPlainText()));
+
+    // Run ▸ Autotune Whole Run: both kernels; the matmul's plan is the one just found (the cache)
+    window.autotuneRun();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QVERIFY(window.lastRunOk());
+    std::set<std::string> names;
+    bool cacheHit = false;
+    for (const ts::AutotuneTrialEvent& a : model->trials()) {
+      names.insert(a.name);
+      cacheHit = cacheHit || (a.name == name && a.outcome == ts::AutotuneTrialEvent::CacheHit);
+    }
+    QCOMPARE(static_cast<int>(names.size()), 2);
+    QVERIFY(cacheHit);
+    QCOMPARE(t.lanes()[lane].spans.size(), model->trials().size());
+
+    // the graph's kernel box: the same Autotune
+    tsui::GraphPanel* graph = window.graphPanel();
+    QMenu* boxMenu = graph->kernelMenu(model->kernelIds().front(), &window);
+    QVERIFY(boxMenu->actions()[0]->text().startsWith("Autotune"));
+    QSignalSpy requested(graph, &tsui::GraphPanel::autotuneRequested);
+    boxMenu->actions()[0]->trigger();
+    QCOMPARE(requested.count(), 1);
+    QCOMPARE(requested.first().first().toInt(), model->kernelIds().front());
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isBusy(), kRunTimeoutMs);
+    QVERIFY(!model->trials().empty() && model->trials().front().outcome != ts::AutotuneTrialEvent::CacheHit);
+    qunsetenv("TENSORSCOPE_CACHE");
   }
 
   void exportTraceWithoutARunSaysSo() {

@@ -9,6 +9,8 @@ void RunModel::clear() {
   events_.clear();
   nodeEvents_.clear();
   outputs_.clear();
+  trials_.clear();
+  trialsOfKernel_.clear();
   created_.clear();
   launchEvent_.clear();
   lazyNow_ = {};
@@ -88,6 +90,13 @@ void RunModel::addNodes(ts::NodesEvent event, int64_t timeNs) {
 void RunModel::addOutput(ts::ScriptOutputEvent event, int64_t timeNs) {
   events_.push_back({EventRef::Output, static_cast<int>(outputs_.size()), timeNs});
   outputs_.push_back(std::move(event));
+}
+
+void RunModel::addTrial(ts::AutotuneTrialEvent event, int64_t timeNs) {
+  const int t = static_cast<int>(trials_.size());
+  events_.push_back({EventRef::Trial, t, timeNs});
+  trialsOfKernel_[event.kernel_id].push_back(t);
+  trials_.push_back(std::move(event));
 }
 
 int RunModel::eventOfSchedule(int scheduleIndex) const {

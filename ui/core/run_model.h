@@ -25,16 +25,23 @@ class RunModel : public QObject {
   void addKernelRun(ts::KernelRunEvent event, int64_t timeNs = -1);
   void addNodes(ts::NodesEvent event, int64_t timeNs = -1);
   void addOutput(ts::ScriptOutputEvent event, int64_t timeNs = -1);
+  void addTrial(ts::AutotuneTrialEvent event, int64_t timeNs = -1);
 
   // Every event in arrival order: what the event browser lists and what "the current event" indexes.
   struct EventRef {
-    enum Kind { Nodes, Schedule, Launch, Output } kind;
-    int index;  // Nodes: into nodeEvents(); Schedule: into schedules(); Launch: the kernel id; Output: into outputs()
+    enum Kind { Nodes, Schedule, Launch, Output, Trial } kind;
+    // Nodes: into nodeEvents(); Schedule: into schedules(); Launch: the kernel id; Output: into outputs();
+    // Trial: into trials()
+    int index;
     int64_t timeNs = -1;  // ns since the start of the run; -1: not known
   };
   const std::vector<EventRef>& events() const { return events_; }
   const std::vector<ts::NodesEvent>& nodeEvents() const { return nodeEvents_; }
   const std::vector<ts::ScriptOutputEvent>& outputs() const { return outputs_; }
+  // Autotune trials (ts::AutotuneTrialEvent) in arrival order; a kernel's come before its launch.
+  const std::vector<ts::AutotuneTrialEvent>& trials() const { return trials_; }
+  // Indices into trials() of a kernel's trials, in order (empty when it was not searched).
+  std::vector<int> trialsOfKernel(int kernelId) const { return trialsOfKernel_.value(kernelId); }
   // Index into events() of a kernel's launch / of a schedule; -1 when not (yet) there.
   int eventOfLaunch(int kernelId) const { return launchEvent_.value(kernelId, -1); }
   int eventOfSchedule(int scheduleIndex) const;
@@ -97,6 +104,8 @@ class RunModel : public QObject {
   std::vector<EventRef> events_;
   std::vector<ts::NodesEvent> nodeEvents_;
   std::vector<ts::ScriptOutputEvent> outputs_;
+  std::vector<ts::AutotuneTrialEvent> trials_;
+  QHash<int, std::vector<int>> trialsOfKernel_;
   QHash<quint64, CreatedRef> created_;
   QHash<int, int> launchEvent_;  // kernel id -> index into events_
   QString scriptPath_;

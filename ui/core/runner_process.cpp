@@ -121,6 +121,13 @@ bool RunnerProcess::start(const QString& path, const QString& source, const QStr
   else env.remove("TENSORSCOPE_BREAK_ON_NAN");
   if (recordBuffersMb_ > 0) env.insert("TENSORSCOPE_RECORD_BUFFERS", QString::number(recordBuffersMb_));
   else env.remove("TENSORSCOPE_RECORD_BUFFERS");
+  if (autotune_.beam > 0) {
+    env.insert("TENSORSCOPE_BEAM", QString::number(autotune_.beam));
+    if (!autotune_.kernel.isEmpty()) env.insert("TENSORSCOPE_BEAM_KERNEL", autotune_.kernel);
+    else env.remove("TENSORSCOPE_BEAM_KERNEL");
+    if (autotune_.fresh) env.insert("TENSORSCOPE_BEAM_FRESH", "1");
+    else env.remove("TENSORSCOPE_BEAM_FRESH");
+  }
   process_->setProcessEnvironment(env);
   process_->start(QCoreApplication::applicationDirPath() + "/tensorscope-cli", args);
   return true;

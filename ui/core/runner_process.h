@@ -100,6 +100,17 @@ class RunnerProcess : public QObject {
   void setBreakOnNan(bool on) { breakOnNan_ = on; }
   // Keep each launch's buffers in the run's events and recording, up to `mb` in all (0: off).
   void setRecordBuffersMb(int mb) { recordBuffersMb_ = mb; }
+  // Autotune (issue 14): runs started while it is set search their kernels' optimization plans in the runner
+  // (engine/src/runtime/autotune.h) and stream every trial as an event. `beam` 0: off (the default; a
+  // TENSORSCOPE_BEAM of the debugger's own environment still applies). `kernel`: only kernels of this name or
+  // IR hash (TENSORSCOPE_BEAM_KERNEL). `fresh`: search again even when the autotune cache has a plan.
+  struct Autotune {
+    int beam = 0;
+    QString kernel;
+    bool fresh = false;
+  };
+  void setAutotune(const Autotune& autotune) { autotune_ = autotune; }
+  const Autotune& autotune() const { return autotune_; }
   // The events received since the last call, in order (moved out: the model keeps them, no copy).
   std::vector<ts::Event> takeEvents() { return std::exchange(ready_, {}); }
   // When each event of the last takeEvents() happened: ns since the start of the run, same order.
@@ -142,6 +153,7 @@ class RunnerProcess : public QObject {
   int runNumber_ = 0, memoryLimitMb_ = 0;
   bool breakOnNan_ = false;
   int recordBuffersMb_ = 0;
+  Autotune autotune_;
   bool paused_ = false;
   PausePoint pausePoint_;
   Breakpoints breakpoints_;

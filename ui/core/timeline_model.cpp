@@ -56,6 +56,11 @@ bool TimelineModel::update() {
           recorder_.add_launch(*run, known >= 0 ? known
                                                 : after + run->time_ms * 1e3 + (run->compile_cache_hit ? 0 : run->compile_ms * 1e3));
         break;
+      case RunModel::EventRef::Trial: {
+        const ts::AutotuneTrialEvent& trial = model_->trials()[e.index];
+        recorder_.add_autotune_trial(trial, known >= 0 ? known : after + (trial.compile_ms + trial.time_ms) * 1e3);
+        break;
+      }
       case RunModel::EventRef::Output: break;
     }
   }

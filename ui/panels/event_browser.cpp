@@ -106,6 +106,7 @@ class EventTreeModel : public QAbstractItemModel {
         }
         case Kind::Output: rowOfEvent_.push_back({append(Item(Kind::Output, ref.index, e), {}, false), -1}); break;
         case Kind::Launch: rowOfEvent_.push_back(launched(ref.index, e)); break;
+        case Kind::Trial: rowOfEvent_.push_back(trialRow(ref.index, e)); break;
       }
     }
     flushChanges();
@@ -139,6 +140,7 @@ class EventTreeModel : public QAbstractItemModel {
       case GroupLevel: return items_[groups_[i.row()].firstItem].event;
       case ItemLevel: return items_[itemOf(i)].event;
       case KernelLevel: {
+        if (const Item& it = items_[parentOf(i)]; it.kind == Kind::Trial) return it.trialEvents[i.row()];
         const int e = model_->eventOfLaunch(kernelIdOf(i));
         return e >= 0 ? e : items_[parentOf(i)].event;
       }
@@ -232,11 +234,12 @@ class EventTreeModel : public QAbstractItemModel {
   };
   struct Item {
     Item(Kind k, int i, int e) : kind(k), index(i), event(e) {}
-    Kind kind;   // Nodes, Schedule, Output; Launch: a run of launches of no schedule
-    int index;   // into nodeEvents() / schedules() / outputs(); unused for a run
+    Kind kind;   // Nodes, Schedule, Output; Launch: a run of launches of no schedule; Trial: one kernel's search
+    int index;   // into nodeEvents() / schedules() / outputs(); unused for a run; Trial: its first trial
     int event;   // index into events(); a run: its first launch's
     int group = -1;
     std::vector<int> kernels;  // a run: its kernel ids (a schedule's are in its ScheduleEvent)
+    std::vector<int> trialEvents;  // Trial: the events of its trials, the rows under it
     int launches = 0;          // kernels under it that were launched
     double timeMs = 0;
   };
@@ -298,6 +301,27 @@ class EventTreeModel : public QAbstractItemModel {
     return row;
   }
 
+  // An autotune trial: a row under the search of its kernel that is open, or the first row of a new one.
+  RowRef trialRow(int trialIndex, int eventIndex) {
+    const int kernelId = model_->trials()[trialIndex].kernel_id;
+    if (!items_.empty() && items_.back().kind == Kind::Trial && model_->trials()[items_.back().index].kernel_id == kernelId) {
+      const RowRef row{static_cast<int>(items_.size()) - 1, static_cast<int>(items_.back().trialEvents.size())};
+      beginInsertRows(itemIndex(row.item), row.child, row.child);
+      items_.back().trialEvents.push_back(eventIndex);
+      endInsertRows();
+      Q_EMIT dataChanged(itemIndex(row.item), itemIndex(row.item));  // its count
+      return row;
+    }
+    Item search(Kind::Trial, trialIndex, eventIndex);
+    search.trialEvents.push_back(eventIndex);
+    return {append(std::move(search), {}, false), 0};
+  }
+
+  const ts::AutotuneTrialEvent& trialOf(const QModelIndex& kernelLevel) const {
+    const int e = items_[parentOf(kernelLevel)].trialEvents[kernelLevel.row()];
+    return model_->trials()[model_->events()[e].index];
+  }
+
   void flushChanges() {
     std::set<int> groups;
     for (const Changed& c : changed_) {
@@ -322,6 +346,7 @@ class EventTreeModel : public QAbstractItemModel {
   int kernelCount(int item) const {
     const Item& it = items_[item];
     if (it.kind == Kind::Schedule) return static_cast<int>(model_->schedules()[it.index].kernels.size());
+    if (it.kind == Kind::Trial) return static_cast<int>(it.trialEvents.size());
     return static_cast<int>(it.kernels.size());
   }
   int kernelIdOf(const QModelIndex& i) const {
@@ -334,9 +359,11 @@ class EventTreeModel : public QAbstractItemModel {
       case GroupLevel: return -1;
       case ItemLevel: {
         const Item& it = items_[itemOf(i)];
-        return it.kind == Kind::Launch ? -1 : it.event;
+        return it.kind == Kind::Launch || it.kind == Kind::Trial ? -1 : it.event;
       }
-      case KernelLevel: return model_->eventOfLaunch(kernelIdOf(i));
+      case KernelLevel:
+        if (const Item& it = items_[parentOf(i)]; it.kind == Kind::Trial) return it.trialEvents[i.row()];
+        return model_->eventOfLaunch(kernelIdOf(i));
     }
     return -1;
   }
@@ -349,6 +376,7 @@ class EventTreeModel : public QAbstractItemModel {
         return {it.timeMs, it.launches};
       }
       case KernelLevel: {
+        if (items_[parentOf(i)].kind == Kind::Trial) return {0, 0};  // a trial is not a launch of the run
         const ts::KernelRunEvent* run = model_->kernelRun(kernelIdOf(i));
         return {run ? run->time_ms : 0, run ? 1 : 0};
       }
@@ -392,10 +420,23 @@ class EventTreeModel : public QAbstractItemModel {
             const QString launches = plural(static_cast<int>(it.kernels.size()), "launch", "launches");
             return first && first->replayed ? "jit replay · " + launches : "no schedule · " + launches;
           }
+          case Kind::Trial: {
+            const ts::AutotuneTrialEvent& t = model_->trials()[it.index];
+            return QString("autotune #%1 %2 · %3")
+                .arg(t.kernel_id)
+                .arg(QString::fromStdString(t.name), plural(static_cast<int>(it.trialEvents.size()), "trial", "trials"));
+          }
         }
         return {};
       }
       case KernelLevel: {
+        if (items_[parentOf(i)].kind == Kind::Trial) {  // "UPCAST_GLOBAL=8 · timed 0.031 ms"
+          const ts::AutotuneTrialEvent& t = trialOf(i);
+          QString s = QString("%1 · %2").arg(t.plan.empty() ? QString("default") : QString::fromStdString(t.plan),
+                                             QString::fromUtf8(ts::trial_outcome_name(t.outcome)));
+          if (t.time_ms > 0) s += QString(" %1 ms").arg(t.time_ms, 0, 'f', 4);
+          return s;
+        }
         const int id = kernelIdOf(i);
         const ts::KernelInfo* k = model_->kernel(id);
         const ts::KernelRunEvent* run = model_->kernelRun(id);
@@ -434,6 +475,15 @@ class EventTreeModel : public QAbstractItemModel {
         return {};
       }
       case KernelLevel: {
+        if (items_[parentOf(i)].kind == Kind::Trial) {
+          const ts::AutotuneTrialEvent& t = trialOf(i);
+          QStringList lines;
+          if (!t.reason.empty()) lines << QString::fromStdString(t.reason).left(2000);
+          lines << "applied: " + (t.applied.empty() ? QString("nothing") : QString::fromStdString(t.applied));
+          if (t.compile_ms > 0) lines << QString("compiled in %1 ms").arg(t.compile_ms, 0, 'f', 1);
+          lines << QString("lowered IR %1 on %2").arg(QString::fromStdString(t.ir_hash), QString::fromStdString(t.device));
+          return lines.join('\n');
+        }
         const int id = kernelIdOf(i);
         const ts::KernelRunEvent* run = model_->kernelRun(id);
         if (!run) return "scheduled, not launched yet";

@@ -8,6 +8,8 @@
 //     output: loss 0.53                  text the script printed (the first line; the rest in the tooltip)
 //     jit replay · 80 launches           launches that no schedule announced (a jit's replays)
 //       #5012 r_64_16  0.029 ms · replay of #12
+//     autotune #12 r_64_16 · 37 trials   the BEAM search of a kernel (AutotuneTrialEvents), before its launch
+//       UPCAST_GLOBAL=8 · timed 0.0310 ms   one candidate: its plan, outcome and time; the reason in the tooltip
 //
 // A schedule belongs to the line whose realize made it (ScheduleEvent::where); a nodes event to the
 // line of its last node (where the script was when the event was sent, usually the realize that

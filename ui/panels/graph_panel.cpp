@@ -148,6 +148,14 @@ GraphPanel::GraphPanel(QWidget* parent)
 
   connect(view_, &ZoomableView::clicked, this, &GraphPanel::onClicked);
   connect(view_, &ZoomableView::doubleClicked, this, &GraphPanel::onDoubleClicked);
+  view_->setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(view_, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
+    const int id = kernelAt(view_->mapToScene(pos));
+    if (id < 0) return;
+    QMenu* menu = kernelMenu(id, this);
+    menu->setAttribute(Qt::WA_DeleteOnClose);
+    menu->popup(view_->viewport()->mapToGlobal(pos));
+  });
   connect(fit, &QToolButton::clicked, this, &GraphPanel::fitGraph);
   connect(cancel_, &QToolButton::clicked, this, &GraphPanel::cancelLayoutRequested);
   connect(union_, &QCheckBox::toggled, this, &GraphPanel::unionModeChanged);
@@ -441,6 +449,30 @@ void GraphPanel::onClicked(const QPointF& scenePos) {
   highlightNode({});
   if (cluster) Q_EMIT kernelClicked(cluster->kernelId());
   if (cluster && cluster->markerRect().contains(scenePos)) setKernelCollapsed(cluster->kernelId(), true);
+}
+
+int GraphPanel::kernelAt(const QPointF& scenePos) const {
+  for (QGraphicsItem* item : scene_->items(scenePos)) {
+    // a node (an op, or a collapsed kernel's box) names its kernel; an input buffer names none
+    if (item->type() == NodeItem::Type && static_cast<NodeItem*>(item)->kernelId() >= 0)
+      return static_cast<NodeItem*>(item)->kernelId();
+    if (item->type() == ClusterItem::Type) return static_cast<ClusterItem*>(item)->kernelId();
+  }
+  return -1;
+}
+
+QMenu* GraphPanel::kernelMenu(int kernelId, QWidget* parent) {
+  auto* menu = new QMenu(parent);
+  QString name;
+  if (layout_.spec)
+    for (const GraphSpecCluster& c : layout_.spec->clusters)
+      if (c.kernelId == kernelId) name = c.name;
+  QAction* autotune = menu->addAction(QString("Autotune #%1 %2").arg(kernelId).arg(name).trimmed(), this,
+                                      [this, kernelId] { Q_EMIT autotuneRequested(kernelId); });
+  autotune->setToolTip("Run the script again, searching this kernel's optimization plan (BEAM); the trials show "
+                       "in the timeline's autotune lane");
+  menu->setToolTipsVisible(true);
+  return menu;
 }
 
 void GraphPanel::onDoubleClicked(const QPointF& scenePos) {

@@ -23,6 +23,7 @@
 class QCheckBox;
 class QGraphicsScene;
 class QLabel;
+class QMenu;
 class QProgressBar;
 class QTimer;
 class QToolButton;
@@ -78,6 +79,10 @@ class GraphPanel : public QWidget {
   int nodeCount() const { return static_cast<int>(nodes_.size()); }
   int highlightedKernel() const { return highlightedKernel_; }
   const GraphLayout& layout() const { return layout_; }
+  // The kernel drawn at a point of the scene (its cluster, its collapsed box, or a node fused into it); -1.
+  int kernelAt(const QPointF& scenePos) const;
+  // The context menu of a kernel's box (a right-click shows it): "Autotune" (autotuneRequested).
+  QMenu* kernelMenu(int kernelId, QWidget* parent);
 
  signals:
   void nodeClicked(const tsui::GraphSpecNode& node);
@@ -86,6 +91,7 @@ class GraphPanel : public QWidget {
   void directionChanged(bool leftToRight);
   void cancelLayoutRequested();
   void collapseChanged();  // toggledKernels() changed: the graph needs a new layout
+  void autotuneRequested(int kernelId);
 
  protected:
   bool eventFilter(QObject* watched, QEvent* event) override;

@@ -5,6 +5,7 @@
 #include <QHash>
 #include <QSet>
 #include <QHeaderView>
+#include <QMenu>
 
 #include "core/graph_spec.h"
 #include "core/run_model.h"
@@ -142,6 +143,26 @@ KernelListPanel::KernelListPanel(const RunModel* model, QWidget* parent)
     const int id = selectedKernel();
     if (id >= 0) Q_EMIT kernelSelected(id);
   });
+  setContextMenuPolicy(Qt::CustomContextMenu);
+  connect(this, &QWidget::customContextMenuRequested, this, [this](const QPoint& pos) {
+    const QModelIndex at = indexAt(pos);
+    const int id = at.isValid() ? kernelAt(at.row()) : -1;
+    if (id < 0) return;
+    QMenu* menu = kernelMenu(id, this);
+    menu->setAttribute(Qt::WA_DeleteOnClose);
+    menu->popup(viewport()->mapToGlobal(pos));
+  });
+}
+
+QMenu* KernelListPanel::kernelMenu(int kernelId, QWidget* parent) {
+  auto* menu = new QMenu(parent);
+  const QString name = table_->index(table_->rowOf(kernelId), KernelTableModel::Name).data().toString();
+  QAction* autotune = menu->addAction(QString("Autotune #%1 %2").arg(kernelId).arg(name), this,
+                                      [this, kernelId] { Q_EMIT autotuneRequested(kernelId); });
+  autotune->setToolTip("Run the script again, searching this kernel's optimization plan (BEAM); the trials show "
+                       "in the timeline's autotune lane");
+  menu->setToolTipsVisible(true);
+  return menu;
 }
 
 void KernelListPanel::clearKernels() { table_->reset(); }

@@ -8,6 +8,8 @@
 #include <QSet>
 #include <QTableView>
 
+class QMenu;
+
 namespace tsui {
 
 class RunModel;
@@ -29,9 +31,12 @@ class KernelListPanel : public QTableView {
   int selectedKernel() const;
   // The kernel id shown in `row` (Qt::UserRole of column 0), or -1.
   int kernelAt(int row) const;
+  // The context menu of a kernel's row (a right-click shows it): "Autotune" (autotuneRequested).
+  QMenu* kernelMenu(int kernelId, QWidget* parent);
 
  signals:
   void kernelSelected(int kernelId);
+  void autotuneRequested(int kernelId);
 
  private:
   KernelTableModel* table_;

@@ -84,6 +84,29 @@ void PropertiesPanel::showKernel(int kernelId) {
                               .arg(k->bytes / run->time_ms / 1e6, 0, 'f', 2));
   }
   html += "</table>";
+  // The optimization actions (issue 14): the plan, where it came from, what the passes applied; and a summary
+  // of the autotune search when this kernel was searched.
+  if (run && run->code && !run->code->plan_from.empty()) {
+    const ts::KernelCode& code = *run->code;
+    html += section("Optimization actions") + "<table>";
+    html += row("plan", code.plan.empty() ? QString("default") : mono(esc(code.plan)));
+    html += row("from", esc(code.plan_from));
+    html += row("applied", code.applied.empty() ? QString("<span style='color:#6b7280'>nothing</span>")
+                                                : mono(esc(code.applied)));
+    const std::vector<int> trials = model_->trialsOfKernel(kernelId);
+    if (!trials.empty()) {
+      QMap<QString, int> byOutcome;
+      for (int t : trials) ++byOutcome[QString::fromUtf8(ts::trial_outcome_name(model_->trials()[t].outcome))];
+      QStringList parts;
+      for (auto it = byOutcome.begin(); it != byOutcome.end(); ++it) parts << QString("%1 %2").arg(it.value()).arg(it.key());
+      html += row("autotune", QString("%1 trials: %2").arg(trials.size()).arg(parts.join(", ")));
+      for (int t : trials)
+        if (const ts::AutotuneTrialEvent& a = model_->trials()[t];
+            a.outcome == ts::AutotuneTrialEvent::Kept || a.outcome == ts::AutotuneTrialEvent::CacheHit)
+          html += row("kept", esc(a.reason));
+    }
+    html += "</table>";
+  }
   if (k) {
     html += section(QString("Fused ops (%1)").arg(k->ops.size())) + mono(fusedOpsText(k->ops));
     html += section("Inputs") + "<table>";

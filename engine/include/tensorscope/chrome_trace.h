@@ -2,7 +2,7 @@
 // chrome://tracing and https://ui.perfetto.dev open:
 // https://docs.google.com/document/d/1CvAClvFfyA5R-PhYUmn5OOQtYMH4h6I0nSsKchNAySU). Issue 14, items 5 and 6.
 //
-// TraceRecorder puts every node batch, schedule, compile and kernel launch on a time axis. Events carry
+// TraceRecorder puts every node batch, schedule, compile, kernel launch and autotune trial on a time axis. Events carry
 // durations (KernelRunEvent::time_ms, compile_ms) but no start time: a span ends when its event arrives
 // (events are dispatched synchronously, right after the launch) or, read back from a recording or a
 // runner's stream, at the time the stream gave the event; no span starts before the previous one of its
@@ -22,7 +22,7 @@ namespace ts {
 
 struct TraceSpan {
   // Script: the Python time that made a batch of graph nodes (from the previous event to the NodesEvent);
-  // AutotuneTrial: one timed variant of an autotune search (AutotuneTrialEvent: no engine stage emits them yet).
+  // AutotuneTrial: one candidate of an autotune search (AutotuneTrialEvent), its outcome in args["outcome"].
   enum Kind : uint8_t { Script, Schedule, Compile, Launch, AutotuneTrial };
   Kind kind = Launch;
   std::string name;        // the kernel's name, "compile r_4_4", "schedule 3", "12 nodes"
@@ -50,7 +50,8 @@ class TraceRecorder : public SessionObserver {
   void add_schedule(const ScheduleEvent& event, double end_us);
   void add_launch(const KernelRunEvent& event, double end_us);
   void add_nodes(const NodesEvent& event, double end_us);
-  // A trial of the autotune search, on the autotune lane (its compile and its timed run as one span).
+  // A trial of the autotune search, on the autotune lane: its compile and its median run as one span that
+  // ends at `end_us`, shortened (not moved) where it would overlap the previous trial (parallel compiles).
   void add_autotune_trial(const AutotuneTrialEvent& event, double end_us);
   double last_end_us() const { return last_end_us_; }  // µs: the latest time an event ended
   std::vector<TraceSpan> spans;  // in arrival order

@@ -60,9 +60,35 @@ struct CompileResult {
   double compile_ms = 0;
 };
 
+// A compile stopped because it took longer than compile_time_limit_ms() (the autotune search's
+// per-candidate timeout, TENSORSCOPE_BEAM_TIMEOUT_MS).
+class CompileTimeoutError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A time limit for Device::compile calls made on this thread, in ms; 0 (the default) is none. The autotune
+// search sets one around each candidate's compile. A backend that compiles in a subprocess (C: the system
+// compiler) stops the compiler past it and throws CompileTimeoutError; a compiler that runs in-process
+// (PoCL, glslang, NVRTC) cannot be stopped and ignores it: the search drops such a candidate afterwards.
+double compile_time_limit_ms();
+class ScopedCompileLimit {
+ public:
+  explicit ScopedCompileLimit(double ms);
+  ~ScopedCompileLimit();
+  ScopedCompileLimit(const ScopedCompileLimit&) = delete;
+  ScopedCompileLimit& operator=(const ScopedCompileLimit&) = delete;
+
+ private:
+  double previous_;
+};
+
 class Device {
  public:
   virtual ~Device() = default;
+  // Whether compile() may be called from several threads at once (the autotune search compiles its
+  // candidates in parallel on such devices). Only what a backend has checked says true.
+  virtual bool concurrent_compiles() const { return false; }
   virtual std::string name() const = 0;
   // Memory. alloc throws std::runtime_error when the device cannot run (a compile-only device, e.g. CUDA
   // without a GPU): realizing anything there needs a buffer, so this is where the user hears why.

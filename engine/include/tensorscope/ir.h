@@ -93,6 +93,8 @@ struct Kernel {
 };
 
 const char* opt_name(AppliedOpt::Kind kind);
+// The optimizations a kernel's passes applied, in order: "UPCAST_GLOBAL(4) UPCAST_REDUCE(2)"; "" for none.
+std::string applied_str(const Kernel& k);
 
 const char* op_name(Op op);
 bool is_alu(Op op);

@@ -58,8 +58,8 @@ struct RunInfo {
   int64_t end_time_ns = 0;
 };
 
-enum class EventKind : uint8_t { Schedule = 1, Launch = 2, Output = 3, Nodes = 4 };
-const char* event_kind_name(EventKind kind);  // "schedule", "launch", "output", "nodes"
+enum class EventKind : uint8_t { Schedule = 1, Launch = 2, Output = 3, Nodes = 4, Trial = 5 };
+const char* event_kind_name(EventKind kind);  // "schedule", "launch", "output", "nodes", "trial"
 // The kind named by event_kind_name's text; throws RecordingError for another text.
 EventKind event_kind_from_name(const std::string& name);
 

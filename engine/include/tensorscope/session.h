@@ -127,6 +127,13 @@ struct KernelCode {
   std::vector<PassSnapshot> ir;        // IR after lowering and after every pass
   std::vector<SourceListing> sources;  // one per renderer
   std::string device_renderer;         // the renderer of the source the device compiled (one of `sources`)
+  // The kernel's optimization actions (issue 14): the plan the passes were asked for (ir::OptPlan::str; ""
+  // = the heuristics' default), where it came from ("heuristics", "TENSORSCOPE_OPTS", "BEAM search",
+  // "autotune cache"), and what the passes applied ("UPCAST_GLOBAL(4) UPCAST_REDUCE(2)"; "" = nothing).
+  // Empty in recordings made before they were recorded.
+  std::string plan;
+  std::string plan_from;
+  std::string applied;
 };
 
 // The values of one buffer of a launch, kept when buffers are recorded (Session::set_record_buffers).
@@ -156,19 +163,36 @@ struct KernelRunEvent {
   std::vector<RecordedBuffer> buffers;
 };
 
-// One timed variant of an autotune search (DESIGN.md: enumerate variants, prune, compile and time the best
-// candidates, keep the fastest). The search does not exist yet: this is the shape its events will have, and
-// the timeline's autotune lane already draws them (TraceRecorder::add_autotune_trial); it joins `Event`, with
-// its place in the recording codec, when the search emits it.
+// One candidate of an autotune search (engine/src/runtime/autotune.h: the BEAM search over a kernel's
+// OptPlan). The search emits one per candidate it considers, in order, before the kernel's KernelRunEvent;
+// a kernel whose plan came from the autotune cache gets one, CacheHit. The timeline draws them on its
+// autotune lane (TraceRecorder::add_autotune_trial).
 struct AutotuneTrialEvent {
+  enum Outcome : uint8_t {
+    Timed,          // compiled and timed (median of its launches): it competed for the beam
+    Kept,           // the plan the kernel keeps: the search's winner, timed again beside the default
+    DroppedSlow,    // stopped early: slower than the best so far by the search's margins (reason says which)
+    Duplicate,      // renders to the same source as a candidate already timed: not compiled again
+    FailedCompile,  // the passes rejected the plan, or the device's compiler failed (reason: its message)
+    FailedRun,      // the launch threw (reason: the device's message)
+    Timeout,        // its compile or a launch took longer than TENSORSCOPE_BEAM_TIMEOUT_MS
+    CacheHit,       // no search: the plan comes from <cache>/autotune.db (time_ms: what that search measured)
+  };
   int kernel_id = -1;        // the kernel being tuned (KernelInfo::id)
   std::string name;          // its name
+  std::string ir_hash;       // 16 hex digits: FNV-1a of the lowered kernel's IR (ir::print), the search's key
   std::string device;
-  std::string variant;       // the opt actions of this candidate, e.g. "UPCAST(0,4) LOCAL(1,16)"
-  double compile_ms = 0;     // compiling the candidate
-  double time_ms = 0;        // its measured run time (the best of its timed launches)
-  bool chosen = false;       // the fastest: the variant the kernel keeps
+  std::string plan;          // the candidate's plan (ir::OptPlan::str): "UPCAST_GLOBAL=8,REGISTER_TILE=0"; "" = the default
+  std::string applied;       // what the passes applied for it (Kernel::opts): "UPCAST_GLOBAL(8)"; "" = nothing
+  double compile_ms = 0;     // compiling the candidate (0: not compiled, or the device's compile cache had it)
+  double time_ms = 0;        // the median of its timed launches (ms, the device's timer); 0 when not timed
+  Outcome outcome = Timed;
+  std::string reason;        // why, in words: "over 2x the best (0.12 ms)", the compiler's first error line
 };
+// "timed", "kept", "dropped-slow", "duplicate", "failed-compile", "failed-run", "timeout", "cache-hit"
+const char* trial_outcome_name(AutotuneTrialEvent::Outcome outcome);
+// The outcome named by trial_outcome_name's text; false for another text.
+bool trial_outcome_from_name(const std::string& name, AutotuneTrialEvent::Outcome& outcome);
 
 // Text the script wrote (stdout/stderr), or a script error with its traceback.
 struct ScriptOutputEvent {
@@ -226,7 +250,7 @@ struct NodesEvent {
   }
 };
 
-using Event = std::variant<ScheduleEvent, KernelRunEvent, ScriptOutputEvent, NodesEvent>;
+using Event = std::variant<ScheduleEvent, KernelRunEvent, ScriptOutputEvent, NodesEvent, AutotuneTrialEvent>;
 
 // Raised by a launch whose output holds a NaN or an infinity while Session::break_on_nan() is on
 // (Python: tensorscope.NonFiniteError, a FloatingPointError). The message names the kernel, the first

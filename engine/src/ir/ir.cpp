@@ -78,6 +78,13 @@ static std::string const_str(double v, DType dt) {
   return o.str();
 }
 
+std::string applied_str(const Kernel& k) {
+  std::string out;
+  for (const AppliedOpt& opt : k.opts)
+    out += (out.empty() ? "" : " ") + std::string(opt_name(opt.kind)) + "(" + std::to_string(opt.amount) + ")";
+  return out;
+}
+
 std::string print(const Kernel& k) {
   std::ostringstream o;
   o << "kernel " << k.name << "(";
@@ -85,10 +92,7 @@ std::string print(const Kernel& k) {
     o << (i ? ", " : "") << (k.globals[i].is_output ? "out " : "in ") << dtype_name(k.globals[i].dtype) << "["
       << k.globals[i].numel << "]";
   o << ")";
-  if (!k.opts.empty()) {
-    o << "   ; opts:";
-    for (const AppliedOpt& opt : k.opts) o << " " << opt_name(opt.kind) << "(" << opt.amount << ")";
-  }
+  if (!k.opts.empty()) o << "   ; opts: " << applied_str(k);
   if (!k.plan.automatic()) o << "   ; plan: " << k.plan.str();
   o << "\n";
   int depth = 0;

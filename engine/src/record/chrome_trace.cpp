@@ -26,6 +26,7 @@ void TraceRecorder::add(const Event& event, double t) {
   if (auto* s = std::get_if<ScheduleEvent>(&event)) add_schedule(*s, t);
   else if (auto* r = std::get_if<KernelRunEvent>(&event)) add_launch(*r, t);
   else if (auto* n = std::get_if<NodesEvent>(&event)) add_nodes(*n, t);
+  else if (auto* a = std::get_if<AutotuneTrialEvent>(&event)) add_autotune_trial(*a, t);
 }
 
 void TraceRecorder::add_schedule(const ScheduleEvent& s, double t) {
@@ -77,14 +78,24 @@ void TraceRecorder::add_nodes(const NodesEvent& n, double t) {
 }
 
 void TraceRecorder::add_autotune_trial(const AutotuneTrialEvent& a, double t) {
-  const double us = (a.compile_ms + a.time_ms) * 1e3;
-  TraceSpan span{TraceSpan::AutotuneTrial, a.name + " " + a.variant, kAutotuneLane, place(kAutotuneLane, t, us), us,
-                 a.kernel_id};
+  // The span is the candidate's compile and one median launch, ending when its event came. The search
+  // compiles candidates in parallel and reports them one after another, so a compile may overlap the
+  // previous trial's: the span then starts where the previous one ended and is shortened, never pushed
+  // later (pushed, the lane would drift past the kernel's launch). The args keep the full times.
+  double& lane_end = lane_end_us_[kAutotuneLane];
+  const double start = std::max(t - (a.compile_ms + a.time_ms) * 1e3, lane_end), end = std::max(t, start);
+  lane_end = end;
+  last_end_us_ = std::max(last_end_us_, end);
+  TraceSpan span{TraceSpan::AutotuneTrial, a.name + " " + (a.plan.empty() ? "default" : a.plan), kAutotuneLane, start,
+                 end - start, a.kernel_id};
   span.args["device"] = a.device;
-  span.args["variant"] = a.variant;
+  span.args["plan"] = a.plan.empty() ? "(default)" : a.plan;
+  if (!a.applied.empty()) span.args["applied"] = a.applied;
+  span.args["outcome"] = trial_outcome_name(a.outcome);
+  if (!a.reason.empty()) span.args["reason"] = a.reason;
   span.args["time_ms"] = std::to_string(a.time_ms);
   span.args["compile_ms"] = std::to_string(a.compile_ms);
-  if (a.chosen) span.args["chosen"] = "yes";
+  span.args["ir_hash"] = a.ir_hash;
   spans.push_back(std::move(span));
 }
 

@@ -17,12 +17,13 @@ const char* event_kind_name(EventKind kind) {
     case EventKind::Launch: return "launch";
     case EventKind::Output: return "output";
     case EventKind::Nodes: return "nodes";
+    case EventKind::Trial: return "trial";
   }
   return "?";
 }
 
 EventKind event_kind_from_name(const std::string& name) {
-  for (EventKind k : {EventKind::Schedule, EventKind::Launch, EventKind::Output, EventKind::Nodes})
+  for (EventKind k : {EventKind::Schedule, EventKind::Launch, EventKind::Output, EventKind::Nodes, EventKind::Trial})
     if (name == event_kind_name(k)) return k;
   throw RecordingError("unknown event kind '" + name.substr(0, 40) + "'");
 }
@@ -231,6 +232,9 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
         }
         c.end_array();
         c.key("device_renderer").value(r->code->device_renderer);
+        c.key("plan").value(r->code->plan);
+        c.key("plan_from").value(r->code->plan_from);
+        c.key("applied").value(r->code->applied);
         c.end_object();
         code = blob(c.take(), new_blobs);
         code_hash_.emplace(r->code.get(), std::make_pair(r->code, code));
@@ -295,6 +299,20 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
     w.begin_object();
     w.key("stream").value(o->stream == ScriptOutputEvent::Stderr ? "stderr" : "stdout");
     w.key("text").value(o->text);
+    w.end_object();
+  } else if (auto* t = std::get_if<AutotuneTrialEvent>(&event)) {
+    out.kind = EventKind::Trial;
+    w.begin_object();
+    w.key("kernel_id").value(t->kernel_id);
+    w.key("name").value(t->name);
+    w.key("ir_hash").value(t->ir_hash);
+    w.key("device").value(t->device);
+    w.key("plan").value(t->plan);
+    w.key("applied").value(t->applied);
+    w.key("compile_ms").value(t->compile_ms);
+    w.key("time_ms").value(t->time_ms);
+    w.key("outcome").value(trial_outcome_name(t->outcome));
+    w.key("reason").value(t->reason);
     w.end_object();
   }
   out.payload = w.take();
@@ -513,6 +531,10 @@ Event EventDecoder::decode(const EncodedEvent& e) {
               k->sources.push_back(std::move(l));
             }
             k->device_renderer = str(c, "device_renderer");
+            // optional: recordings made before the plans were recorded lack them
+            if (c.contains("plan")) k->plan = str(c, "plan");
+            if (c.contains("plan_from")) k->plan_from = str(c, "plan_from");
+            if (c.contains("applied")) k->applied = str(c, "applied");
             r.code = code_.emplace(hash, std::move(k)).first->second;
           }
         } else if (!code.is_null()) {
@@ -569,6 +591,22 @@ Event EventDecoder::decode(const EncodedEvent& e) {
           for (uint64_t p : node.srcs)
             if (p >= positions) throw RecordingError("a node's source position " + std::to_string(p) + " is out of range");
         return n;
+      }
+      case EventKind::Trial: {
+        AutotuneTrialEvent t;
+        t.kernel_id = static_cast<int>(integer(j, "kernel_id", -1, kMaxId));
+        t.name = str(j, "name");
+        t.ir_hash = str(j, "ir_hash");
+        t.device = str(j, "device");
+        t.plan = str(j, "plan");
+        t.applied = str(j, "applied");
+        t.compile_ms = number(j, "compile_ms");
+        t.time_ms = number(j, "time_ms");
+        const std::string outcome = str(j, "outcome");
+        if (!trial_outcome_from_name(outcome, t.outcome))
+          throw RecordingError("field 'outcome' is not a trial outcome ('" + outcome.substr(0, 20) + "')");
+        t.reason = str(j, "reason");
+        return t;
       }
       case EventKind::Output: {
         ScriptOutputEvent o;
@@ -675,7 +713,7 @@ EncodedEvent event_from_frame_body(std::string_view body) {
   e.seq = get_u64(body, 0);
   e.time_ns = static_cast<int64_t>(get_u64(body, 8));
   const int kind = static_cast<unsigned char>(body[16]);
-  if (kind < 1 || kind > 4) throw RecordingError("connection: an event of unknown kind " + std::to_string(kind));
+  if (kind < 1 || kind > 5) throw RecordingError("connection: an event of unknown kind " + std::to_string(kind));
   e.kind = static_cast<EventKind>(kind);
   e.payload = std::string(body.substr(17));
   return e;

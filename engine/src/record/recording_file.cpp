@@ -23,7 +23,9 @@
 namespace ts {
 namespace {
 
-constexpr int kSchemaVersion = 1;
+// 1: the first format. 2: adds the `trial` event kind (autotune trials); a build that reads only 1 refuses
+// a version 2 file up front rather than at its first trial. This build reads both.
+constexpr int kSchemaVersion = 2;
 constexpr int kApplicationId = 0x54537263;  // "TSrc"
 constexpr auto kCommitInterval = std::chrono::milliseconds(100);
 

@@ -271,6 +271,14 @@ double launch_on_device(Program& program, const std::vector<Buffer*>& buffers) {
   return on_device(buffers.at(0)->device_index, [&] { return program.launch(buffers); });
 }
 
+namespace {
+thread_local double compile_limit_ms = 0;
+}  // namespace
+
+double compile_time_limit_ms() { return compile_limit_ms; }
+ScopedCompileLimit::ScopedCompileLimit(double ms) : previous_(compile_limit_ms) { compile_limit_ms = ms; }
+ScopedCompileLimit::~ScopedCompileLimit() { compile_limit_ms = previous_; }
+
 void require_dtype(int device_index, DType dtype) {
   if (dtype != DType::Float16) return;
   DeviceProperties p = DeviceRegistry::properties(device_index);

@@ -466,14 +466,20 @@ void realize(const std::vector<NodeId>& targets) {
     // always on: a few µs per kernel, and an invalid kernel would otherwise fail in a compiler
     if (auto errors = ir::verify(kernel); !errors.empty())
       throw std::logic_error("IR verifier failed for kernel " + kernel.name + " after lowering: " + errors.front());
+    std::string plan_from;  // where the plan came from, for KernelCode
     if (beam_width() > 0 && kernel.plan.automatic()) {  // TENSORSCOPE_BEAM: search this kernel's plan (autotune.h)
       std::vector<Buffer*> raw{out_buf.get()};
       for (NodeId in : item.inputs) raw.push_back(buffer_of(in).get());
-      kernel.plan = beam_search(kernel, dev_index, raw);
+      BeamResult found = beam_search(kernel, dev_index, raw, kernel_ids[k]);
+      kernel.plan = found.plan;
+      plan_from = found.from;
     }
+    const bool default_plan = kernel.plan.automatic();
     std::vector<PassSnapshot> snapshots;
     if (observed) snapshots.push_back({"lower", ir::print(kernel)});
     run_passes(kernel, observed ? &snapshots : nullptr, kernel_ids[k]);
+    // run_passes gives a default plan the one of TENSORSCOPE_OPTS, when that is set
+    if (plan_from.empty()) plan_from = default_plan && !kernel.plan.automatic() ? "TENSORSCOPE_OPTS" : "heuristics";
     const Renderer* renderer = dev.renderer();
     SourceListing source;
     if (renderer) {
@@ -517,6 +523,9 @@ void realize(const std::vector<NodeId>& targets) {
         if (hit == listings.end()) hit = listings.emplace(lkey, r->render(kernel)).first;
         code->sources.push_back(hit->second);
       }
+      code->plan = kernel.plan.str();
+      code->plan_from = plan_from;
+      code->applied = ir::applied_str(kernel);
       ck.code = code;
       KernelRunEvent ev;
       ev.kernel_id = kernel_ids[k];

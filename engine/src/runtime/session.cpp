@@ -113,4 +113,27 @@ ScheduleEvent instantiate_schedule(const std::shared_ptr<const ScheduleEvent>& s
   return ev;
 }
 
+const char* trial_outcome_name(AutotuneTrialEvent::Outcome outcome) {
+  switch (outcome) {
+    case AutotuneTrialEvent::Timed: return "timed";
+    case AutotuneTrialEvent::Kept: return "kept";
+    case AutotuneTrialEvent::DroppedSlow: return "dropped-slow";
+    case AutotuneTrialEvent::Duplicate: return "duplicate";
+    case AutotuneTrialEvent::FailedCompile: return "failed-compile";
+    case AutotuneTrialEvent::FailedRun: return "failed-run";
+    case AutotuneTrialEvent::Timeout: return "timeout";
+    case AutotuneTrialEvent::CacheHit: return "cache-hit";
+  }
+  return "?";
+}
+
+bool trial_outcome_from_name(const std::string& name, AutotuneTrialEvent::Outcome& outcome) {
+  for (int o = AutotuneTrialEvent::Timed; o <= AutotuneTrialEvent::CacheHit; o++)
+    if (name == trial_outcome_name(static_cast<AutotuneTrialEvent::Outcome>(o))) {
+      outcome = static_cast<AutotuneTrialEvent::Outcome>(o);
+      return true;
+    }
+  return false;
+}
+
 }  // namespace ts
