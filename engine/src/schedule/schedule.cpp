@@ -145,6 +145,25 @@ std::vector<NodeId> value_readers(const Graph& g, std::map<NodeId, std::vector<N
   return readers;
 }
 
+// The first EXP2, LOG2 or SIN among the elementwise ops that would fuse behind `id` (its consumers
+// through movement and ALU ops, up to a reduce or a target); "" when there is none.
+std::string transcendental_epilogue(const Graph& g, std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id,
+                                    const std::set<NodeId>& targets) {
+  std::vector<NodeId> stack{id};
+  std::set<NodeId> seen{id};
+  while (!stack.empty()) {
+    const NodeId cur = stack.back();
+    stack.pop_back();
+    for (NodeId c : consumers[cur]) {
+      const Node& n = g[c];
+      if (!seen.insert(c).second || seen.size() > 64 || n.realized()) continue;
+      if (n.op == Op::Exp2 || n.op == Op::Log2 || n.op == Op::Sin) return op_name(n.op);
+      if ((is_alu(n.op) || is_movement(n.op)) && !targets.count(c)) stack.push_back(c);
+    }
+  }
+  return "";
+}
+
 // "12.8 MFLOP": the work of recomputing a reduction once (its input's elements times the ALU ops fused
 // into the value: a matmul's multiply and add are 2 per element).
 std::string flops_text(int64_t flops) {
@@ -315,6 +334,12 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       stored[id] = "output requested (realize / numpy / backward)";
     } else if (n.op == Op::Contiguous) {
       stored[id] = "explicit contiguous()";
+    } else if (const std::string op = transcendental_epilogue(g, consumers, id, target_set);
+               is_reduce(n.op) && !op.empty() && DeviceRegistry::at(n.device).name() == "C" &&
+               t.reduce_elements >= kTiledEpilogueMinReduce * static_cast<int64_t>(numel) &&
+               numel >= kTiledEpilogueMinOutputs) {
+      stored[id] = "matmul-like reduction with " + op + " in its elementwise epilogue: in the register-tiled C kernel "
+                   "the epilogue would run once per accumulator, unvectorized; stored, it runs in a vectorized kernel";
     } else if (t.reduce && !is_movement(n.op) && expanded_by.count(id)) {
       stored[id] = "reduce output is expanded (broadcast) by " + expanded_by[id] +
                    ": fusing would recompute the reduction for every broadcast element";
