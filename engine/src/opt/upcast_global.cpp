@@ -16,7 +16,9 @@
 // the U copies would not be contiguous). A loop of at most 32 iterations is unrolled completely.
 //
 // upcast_loop() below does the rewriting for both UPCAST passes.
+#include <cstdlib>
 #include <map>
+#include <numeric>
 
 #include "opt/pass_manager.h"
 
@@ -164,6 +166,61 @@ void upcast_loop(ir::Kernel& k, size_t g, int u_count, bool side_by_side) {
   k.insts = std::move(out);
 }
 
+// An elementwise kernel that reads a transposed view (a weight copied contiguous for x @ Wᵀ, a
+// permute().contiguous()): the load is contiguous along the loop around the innermost one and strided
+// along the innermost (out[k, n] = w[n, k]). Every element of the innermost loop reads another cache
+// line, and with a stride of 2 KiB the lines fall into the same few L1 sets and evict each other before
+// the next k reads their neighbours: each line is loaded 16 times. Upcasting the outer loop by U (its U
+// copies side by side inside the innermost loop) reads U contiguous floats per line and writes U output
+// rows in step: a U×1 tile of the transpose, each line loaded once (E_512_256 of an MLP: 0.27 → 0.04 ms).
+// Only where the lines conflict: with a stride of 784 floats they spread over every set and stay cached
+// (and the untiled loop, which the compiler vectorizes, is faster: 0.06 against 0.19 ms tiled).
+constexpr int64_t kL1LineBytes = 64, kL1Sets = 64, kL1Ways = 12;  // a 48 KiB L1 data cache (x86-64 of these years)
+
+static void upcast_transpose(ir::Kernel& k, size_t inner) {
+  const std::vector<Inst>& insts = k.insts;
+  for (const Inst& in : insts)
+    if (in.op == Op::DefineAcc || (in.op == Op::Range && in.arg == 0)) return;  // elementwise kernels only
+  size_t outer = insts.size();
+  for (size_t i = 0; i < inner; i++)
+    if (insts[i].op == Op::Range && insts[i].arg == 1) outer = i;
+  if (outer == insts.size() || insts[insts[outer].src[0]].op != Op::Const) return;
+  for (size_t i = outer + 1; i < inner; i++)  // perfectly nested: only index arithmetic in between
+    if (!is_alu(insts[i].op) && insts[i].op != Op::Const) return;
+  const size_t inner_end = end_of_range(insts, inner);
+  if (end_of_range(insts, outer) != inner_end + 1) return;
+  bool transposed = false;
+  for (size_t x = inner + 1; x < inner_end; x++) {
+    if (insts[x].op != Op::Load) continue;
+    auto step = [&](size_t loop) {
+      return eval_index(insts, insts[x].src[1], static_cast<ValueId>(loop), 1) -
+             eval_index(insts, insts[x].src[1], static_cast<ValueId>(loop), 0);
+    };
+    if (step(outer) != 1) continue;
+    // the lines one pass of the innermost loop reads fall into few L1 sets when the stride is a large
+    // power of two: 64 sets of 64-byte lines, so a stride of s lines uses 64 / gcd(s, 64) of them
+    const int64_t stride_bytes = std::abs(step(inner)) * static_cast<int64_t>(dtype_size(insts[x].dtype));
+    if (stride_bytes < kL1LineBytes || stride_bytes % kL1LineBytes) continue;
+    const int64_t sets = kL1Sets / std::gcd(stride_bytes / kL1LineBytes, kL1Sets);
+    const int64_t trips = static_cast<int64_t>(insts[insts[inner].src[0]].value);
+    if (insts[insts[inner].src[0]].op == Op::Const && trips > sets * kL1Ways) transposed = true;
+  }
+  if (!transposed) return;
+  const int64_t n = static_cast<int64_t>(insts[insts[outer].src[0]].value);
+  const size_t body = end_of_range(insts, outer) - outer;
+  auto legal = [&](int u) { return u >= 2 && u <= n && n % u == 0 && body * u <= kMaxUnrolledInsts; };
+  int chosen = 0;
+  if (const int planned = k.plan.get(ir::AppliedOpt::UpcastGlobal); planned != ir::OptPlan::kAuto) {
+    chosen = legal(planned) ? planned : 0;
+  } else {  // the heuristic: a cache line of floats, or less where it does not divide
+    for (int u = 16; u >= 4 && !chosen; u /= 2)
+      if (legal(u)) chosen = u;
+  }
+  if (!chosen) return;
+  upcast_loop(k, outer, chosen, /*side_by_side=*/true);
+  k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
+}
+
 void upcast_global(ir::Kernel& k) {
   const std::vector<Inst>& insts = k.insts;
   // the innermost global loop: the last global RANGE
@@ -172,7 +229,10 @@ void upcast_global(ir::Kernel& k) {
     if (insts[i].op == Op::Range && insts[i].arg == 1) g = i;
   if (g == insts.size() || insts[insts[g].src[0]].op != Op::Const) return;
   const std::vector<ReduceBlock> blocks = upcastable_body(insts, g);
-  if (blocks.empty()) return;
+  if (blocks.empty()) {
+    upcast_transpose(k, g);
+    return;
+  }
   bool contiguous = false;  // some load in a reduce block moves by one element when the loop does
   for (const ReduceBlock& b : blocks)
     for (size_t x = b.range + 1; x < b.end; x++)

@@ -1,0 +1,63 @@
+# Issue 13: loop structures the passes give kernels that no matmul heuristic was written for, checked on
+# the generated code (the IR header's applied actions, the loops in the IR) and against NumPy/PyTorch:
+#  - a reduce over adjacent axes that every view reads contiguously is one loop (lower.cpp merges them),
+#    so UPCAST_REDUCE vectorizes it (a BatchNorm's statistics over (N, H, W));
+#  - a transposing copy whose strided reads conflict in the L1 cache is tiled (upcast_global.cpp,
+#    upcast_transpose); one whose stride spreads over the cache is left alone;
+#  - on C, a matmul-like reduction followed by GELU stores the matmul: the epilogue gets its own kernel.
+import json
+
+import numpy as np
+import torch
+
+from tensorscope import Tensor, GlobalCounters
+from test_conv_backward import run_cli_out
+
+
+def _kernels(tmp_path, body):
+    script = tmp_path / "k.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n" + body)
+    out = run_cli_out(script, tmp_path / "out")
+    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    return {k["name"]: (out / k["ir"]).read_text() for k in kernels}
+
+
+def _reduce_loops(ir):
+    return [line for line in ir.splitlines() if "RANGE" in line and "; reduce" in line and "END" not in line]
+
+
+def test_batchnorm_statistics_reduce_over_h_w_in_one_loop(tmp_path):
+    ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((64, 8, 8, 8)).astype(np.float32))\n"
+                            "x.sum(axis=(0, 2, 3)).realize()\n")
+    (name, text), = [(n, t) for n, t in ir.items() if n.startswith("r_")]
+    assert len(_reduce_loops(text.split("\n\n")[0])) == 2, text  # (N) and (H·W): 64 and 64, not 64, 8, 8
+    assert "UPCAST_REDUCE" in text.splitlines()[0], text.splitlines()[0]
+    x = np.random.default_rng(1).standard_normal((64, 8, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(Tensor(x).sum(axis=(0, 2, 3)).numpy(), x.sum(axis=(0, 2, 3)), rtol=1e-5, atol=1e-4)
+
+
+def test_transposing_copy_with_conflicting_stride_is_tiled(tmp_path):
+    ir = _kernels(tmp_path, "w = Tensor(rng.standard_normal((256, 512)).astype(np.float32)).realize()\n"
+                            "w.T.contiguous().realize()\n"
+                            "v = Tensor(rng.standard_normal((32, 784)).astype(np.float32)).realize()\n"
+                            "v.T.contiguous().realize()\n")
+    assert "UPCAST_GLOBAL(16)" in ir["E_512_256"].splitlines()[0], ir["E_512_256"].splitlines()[0]
+    assert "UPCAST" not in ir["E_784_32"].splitlines()[0], ir["E_784_32"].splitlines()[0]  # 3136-byte stride
+    w = np.random.default_rng(2).standard_normal((256, 512)).astype(np.float32)
+    np.testing.assert_array_equal(Tensor(w).T.contiguous().numpy(), w.T)
+    for shape in [(48, 1024), (16, 2048), (40, 512)]:  # other multiples of 16 and a row count of 40 (U = 8)
+        a = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+        np.testing.assert_array_equal(Tensor(a).T.contiguous().numpy(), a.T)
+
+
+def test_gelu_after_a_matmul_runs_in_its_own_kernel():
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((384, 32)).astype(np.float32), rng.standard_normal((32, 128)).astype(np.float32)
+    GlobalCounters.reset()
+    y = (Tensor(x) @ Tensor(w)).gelu().numpy()
+    assert GlobalCounters.kernel_count == 2  # the register-tiled matmul, then the vectorized GELU
+    ref = torch.nn.functional.gelu(torch.from_numpy(x) @ torch.from_numpy(w), approximate="tanh").numpy()
+    np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
+    GlobalCounters.reset()
+    (Tensor(x) @ Tensor(w)).relu().numpy()  # no transcendental: the epilogue stays fused
+    assert GlobalCounters.kernel_count == 1
