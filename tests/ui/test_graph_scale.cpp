@@ -15,9 +15,12 @@
 // The wall-clock gap is bounded at 150 ms by default (TS_STALL_BOUND_MS=50 on an idle machine): the
 // machines these tests run on share two cores with other builds, and the OS alone keeps the GUI
 // thread off a core for tens of milliseconds there.
+#include <QDir>
 #include <QElapsedTimer>
 #include <QGraphicsView>
 #include <QScrollBar>
+#include <QProcess>
+#include <QStandardPaths>
 #include <QtTest>
 #include <ctime>
 
@@ -133,6 +136,31 @@ class StallMeter {
   qint64 last_ = 0, longest_ = 0;
   double lastCpu_ = 0, busiest_ = 0;
 };
+
+// The `dot` processes this test process has started and that still run (Linux: /proc/<pid>/stat's
+// parent pid and name).
+int runningDotChildren() {
+  int n = 0;
+  for (const QString& pid : QDir("/proc").entryList({"[0-9]*"}, QDir::Dirs)) {
+    QFile stat("/proc/" + pid + "/stat");
+    if (!stat.open(QIODevice::ReadOnly)) continue;
+    const QByteArray text = stat.readAll();  // "pid (comm) state ppid ..."
+    const qsizetype close = text.lastIndexOf(')');
+    const QList<QByteArray> rest = text.mid(close + 2).split(' ');
+    n += text.mid(text.indexOf('(') + 1, close - text.indexOf('(') - 1) == "dot" && rest.size() > 1 &&
+         rest[1].toLongLong() == QCoreApplication::applicationPid();
+  }
+  return n;
+}
+
+// Every kernel expanded: all 10,000 nodes through dot (seconds).
+tsui::GraphSpec expandedGraph(int kernels) {
+  tsui::GraphSpec spec = syntheticGraph(kernels, 24);
+  QSet<int> all;
+  for (int k = 0; k < kernels; ++k) all.insert(k);
+  tsui::applyCollapse(spec, all);
+  return spec;
+}
 
 struct BenchResult {
   double layoutSeconds = 0;    // graphviz on the layout thread
@@ -337,6 +365,114 @@ class TestGraphScale : public QObject {
     QVERIFY(spec.edges.size() >= 199);
     QVERIFY2(cpuMs < 50, qPrintable(QString("%1 ms of CPU").arg(cpuMs)));  // 25-30 ms measured
     QVERIFY2(ms < 200, qPrintable(QString("%1 ms").arg(ms)));  // wall clock, generous: a loaded machine
+  }
+
+  // A layout nobody wants any more stops: a newer request or cancel() kills its dot within a poll
+  // (LayoutControl::kPollMs), and only the newest request's layout is ever shown.
+  void aSupersededLayoutIsStoppedAndNeverShown() {
+    tsui::LayoutScheduler scheduler;
+    std::vector<const tsui::GraphSpec*> shown;
+    QObject::connect(&scheduler, &tsui::LayoutScheduler::laidOut, [&](const tsui::GraphLayout& layout) {
+      QVERIFY2(layout.error.isEmpty(), qPrintable(layout.error));
+      shown.push_back(layout.spec.get());
+    });
+    std::vector<tsui::LayoutPhase> phases;
+    QObject::connect(&scheduler, &tsui::LayoutScheduler::phaseChanged, [&](tsui::LayoutPhase p) { phases.push_back(p); });
+    QSignalSpy stopped(&scheduler, &tsui::LayoutScheduler::layoutStopped);
+
+    scheduler.request(expandedGraph(400));  // seconds of dot
+    // dot reports its phases: wait until it orders the ranks (the longest phase), then supersede it
+    QTRY_VERIFY_WITH_TIMEOUT(!phases.empty() && phases.back() >= tsui::LayoutPhase::Ordering, 60000);
+    QCOMPARE(runningDotChildren(), 1);
+    QVERIFY(std::is_sorted(phases.begin(), phases.end()));
+    QElapsedTimer clock;
+    clock.start();
+    tsui::GraphSpec small = syntheticGraph(3, 5);
+    const size_t smallNodes = small.nodes.size();
+    scheduler.request(std::move(small));
+    QTRY_COMPARE_WITH_TIMEOUT(stopped.count(), 1, 5000);
+    const qint64 stopMs = clock.elapsed();
+    QCOMPARE(runningDotChildren(), 0);  // killed, not left to finish
+    QTRY_VERIFY_WITH_TIMEOUT(!scheduler.isBusy(), 30000);
+    const qint64 newerMs = clock.elapsed();
+    qInfo("superseded layout stopped after %lld ms, the newer one shown after %lld ms", stopMs, newerMs);
+    QVERIFY2(stopMs < 1000, qPrintable(QString("%1 ms").arg(stopMs)));  // 20-40 ms measured
+    QCOMPARE(shown.size(), size_t(1));  // the big graph's layout never reached the panel
+    QCOMPARE(shown.front()->nodes.size(), smallNodes);
+
+    // a burst of requests while layouts run: results arrive in request order, the newest last
+    std::vector<size_t> requested;  // node counts, each request's own
+    shown.clear();
+    for (int i = 0; i < 6; ++i) {
+      tsui::GraphSpec spec = i % 2 == 0 ? expandedGraph(40 + i) : syntheticGraph(4 + i, 6);
+      requested.push_back(spec.nodes.size());
+      scheduler.request(std::move(spec));
+      QTest::qWait(i * 25);  // some start, some are throttled, some run when the next arrives
+    }
+    QTRY_VERIFY_WITH_TIMEOUT(!scheduler.isBusy(), 60000);
+    QVERIFY(!shown.empty());
+    std::vector<long> order;  // the request each shown layout answered
+    for (const tsui::GraphSpec* spec : shown)
+      order.push_back(std::find(requested.begin(), requested.end(), spec->nodes.size()) - requested.begin());
+    QVERIFY(std::is_sorted(order.begin(), order.end()) && std::adjacent_find(order.begin(), order.end()) == order.end());
+    QCOMPARE(order.back(), long(requested.size()) - 1);
+
+    // Cancel stops a running layout too, and nothing is shown
+    shown.clear();
+    phases.clear();
+    const int stoppedBefore = static_cast<int>(stopped.count());  // the burst stopped some as well
+    scheduler.request(expandedGraph(400));
+    QTRY_VERIFY_WITH_TIMEOUT(!phases.empty() && phases.back() >= tsui::LayoutPhase::Ranking, 60000);
+    clock.restart();
+    scheduler.cancel();
+    QTRY_COMPARE_WITH_TIMEOUT(static_cast<int>(stopped.count()), stoppedBefore + 1, 5000);
+    QVERIFY2(clock.elapsed() < 1000, qPrintable(QString("%1 ms").arg(clock.elapsed())));
+    QCOMPARE(runningDotChildren(), 0);
+    QVERIFY(!scheduler.isBusy());
+    QTest::qWait(100);
+    QVERIFY(shown.empty());
+  }
+
+  // Laying out boxes of the measured sizes (toSizedDot) puts every node where dot puts it when it
+  // measures the labels itself: the look is the same, only faster.
+  void sizedLayoutMatchesTheLabelledOne() {
+    tsui::GraphSpec spec = expandedGraph(12);
+    tsui::applyCollapse(spec, {});
+    auto shared = std::make_shared<const tsui::GraphSpec>(std::move(spec));
+    const tsui::GraphLayout layout = tsui::layoutGraph(shared);
+    QVERIFY2(layout.error.isEmpty(), qPrintable(layout.error));
+    QProcess dot;  // dot on the labelled DOT: "node NAME X Y W H ..." in inches, y upwards
+    dot.start(QStandardPaths::findExecutable("dot"), {"-Tplain"});
+    QVERIFY(dot.waitForStarted());
+    dot.write(layout.dot);
+    dot.closeWriteChannel();
+    QVERIFY(dot.waitForFinished(60000));
+    double height = 0;
+    int compared = 0;
+    for (const QByteArray& line : dot.readAllStandardOutput().split('\n')) {
+      const QList<QByteArray> f = line.split(' ');
+      if (f.value(0) == "graph") height = f.value(3).toDouble() * 72;
+      if (f.value(0) != "node") continue;
+      const int index = shared->indexOfKey(QString::fromUtf8(f[1]).remove('"'));
+      QVERIFY(index >= 0);
+      auto it = std::find_if(layout.nodes.begin(), layout.nodes.end(), [&](auto& n) { return n.index == index; });
+      QVERIFY(it != layout.nodes.end());
+      const QPointF expected(f[2].toDouble() * 72, height - f[3].toDouble() * 72);
+      QVERIFY2(QLineF(it->rect.center(), expected).length() < 1.5 &&
+                   std::abs(it->rect.width() - f[4].toDouble() * 72) < 1,
+               qPrintable(QString("%1 at %2,%3 %4 wide; dot: %5,%6 %7 wide")
+                              .arg(QString(f[1]))
+                              .arg(it->rect.center().x())
+                              .arg(it->rect.center().y())
+                              .arg(it->rect.width())
+                              .arg(expected.x())
+                              .arg(expected.y())
+                              .arg(f[4].toDouble() * 72)));
+      ++compared;
+    }
+    QCOMPARE(compared, static_cast<int>(shared->nodes.size()));
+    QCOMPARE(layout.edges.size(), shared->edges.size());
+    QCOMPARE(layout.clusters.size(), shared->clusters.size());
   }
 
   void doubleClickExpandsAndTheMinimapMovesTheView() {

@@ -2,6 +2,7 @@
 
 #include <QSet>
 #include <algorithm>
+#include <functional>
 
 #include "core/op_palette.h"
 #include "core/run_model.h"
@@ -307,20 +308,20 @@ QByteArray nodeStatement(const GraphSpecNode& n) {
                           : n.realized ? QByteArray(", penwidth=2.2")
                                        : QByteArray();
   if (n.collapsedNodes > 0) {  // a collapsed kernel: one box in the kernels' colours
-    return "    " + quoted(n.key) + " [label=" + quoted(n.label) + ", fillcolor=\"" + kernelFillColor().name().toLatin1() +
+    return quoted(n.key) + " [label=" + quoted(n.label) + ", fillcolor=\"" + kernelFillColor().name().toLatin1() +
            "\", color=\"" + kernelBorderColor().name().toLatin1() + "\", penwidth=1.4, fontname=\"Helvetica-Bold\", margin=\"0.24,0.05\", tooltip=" +
            quoted(n.scheduleBox >= 0 ? QString(n.label).replace('\n', ": ")
                                      : QString("kernel #%1 %2: %L3 nodes").arg(n.kernelId).arg(QString::fromStdString(n.info.op)).arg(n.collapsedNodes)) +
            ", id=" + quoted(n.key) + "];\n";
   }
   const QColor fill = n.lazy ? QColor(0xec, 0xec, 0xec) : opClassColor(QString::fromStdString(n.info.op_class));
-  return "    " + quoted(n.key) + " [label=" + quoted(n.label) + ", fillcolor=\"" + fill.name().toLatin1() + "\"" +
+  return quoted(n.key) + " [label=" + quoted(n.label) + ", fillcolor=\"" + fill.name().toLatin1() + "\"" +
          look + ", tooltip=" + quoted(tooltip) + ", id=" + quoted(n.key) + "];\n";
 }
 
-}  // namespace
-
-QByteArray toDot(const GraphSpec& spec) {
+// `statement(i)` writes node i; everything else (graph attributes, clusters, edges) is shared by
+// the exported DOT and the layout's sized DOT, so that both lay out the same.
+QByteArray writeDot(const GraphSpec& spec, const std::function<QByteArray(int)>& statement) {
   QByteArray dot = "digraph tensorscope {\n";
   const QByteArray fontSize = QByteArray::number(10 * spec.fontScale, 'g', 4);
   dot += QByteArray("  graph [rankdir=") + (spec.leftToRight ? "LR" : "TB") +
@@ -341,17 +342,32 @@ QByteArray toDot(const GraphSpec& spec) {
     dot += "    label=" + quoted(c.name) + "; labeljust=l; style=\"rounded,filled\"; fillcolor=\"" +
            kernelFillColor().name().toLatin1() + "\"; color=\"" + kernelBorderColor().name().toLatin1() +
            "\"; id=" + quoted(QString("cluster_k%1").arg(c.kernelId)) + ";\n";
-    for (int i : members.value(c.kernelId)) dot += nodeStatement(spec.nodes[i]);
+    for (int i : members.value(c.kernelId)) dot += "    " + statement(i);
     dot += "  }\n";
   }
   QSet<int> clustered;
   for (const GraphSpecCluster& c : spec.clusters) clustered.insert(c.kernelId);
   for (int i = 0; i < static_cast<int>(spec.nodes.size()); ++i)
-    if (!clustered.contains(spec.nodes[i].kernelId)) dot += nodeStatement(spec.nodes[i]).mid(2);
+    if (!clustered.contains(spec.nodes[i].kernelId)) dot += "  " + statement(i);
   for (auto [src, dst] : spec.edges)
     dot += "  " + quoted(spec.nodes[src].key) + " -> " + quoted(spec.nodes[dst].key) + ";\n";
   dot += "}\n";
   return dot;
+}
+
+}  // namespace
+
+QByteArray toDot(const GraphSpec& spec) {
+  return writeDot(spec, [&spec](int i) { return nodeStatement(spec.nodes[i]); });
+}
+
+QByteArray toSizedDot(const GraphSpec& spec, const std::vector<QSizeF>& nodeSizes) {
+  // 'g' with 9 digits: graphviz keeps the size it gets (fixedsize), so the boxes are the measured ones
+  return writeDot(spec, [&](int i) {
+    return quoted(spec.nodes[i].key) + " [label=\"\", fixedsize=true, width=" +
+           QByteArray::number(nodeSizes[i].width(), 'g', 9) + ", height=" +
+           QByteArray::number(nodeSizes[i].height(), 'g', 9) + "];\n";
+  });
 }
 
 }  // namespace tsui

@@ -7,6 +7,7 @@
 #include <QByteArray>
 #include <QHash>
 #include <QSet>
+#include <QSizeF>
 #include <QString>
 #include <vector>
 
@@ -98,6 +99,10 @@ int addLazyGraph(GraphSpec& spec, const RunModel& model, const std::vector<uint6
 
 // DOT source of the graph: clusters are subgraphs named "cluster_k<kernel id>".
 QByteArray toDot(const GraphSpec& spec);
+// The same graph for layout only: node i is an unlabelled box of exactly nodeSizes[i] (inches, as
+// graphviz measured its label: graph_layout.cpp), so that `dot` does not measure 10,000 labels again.
+// Positions come out as toDot(spec)'s would; the text cannot be rendered (export uses toDot).
+QByteArray toSizedDot(const GraphSpec& spec, const std::vector<QSizeF>& nodeSizes);
 
 // "3x3"; "scalar" for a 0-d shape.
 QString shapeText(const std::vector<int64_t>& shape);
