@@ -333,6 +333,11 @@ QByteArray writeDot(const GraphSpec& spec, const std::function<QByteArray(int)>&
   // Measured: dot's network simplex dominates beyond ~1500 nodes; capping it keeps 10k nodes at
   // seconds instead of minutes, with slightly less straight edges.
   if (spec.nodes.size() > 1500) dot += "  graph [nslimit=0.02, mclimit=0.5];\n";
+  // A graph this large is read zoomed out, where edges are drawn as chords anyway (kDetailLod): dot
+  // draws them as straight lines (splines=line: no spline routing, a quarter of the output) and
+  // spends less on crossings (mclimit 0.2). 10,000 nodes: dot's CPU time 1.43 -> 1.23 s, crossings
+  // 5,872 -> 5,950. Below it, edges keep their splines.
+  if (spec.nodes.size() > kStraightEdgesAbove) dot += "  graph [splines=line, mclimit=0.2];\n";
 
   QHash<int, QList<int>> members;  // kernel id -> node indices
   for (int i = 0; i < static_cast<int>(spec.nodes.size()); ++i) members[spec.nodes[i].kernelId].append(i);

@@ -66,6 +66,10 @@ constexpr int kWholeRunNodeLimit = 20000;
 // that started cannot be stopped (a newer one waits for it).
 constexpr int kWholeRunBoxLimit = 1500;
 
+// Above this many nodes toDot asks dot for straight edges and a shorter crossing minimisation
+// (graph_spec.cpp says what it saves); smaller graphs keep their splines.
+constexpr int kStraightEdgesAbove = 5000;
+
 // Merges schedules [first, last) by node uid. A node computed by a kernel stays one node per
 // kernel (recomputation shows as a copy inside each kernel); a uid that later appears as an input
 // BUFFER of another schedule is drawn as the op that produced it, so edges run between kernels.
