@@ -12,15 +12,19 @@
 // stalls more than 50 ms (TS_STALL_BOUND_MS sets another bound), as the issue asks. TS_STALL_TRACE=1
 // prints every gap above 25 ms.
 //
-// Best of three: the machines these tests run on share two cores with other builds, where the OS
-// alone keeps the GUI thread off a core for tens of milliseconds now and then, and dot's time varies
-// 2x with the load. A case is run up to three times and its best try (the first that meets the bars,
-// else the shortest stall) is checked; every try is printed.
+// Best of a few tries: the machines these tests run on share two cores with other builds, where the
+// OS alone keeps the GUI thread off a core for tens of milliseconds now and then, dot's time varies
+// 2x with the load, and during another build's burst everything (the GUI thread's own CPU time too:
+// a virtual machine's stolen time) runs 4x slower. A case is run up to kTries times, a second apart,
+// and its best try (the first that meets the bars, else the shortest stall) is checked; every try is
+// printed. Measured on the idle-ish machine (load 3-4 from two other agents): the first try meets
+// the bars (stalls 13-34 ms, 14-27 ms of it CPU).
 #include <QDir>
 #include <QElapsedTimer>
 #include <QGraphicsView>
 #include <QScrollBar>
 #include <QProcess>
+#include <QProgressBar>
 #include <QStandardPaths>
 #include <QtTest>
 #include <ctime>
@@ -184,6 +188,8 @@ int stallBoundMs() {
   return bound > 0 ? bound : 50;
 }
 double timeBoundSeconds() { return 3.0 * qMax(1, qEnvironmentVariableIntValue("TS_TIME_FACTOR")); }
+// Tries per case: the best counts (see the top of the file).
+constexpr int kTries = 5;
 
 // Lays `spec` out the way MainWindow does (LayoutScheduler -> GraphPanel::showLayout), waits for
 // the scene to be complete and paints the panel, measuring the event loop's longest stall.
@@ -381,12 +387,22 @@ class TestGraphScale : public QObject {
     std::vector<tsui::LayoutPhase> phases;
     QObject::connect(&scheduler, &tsui::LayoutScheduler::phaseChanged, [&](tsui::LayoutPhase p) { phases.push_back(p); });
     QSignalSpy stopped(&scheduler, &tsui::LayoutScheduler::layoutStopped);
+    tsui::GraphPanel panel;  // wired as MainWindow wires it: the busy bar counts dot's phases
+    QObject::connect(&scheduler, &tsui::LayoutScheduler::busyChanged, &panel, &tsui::GraphPanel::setLayoutBusy);
+    QObject::connect(&scheduler, &tsui::LayoutScheduler::phaseChanged, &panel, &tsui::GraphPanel::setLayoutPhase);
+    QObject::connect(&scheduler, &tsui::LayoutScheduler::laidOut, &panel, &tsui::GraphPanel::showLayout);
+    panel.show();
+    auto* bar = panel.findChild<QProgressBar*>();
+    QVERIFY(bar);
 
     scheduler.request(expandedGraph(400));  // seconds of dot
     // dot reports its phases: wait until it orders the ranks (the longest phase), then supersede it
     QTRY_VERIFY_WITH_TIMEOUT(!phases.empty() && phases.back() >= tsui::LayoutPhase::Ordering, 60000);
     QCOMPARE(runningDotChildren(), 1);
     QVERIFY(std::is_sorted(phases.begin(), phases.end()));
+    QTRY_VERIFY_WITH_TIMEOUT(bar->isVisible(), 2000);  // shown once a layout takes more than 250 ms
+    QVERIFY2(bar->value() > static_cast<int>(tsui::LayoutPhase::Ordering) && bar->value() <= bar->maximum(),
+             qPrintable(QString::number(bar->value())));
     QElapsedTimer clock;
     clock.start();
     tsui::GraphSpec small = syntheticGraph(3, 5);
@@ -401,6 +417,8 @@ class TestGraphScale : public QObject {
     QVERIFY2(stopMs < 1000, qPrintable(QString("%1 ms").arg(stopMs)));  // 20-40 ms measured
     QCOMPARE(shown.size(), size_t(1));  // the big graph's layout never reached the panel
     QCOMPARE(shown.front()->nodes.size(), smallNodes);
+    QCOMPARE(panel.nodeCount(), static_cast<int>(smallNodes));
+    QVERIFY(!bar->isVisible());
 
     // a burst of requests while layouts run: results arrive in request order, the newest last
     std::vector<size_t> requested;  // node counts, each request's own
@@ -535,7 +553,8 @@ class TestGraphScale : public QObject {
 
     auto bench = [&panel](const char* name, const std::function<tsui::GraphSpec()>& graph, int drawn) {
       BenchResult best;
-      for (int attempt = 1; attempt <= 3; ++attempt) {
+      for (int attempt = 1; attempt <= kTries; ++attempt) {
+        if (attempt > 1) QTest::qWait(1000);  // let a burst of the other processes' work pass
         tsui::GraphSpec spec = graph();
         const int nodes = spec.fullNodeCount > 0 ? spec.fullNodeCount : static_cast<int>(spec.nodes.size());
         QCOMPARE(nodes, 10000);

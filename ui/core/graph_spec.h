@@ -62,8 +62,8 @@ constexpr int kCollapseAboveNodes = 400;
 // the GUI thread, about 2 µs a node); beyond, the whole run is shown as its overview (runOverview).
 constexpr int kWholeRunNodeLimit = 20000;
 // Above this many boxes after collapsing (kernels and input buffers), the whole run gives way to the
-// run overview as well: dot takes about 2 s for 1,500 boxes and minutes for 4,000, and a layout
-// that started cannot be stopped (a newer one waits for it).
+// run overview as well: dot takes about 2 s for 1,500 boxes and minutes for 4,000 (a newer layout
+// stops it, but until then the graph shown is the old one).
 constexpr int kWholeRunBoxLimit = 1500;
 
 // Above this many nodes toDot asks dot for straight edges and a shorter crossing minimisation
