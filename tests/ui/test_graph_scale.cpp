@@ -388,6 +388,7 @@ class TestGraphScale : public QObject {
     QObject::connect(&scheduler, &tsui::LayoutScheduler::phaseChanged, [&](tsui::LayoutPhase p) { phases.push_back(p); });
     QSignalSpy stopped(&scheduler, &tsui::LayoutScheduler::layoutStopped);
     tsui::GraphPanel panel;  // wired as MainWindow wires it: the busy bar counts dot's phases
+    panel.resize(900, 400);
     QObject::connect(&scheduler, &tsui::LayoutScheduler::busyChanged, &panel, &tsui::GraphPanel::setLayoutBusy);
     QObject::connect(&scheduler, &tsui::LayoutScheduler::phaseChanged, &panel, &tsui::GraphPanel::setLayoutPhase);
     QObject::connect(&scheduler, &tsui::LayoutScheduler::laidOut, &panel, &tsui::GraphPanel::showLayout);
@@ -403,6 +404,7 @@ class TestGraphScale : public QObject {
     QTRY_VERIFY_WITH_TIMEOUT(bar->isVisible(), 2000);  // shown once a layout takes more than 250 ms
     QVERIFY2(bar->value() > static_cast<int>(tsui::LayoutPhase::Ordering) && bar->value() <= bar->maximum(),
              qPrintable(QString::number(bar->value())));
+    if (qEnvironmentVariableIsSet("TS_GUI_SHOTS")) panel.grab().save(QDir::temp().filePath("ts_graph_busy.png"));
     QElapsedTimer clock;
     clock.start();
     tsui::GraphSpec small = syntheticGraph(3, 5);

@@ -251,9 +251,9 @@ const char* layoutPhaseName(LayoutPhase phase) {
   switch (phase) {
     case LayoutPhase::Measuring: return "measuring labels";
     case LayoutPhase::Ranking: return "ranking";
-    case LayoutPhase::Ordering: return "ordering (fewer crossings)";
+    case LayoutPhase::Ordering: return "ordering";
     case LayoutPhase::Placing: return "placing";
-    case LayoutPhase::Writing: return "routing edges";
+    case LayoutPhase::Writing: return "writing";
     case LayoutPhase::Reading: return "reading";
   }
   return "";

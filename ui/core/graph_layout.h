@@ -50,10 +50,12 @@ struct GraphLayout {
   double seconds = 0;
 };
 
-// What a running layout is doing: dot's phases as its log (`dot -v`) announces them, then ours.
+// What a running layout is doing: measuring the labels, dot's phases as its log (`dot -v`) announces
+// them (ranks; the order within ranks, for fewer crossings; positions and edges; its output), then
+// reading dot's output.
 enum class LayoutPhase { Measuring, Ranking, Ordering, Placing, Writing, Reading };
 constexpr int kLayoutPhases = 6;
-const char* layoutPhaseName(LayoutPhase phase);  // "ordering nodes (fewer crossings)", ...
+const char* layoutPhaseName(LayoutPhase phase);  // "measuring labels", "ranking", "ordering", ...
 
 struct LayoutControl {
   // Asked every kPollMs while dot runs: true kills it, and layoutGraph returns with `cancelled`.
