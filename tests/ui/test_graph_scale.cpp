@@ -406,17 +406,18 @@ class TestGraphScale : public QObject {
              qPrintable(QString::number(bar->value())));
     if (qEnvironmentVariableIsSet("TS_GUI_SHOTS")) panel.grab().save(QDir::temp().filePath("ts_graph_busy.png"));
     QElapsedTimer clock;
+    qint64 stopMs = -1;  // when the killed job came back (not when QTRY looked: it polls every 50 ms)
+    QObject::connect(&scheduler, &tsui::LayoutScheduler::layoutStopped, [&] { stopMs = clock.elapsed(); });
     clock.start();
     tsui::GraphSpec small = syntheticGraph(3, 5);
     const size_t smallNodes = small.nodes.size();
     scheduler.request(std::move(small));
     QTRY_COMPARE_WITH_TIMEOUT(stopped.count(), 1, 5000);
-    const qint64 stopMs = clock.elapsed();
     QCOMPARE(runningDotChildren(), 0);  // killed, not left to finish
     QTRY_VERIFY_WITH_TIMEOUT(!scheduler.isBusy(), 30000);
     const qint64 newerMs = clock.elapsed();
     qInfo("superseded layout stopped after %lld ms, the newer one shown after %lld ms", stopMs, newerMs);
-    QVERIFY2(stopMs < 1000, qPrintable(QString("%1 ms").arg(stopMs)));  // 20-40 ms measured
+    QVERIFY2(stopMs >= 0 && stopMs < 1000, qPrintable(QString("%1 ms").arg(stopMs)));
     QCOMPARE(shown.size(), size_t(1));  // the big graph's layout never reached the panel
     QCOMPARE(shown.front()->nodes.size(), smallNodes);
     QCOMPARE(panel.nodeCount(), static_cast<int>(smallNodes));
@@ -448,7 +449,8 @@ class TestGraphScale : public QObject {
     clock.restart();
     scheduler.cancel();
     QTRY_COMPARE_WITH_TIMEOUT(static_cast<int>(stopped.count()), stoppedBefore + 1, 5000);
-    QVERIFY2(clock.elapsed() < 1000, qPrintable(QString("%1 ms").arg(clock.elapsed())));
+    qInfo("cancelled layout stopped after %lld ms", stopMs);
+    QVERIFY2(stopMs < 1000, qPrintable(QString("%1 ms").arg(stopMs)));
     QCOMPARE(runningDotChildren(), 0);
     QVERIFY(!scheduler.isBusy());
     QTest::qWait(100);

@@ -322,7 +322,7 @@ QByteArray nodeStatement(const GraphSpecNode& n) {
 // `statement(i)` writes node i; the graph attributes, clusters and edges are shared by the exported
 // DOT and the layout's sized DOT, so that both lay out the same. The sized DOT (`sized`) leaves out
 // what only the drawing uses (colours, styles, ids, the nodes' fonts): dot echoes every attribute in
-// its JSON, 6.4 MB for 10,000 nodes with them, 2.5 MB without.
+// its JSON, 6.4 MB for 10,000 nodes with them, 4.2 MB without.
 QByteArray writeDot(const GraphSpec& spec, bool sized, const std::function<QByteArray(int)>& statement) {
   QByteArray dot = "digraph tensorscope {\n";
   const QByteArray fontSize = QByteArray::number(10 * spec.fontScale, 'g', 4);
