@@ -312,7 +312,9 @@ void GraphPanel::populate(quint64 generation) {
     }
   }
   scene_->addItem(pendingEdges_.release());
-  if (sliced && slice.elapsed() >= kSliceMs / 2)  // the minimap and the highlights in a slice of their own
+  // The highlights and the first paint in a slice of their own, and the minimap in the next (see
+  // finishPopulating): back to back with the last slice they stalled the event loop for 30 ms.
+  if (sliced)
     return QTimer::singleShot(1, this, [this, generation] {
       if (generation == populateGeneration_) finishPopulating();
     });
@@ -327,7 +329,13 @@ void GraphPanel::finishPopulating() {
   highlightKernel(highlightedKernel_, false);
   highlightNode(highlightedNode_);
   markNodes(markedUids_);
-  updateMinimap();
+  // A large graph's minimap (a picture of every box: 5-10 ms for 10,000) is drawn after the view's
+  // first paint, not before it in the same stall.
+  if (layout_.nodes.size() + layout_.edges.size() > static_cast<size_t>(kSyncItems))
+    QTimer::singleShot(1, this, [this, shown = populateCounter_] {
+      if (shown == populateCounter_) updateMinimap();
+    });
+  else updateMinimap();
   if (centreKernel_ >= 0) {  // the kernel just expanded or collapsed stays in view
     if (QGraphicsItem* item = clusters_.value(centreKernel_)) view_->centerOn(item);
     else if (QGraphicsItem* box = nodes_.value(QString("k%1").arg(centreKernel_))) view_->centerOn(box);
