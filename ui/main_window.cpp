@@ -40,6 +40,7 @@
 #include <functional>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstring>
 
@@ -60,6 +61,22 @@
 
 namespace tsui {
 namespace {
+
+// A first look at a kernel's listings in their bytes (ASCII, case-insensitive) before they are made
+// QStrings: Find runs on every keystroke, and a training run has thousands of kernels. Looks at the
+// IR after the last pass and every source; a needle that is not ASCII may be anywhere.
+bool listingsMayContain(const ts::KernelCode& code, const QString& needle) {
+  for (QChar c : needle)
+    if (c.unicode() > 127) return true;
+  const QByteArray lower = needle.toLower().toLatin1();
+  auto has = [&lower](const std::string& text) {
+    return std::search(text.begin(), text.end(), lower.begin(), lower.end(), [](char a, char b) {
+             return std::tolower(static_cast<unsigned char>(a)) == b;
+           }) != text.end();
+  };
+  if (!code.ir.empty() && has(code.ir.back().ir)) return true;
+  return std::any_of(code.sources.begin(), code.sources.end(), [&](const ts::SourceListing& s) { return has(s.code); });
+}
 
 // While a script runs, schedules can arrive by the thousand (a training loop): rebuild and lay
 // out the graph at most this often, so that the GUI and the layout thread leave the CPU to the
@@ -616,7 +633,9 @@ int MainWindow::find(const QString& query) {
       const QList<CodeView*> views = details_->findableListings();  // the IR, then the source
       int budget = kMaxListingMatches;
       for (int id : model_->kernelIds()) {
-        const KernelDetailsPanel::Listings listings = details_->listingsOf(id, model_->kernelRun(id));
+        const ts::KernelRunEvent* run = model_->kernelRun(id);
+        if (id != details_->shownKernel() && (!run || !run->code || !listingsMayContain(*run->code, q))) continue;
+        const KernelDetailsPanel::Listings listings = details_->listingsOf(id, run);
         for (int v = 0; v < 2 && budget > 0; ++v) {
           const QList<CodeView::Match> hits = CodeView::findIn(v == 0 ? listings.ir : listings.source, q, budget);
           budget -= static_cast<int>(hits.size());
