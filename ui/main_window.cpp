@@ -62,21 +62,6 @@
 namespace tsui {
 namespace {
 
-// A first look at a kernel's listings in their bytes (ASCII, case-insensitive) before they are made
-// QStrings: Find runs on every keystroke, and a training run has thousands of kernels. Looks at the
-// IR after the last pass and every source; a needle that is not ASCII may be anywhere.
-bool listingsMayContain(const ts::KernelCode& code, const QString& needle) {
-  for (QChar c : needle)
-    if (c.unicode() > 127) return true;
-  const QByteArray lower = needle.toLower().toLatin1();
-  auto has = [&lower](const std::string& text) {
-    return std::search(text.begin(), text.end(), lower.begin(), lower.end(), [](char a, char b) {
-             return std::tolower(static_cast<unsigned char>(a)) == b;
-           }) != text.end();
-  };
-  if (!code.ir.empty() && has(code.ir.back().ir)) return true;
-  return std::any_of(code.sources.begin(), code.sources.end(), [&](const ts::SourceListing& s) { return has(s.code); });
-}
 
 // While a script runs, schedules can arrive by the thousand (a training loop): rebuild and lay
 // out the graph at most this often, so that the GUI and the layout thread leave the CPU to the
@@ -628,22 +613,42 @@ int MainWindow::find(const QString& query) {
       if (hit) findMatches_.append({{}, id, nullptr, -1, -1, 0, QString("kernel #%1 %2").arg(id).arg(name)});
     }
     // every kernel's IR and source, word by word (not for "line 5", "%12" or "#3"), in launch order:
-    // the shown kernel's as shown (after the selected pass), another's as selecting it shows them
+    // the shown kernel's as shown (after the selected pass), another's as selecting it shows them.
+    // Launches of one program share its listings (a training run: 22,000 launches of 114 programs),
+    // so each program's listings are searched once.
     if (!line.hasMatch() && !uid.hasMatch() && !kernelId.hasMatch()) {
       const QList<CodeView*> views = details_->findableListings();  // the IR, then the source
+      struct Found {
+        QList<CodeView::Match> hits[2];  // in the IR, in the source
+        int pass = -1;
+      };
+      QHash<const ts::KernelCode*, Found> searched;
       int budget = kMaxListingMatches;
       for (int id : model_->kernelIds()) {
+        if (budget <= 0) break;
         const ts::KernelRunEvent* run = model_->kernelRun(id);
-        if (id != details_->shownKernel() && (!run || !run->code || !listingsMayContain(*run->code, q))) continue;
-        const KernelDetailsPanel::Listings listings = details_->listingsOf(id, run);
-        for (int v = 0; v < 2 && budget > 0; ++v) {
-          const QList<CodeView::Match> hits = CodeView::findIn(v == 0 ? listings.ir : listings.source, q, budget);
-          budget -= static_cast<int>(hits.size());
-          for (const CodeView::Match& m : hits)
+        const ts::KernelCode* code = run ? run->code.get() : nullptr;
+        const bool shown = id == details_->shownKernel();
+        if (!shown && !code) continue;
+        Found found;
+        if (auto it = searched.constFind(code); !shown && it != searched.constEnd()) {
+          found = *it;
+        } else {
+          if (shown || details_->listingsMayHold(*code, q)) {
+            const KernelDetailsPanel::Listings listings = details_->listingsOf(id, run);
+            found.pass = listings.pass;
+            found.hits[0] = CodeView::findIn(listings.ir, q, kMaxListingMatches);
+            found.hits[1] = CodeView::findIn(listings.source, q, kMaxListingMatches);
+          }
+          if (!shown) searched.insert(code, found);
+        }
+        for (int v = 0; v < 2; ++v)
+          for (qsizetype i = 0; i < found.hits[v].size() && budget > 0; ++i, --budget) {
+            const CodeView::Match& m = found.hits[v][i];
             findMatches_.append({{}, id, views[v], m.line, m.column, static_cast<int>(q.size()),
                                  QString("kernel #%1 %2 line %3").arg(id).arg(v == 0 ? "IR" : "source").arg(m.line + 1),
-                                 v == 0 ? listings.pass : -1});
-        }
+                                 v == 0 ? found.pass : -1});
+          }
       }
     }
   }

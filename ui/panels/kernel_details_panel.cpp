@@ -1,5 +1,8 @@
 #include "panels/kernel_details_panel.h"
 
+#include <cctype>
+#include <functional>
+
 #include <QCheckBox>
 #include <QComboBox>
 #include <QListView>
@@ -205,6 +208,21 @@ KernelDetailsPanel::Listings KernelDetailsPanel::listingsOf(int kernelId, const 
   const int renderer = rendererFor(code);
   if (renderer < static_cast<int>(code.sources.size())) out.source = QString::fromStdString(code.sources[renderer].code);
   return out;
+}
+
+bool KernelDetailsPanel::listingsMayHold(const ts::KernelCode& code, const QString& needle) const {
+  for (QChar c : needle)
+    if (c.unicode() > 127) return true;
+  const QByteArray lower = needle.toLower().toLatin1();
+  // Boyer-Moore-Horspool: skips ahead by up to the needle's length
+  const auto lowerByte = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+  const std::boyer_moore_horspool_searcher searcher(
+      lower.begin(), lower.end(), [&](char c) { return std::hash<char>()(lowerByte(c)); },
+      [&](char a, char b) { return lowerByte(a) == lowerByte(b); });
+  auto has = [&](const std::string& text) { return std::search(text.begin(), text.end(), searcher) != text.end(); };
+  const int renderer = rendererFor(code);
+  return (!code.ir.empty() && has(code.ir.back().ir)) ||
+         (renderer < static_cast<int>(code.sources.size()) && has(code.sources[renderer].code));
 }
 
 int KernelDetailsPanel::passCount() const { return static_cast<int>(code_->ir.size()); }

@@ -60,6 +60,10 @@ class KernelDetailsPanel : public QWidget {
     int pass = -1;  // the IR's pass index; -1: no IR
   };
   Listings listingsOf(int kernelId, const ts::KernelRunEvent* run) const;
+  // Whether listingsOf() of another kernel with this code may hold `needle`: a look at the bytes
+  // (ASCII, case-insensitive; a needle that is not ASCII may be anywhere) before any QString is made,
+  // for Find, which runs on every keystroke over thousands of kernels.
+  bool listingsMayHold(const ts::KernelCode& code, const QString& needle) const;
   // Brings `listing` to the front (the IR tab for the IR) so that a match in it can be seen.
   void revealListing(CodeView* listing);
   // The shown kernel's listings (its IR after every pass), for the Explain pane.
