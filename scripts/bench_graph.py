@@ -6,9 +6,9 @@ Runs the QtTest `test_graph_scale` offscreen (tests/ui/test_graph_scale.cpp buil
 - expanded: every kernel expanded, all 10,000 nodes through graphviz `dot` (skipped with --quick).
 Columns: the layout's time on the layout thread (labels measured, `dot` as a child process, its output
 read), the total from the request to the first full paint, one full paint at the fitted zoom and one
-zoomed out to the whole graph (level of detail: no text), the longest stall of the GUI thread's event loop meanwhile (a 5 ms timer's largest gap) and the CPU time the
-GUI thread itself spent in it (the rest is waiting for a core). Bars (issue 15): total <= 3 s, stall
-<= 50 ms. The machine is shared: its load is printed with the rows.
+zoomed out to the whole graph (level of detail: no text), the longest stall of the GUI thread's event
+loop meanwhile (a 5 ms timer's largest gap) and the CPU time the GUI thread itself spent in it (the rest
+is waiting for a core). Bars (issue 15): total <= 3 s, stall <= 50 ms. The machine is shared: its load is printed with the rows.
 Run: scripts/bench.sh, or /usr/bin/python3 scripts/bench_graph.py [--quick] after building test_graph_scale.
 """
 import os
