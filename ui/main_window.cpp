@@ -40,7 +40,6 @@
 #include <functional>
 #include <QtConcurrent/QtConcurrentRun>
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstring>
 
@@ -61,7 +60,6 @@
 
 namespace tsui {
 namespace {
-
 
 // While a script runs, schedules can arrive by the thousand (a training loop): rebuild and lay
 // out the graph at most this often, so that the GUI and the layout thread leave the CPU to the
