@@ -376,8 +376,9 @@ class TestGraphScale : public QObject {
     QVERIFY2(ms < 200, qPrintable(QString("%1 ms").arg(ms)));  // wall clock, generous: a loaded machine
   }
 
-  // A layout nobody wants any more stops: a newer request or cancel() kills its dot within a poll
-  // (LayoutControl::kPollMs), and only the newest request's layout is ever shown.
+  // A layout nobody wants any more stops: a newer request, cancel() or the scheduler's destruction
+  // kills its dot within a poll (LayoutControl::kPollMs), and only the newest request's layout is
+  // ever shown. The panel's busy bar shows dot's phases meanwhile.
   void aSupersededLayoutIsStoppedAndNeverShown() {
     tsui::LayoutScheduler scheduler;
     std::vector<const tsui::GraphSpec*> shown;
@@ -456,6 +457,20 @@ class TestGraphScale : public QObject {
     QVERIFY(!scheduler.isBusy());
     QTest::qWait(100);
     QVERIFY(shown.empty());
+
+    // closing the window destroys the scheduler: it waits for its job, which kills dot at once
+    auto closing = std::make_unique<tsui::LayoutScheduler>();
+    bool running = false;
+    QObject::connect(closing.get(), &tsui::LayoutScheduler::phaseChanged, [&](tsui::LayoutPhase p) {
+      running = p >= tsui::LayoutPhase::Ranking;
+    });
+    closing->request(expandedGraph(400));
+    QTRY_VERIFY_WITH_TIMEOUT(running, 60000);
+    clock.restart();
+    closing.reset();
+    qInfo("a scheduler with a running layout destroyed in %lld ms", clock.elapsed());
+    QVERIFY2(clock.elapsed() < 1000, qPrintable(QString("%1 ms").arg(clock.elapsed())));
+    QCOMPARE(runningDotChildren(), 0);
   }
 
   // Laying out boxes of the measured sizes (toSizedDot) puts every node where dot puts it when it
