@@ -4,7 +4,7 @@ Runs the QtTest `test_graph_scale` offscreen (tests/ui/test_graph_scale.cpp buil
 24 nodes and an input buffer each) and prints its rows:
 - collapsed: what the panel shows by default, each kernel as one box (800 boxes reach graphviz);
 - expanded: every kernel expanded, all 10,000 nodes through graphviz `dot` (skipped with --quick);
-- replaced: the same again, in place of the expanded graph shown (its 20,000 items deleted first).
+- replaced: the same again, in place of the expanded graph shown (its 10,400 items deleted first).
 Columns: the layout's time on the layout thread (labels measured, `dot` as a child process, its output
 read), the total from the request to the first full paint, one full paint at the fitted zoom and one
 zoomed out to the whole graph (level of detail: no text), the longest stall of the GUI thread's event
