@@ -1,8 +1,5 @@
 #include "panels/kernel_details_panel.h"
 
-#include <cctype>
-#include <functional>
-
 #include <QCheckBox>
 #include <QComboBox>
 #include <QListView>
@@ -13,6 +10,8 @@
 #include <QLabel>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <cctype>
+#include <functional>
 
 #include "core/line_diff.h"
 #include "widgets/code_view.h"
