@@ -478,6 +478,7 @@ void MainWindow::connectEngine() {
   connect(graphTimer_, &QTimer::timeout, this, &MainWindow::rebuildGraph);
   connect(layout_, &LayoutScheduler::laidOut, graph_, &GraphPanel::showLayout);
   connect(layout_, &LayoutScheduler::busyChanged, graph_, &GraphPanel::setLayoutBusy);
+  connect(layout_, &LayoutScheduler::phaseChanged, graph_, &GraphPanel::setLayoutPhase);
   connect(graph_, &GraphPanel::cancelLayoutRequested, layout_, &LayoutScheduler::cancel);
   connect(graph_, &GraphPanel::unionModeChanged, this, &MainWindow::requestGraph);
   connect(graph_, &GraphPanel::collapseChanged, this, &MainWindow::requestGraph);
@@ -644,12 +645,45 @@ int MainWindow::find(const QString& query) {
                                            : !line.hasMatch() && !uid.hasMatch() && !isShape && name.contains(q, Qt::CaseInsensitive);
       if (hit) findMatches_.append({{}, id, nullptr, -1, -1, 0, QString("kernel #%1 %2").arg(id).arg(name)});
     }
-    // the shown kernel's IR and source, word by word (not for "line 5", "%12" or "#3")
-    if (!line.hasMatch() && !uid.hasMatch() && !kernelId.hasMatch())
-      for (CodeView* listing : details_->findableListings())
-        for (const CodeView::Match& m : listing->findAll(q))
-          findMatches_.append({{}, details_->shownKernel(), listing, m.line, m.column, static_cast<int>(q.size()),
-                               QString("%1 line %2").arg(listing->objectName() == "ir" ? "IR" : "source").arg(m.line + 1)});
+    // every kernel's IR and source, word by word (not for "line 5", "%12" or "#3"), in launch order:
+    // the shown kernel's as shown (after the selected pass), another's as selecting it shows them.
+    // Launches of one program share its listings (a training run: 22,000 launches of 114 programs),
+    // so each program's listings are searched once.
+    if (!line.hasMatch() && !uid.hasMatch() && !kernelId.hasMatch()) {
+      const QList<CodeView*> views = details_->findableListings();  // the IR, then the source
+      struct Found {
+        QList<CodeView::Match> hits[2];  // in the IR, in the source
+        int pass = -1;
+      };
+      QHash<const ts::KernelCode*, Found> searched;
+      int budget = kMaxListingMatches;
+      for (int id : model_->kernelIds()) {
+        if (budget <= 0) break;
+        const ts::KernelRunEvent* run = model_->kernelRun(id);
+        const ts::KernelCode* code = run ? run->code.get() : nullptr;
+        const bool shown = id == details_->shownKernel();
+        if (!shown && !code) continue;
+        Found found;
+        if (auto it = searched.constFind(code); !shown && it != searched.constEnd()) {
+          found = *it;
+        } else {
+          if (shown || details_->listingsMayHold(*code, q)) {
+            const KernelDetailsPanel::Listings listings = details_->listingsOf(id, run);
+            found.pass = listings.pass;
+            found.hits[0] = CodeView::findIn(listings.ir, q, kMaxListingMatches);
+            found.hits[1] = CodeView::findIn(listings.source, q, kMaxListingMatches);
+          }
+          if (!shown) searched.insert(code, found);
+        }
+        for (int v = 0; v < 2; ++v)
+          for (qsizetype i = 0; i < found.hits[v].size() && budget > 0; ++i, --budget) {
+            const CodeView::Match& m = found.hits[v][i];
+            findMatches_.append({{}, id, views[v], m.line, m.column, static_cast<int>(q.size()),
+                                 QString("kernel #%1 %2 line %3").arg(id).arg(v == 0 ? "IR" : "source").arg(m.line + 1),
+                                 v == 0 ? found.pass : -1});
+          }
+      }
+    }
   }
   if (!findMatches_.isEmpty()) findNext(+1);
   else if (findStatus_) findStatus_->setText(q.isEmpty() ? QString() : QString("no match"));
@@ -661,8 +695,9 @@ void MainWindow::findNext(int direction) {
   const int n = static_cast<int>(findMatches_.size());
   findIndex_ = findIndex_ < 0 ? (direction > 0 ? 0 : n - 1) : ((findIndex_ + direction) % n + n) % n;
   const FindMatch& m = findMatches_[findIndex_];
-  if (m.listing) {  // the listing of the kernel shown when Find ran (a node match may have shown another)
-    if (details_->shownKernel() != m.kernelId) selectKernel(m.kernelId, false);
+  if (m.listing) {  // a listing of this kernel: every panel follows the kernel, the line is centred
+    if (details_->shownKernel() != m.kernelId) selectKernel(m.kernelId, true);
+    if (m.pass >= 0 && details_->selectedPass() != m.pass) details_->selectPass(m.pass);
     details_->revealListing(m.listing);
     if (auto* dock = qobject_cast<QDockWidget*>(details_->parentWidget())) dock->raise();
     m.listing->showMatch(m.line, m.column, m.length);
@@ -1393,11 +1428,14 @@ void MainWindow::applyFontZoom() {
   if (font.pointSizeF() > 0) font.setPointSizeF(font.pointSizeF() * fontScale());
   else font.setPixelSize(qRound(font.pixelSize() * fontScale()));
   QApplication::setFont(font);
-  // What sets its own font: the listings (Scintilla's zoom), the console, the graph's labels.
+  // What sets its own font: the listings (Scintilla's zoom), the console, the buffer table, the graph's
+  // legend and labels.
   for (QsciScintilla* view : findChildren<QsciScintilla*>()) CodeView::applyFontZoom(view);
   console_->setFont(CodeView::zoomedCodeFont());
   consoleInput_->setFont(CodeView::zoomedCodeFont());
   kernels_->verticalHeader()->setDefaultSectionSize(QFontMetrics(font).height() + 6);
+  buffers_->applyFontZoom();
+  graph_->applyFontZoom();
   if (!model_->schedules().empty()) {
     graphTimer_->stop();
     rebuildGraph();  // the boxes grow with their labels: a new layout

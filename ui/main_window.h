@@ -161,9 +161,11 @@ class MainWindow : public QMainWindow {
   QList<QAction*> toolbarActions() const;
 
   // Edit ▸ Find (Ctrl+F), Netron's: graph nodes by op ("exp2"), uid ("%12"), shape ("3x3") or the
-  // script line that made them ("line 5", ":5"), and kernels by name ("E_3") or id ("#2"). Returns
-  // how many match and goes to the first; findNext(+1 / -1) (F3 / Shift+F3) goes on, wrapping
-  // round. The match is selected (as if clicked) and centred in the graph or the kernel list.
+  // script line that made them ("line 5", ":5"), kernels by name ("E_3") or id ("#2"), and words in
+  // every kernel's IR and source listings. Returns how many match and goes to the first;
+  // findNext(+1 / -1) (F3 / Shift+F3) goes on, wrapping round. The match is selected (as if
+  // clicked) and centred in the graph, the kernel list or the listing (a listing match in another
+  // kernel selects that kernel first: every panel follows).
   int find(const QString& query);
   void findNext(int direction);
   QString findMatchText() const;  // "2 of 5 · node %12 ADD 3x3"; empty when nothing matches
@@ -259,7 +261,10 @@ class MainWindow : public QMainWindow {
     CodeView* listing = nullptr;  // a match in the kernel panel's listing of `kernelId` at (line, column)
     int line = -1, column = -1, length = 0;
     QString label;
+    int pass = -1;  // an IR match: the pass whose listing it is in
   };
+  // Find over the listings stops here (a training run has thousands of kernels).
+  static constexpr int kMaxListingMatches = 5000;
   QList<FindMatch> findMatches_;
   int findIndex_ = -1;
   QByteArray defaultDockState_;  // saveState() of the docks as built, for View ▸ Reset Layout

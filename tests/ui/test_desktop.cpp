@@ -10,6 +10,9 @@
 #include <QDockWidget>
 #include <QDir>
 #include <QFile>
+#include <QHeaderView>
+#include <QLabel>
+#include <QTableView>
 #include <QToolBar>
 #include <QGraphicsView>
 #include <QImageReader>
@@ -255,37 +258,72 @@ class DesktopTest : public QObject {
     QVERIFY(window.findMatchText().isEmpty());
   }
 
-  // Find over the listings: a word of the IR (after the selected pass) and of the generated source, with
-  // next / previous wrapping round, each match selected in its listing.
-  void findSearchesTheShownKernelsListings() {
+  // Find over every kernel's listings: a match in another kernel's IR or source selects that kernel (every
+  // panel follows: kernel list, listings, graph) and centres the line; next / previous walk across kernels.
+  void findSearchesEveryKernelsListings() {
     tsui::MainWindow window;
     QVERIFY2(runQuickstart(window), qPrintable(window.consoleText()));
-    const int last = window.model().kernelIds().back();
-    QCOMPARE(window.find("#" + QString::number(last)), 1);  // shows the kernel's IR and source
     auto* ir = window.findChild<tsui::CodeView*>("ir");
     auto* source = window.findChild<tsui::CodeView*>("source");
     QVERIFY(ir && source);
-    const int inIr = static_cast<int>(ir->findAll("range.int32").size());
-    QVERIFY2(inIr >= 2, qPrintable(ir->text()));  // the global loop and the reduce loop
-    const int total = window.find("range.int32");  // no op or kernel is called that
-    QCOMPARE(total, inIr + static_cast<int>(source->findAll("range.int32").size()));
-    QVERIFY2(window.findMatchText().startsWith(QString("1 of %1 · IR line ").arg(total)), qPrintable(window.findMatchText()));
+    // what each kernel's listings hold when it is selected (its IR after the last pass, its source)
+    const std::vector<int> ids = window.model().kernelIds();
+    const QString word = "range.int32";  // no op or kernel is called that
+    QMap<int, int> inKernel;
+    std::vector<int> withMatches;
+    int total = 0;
+    for (int id : ids) {
+      window.showKernel(id);
+      const int n = static_cast<int>(ir->findAll(word).size() + source->findAll(word).size());
+      inKernel[id] = n;
+      total += n;
+      if (n > 0) withMatches.push_back(id);
+    }
+    QVERIFY2(withMatches.size() >= 2, "quickstart has two kernels with loops");
+    window.showKernel(ids.back());  // the first match is in another kernel than the one shown
+
+    QCOMPARE(window.find(word), total);
+    const int first = withMatches.front(), second = withMatches[1];
+    auto followed = [&](int kernelId) {  // every panel shows the match's kernel
+      return window.selectedKernel() == kernelId && window.kernelDetails()->shownKernel() == kernelId &&
+             window.graphPanel()->highlightedKernel() == kernelId &&
+             window.findChild<tsui::KernelListPanel*>()->selectedKernel() == kernelId;
+    };
+    QVERIFY2(followed(first), qPrintable(window.findMatchText()));
+    QVERIFY2(window.findMatchText().startsWith(QString("1 of %1 · kernel #%2 IR line ").arg(total).arg(first)),
+             qPrintable(window.findMatchText()));
     QCOMPARE(ir->selectedText(), QString("RANGE.int32"));
     int line = -1, index = -1;
     ir->getCursorPosition(&line, &index);
-    QCOMPARE(line, ir->findAll("range.int32").front().line);
-    window.findNext(+1);
-    QVERIFY(window.findMatchText().startsWith(QString("2 of %1").arg(total)));
-    int second = -1;
-    ir->getCursorPosition(&second, &index);
-    QVERIFY(second > line);
-    window.findNext(-1);
-    window.findNext(-1);  // wraps round to the last
-    QVERIFY2(window.findMatchText().startsWith(QString("%1 of %1").arg(total)), qPrintable(window.findMatchText()));
+    QCOMPARE(line, ir->findAll(word).front().line);
 
-    const int inSource = static_cast<int>(source->findAll("for (").size());
-    QVERIFY2(inSource >= 1, qPrintable(source->text()));
-    QCOMPARE(window.find("for ("), inSource + static_cast<int>(ir->findAll("for (").size()));
+    for (int i = 1; i < inKernel[first]; ++i) {  // the rest of the first kernel's matches ...
+      window.findNext(+1);
+      QVERIFY(followed(first));
+    }
+    window.findNext(+1);  // ... then the next kernel's first
+    QVERIFY2(followed(second), qPrintable(window.findMatchText()));
+    QVERIFY2(window.findMatchText().startsWith(QString("%1 of %2 · kernel #%3 IR line ")
+                                                   .arg(inKernel[first] + 1).arg(total).arg(second)),
+             qPrintable(window.findMatchText()));
+    QCOMPARE(ir->selectedText(), QString("RANGE.int32"));
+    window.findNext(-1);  // back across the kernels
+    QVERIFY(followed(first));
+    QVERIFY(window.findMatchText().startsWith(QString("%1 of %2").arg(inKernel[first]).arg(total)));
+    for (int i = 1; i < inKernel[first]; ++i) window.findNext(-1);
+    window.findNext(-1);  // wraps round to the last kernel's last match
+    QVERIFY2(window.findMatchText().startsWith(QString("%1 of %1").arg(total)), qPrintable(window.findMatchText()));
+    QVERIFY(followed(withMatches.back()));
+
+    // the source: "for (" in the generated C of every kernel
+    int inSources = 0, inIrs = 0;
+    for (int id : ids) {
+      window.showKernel(id);
+      inSources += static_cast<int>(source->findAll("for (").size());
+      inIrs += static_cast<int>(ir->findAll("for (").size());
+    }
+    QVERIFY(inSources >= 2);
+    QCOMPARE(window.find("for ("), inSources + inIrs);
     QVERIFY2(window.findMatchText().contains("source line"), qPrintable(window.findMatchText()));
     QCOMPARE(source->selectedText(), QString("for ("));
   }
@@ -435,6 +473,49 @@ class DesktopTest : public QObject {
     QVERIFY(!tsui::isHighContrast());
     QCOMPARE(window.fontZoom(), 0);
     QVERIFY(ir->SendScintilla(QsciScintilla::SCI_TEXTHEIGHT, 0) < irHeight);
+  }
+
+  // The buffer inspector's table and the graph's legend follow the font zoom (Ctrl+= / Ctrl+-) like
+  // the other panels.
+  void bufferInspectorAndLegendFollowTheFontZoom() {
+    tsui::MainWindow window;
+    window.show();
+    QVERIFY(QTest::qWaitForWindowExposed(&window));
+    auto legendLabel = [&window] {  // the legend is drawn again at each zoom: look it up each time
+      for (QLabel* label : window.graphPanel()->legend()->findChildren<QLabel*>())
+        if (label->text() == "reduce") {
+          label->ensurePolished();
+          return label;
+        }
+      return static_cast<QLabel*>(nullptr);
+    };
+    QVERIFY(legendLabel());
+    const int legendPixels = QFontInfo(legendLabel()->font()).pixelSize();
+    const int legendWidth = window.graphPanel()->legend()->sizeHint().width();
+    tsui::BufferInspector* inspector = window.bufferInspector();
+    auto* table = inspector->findChild<QTableView*>();
+    QVERIFY(table);
+    const int tablePixels = QFontInfo(inspector->tableFont()).pixelSize();
+    const int rowHeight = table->verticalHeader()->defaultSectionSize();
+    const int columnWidth = table->horizontalHeader()->defaultSectionSize();
+
+    window.activateWindow();
+    QVERIFY(QTest::qWaitForWindowActive(&window));
+    for (int i = 0; i < 3; ++i) QTest::keyClick(&window, Qt::Key_Equal, Qt::ControlModifier);
+    QCOMPARE(window.fontZoom(), 3);
+    QVERIFY2(QFontInfo(legendLabel()->font()).pixelSize() > legendPixels,
+             qPrintable(QString("legend text %1 px").arg(QFontInfo(legendLabel()->font()).pixelSize())));
+    QVERIFY(window.graphPanel()->legend()->sizeHint().width() > legendWidth);
+    QVERIFY2(QFontInfo(inspector->tableFont()).pixelSize() > tablePixels, "the buffer table's font did not grow");
+    QVERIFY(table->font() == inspector->tableFont());
+    QVERIFY(table->verticalHeader()->defaultSectionSize() > rowHeight);
+    QVERIFY(table->horizontalHeader()->defaultSectionSize() > columnWidth);
+
+    for (int i = 0; i < 3; ++i) QTest::keyClick(&window, Qt::Key_Minus, Qt::ControlModifier);
+    QCOMPARE(window.fontZoom(), 0);
+    QCOMPARE(QFontInfo(legendLabel()->font()).pixelSize(), legendPixels);
+    QCOMPARE(QFontInfo(inspector->tableFont()).pixelSize(), tablePixels);
+    QCOMPARE(table->verticalHeader()->defaultSectionSize(), rowHeight);
   }
 };
 

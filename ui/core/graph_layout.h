@@ -1,14 +1,18 @@
 // Graph layout with graphviz `dot`, and SVG and PNG export of the same DOT text.
 //
-// Both functions are blocking and meant for a worker thread (LayoutScheduler, the export task);
-// the GUI thread never runs graphviz. graphviz is not thread-safe, so calls are serialised inside.
-// Coordinates are in points (1/72 inch) with y growing downwards, as in a QGraphicsScene.
+// All functions are blocking and meant for a worker thread (LayoutScheduler, the export task); the
+// GUI thread never runs graphviz. A layout runs the `dot` program as a child process, so that a
+// layout nobody wants any more is stopped by killing it (graphviz itself cannot be interrupted);
+// the export renders in this process, and graphviz is not thread-safe, so those calls are
+// serialised inside. Coordinates are in points (1/72 inch) with y growing downwards, as in a
+// QGraphicsScene.
 #pragma once
 #include <QByteArray>
 #include <QPainterPath>
 #include <QPolygonF>
 #include <QRectF>
 #include <QString>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -36,17 +40,35 @@ struct LaidOutCluster {
 
 struct GraphLayout {
   std::shared_ptr<const GraphSpec> spec;
-  QByteArray dot;  // the DOT text that was laid out; the SVG export renders it again
+  QByteArray dot;  // the graph as DOT text (toDot: with its labels); the SVG export renders it again
   QRectF bounds;
   std::vector<LaidOutNode> nodes;
   std::vector<LaidOutEdge> edges;
   std::vector<LaidOutCluster> clusters;
-  QString error;  // non-empty when graphviz failed
+  QString error;  // non-empty when graphviz failed (or was stopped: `cancelled`)
+  bool cancelled = false;
   double seconds = 0;
 };
 
-// Runs `dot` on toDot(*spec) and reads back the geometry.
-GraphLayout layoutGraph(std::shared_ptr<const GraphSpec> spec);
+// What a running layout is doing: measuring the labels, dot's phases as its log (`dot -v`) announces
+// them (ranks; the order within ranks, for fewer crossings; positions and edges; its output), then
+// reading dot's output.
+enum class LayoutPhase { Measuring, Ranking, Ordering, Placing, Writing, Reading };
+constexpr int kLayoutPhases = 6;
+const char* layoutPhaseName(LayoutPhase phase);  // "measuring labels", "ranking", "ordering", ...
+
+struct LayoutControl {
+  // Asked every kPollMs while dot runs: true kills it, and layoutGraph returns with `cancelled`.
+  std::function<bool()> cancelled;
+  // Called (on the calling thread) when a new phase starts.
+  std::function<void(LayoutPhase)> progress;
+  static constexpr int kPollMs = 20;
+};
+
+// Lays out toDot(*spec) with `dot` and reads back the geometry. The labels are measured once per
+// distinct label in this process; `dot` then lays out boxes of those sizes (toSizedDot): the same
+// positions, without measuring 10,000 labels with pango again (70 µs each).
+GraphLayout layoutGraph(std::shared_ptr<const GraphSpec> spec, const LayoutControl& control = {});
 
 // Lays out `dot` and renders it as a standalone SVG document. Each kernel becomes a
 // <g class="cluster"> group (graphviz does that for subgraphs named cluster_*).

@@ -7,6 +7,7 @@
 #include <QByteArray>
 #include <QHash>
 #include <QSet>
+#include <QSizeF>
 #include <QString>
 #include <vector>
 
@@ -61,9 +62,13 @@ constexpr int kCollapseAboveNodes = 400;
 // the GUI thread, about 2 µs a node); beyond, the whole run is shown as its overview (runOverview).
 constexpr int kWholeRunNodeLimit = 20000;
 // Above this many boxes after collapsing (kernels and input buffers), the whole run gives way to the
-// run overview as well: dot takes about 2 s for 1,500 boxes and minutes for 4,000, and a layout
-// that started cannot be stopped (a newer one waits for it).
+// run overview as well: dot takes about 2 s for 1,500 boxes and minutes for 4,000 (a newer layout
+// stops it, but until then the graph shown is the old one).
 constexpr int kWholeRunBoxLimit = 1500;
+
+// Above this many nodes toDot asks dot for straight edges and a shorter crossing minimisation
+// (graph_spec.cpp says what it saves); smaller graphs keep their splines.
+constexpr int kStraightEdgesAbove = 5000;
 
 // Merges schedules [first, last) by node uid. A node computed by a kernel stays one node per
 // kernel (recomputation shows as a copy inside each kernel); a uid that later appears as an input
@@ -98,6 +103,10 @@ int addLazyGraph(GraphSpec& spec, const RunModel& model, const std::vector<uint6
 
 // DOT source of the graph: clusters are subgraphs named "cluster_k<kernel id>".
 QByteArray toDot(const GraphSpec& spec);
+// The same graph for layout only: node i is an unlabelled box of exactly nodeSizes[i] (inches, as
+// graphviz measured its label: graph_layout.cpp), so that `dot` does not measure 10,000 labels again.
+// Positions come out as toDot(spec)'s would; the text cannot be rendered (export uses toDot).
+QByteArray toSizedDot(const GraphSpec& spec, const std::vector<QSizeF>& nodeSizes);
 
 // "3x3"; "scalar" for a 0-d shape.
 QString shapeText(const std::vector<int64_t>& shape);

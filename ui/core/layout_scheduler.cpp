@@ -14,7 +14,7 @@ LayoutScheduler::LayoutScheduler(QObject* parent) : QObject(parent) {
 }
 
 LayoutScheduler::~LayoutScheduler() {
-  ++generation_;  // queued jobs skip graphviz
+  ++generation_;  // queued jobs skip graphviz, a running one kills its dot
   pool_.waitForDone();
 }
 
@@ -74,15 +74,26 @@ void LayoutScheduler::startJob() {
   std::shared_ptr<const GraphSpec> spec = std::move(pending_);
   (void)QtConcurrent::run(&pool_, [this, spec, generation] {
     if (generation != generation_) return;  // a newer graph arrived while this one waited
-    GraphLayout layout = layoutGraph(spec);
+    LayoutControl control;
+    control.cancelled = [this, generation] { return generation != generation_; };
+    control.progress = [this, generation](LayoutPhase phase) {
+      QMetaObject::invokeMethod(
+          this, [this, generation, phase] { reportPhase(generation, phase); }, Qt::QueuedConnection);
+    };
+    GraphLayout layout = layoutGraph(spec, control);
     QByteArray shape = shapeOf(*spec);  // here, not on the GUI thread: a few ms for 10,000 nodes
     QMetaObject::invokeMethod(
         this, [this, generation, layout, shape] { deliver(generation, layout, shape); }, Qt::QueuedConnection);
   });
 }
 
+void LayoutScheduler::reportPhase(quint64 generation, LayoutPhase phase) {
+  if (generation == generation_) Q_EMIT phaseChanged(phase);
+}
+
 void LayoutScheduler::deliver(quint64 generation, const GraphLayout& layout, const QByteArray& shape) {
   if (generation == awaited_) awaited_ = 0;
+  if (layout.cancelled) Q_EMIT layoutStopped();
   // Only the newest request is shown: an older graph would flash before the newer one replaces it.
   if (generation != generation_) return setBusy(isBusy());
   if (layout.error.isEmpty()) {

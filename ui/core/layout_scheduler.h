@@ -1,9 +1,10 @@
 // Runs graph layouts on the layout thread; only the newest request's result is delivered.
 //
 // Schedules arrive in bursts while a script runs. Requests are throttled (one layout starts at most
-// every kThrottleMs), each job carries a generation number, a queued job that is already stale
-// skips graphviz entirely, and a finished job that is stale is dropped. graphviz cannot be stopped
-// mid-layout, so cancel() only forgets the result; the GUI is free again at once.
+// every kThrottleMs) and each job carries a generation number: a queued job that is already stale
+// skips graphviz entirely, a running one is stopped (layoutGraph kills its `dot` process within
+// LayoutControl::kPollMs of a newer request, cancel() or the scheduler's destruction), and a result
+// that is stale all the same is dropped. While a job runs, phaseChanged says what dot is doing.
 //
 // A training loop schedules the same graph every step with new uids and kernel ids: a request whose
 // graph has the shape of the last laid-out one (same labels, clusters and edges) reuses that layout's
@@ -35,11 +36,14 @@ class LayoutScheduler : public QObject {
 
  signals:
   void busyChanged(bool busy);
+  void phaseChanged(tsui::LayoutPhase phase);  // of the layout now running (GraphPanel shows it)
   void laidOut(const tsui::GraphLayout& layout);
+  void layoutStopped();  // a running layout was superseded or cancelled, and its dot process killed
 
  private:
   void startJob();
   void deliver(quint64 generation, const GraphLayout& layout, const QByteArray& shape);
+  void reportPhase(quint64 generation, LayoutPhase phase);
   void setBusy(bool busy);
   static QByteArray shapeOf(const GraphSpec& spec);
 

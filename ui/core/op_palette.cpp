@@ -6,7 +6,7 @@ namespace tsui {
 
 const SceneColours& sceneColours() {
   static const QString legend =
-      "#legend { background: %1; border: 1px solid %2; border-radius: 4px; } QLabel { font-size: 11px; color: %3; }";
+      "#legend { background: %1; border: 1px solid %2; border-radius: 4px; } QLabel { color: %3; }";
   static const SceneColours light{Qt::white, QColor(0x60, 0x60, 0x60), QColor(0x4a, 0x4a, 0x4a), kernelFillColor(),
                                   kernelBorderColor(), QColor(0x44, 0x50, 0x5c), QColor(0xff, 0xf4, 0xec),
                                   legend.arg("rgba(255,255,255,225)", "#d0d4d9", "#333")};

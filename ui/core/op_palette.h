@@ -28,7 +28,7 @@ inline QColor selectionColor() { return QColor(0xe8, 0x59, 0x0c); }
 // The SVG export keeps the light colours above: it is a document, not a view.
 struct SceneColours {
   QColor background, edge, nodeBorder, clusterFill, clusterBorder, clusterText, highlightedClusterFill;
-  QString legendStyle;  // the legend overlay's style sheet
+  QString legendStyle;  // the legend overlay's style sheet (its colours; the font size is the panel's)
 };
 const SceneColours& sceneColours();
 

@@ -587,9 +587,8 @@ BufferInspector::BufferInspector(QWidget* parent) : QWidget(parent) {
   model_ = new SliceTableModel(this);
   table_ = new QTableView;
   table_->setModel(model_);
-  table_->setFont(CodeView::codeFont());
-  table_->verticalHeader()->setDefaultSectionSize(QFontMetrics(CodeView::codeFont()).height() + 4);
   table_->verticalHeader()->setSectionResizeMode(QHeaderView::Fixed);  // no per-row size hints
+  applyFontZoom();
 
   heatView_ = new HeatMapView(nullptr);
   heatView_->tip = [this](QPoint pixel) { return heatMapTip(pixel); };
@@ -718,10 +717,7 @@ void BufferInspector::showCurrent() {
     return;
   }
 
-  // Columns as wide as the widest text of the dtype: resizing to contents would format every cell.
-  const Kind kind = kindOf(b->dtype);
-  const char* widest = kind == Kind::Bool ? "False" : kind == Kind::Int ? "-2147483648" : "-1.23457e-05";
-  table_->horizontalHeader()->setDefaultSectionSize(QFontMetrics(CodeView::codeFont()).horizontalAdvance(widest) + 12);
+  sizeColumns();
 
   stats_ = computeStats(b->values);
   auto count = [](const char* name, int64_t n) {
@@ -871,6 +867,22 @@ QString BufferInspector::heatMapTip(QPoint pixel) const {
     return slice_.numpyIndex(r0, c0) + " = " + QString::fromStdString(full);
   }
   return QString("rows %1–%2, columns %3–%4 (one pixel)").arg(r0).arg(r1 - 1).arg(c0).arg(c1 - 1);
+}
+
+void BufferInspector::applyFontZoom() {
+  table_->setFont(CodeView::zoomedCodeFont());
+  table_->verticalHeader()->setDefaultSectionSize(QFontMetrics(table_->font()).height() + 4);
+  sizeColumns();
+}
+
+QFont BufferInspector::tableFont() const { return table_->font(); }
+
+void BufferInspector::sizeColumns() {
+  // Columns as wide as the widest text of the dtype: resizing to contents would format every cell.
+  const BufferContents* b = buffer();
+  const Kind kind = b ? kindOf(b->dtype) : Kind::Float;
+  const char* widest = kind == Kind::Bool ? "False" : kind == Kind::Int ? "-2147483648" : "-1.23457e-05";
+  table_->horizontalHeader()->setDefaultSectionSize(QFontMetrics(table_->font()).horizontalAdvance(widest) + 12);
 }
 
 QString BufferInspector::numpyText() const {

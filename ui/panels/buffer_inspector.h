@@ -168,8 +168,13 @@ class BufferInspector : public QWidget {
   QString numpyText() const;
   QString numpyScope() const;
   void copyAsNumpy() const;
+  // The font zoom (View ▸ Zoom In / Out, core/theme.h fontScale()): the table's monospace font, its
+  // rows and columns follow it; the rest of the panel follows the application font.
+  void applyFontZoom();
+  QFont tableFont() const;
 
  private:
+  void sizeColumns();     // as wide as the widest value of the dtype, in the table's font
   void showCurrent();     // a new buffer: stats, histogram, axis controls, then showSlice()
   void rebuildAxisControls();
   void showSlice();       // a new slice or page: table, heat map, page label

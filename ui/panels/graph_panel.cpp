@@ -17,6 +17,7 @@
 #include <algorithm>
 
 #include "core/op_palette.h"
+#include "core/theme.h"
 #include "panels/graph_scene_items.h"
 #include "widgets/elided_label.h"
 #include "widgets/minimap.h"
@@ -28,18 +29,21 @@ namespace {
 QWidget* makeLegend(QWidget* parent) {
   auto* legend = new QFrame(parent);
   legend->setObjectName("legend");
-  legend->setStyleSheet(sceneColours().legendStyle);
+  // at the font zoom (fontScale()) like every panel: its text and its swatches
+  legend->setStyleSheet(sceneColours().legendStyle +
+                        QString(" QLabel { font-size: %1px; }").arg(qRound(11 * fontScale())));
   auto* layout = new QHBoxLayout(legend);
   layout->setContentsMargins(8, 4, 8, 4);
-  layout->setSpacing(10);
+  layout->setSpacing(qRound(10 * fontScale()));
+  const int side = qRound(14 * fontScale());
   auto swatch = [&](const QColor& fill, const QColor& border, Qt::PenStyle style, const QString& text) {
-    QPixmap pixmap(14, 14);
+    QPixmap pixmap(side, side);
     pixmap.fill(Qt::transparent);
     QPainter p(&pixmap);
     p.setRenderHint(QPainter::Antialiasing);
     p.setPen(QPen(border, 1, style));
     p.setBrush(fill);
-    p.drawRoundedRect(QRectF(0.5, 0.5, 13, 13), 3, 3);
+    p.drawRoundedRect(QRectF(0.5, 0.5, side - 1, side - 1), 3, 3);
     p.end();
     auto* icon = new QLabel;
     icon->setPixmap(pixmap);
@@ -80,7 +84,7 @@ GraphPanel::GraphPanel(QWidget* parent)
   description_->setStyleSheet("font-weight: 600;");
   status_->setStyleSheet("color: #b45309;");
   cancel_->setText("Cancel");
-  cancel_->setToolTip("Stop waiting for this layout (graphviz finishes in the background; its result is dropped)");
+  cancel_->setToolTip("Stop this layout (graphviz's dot is stopped; the graph shown stays)");
   cancel_->hide();
   union_->setChecked(true);
   union_->setToolTip(QString("Show the whole run: every schedule merged into one graph (above %1 nodes each kernel "
@@ -99,7 +103,7 @@ GraphPanel::GraphPanel(QWidget* parent)
   kernels->setPopupMode(QToolButton::InstantPopup);
   kernels->setToolTip("Draw every kernel as one box, or every kernel's nodes (a large graph takes a while to lay out)");
   busyBar_ = new QProgressBar;
-  busyBar_->setRange(0, 0);  // busy: no known end
+  busyBar_->setRange(0, kLayoutPhases);  // dot's phases (LayoutPhase): no finer progress is known
   busyBar_->setFixedWidth(70);
   busyBar_->setMaximumHeight(12);
   busyBar_->setTextVisible(false);
@@ -141,7 +145,9 @@ GraphPanel::GraphPanel(QWidget* parent)
   busyTick_ = new QTimer(this);
   busyTick_->setInterval(200);
   connect(busyTick_, &QTimer::timeout, this, [this] {
-    status_->setText(QString("laying out… %1 s").arg((QDateTime::currentMSecsSinceEpoch() - busySinceMs_) / 1000.0, 0, 'f', 1));
+    status_->setText(QString("laying out: %1… %2 s")
+                         .arg(layoutPhaseName(phase_))
+                         .arg((QDateTime::currentMSecsSinceEpoch() - busySinceMs_) / 1000.0, 0, 'f', 1));
   });
   minimap_ = new Minimap(view_, view_);
   connect(minimap_, &Minimap::moved, view_, &ZoomableView::markNavigated);
@@ -168,13 +174,19 @@ GraphPanel::~GraphPanel() = default;
 
 void GraphPanel::applyThemeColours() {
   view_->setBackgroundBrush(sceneColours().background);
+  rebuildLegend();
+  updateMinimap();
+  scene_->update();
+}
+
+void GraphPanel::applyFontZoom() { rebuildLegend(); }
+
+void GraphPanel::rebuildLegend() {
   const bool shown = !legend_->isHidden();
   delete legend_;  // its swatches are pixmaps: drawn again in the theme's colours
   legend_ = makeLegend(view_);
   legend_->setVisible(shown);
-  updateMinimap();
   placeOverlays();
-  scene_->update();
 }
 
 bool GraphPanel::unionMode() const { return union_->isChecked(); }
@@ -219,6 +231,7 @@ void GraphPanel::setLayoutBusy(bool busy) {
   if (busy) {
     if (!busyDelay_->isActive() && !busyOverlay_->isVisible()) {
       busySinceMs_ = QDateTime::currentMSecsSinceEpoch();
+      setLayoutPhase(LayoutPhase::Measuring);
       busyDelay_->start();
     }
     return;
@@ -227,8 +240,13 @@ void GraphPanel::setLayoutBusy(bool busy) {
   showBusy(false);
 }
 
+void GraphPanel::setLayoutPhase(LayoutPhase phase) {
+  phase_ = phase;
+  busyBar_->setValue(static_cast<int>(phase) + 1);
+}
+
 void GraphPanel::showBusy(bool busy) {
-  status_->setText(busy ? "laying out…" : QString());
+  status_->setText(busy ? QString("laying out: %1…").arg(layoutPhaseName(phase_)) : QString());
   busyBar_->setVisible(busy);
   if (busy) busyTick_->start();
   else busyTick_->stop();
@@ -302,7 +320,9 @@ void GraphPanel::populate(quint64 generation) {
     }
   }
   scene_->addItem(pendingEdges_.release());
-  if (sliced && slice.elapsed() >= kSliceMs / 2)  // the minimap and the highlights in a slice of their own
+  // The highlights and the first paint in a slice of their own, and the minimap in the next (see
+  // finishPopulating): back to back with the last slice they stalled the event loop for 30 ms.
+  if (sliced)
     return QTimer::singleShot(1, this, [this, generation] {
       if (generation == populateGeneration_) finishPopulating();
     });
@@ -317,7 +337,13 @@ void GraphPanel::finishPopulating() {
   highlightKernel(highlightedKernel_, false);
   highlightNode(highlightedNode_);
   markNodes(markedUids_);
-  updateMinimap();
+  // A large graph's minimap (a picture of every box: 5-10 ms for 10,000) is drawn after the view's
+  // first paint, not before it in the same stall.
+  if (layout_.nodes.size() + layout_.edges.size() > static_cast<size_t>(kSyncItems))
+    QTimer::singleShot(1, this, [this, shown = populateCounter_] {
+      if (shown == populateCounter_) updateMinimap();
+    });
+  else updateMinimap();
   if (centreKernel_ >= 0) {  // the kernel just expanded or collapsed stays in view
     if (QGraphicsItem* item = clusters_.value(centreKernel_)) view_->centerOn(item);
     else if (QGraphicsItem* box = nodes_.value(QString("k%1").arg(centreKernel_))) view_->centerOn(box);

@@ -2,8 +2,8 @@
 // each kernel as a cluster around the ops fused into it (Netron's look, graphviz's dot layout).
 //
 // The panel only draws a finished GraphLayout; it never runs graphviz. While a layout is on its
-// way it shows "laying out… 1.2 s" with a busy bar and a Cancel button, and keeps the previous graph
-// until then.
+// way it shows "laying out: ordering… 1.2 s" with a bar of dot's phases and a Cancel button (which
+// stops dot), and keeps the previous graph until then.
 //
 // Graphs of any size: "Whole run" merges every schedule; a large graph shows each kernel as one
 // box (GraphSpec::collapsedKernels), expanded by a double-click or its "+" marker and collapsed
@@ -51,6 +51,8 @@ class GraphPanel : public QWidget {
   void clearGraph(const QString& message);
   void setDescription(const QString& text);
   void setLayoutBusy(bool busy);
+  // What the running layout is doing (LayoutScheduler::phaseChanged): the busy text and bar show it.
+  void setLayoutPhase(LayoutPhase phase);
   void highlightKernel(int kernelId, bool centre);
   void highlightNode(const QString& key);  // empty: none
   // Marks the nodes with these uids (made by the editor's line); returns how many are drawn.
@@ -62,6 +64,10 @@ class GraphPanel : public QWidget {
   void revealNode(const QString& key);
   // The theme's background, legend and items (core/theme.h); MainWindow calls it when the theme changes.
   void applyThemeColours();
+  // The font zoom (core/theme.h fontScale()): the legend's text and swatches. The labels in the
+  // scene follow GraphSpec::fontScale (a new layout).
+  void applyFontZoom();
+  QWidget* legend() const { return legend_; }
 
   bool unionMode() const;  // "Whole run": every schedule merged
   // Kernels whose collapsed state differs from the graph's default (applyCollapse's `toggled`).
@@ -100,6 +106,7 @@ class GraphPanel : public QWidget {
   void onClicked(const QPointF& scenePos);
   void onDoubleClicked(const QPointF& scenePos);
   void placeOverlays();
+  void rebuildLegend();
   void showBusy(bool busy);
   void populate(quint64 generation);  // adds the next slice of items
   void finishPopulating();
@@ -118,6 +125,7 @@ class GraphPanel : public QWidget {
   QTimer* busyTick_;
   QProgressBar* busyBar_;
   qint64 busySinceMs_ = 0;
+  LayoutPhase phase_ = LayoutPhase::Measuring;
   Minimap* minimap_;
 
   GraphLayout layout_;

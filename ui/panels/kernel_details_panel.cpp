@@ -10,6 +10,8 @@
 #include <QLabel>
 #include <QSplitter>
 #include <QVBoxLayout>
+#include <cctype>
+#include <functional>
 
 #include "core/line_diff.h"
 #include "widgets/code_view.h"
@@ -168,21 +170,58 @@ void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts:
   for (int i = 0; i < static_cast<int>(code_->ir.size()); ++i)
     passCombo_->addItem(
         QString("%1 · %2%3").arg(i).arg(QString::fromStdString(code_->ir[i].pass), passChangedNothing(i) ? "  (no change)" : ""));
-  // The source shown: the renderer the user picked, else the one the kernel's device compiled.
-  int preferred = -1, device = 0;
-  for (int i = 0; i < static_cast<int>(code_->sources.size()); ++i) {
-    const QString renderer = QString::fromStdString(code_->sources[i].renderer);
-    rendererCombo_->addItem(renderer);
-    if (renderer == preferredRenderer_) preferred = i;
-    if (code_->sources[i].renderer == code_->device_renderer) device = i;
-  }
-  if (preferred < 0) preferred = device;
+  for (const ts::SourceListing& source : code_->sources) rendererCombo_->addItem(QString::fromStdString(source.renderer));
+  const int preferred = rendererFor(*code_);
   // The last snapshot is the IR that was rendered, the one the source lines map to.
   passCombo_->setCurrentIndex(keepPass >= 0 ? keepPass : passCombo_->count() - 1);
   rendererCombo_->setCurrentIndex(preferred);
   updateHiddenPasses();
   showPass(passCombo_->currentIndex());
   showSource(rendererCombo_->currentIndex());
+}
+
+int KernelDetailsPanel::rendererFor(const ts::KernelCode& code) const {
+  // The source shown: the renderer the user picked, else the one the kernel's device compiled.
+  int preferred = -1, device = 0;
+  for (int i = 0; i < static_cast<int>(code.sources.size()); ++i) {
+    if (QString::fromStdString(code.sources[i].renderer) == preferredRenderer_) preferred = i;
+    if (code.sources[i].renderer == code.device_renderer) device = i;
+  }
+  return preferred >= 0 ? preferred : device;
+}
+
+KernelDetailsPanel::Listings KernelDetailsPanel::listingsOf(int kernelId, const ts::KernelRunEvent* run) const {
+  Listings out;
+  if (kernelId == kernelId_) {
+    out.pass = code_->ir.empty() ? -1 : selectedPass();
+    out.ir = out.pass >= 0 ? ir_->text() : QString();
+    out.source = source_->text();
+    return out;
+  }
+  if (!run || !run->code) return out;
+  const ts::KernelCode& code = *run->code;
+  if (!code.ir.empty()) {
+    out.pass = static_cast<int>(code.ir.size()) - 1;
+    out.ir = QString::fromStdString(code.ir.back().ir);
+  }
+  const int renderer = rendererFor(code);
+  if (renderer < static_cast<int>(code.sources.size())) out.source = QString::fromStdString(code.sources[renderer].code);
+  return out;
+}
+
+bool KernelDetailsPanel::listingsMayHold(const ts::KernelCode& code, const QString& needle) const {
+  for (QChar c : needle)
+    if (c.unicode() > 127) return true;
+  const QByteArray lower = needle.toLower().toLatin1();
+  // Boyer-Moore-Horspool: skips ahead by up to the needle's length
+  const auto lowerByte = [](char c) { return static_cast<char>(std::tolower(static_cast<unsigned char>(c))); };
+  const std::boyer_moore_horspool_searcher searcher(
+      lower.begin(), lower.end(), [&](char c) { return std::hash<char>()(lowerByte(c)); },
+      [&](char a, char b) { return lowerByte(a) == lowerByte(b); });
+  auto has = [&](const std::string& text) { return std::search(text.begin(), text.end(), searcher) != text.end(); };
+  const int renderer = rendererFor(code);
+  return (!code.ir.empty() && has(code.ir.back().ir)) ||
+         (renderer < static_cast<int>(code.sources.size()) && has(code.sources[renderer].code));
 }
 
 int KernelDetailsPanel::passCount() const { return static_cast<int>(code_->ir.size()); }

@@ -52,6 +52,18 @@ class KernelDetailsPanel : public QWidget {
   QString shownRenderer() const;
   // Find over the listings: the IR after the selected pass, then the generated source shown.
   QList<CodeView*> findableListings() const;
+  // Find over every kernel: the texts findableListings() would hold with kernel `kernelId` shown
+  // (run: its launch, may be null): for the shown kernel the IR after the selected pass, for another
+  // the IR after the last pass (what showKernel selects); the source of the renderer it would show.
+  struct Listings {
+    QString ir, source;
+    int pass = -1;  // the IR's pass index; -1: no IR
+  };
+  Listings listingsOf(int kernelId, const ts::KernelRunEvent* run) const;
+  // Whether listingsOf() of another kernel with this code may hold `needle`: a look at the bytes
+  // (ASCII, case-insensitive; a needle that is not ASCII may be anywhere) before any QString is made,
+  // for Find, which runs on every keystroke over thousands of kernels.
+  bool listingsMayHold(const ts::KernelCode& code, const QString& needle) const;
   // Brings `listing` to the front (the IR tab for the IR) so that a match in it can be seen.
   void revealListing(CodeView* listing);
   // The shown kernel's listings (its IR after every pass), for the Explain pane.
@@ -65,6 +77,7 @@ class KernelDetailsPanel : public QWidget {
   void showDiff(int index);  // while the Diff tab is shown
   void updateHiddenPasses();
   void showSource(int index);
+  int rendererFor(const ts::KernelCode& code) const;  // the renderer user picked, else the device's
   void updateLinking();
   void linkFromIr(int irLine);
   void linkFromSource(int sourceLine);

@@ -115,9 +115,13 @@ void CodeView::setLinkedLines(const QList<int>& lines) {
 }
 
 QList<CodeView::Match> CodeView::findAll(const QString& needle, int limit) const {
+  return findIn(text(), needle, limit);
+}
+
+QList<CodeView::Match> CodeView::findIn(const QString& listing, const QString& needle, int limit) {
   QList<Match> out;
-  if (needle.isEmpty()) return out;
-  const QStringList lines = text().split('\n');
+  if (needle.isEmpty() || !listing.contains(needle, Qt::CaseInsensitive)) return out;
+  const QStringList lines = listing.split('\n');
   for (int line = 0; line < lines.size() && out.size() < limit; ++line)
     for (qsizetype at = lines[line].indexOf(needle, 0, Qt::CaseInsensitive); at >= 0 && out.size() < limit;
          at = lines[line].indexOf(needle, at + needle.size(), Qt::CaseInsensitive))

@@ -25,6 +25,8 @@ class CodeView : public QsciScintilla {
     int column = -1;
   };
   QList<Match> findAll(const QString& text, int limit = 2000) const;
+  // The same over any text (a listing not shown: Find over every kernel's IR and source).
+  static QList<Match> findIn(const QString& listing, const QString& text, int limit = 2000);
   // Selects `length` characters at (`line`, `column`) and scrolls so that the line sits in the
   // middle of the view (vertically) and the match is visible (horizontally).
   void showMatch(int line, int column, int length);
