@@ -27,7 +27,7 @@ GRID = [
     ((1, 16, 6, 6), (16, 16, 3, 3), dict(padding=1)),  # channels >= 16
     ((2, 3, 9), (4, 3, 3), dict(padding=1, stride=2)),  # 1-d
     ((1, 2, 4, 5, 4), (2, 2, 2, 3, 2), dict(padding=1)),  # 3-d
-    # >= 1 MFLOP with one group: computed as matmuls over im2col (ops_nn.cpp, kIm2colMinFlops), the output
+    # >= 256 kFLOP with one group: computed as matmuls over im2col (ops_nn.cpp, kIm2colMinFlops), the output
     # channels as the vector axis (C_out >= 16) or the positions (C_out = 8, an input gradient into 8 channels)
     ((4, 16, 9, 11), (32, 16, 3, 3), dict(padding=1)),
     ((8, 16, 8, 8), (8, 16, 3, 3), dict(padding=1)),
