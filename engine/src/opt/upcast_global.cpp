@@ -175,7 +175,9 @@ void upcast_loop(ir::Kernel& k, size_t g, int u_count, bool side_by_side) {
 // rows in step: a U×1 tile of the transpose, each line loaded once (E_512_256 of an MLP: 0.27 → 0.04 ms).
 // Only where the lines conflict: with a stride of 784 floats they spread over every set and stay cached
 // (and the untiled loop, which the compiler vectorizes, is faster: 0.06 against 0.19 ms tiled).
-constexpr int64_t kL1LineBytes = 64, kL1Sets = 64, kL1Ways = 12;  // a 48 KiB L1 data cache (x86-64 of these years)
+// the L1 data caches of the x86-64 CPUs of these years: 64 sets of 64-byte lines, 8 ways (32 KiB, AMD Zen 4)
+// to 12 (48 KiB, Intel since Ice Lake); the fewer ways, to be safe
+constexpr int64_t kL1LineBytes = 64, kL1Sets = 64, kL1Ways = 8;
 
 static void upcast_transpose(ir::Kernel& k, size_t inner) {
   const std::vector<Inst>& insts = k.insts;
