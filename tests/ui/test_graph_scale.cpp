@@ -376,6 +376,45 @@ class TestGraphScale : public QObject {
     QVERIFY2(ms < 200, qPrintable(QString("%1 ms").arg(ms)));  // wall clock, generous: a loaded machine
   }
 
+  // A recording of 50,000 realizes (the debugger's 150,000-event benchmark): the overview draws the last
+  // kOverviewMaxSchedules schedules and one box for the ones before, which feeds what they computed; its
+  // layout takes a second, where 50,000 boxes kept dot busy for minutes.
+  void runOverviewOfFiftyThousandSchedulesDrawsTheLast() {
+    tsui::RunModel model;
+    for (int s = 0; s < 50000; ++s) {  // a chain: each schedule reads what the one before computed
+      ts::ScheduleEvent e;
+      e.schedule_id = s;
+      ts::KernelInfo k;
+      k.id = s;
+      k.name = "E_3";
+      e.kernels = {k};
+      ts::GraphNodeInfo in, add;
+      in.uid = static_cast<uint64_t>(s);
+      in.op = "BUFFER";
+      in.kernel = -1;
+      add.uid = static_cast<uint64_t>(s) + 1;
+      add.op = "ADD";
+      add.kernel = 0;
+      add.srcs = {in.uid};
+      e.nodes = {in, add};
+      model.addSchedule(std::move(e));
+    }
+    tsui::GraphSpec spec = tsui::buildViewGraph(model, true, -1);
+    tsui::applyCollapse(spec, {});
+    QCOMPARE(spec.nodes.size(), size_t(tsui::kOverviewMaxSchedules + 1));
+    const int earlier = spec.indexOfKey("s_earlier"), firstShown = spec.indexOfKey(QString("s%1").arg(50000 - tsui::kOverviewMaxSchedules));
+    QVERIFY(earlier >= 0 && firstShown >= 0);
+    QCOMPARE(spec.indexOfKey("s0"), -1);
+    QVERIFY(std::find(spec.edges.begin(), spec.edges.end(), std::pair{earlier, firstShown}) != spec.edges.end());
+    QVERIFY2(spec.description.contains("the last 500 shown"), qPrintable(spec.description));
+    QElapsedTimer clock;
+    clock.start();
+    const tsui::GraphLayout layout = tsui::layoutGraph(std::make_shared<const tsui::GraphSpec>(spec));
+    QVERIFY2(layout.error.isEmpty(), qPrintable(layout.error));
+    QCOMPARE(layout.nodes.size(), spec.nodes.size());
+    QVERIFY2(clock.elapsed() < 30000, qPrintable(QString("%1 ms").arg(clock.elapsed())));  // ~1 s measured
+  }
+
   // A layout nobody wants any more stops: a newer request, cancel() or the scheduler's destruction
   // kills its dot within a poll (LayoutControl::kPollMs), and only the newest request's layout is
   // ever shown. The panel's busy bar shows dot's phases meanwhile.

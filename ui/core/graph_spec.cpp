@@ -124,10 +124,25 @@ GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded) {
   };
   std::vector<int> boxOf(count, -1);
   int kernels = 0, shownSchedules = 0;
-  for (int s = 0; s < count; ++s) {
+  for (const ts::ScheduleEvent& schedule : schedules) kernels += static_cast<int>(schedule.kernels.size());
+  // only the last kOverviewMaxSchedules schedules get a box; the ones before are one box together
+  const int first = std::max(0, count - kOverviewMaxSchedules);
+  if (first > 0) {
+    GraphSpecNode earlier;
+    earlier.key = "s_earlier";
+    earlier.collapsedNodes = 0;
+    for (int s = 0; s < first; ++s) earlier.collapsedNodes += static_cast<int>(schedules[s].nodes.size());
+    earlier.info.op = QString("schedules 1–%1").arg(first).toStdString();
+    earlier.info.op_class = "kernel";
+    earlier.label = QString("schedules 1–%L1\nnot shown: the overview draws the last %L2").arg(first).arg(kOverviewMaxSchedules);
+    const int index = static_cast<int>(spec.nodes.size());
+    std::fill(boxOf.begin(), boxOf.begin() + first, index);
+    spec.keyIndex.insert(earlier.key, index);
+    spec.nodes.push_back(std::move(earlier));
+  }
+  for (int s = first; s < count; ++s) {
     const ts::ScheduleEvent& schedule = schedules[s];
     const int kernelCount = static_cast<int>(schedule.kernels.size());
-    kernels += kernelCount;
     if (expanded.contains(scheduleToggleId(s))) {
       ++shownSchedules;
       GraphSpec one = mergeSchedules(schedules, s, s + 1);
@@ -184,6 +199,7 @@ GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded) {
                          .arg(count)
                          .arg(model.totalNodeCount())
                          .arg(kernels);
+  if (first > 0) spec.description += QString(" · the last %L1 shown").arg(count - first);
   if (shownSchedules > 0) spec.description += QString(" · %1 expanded").arg(shownSchedules);
   return spec;
 }

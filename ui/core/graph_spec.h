@@ -65,6 +65,10 @@ constexpr int kWholeRunNodeLimit = 20000;
 // run overview as well: dot takes about 2 s for 1,500 boxes and minutes for 4,000 (a newer layout
 // stops it, but until then the graph shown is the old one).
 constexpr int kWholeRunBoxLimit = 1500;
+// The run overview itself draws at most this many schedule boxes, the last ones; the schedules before
+// them are one box ("schedules 1–N, not shown") that feeds what they computed. A recording of 50,000
+// realizes (one box each) kept dot busy for minutes and the window with it.
+constexpr int kOverviewMaxSchedules = 500;
 
 // Above this many nodes toDot asks dot for straight edges and a shorter crossing minimisation
 // (graph_spec.cpp says what it saves); smaller graphs keep their splines.
