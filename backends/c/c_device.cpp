@@ -128,8 +128,12 @@ void write_math_header(const fs::path& dir) {
 using KernelFn = void (*)(void**, int, int);
 
 // Work of a kernel in loop iterations (ALU and memory instructions times the trip counts of their
-// loops): below kMinParallelWork, waking threads costs more than it saves.
-constexpr double kMinParallelWork = 1 << 16;
+// loops): below kMinParallelWork, waking threads costs more than it saves. 8M is about 0.1 ms of one
+// core: a sleeping worker takes tens of µs to wake on a 2-core VM, and at 64k (the former limit) the
+// samples' 20 µs kernels went to two threads: cnn_digits took 1.83 s with 2 threads against 0.59 s with
+// one (now 0.56-0.59 s either way), the MLP 64-128-10 step 0.44 ms against 0.25 ms; the large kernels
+// of scripts/bench.py (matmul 1024/2048, softmax 4096², 16M elementwise) still use every thread.
+constexpr double kMinParallelWork = 1 << 23;
 
 struct ThreadPlan {
   int threads = 1;
