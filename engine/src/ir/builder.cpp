@@ -231,9 +231,9 @@ int64_t Builder::const_factor(ValueId v) const {
 // (p / e)·(k·e) + (p % e)·k = p·k (the quotient and remainder of p put back together): what an index
 // split by a view into blocks and read back whole becomes, e.g. (y / 2)·16 + (y % 2)·8 = 8·y. Looks for
 // such a pair among the terms of a + b; kNone when there is none.
-ValueId Builder::recombine_div_mod(ValueId a, ValueId b) {
-  std::vector<ValueId> terms, todo{a, b};
-  while (!todo.empty()) {
+std::vector<ValueId> Builder::sum_terms(std::vector<ValueId> todo, size_t limit) const {
+  std::vector<ValueId> terms;
+  while (!todo.empty() && terms.size() <= limit) {
     const ValueId t = todo.back();
     todo.pop_back();
     if (k_.insts[t].op == Op::Add) {
@@ -242,8 +242,14 @@ ValueId Builder::recombine_div_mod(ValueId a, ValueId b) {
     } else {
       terms.push_back(t);
     }
-    if (terms.size() > 16) return kNone;  // index sums are short; do not walk a long one at every add
   }
+  return terms;
+}
+
+ValueId Builder::recombine_div_mod(ValueId a, ValueId b) {
+  // index sums are short; do not walk a long one at every add
+  const std::vector<ValueId> terms = sum_terms({a, b}, 16);
+  if (terms.size() > 16) return kNone;
   // a term as (inner op, p, e, k): k·(p op e), op IDIV or MOD with constants e, k > 0
   auto split = [&](ValueId t, Op& op, ValueId& p, int64_t& e, int64_t& k) {
     ValueId inner = t;
@@ -293,18 +299,7 @@ ValueId Builder::recombine_div_mod(ValueId a, ValueId b) {
 // index back into plain loop indices after an UPCAST, e.g. with j < 16:
 //   (512·m + 32·j + 5) % 32 = 5        (512·m + 32·j + 5) / 32 = 16·m + j
 ValueId Builder::divide_terms(Op op, ValueId x, int64_t d) {
-  std::vector<ValueId> terms, multiples, rest;
-  std::vector<ValueId> todo{x};
-  while (!todo.empty()) {  // flatten the sum
-    ValueId t = todo.back();
-    todo.pop_back();
-    if (k_.insts[t].op == Op::Add) {
-      todo.push_back(k_.insts[t].src[0]);
-      todo.push_back(k_.insts[t].src[1]);
-    } else {
-      terms.push_back(t);
-    }
-  }
+  std::vector<ValueId> terms = sum_terms({x}), multiples, rest;
   for (ValueId t : terms)
     if (bounds(t).first < 0) return kNone;
   // p·f with f > d and d not dividing f is p·(f − f % d) + p·(f % d): a multiple of d, and a term that

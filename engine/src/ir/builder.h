@@ -2,6 +2,7 @@
 // index arithmetic, and common-subexpression elimination scoped to the enclosing loop (a value
 // computed inside a loop is not reused after the loop ends).
 #pragma once
+#include <cstdint>
 #include <map>
 #include <tuple>
 
@@ -45,6 +46,8 @@ class Builder {
   // x / d and x % d for a constant d > 0 through sums and products whose terms are multiples of d
   // (tinygrad's symbolic rules); kNone when no rule applies.
   ValueId divide_terms(Op op, ValueId x, int64_t d);
+  // The terms of the sum(s) rooted at `roots` (a chain of ADDs flattened); stops after limit + 1 terms.
+  std::vector<ValueId> sum_terms(std::vector<ValueId> roots, size_t limit = SIZE_MAX) const;
   // p·k for a pair (p / e)·(k·e) and (p % e)·k among the terms of a + b; kNone when there is none.
   ValueId recombine_div_mod(ValueId a, ValueId b);
   // The largest constant known to divide v (1 when nothing is known).

@@ -175,6 +175,21 @@ void upcast_loop(ir::Kernel& k, size_t g, int u_count, bool side_by_side) {
 // rows in step: a U×1 tile of the transpose, each line loaded once (E_512_256 of an MLP: 0.27 → 0.04 ms).
 // Only where the lines conflict: with a stride of 784 floats they spread over every set and stay cached
 // (and the untiled loop, which the compiler vectorizes, is faster: 0.06 against 0.19 ms tiled).
+// The UPCAST_GLOBAL amount for loop `loop`: the plan's, when it is legal (it divides the trip count and
+// the unrolled body stays under kMaxUnrolledInsts), or with kAuto the largest of largest, largest/2, …, 4
+// that is; 0 for none.
+static int upcast_amount(const ir::Kernel& k, size_t loop, int largest) {
+  const std::vector<Inst>& insts = k.insts;
+  const int64_t n = static_cast<int64_t>(insts[insts[loop].src[0]].value);
+  const size_t body = end_of_range(insts, loop) - loop;
+  auto legal = [&](int u) { return u >= 2 && u <= n && n % u == 0 && body * u <= kMaxUnrolledInsts; };
+  if (const int planned = k.plan.get(ir::AppliedOpt::UpcastGlobal); planned != ir::OptPlan::kAuto)
+    return legal(planned) ? planned : 0;
+  for (int u = largest; u >= 4; u /= 2)
+    if (legal(u)) return u;
+  return 0;
+}
+
 // the L1 data caches of the x86-64 CPUs of these years: 64 sets of 64-byte lines, 8 ways (32 KiB, AMD Zen 4)
 // to 12 (48 KiB, Intel since Ice Lake); the fewer ways, to be safe
 constexpr int64_t kL1LineBytes = 64, kL1Sets = 64, kL1Ways = 8;
@@ -208,16 +223,8 @@ static void upcast_transpose(ir::Kernel& k, size_t inner) {
     if (insts[insts[inner].src[0]].op == Op::Const && trips > sets * kL1Ways) transposed = true;
   }
   if (!transposed) return;
-  const int64_t n = static_cast<int64_t>(insts[insts[outer].src[0]].value);
-  const size_t body = end_of_range(insts, outer) - outer;
-  auto legal = [&](int u) { return u >= 2 && u <= n && n % u == 0 && body * u <= kMaxUnrolledInsts; };
-  int chosen = 0;
-  if (const int planned = k.plan.get(ir::AppliedOpt::UpcastGlobal); planned != ir::OptPlan::kAuto) {
-    chosen = legal(planned) ? planned : 0;
-  } else {  // the heuristic: a cache line of floats, or less where it does not divide
-    for (int u = 16; u >= 4 && !chosen; u /= 2)
-      if (legal(u)) chosen = u;
-  }
+  // the heuristic: a cache line of floats, or less where it does not divide
+  const int chosen = upcast_amount(k, outer, 16);
   if (!chosen) return;
   upcast_loop(k, outer, chosen, /*side_by_side=*/true);
   k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
@@ -242,16 +249,8 @@ void upcast_global(ir::Kernel& k) {
           eval_index(insts, insts[x].src[1], static_cast<ValueId>(g), 1) - eval_index(insts, insts[x].src[1], static_cast<ValueId>(g), 0) == 1)
         contiguous = true;
   if (!contiguous) return;
-  const int64_t n = static_cast<int64_t>(insts[insts[g].src[0]].value);
-  const size_t body = end_of_range(insts, g) - g;
-  auto legal = [&](int u) { return u >= 2 && u <= n && n % u == 0 && body * u <= kMaxUnrolledInsts; };
-  int chosen = 0;
-  if (const int planned = k.plan.get(ir::AppliedOpt::UpcastGlobal); planned != ir::OptPlan::kAuto) {
-    chosen = legal(planned) ? planned : 0;
-  } else {  // the heuristic: the largest of 32, 16, 8, 4 that divides the loop
-    for (int u = kMaxUpcast; u >= 4 && !chosen; u /= 2)
-      if (legal(u)) chosen = u;
-  }
+  // the heuristic: the largest of 32, 16, 8, 4 that divides the loop
+  const int chosen = upcast_amount(k, g, kMaxUpcast);
   if (!chosen) return;
   upcast_loop(k, g, chosen, /*side_by_side=*/true);
   k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
