@@ -517,9 +517,13 @@ Tensor Tensor::scaled_dot_product_attention(const Tensor& key, const Tensor& val
                              " and value " + shape_text(value.shape()) + " need at least 2 dims");
   Tensor qk = matmul(key.transpose(-2, -1)).div(std::sqrt(static_cast<double>(shape().back())));
   if (is_causal) {
+    // an additive mask, 0 on and below the diagonal and -inf above (as PyTorch's math path builds it for
+    // is_causal): the same scores for finite qk as masked_fill(-inf), the backward passes the gradient
+    // through unmasked, and no kernel reads a bool mask, whose 1-byte loads kept the softmax gradient's
+    // 12-long rows from vectorizing (gcc sizes the vector by the smallest type)
     int64_t L = shape()[ndim() - 2], S = key.shape()[key.ndim() - 2];
     Tensor causal = Tensor::ones({L, S}, DType::Bool, device()).tril(0);
-    qk = causal.where(qk, fconst(qk, -kInf));
+    qk = qk.add(causal.where(fconst(qk, 0.0), fconst(qk, -kInf)));
   }
   if (attn_mask) qk = attn_mask->dtype() == DType::Bool ? attn_mask->where(qk, fconst(qk, -kInf)) : qk.add(*attn_mask);
   Tensor a = qk.softmax(-1);
