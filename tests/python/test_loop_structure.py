@@ -61,3 +61,17 @@ def test_gelu_after_a_matmul_runs_in_its_own_kernel():
     GlobalCounters.reset()
     (Tensor(x) @ Tensor(w)).relu().numpy()  # no transcendental: the epilogue stays fused
     assert GlobalCounters.kernel_count == 1
+
+
+def test_max_over_upcast_outputs_propagates_nan_without_integer_keys(tmp_path):
+    # a max whose neighbouring outputs are upcast side by side (channels last): the float select stays
+    # (max_reduce_as_int leaves such kernels alone) and a NaN anywhere in a window still wins, as in torch
+    ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((64, 2, 2, 16)).astype(np.float32))\n"
+                            "x.max(axis=(1, 2)).realize()\n")
+    (text,) = [t for n, t in ir.items() if n.startswith("r_")]
+    assert "UPCAST_GLOBAL(16)" in text.splitlines()[0] and "BITCAST" not in text, text.splitlines()[0]
+    x = np.random.default_rng(5).standard_normal((64, 2, 2, 16)).astype(np.float32)
+    x[3, 1, 0, 5] = np.nan
+    x[7, :, :, 2] = -np.inf
+    ref = torch.from_numpy(x).amax(dim=(1, 2)).numpy()
+    np.testing.assert_array_equal(Tensor(x).max(axis=(1, 2)).numpy(), ref)
