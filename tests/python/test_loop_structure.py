@@ -4,7 +4,8 @@
 #    so UPCAST_REDUCE vectorizes it (a BatchNorm's statistics over (N, H, W));
 #  - a transposing copy whose strided reads conflict in the L1 cache is tiled (upcast_global.cpp,
 #    upcast_transpose); one whose stride spreads over the cache is left alone;
-#  - on C, a matmul-like reduction followed by GELU stores the matmul: the epilogue gets its own kernel.
+#  - on C, a matmul-like reduction followed by GELU stores the matmul: the epilogue gets its own kernel;
+#  - a max over outputs upcast side by side keeps its float selects (no integer keys) and propagates NaN.
 import json
 
 import numpy as np
