@@ -334,10 +334,10 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       stored[id] = "output requested (realize / numpy / backward)";
     } else if (n.op == Op::Contiguous) {
       stored[id] = "explicit contiguous()";
-    } else if (const std::string op = transcendental_epilogue(g, consumers, id, target_set);
-               is_reduce(n.op) && !op.empty() && DeviceRegistry::at(n.device).name() == "C" &&
+    } else if (std::string op; is_reduce(n.op) && numel >= kTiledEpilogueMinOutputs &&
                t.reduce_elements >= kTiledEpilogueMinReduce * static_cast<int64_t>(numel) &&
-               numel >= kTiledEpilogueMinOutputs) {
+               DeviceRegistry::at(n.device).name() == "C" &&
+               !(op = transcendental_epilogue(g, consumers, id, target_set)).empty()) {
       stored[id] = "matmul-like reduction with " + op + " in its elementwise epilogue: in the register-tiled C kernel "
                    "the epilogue would run once per accumulator, unvectorized; stored, it runs in a vectorized kernel";
     } else if (t.reduce && !is_movement(n.op) && expanded_by.count(id)) {
