@@ -76,3 +76,19 @@ def test_max_over_upcast_outputs_propagates_nan_without_integer_keys(tmp_path):
     x[7, :, :, 2] = -np.inf
     ref = torch.from_numpy(x).amax(dim=(1, 2)).numpy()
     np.testing.assert_array_equal(Tensor(x).max(axis=(1, 2)).numpy(), ref)
+
+
+def test_row_max_uses_integer_keys_only_for_long_rows(tmp_path):
+    # max_reduce_as_int: a 4096-long row max runs on integer keys (vectorized integer max); a 12-long one
+    # (attention's scores) keeps its float selects, which the upcast accumulators vectorize. NaN wins in both.
+    ir = _kernels(tmp_path, "a = Tensor(rng.standard_normal((64, 4096)).astype(np.float32))\n"
+                            "a.max(axis=1).realize()\n"
+                            "b = Tensor(rng.standard_normal((1536, 12)).astype(np.float32))\n"
+                            "b.max(axis=1).realize()\n")
+    assert "BITCAST" in ir["r_64_4096"], ir["r_64_4096"].splitlines()[0]
+    assert "BITCAST" not in ir["r_1536_12"] and "UPCAST_REDUCE" in ir["r_1536_12"].splitlines()[0], ir["r_1536_12"]
+    for shape in [(64, 4096), (1536, 12)]:
+        x = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
+        x[5, 3] = np.nan
+        x[9, :] = -np.inf
+        np.testing.assert_array_equal(Tensor(x).max(axis=1).numpy(), torch.from_numpy(x).amax(dim=1).numpy())
