@@ -70,8 +70,8 @@ void upcast_reduce(ir::Kernel& k) {
   };
   size_t i = 0;
   while (i < old.size()) {
-    // candidate: DEFINE_ACC, RANGE (reduce, constant bound), a body without loops that ends with the
-    // accumulator's only ASSIGN, END_RANGE
+    // candidate: DEFINE_ACC, RANGE (reduce, constant bound) — or a perfectly nested chain of them — and
+    // an innermost body without loops that ends with the accumulator's only ASSIGN, then the END_RANGEs
     bool done = false;
     // loop-invariant code motion may have put values between the accumulator and its loop
     size_t r = i + 1;
@@ -123,11 +123,10 @@ void upcast_reduce(ir::Kernel& k) {
             for (int s = 0; s < in.num_src; s++) in.src[s] = remap[in.src[s]];
             remap[p] = emit(in);
           }
-          const size_t r = inner;
-          Inst range = old[r];
+          Inst range = old[inner];
           range.src[0] = constant(static_cast<double>(n / u_count), DType::Int32);
           ValueId r2 = emit(range);
-          remap[r] = r2;
+          remap[inner] = r2;
           // the unrolled indices r2·U + u
           std::vector<ValueId> idx(u_count);
           ValueId scaled = emit(Inst{Op::Mul, DType::Int32, 2, {r2, constant(u_count, DType::Int32), ir::kNone}, 0, 0});
@@ -136,13 +135,13 @@ void upcast_reduce(ir::Kernel& k) {
           // the body, instruction by instruction, U copies side by side (so the compiler sees U
           // isomorphic statements next to each other)
           std::map<ValueId, std::vector<ValueId>> copies;
-          for (size_t b = r + 1; b < end; b++) {
+          for (size_t b = inner + 1; b < end; b++) {
             std::vector<ValueId> ids(u_count);
             for (int u = 0; u < u_count; u++) {
               Inst in = old[b];
               for (int s = 0; s < in.num_src; s++) {
                 ValueId v = in.src[s];
-                if (v == r) in.src[s] = idx[u];
+                if (v == inner) in.src[s] = idx[u];
                 else if (v == i) in.src[s] = acc[u];
                 else if (copies.count(v)) in.src[s] = copies[v][u];
                 else in.src[s] = remap[v];

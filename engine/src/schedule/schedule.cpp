@@ -296,7 +296,6 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     for (int i = 0; i < n.num_src; i++) {
       if (is_input(n.src[i])) {
         t.loads = true;
-        if (n.op == Op::Permute || n.op == Op::Expand) t.cost = std::min<int64_t>(t.cost + 1, 1 << 20);  // see below
         continue;
       }
       const Subtree& s = subtree[n.src[i]];
@@ -305,13 +304,13 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       t.elementwise_reduce = t.elementwise_reduce || (s.elementwise_reduce && !row_local.count(id));
       t.transcendental = t.transcendental || s.transcendental;
       t.cost = std::min<int64_t>(t.cost + s.cost, 1 << 20);
-      // ALU ops, and the index arithmetic of a view of loaded data that reorders or broadcasts it (a
-      // permute or an expand puts a multiply or a div/mod on the loads beneath; a view of constants costs
-      // nothing): a max-pool's gradient, read through its windows' expands, costs more than its 6 ALU
-      // ops. A pad, shrink or flip (a bitonic sort's stages) only shifts the index and is not counted.
-      if ((n.op == Op::Permute || n.op == Op::Expand) && s.loads) t.cost = std::min<int64_t>(t.cost + 1, 1 << 20);
       t.reduce_elements = std::max(t.reduce_elements, s.reduce_elements);
     }
+    // ALU ops, and the index arithmetic of a view of loaded data that reorders or broadcasts it (a permute
+    // or an expand puts a multiply or a div/mod on the loads beneath; a view of constants costs nothing):
+    // a max-pool's gradient, read through its windows' expands, costs more than its 6 ALU ops. A pad,
+    // shrink or flip (a bitonic sort's stages) only shifts the index and is not counted.
+    if ((n.op == Op::Permute || n.op == Op::Expand) && t.loads) t.cost = std::min<int64_t>(t.cost + 1, 1 << 20);
     subtree[id] = t;
     // The cost model's numbers for this value (see rule 3 in schedule.h).
     const double numel = static_cast<double>(shape_numel(n.shape));
