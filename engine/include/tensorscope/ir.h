@@ -58,28 +58,43 @@ struct GlobalArg {
   bool is_output = false;
 };
 
-// An optimization a pass applied (tinygrad's Opt / applied_opts): shown in the IR header, and read by
-// renderers that write code differently for it (the C renderer for register-tiled kernels).
+// An optimization a pass or a device applied (tinygrad's Opt / applied_opts): shown in the IR header, and read
+// by renderers and devices that run the kernel differently for it (the C renderer for register-tiled kernels).
 struct AppliedOpt {
-  enum Kind : uint8_t { UpcastGlobal, RegisterTile, UpcastReduce } kind;
-  int amount;  // the upcast factor
+  enum Kind : uint8_t {
+    UpcastGlobal,  // UPCAST a global loop by `amount` (u output elements per trip, in registers)
+    RegisterTile,  // a u×16 register tile of a matmul-like reduce (two global loops upcast)
+    UpcastReduce,  // UNROLL a reduce loop by `amount` with `amount` partial accumulators
+    Local,         // GPU: `amount` threads per workgroup along the grid's x dimension (tinygrad's LOCAL)
+    Group,         // GPU: a reduce split across `amount` threads of a workgroup, partial results combined in
+                   // local memory after a BARRIER (tinygrad's GROUP)
+    Threads,       // CPU: the outermost global loop split over `amount` threads
+    Padto,         // a global loop padded to a multiple of `amount`, the extra iterations masked (tinygrad's
+                   // PADTO), so that an UPCAST of that amount applies to odd sizes
+  } kind;
+  int amount;  // the upcast factor, thread count or multiple
 };
 
 // The optimization actions to take on a kernel, as data (tinygrad's OptOps; issue 14): for each kind of
 // AppliedOpt, the amount its pass applies. kAuto (the default) lets the pass choose with its heuristic, so
-// the default plan is today's hand-written choices; 0 turns the action off; u > 1 asks for that upcast factor.
+// the default plan is today's hand-written choices; 0 turns the action off; otherwise the amount asked for.
 // A pass applies a requested amount only when it is legal for the kernel (the loop exists, its trip count is
 // a multiple of u, the unrolled body stays under kMaxUnrolledInsts, the access pattern is the one the action
-// is for); otherwise it applies nothing. What was applied is always Kernel::opts.
+// is for, the device has the feature); otherwise it applies nothing. What was applied is always Kernel::opts.
 struct OptPlan {
   static constexpr int kAuto = -1;
-  static constexpr int kKinds = 3;  // AppliedOpt::Kind values
-  int amount[kKinds] = {kAuto, kAuto, kAuto};
+  static constexpr int kKinds = 7;  // AppliedOpt::Kind values
+  int amount[kKinds] = {kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto};
   int get(AppliedOpt::Kind kind) const { return amount[kind]; }
   void set(AppliedOpt::Kind kind, int u) { amount[kind] = u; }
-  bool automatic() const { return amount[0] == kAuto && amount[1] == kAuto && amount[2] == kAuto; }
-  // "UPCAST_GLOBAL=8,REGISTER_TILE=0" (kinds not named stay kAuto; "auto" is kAuto). Throws
-  // std::invalid_argument naming the bad item and the valid kinds.
+  bool automatic() const {
+    for (int a : amount)
+      if (a != kAuto) return false;
+    return true;
+  }
+  // "UPCAST_GLOBAL=8,REGISTER_TILE=0" (kinds not named stay kAuto; "auto" is kAuto). Amounts: 0 (off) or
+  // at least 2; THREADS and LOCAL also take 1. Throws std::invalid_argument naming the bad item and the
+  // valid kinds.
   static OptPlan parse(const std::string& text);
   std::string str() const;  // the same form; "" for the default plan
 };

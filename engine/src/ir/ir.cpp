@@ -28,10 +28,13 @@ OptPlan OptPlan::parse(const std::string& text) {
     int amount = 0;
     bool number = !value.empty() && value.find_first_not_of("0123456789") == std::string::npos && value.size() < 6;
     if (number) amount = std::stoi(value);
-    if (kind < 0 || (!number && value != "auto") || amount == 1)
-      throw std::invalid_argument("optimization plan: '" + item +
-                                  "' is not KIND=AMOUNT with KIND one of UPCAST_GLOBAL, REGISTER_TILE, UPCAST_REDUCE "
-                                  "and AMOUNT 0 (off), auto, or an upcast factor of at least 2");
+    const bool one_ok = kind == AppliedOpt::Threads || kind == AppliedOpt::Local;
+    if (kind < 0 || (!number && value != "auto") || (amount == 1 && !one_ok)) {
+      std::string kinds;
+      for (int k = 0; k < kKinds; k++) kinds += std::string(k ? ", " : "") + opt_name(static_cast<AppliedOpt::Kind>(k));
+      throw std::invalid_argument("optimization plan: '" + item + "' is not KIND=AMOUNT with KIND one of " + kinds +
+                                  " and AMOUNT 0 (off), auto, or a factor of at least 2 (THREADS and LOCAL: 1 too)");
+    }
     plan.amount[kind] = number ? amount : kAuto;
   }
   return plan;
@@ -51,6 +54,10 @@ const char* opt_name(AppliedOpt::Kind kind) {
     case AppliedOpt::UpcastGlobal: return "UPCAST_GLOBAL";
     case AppliedOpt::RegisterTile: return "REGISTER_TILE";
     case AppliedOpt::UpcastReduce: return "UPCAST_REDUCE";
+    case AppliedOpt::Local: return "LOCAL";
+    case AppliedOpt::Group: return "GROUP";
+    case AppliedOpt::Threads: return "THREADS";
+    case AppliedOpt::Padto: return "PADTO";
   }
   return "?";
 }

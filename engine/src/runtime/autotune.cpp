@@ -29,7 +29,18 @@ using Clock = std::chrono::steady_clock;
 using Trial = AutotuneTrialEvent;
 
 constexpr int kRounds = 3;
-constexpr int kAmounts[] = {0, 2, 4, 8, 16, 32};
+
+// The amounts a round tries for each kind of action (ir::AppliedOpt::Kind) on `dev`. An action a device
+// cannot take has none (its candidates would render the same source and be skipped as duplicates anyway).
+std::vector<int> candidate_amounts(ir::AppliedOpt::Kind kind, const Device& dev) {
+  (void)dev;
+  switch (kind) {
+    case ir::AppliedOpt::UpcastGlobal:
+    case ir::AppliedOpt::RegisterTile:
+    case ir::AppliedOpt::UpcastReduce: return {0, 2, 4, 8, 16, 32};
+    default: return {};  // LOCAL, GROUP, THREADS, PADTO: not searched yet
+  }
+}
 constexpr int kTimedLaunches = 3;
 constexpr double kFailed = 1e300;  // the time of a candidate that failed: never in the beam's lead
 
@@ -497,7 +508,7 @@ BeamResult beam_search(const ir::Kernel& lowered, int device_index, const std::v
     std::vector<ir::OptPlan> fresh;
     for (const Ranked& parent : beam)
       for (int kind = 0; kind < ir::OptPlan::kKinds; kind++)
-        for (int amount : kAmounts) {
+        for (int amount : candidate_amounts(static_cast<ir::AppliedOpt::Kind>(kind), dev)) {
           ir::OptPlan plan = parent.plan;
           plan.set(static_cast<ir::AppliedOpt::Kind>(kind), amount);
           if (same(plan, parent.plan)) continue;
