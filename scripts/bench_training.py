@@ -514,6 +514,63 @@ def matmul_reference(size=1024, repeats=7):
     return flop / best / 1e6, flop / best_torch / 1e6
 
 
+# Convolutions against the matmul (issue 13, item 3: >= 40% of the matmul's GFLOP/s for channel counts >= 16).
+# (batch, C_in, C_out, H=W, kernel, stride, padding, groups): small-image training shapes, none of which a
+# heuristic was written for, 1x1 to 5x5, strided and grouped among them.
+CONV_SHAPES = [(32, 16, 16, 32, 3, 1, 1, 1), (32, 32, 32, 16, 3, 1, 1, 1), (32, 64, 64, 16, 3, 1, 1, 1),
+               (32, 16, 32, 28, 5, 1, 2, 1), (32, 32, 64, 16, 3, 2, 1, 1), (32, 64, 64, 16, 1, 1, 0, 1),
+               (32, 64, 64, 16, 3, 1, 1, 4)]
+
+
+def conv_rows(repeats=3 if QUICK else 7):
+    """[(shape text, GFLOP/s fwd, GFLOP/s fwd+bwd, torch fwd, torch fwd+bwd)]: the multiply-adds of the
+    forward (2 * N * C_out * H_out * W_out * C_in/groups * k * k) over the kernel time of realizing it
+    (GlobalCounters.time_ms: every kernel of the schedule, im2col and packing included); fwd+bwd: three times
+    those FLOPs (input and weight gradients are convolutions of the same size) over forward plus backward
+    (x.grad and w.grad realized). PyTorch: wall time of the same, best of `repeats`."""
+    rng = np.random.default_rng(3)
+    out = []
+    for n, cin, cout, hw, k, stride, pad, groups in CONV_SHAPES:
+        x_np = rng.standard_normal((n, cin, hw, hw), dtype=np.float32)
+        w_np = rng.standard_normal((cout, cin // groups, k, k), dtype=np.float32) * 0.1
+        ho = (hw + 2 * pad - k) // stride + 1
+        flop = 2 * n * cout * ho * ho * (cin // groups) * k * k
+        g_np = rng.standard_normal((n, cout, ho, ho), dtype=np.float32)
+        x, w, g = Tensor(x_np, requires_grad=True), Tensor(w_np, requires_grad=True), Tensor(g_np)
+
+        def ts_fwd():
+            GlobalCounters.reset()
+            x.conv2d(w, stride=stride, padding=pad, groups=groups).realize()
+            return GlobalCounters.time_ms
+
+        def ts_both():
+            x.grad = w.grad = None
+            GlobalCounters.reset()
+            x.conv2d(w, stride=stride, padding=pad, groups=groups).backward(g)
+            x.grad.realize(w.grad)  # the gradients are lazy: both in one schedule
+            return GlobalCounters.time_ms
+
+        px, pw, pg = torch.from_numpy(x_np).requires_grad_(), torch.from_numpy(w_np).requires_grad_(), torch.from_numpy(g_np)
+
+        def torch_fwd():
+            with torch.no_grad():
+                F.conv2d(px, pw, stride=stride, padding=pad, groups=groups)
+
+        def torch_both():
+            px.grad = pw.grad = None
+            F.conv2d(px, pw, stride=stride, padding=pad, groups=groups).backward(pg)
+
+        ts_fwd(), ts_both(), torch_fwd(), torch_both()  # compile / warm up
+        fwd = min(ts_fwd() for _ in range(repeats))
+        both = min(ts_both() for _ in range(repeats))
+        tfwd = min(_timed(torch_fwd) for _ in range(repeats))
+        tboth = min(_timed(torch_both) for _ in range(repeats))
+        name = f"{n}x{cin}x{hw}x{hw} -> {cout}, {k}x{k}" + (f" s{stride}" if stride > 1 else "") + \
+               (f" g{groups}" if groups > 1 else "")
+        out.append((name, flop / fwd / 1e6, 3 * flop / both / 1e6, flop / tfwd / 1e6, 3 * flop / tboth / 1e6))
+    return out
+
+
 def _timed(fn):
     t0 = time.perf_counter()
     fn()
@@ -531,6 +588,7 @@ with tempfile.TemporaryDirectory(prefix="tensorscope-bench-training-") as tmp:
         print(f"  {rows[-1]['name']}: done ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
 mm_ts, mm_torch = matmul_reference()
 bandwidth = memory_bandwidth()
+convs = conv_rows()
 
 
 def fmt(v):
@@ -581,6 +639,14 @@ for r in rows:
     if r["same_name"]:
         print("  kernel names launched more than once (same shapes, not necessarily the same work): "
               + ", ".join(f"{k} x{v}" for k, v in r["same_name"].items()))
+print(f"\nConvolutions against the matmul (issue 13: >= 40% of the matmul's {mm_ts:.1f} GFLOP/s = {0.4 * mm_ts:.1f}); "
+      "GFLOP/s of the multiply-adds, best of several runs; Tensorscope: kernel time of every kernel realized "
+      "(im2col and packing included); fwd+bwd: 3x the forward's FLOPs over forward, input and weight gradients")
+head = f"{'N x C_in x H x W -> C_out, kernel':34} | {'TS fwd':>7} | {'% mm':>5} | {'TS f+b':>7} | {'% mm':>5} | {'torch fwd':>9} | {'torch f+b':>9}"
+print(head)
+print("-" * len(head))
+for name, fwd, both, tfwd, tboth in convs:
+    print(f"{name:34} | {fwd:7.1f} | {100 * fwd / mm_ts:4.0f}% | {both:7.1f} | {100 * both / mm_ts:4.0f}% | {tfwd:9.1f} | {tboth:9.1f}")
 print(f"\ntotal {time.perf_counter() - start:.0f} s")
 if mismatches:
     print("\nMISMATCH: Tensorscope and PyTorch do not train alike from the same weights:\n  " + "\n  ".join(mismatches))

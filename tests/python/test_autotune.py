@@ -27,9 +27,15 @@ _SCRIPT = textwrap.dedent("""
 """)
 
 
+# A loaded machine (CI, parallel test workers) can take seconds to compile one candidate: past the default
+# per-candidate timeout (2 s) even the default plan would be a timeout trial and its kernel not searched. The
+# tests that are not about the timeout give it a minute.
+_NO_TIMEOUT_MS = "60000"
+
+
 def _run(tmp_path, cache, *args, env=None):
     e = dict(os.environ, PYTHONPATH=_PKG, TENSORSCOPE_CACHE=str(cache), TENSORSCOPE_DEVICE="C", DEBUG="1",
-             TENSORSCOPE_BEAM="2", TENSORSCOPE_BEAM_SECONDS="4")
+             TENSORSCOPE_BEAM="2", TENSORSCOPE_BEAM_SECONDS="4", TENSORSCOPE_BEAM_TIMEOUT_MS=_NO_TIMEOUT_MS)
     e.pop("TENSORSCOPE_RANDOM_PASSES", None)
     e.update(env or {})
     (tmp_path / "script.py").write_text(_SCRIPT)
@@ -125,7 +131,7 @@ def test_kernels_json_and_info_list_the_plan_and_the_trials(tmp_path):
     cli = os.path.join(_PKG, "..", "bin", "tensorscope-cli")
     (tmp_path / "script.py").write_text(_SCRIPT)
     env = dict(os.environ, PYTHONPATH=_PKG, TENSORSCOPE_CACHE=str(tmp_path / "cache"), TENSORSCOPE_DEVICE="C",
-               TENSORSCOPE_BEAM_SECONDS="4")
+               TENSORSCOPE_BEAM_SECONDS="4", TENSORSCOPE_BEAM_TIMEOUT_MS=_NO_TIMEOUT_MS)
     env.pop("TENSORSCOPE_RANDOM_PASSES", None)
     p = subprocess.run([cli, "run", "script.py", "--beam", "2", "--out", "out", "--record", "run.tsrec"],
                        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
