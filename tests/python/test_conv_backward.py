@@ -38,6 +38,16 @@ GRID = [
     # channel-major output gradient and the transposed im2col (kIm2colWeightGradMinFlops; a first layer)
     ((16, 1, 8, 8), (8, 1, 3, 3), dict(padding=1)),
     ((4, 3, 11, 10), (5, 3, 3, 3), dict(stride=2, padding=2, dilation=2)),
+    # groups with >= 16 output channels each: batched matmuls over a grouped im2col, forward and weight gradient
+    ((2, 32, 10, 9), (64, 8, 3, 3), dict(groups=4, padding=1)),
+    # an im2col of >= 1 MiB is written in 8-row panels (kIm2colPackMinBytes), also grouped
+    ((8, 16, 16, 16), (16, 16, 3, 3), dict(padding=1)),
+    ((8, 32, 16, 16), (32, 16, 3, 3), dict(groups=2, padding=1)),
+    # strided: the input gradient as a matmul and a col2im by stride phase (conv_input_grad_col2im), odd sizes
+    # that leave the last phase short, stride 3, dilation, padding larger than the stride
+    ((2, 16, 11, 13), (16, 16, 3, 3), dict(stride=2, padding=1)),
+    ((2, 16, 14, 10), (16, 16, 5, 3), dict(stride=(3, 2), padding=(2, 1), dilation=(2, 1))),
+    ((1, 16, 17, 9), (24, 16, 3, 3), dict(stride=3, padding=2)),
 ]
 
 

@@ -172,11 +172,13 @@ ValueId Builder::alu(Op op, DType dt, ValueId a, ValueId b, ValueId c) {
     // contiguous: a 1024² matmul ran at half speed).
     auto const_offset = [&](ValueId v, ValueId& x, ValueId& c) {
       const Inst& in = k_.insts[v];
-      if (in.op != Op::Add || !is_const(in.src[1]) || is_const(in.src[0])) return false;
-      x = in.src[0], c = in.src[1];
+      if (in.op != Op::Add || is_const(in.src[0]) == is_const(in.src[1])) return false;
+      const bool first = is_const(in.src[0]);  // c + x or x + c
+      x = in.src[first ? 1 : 0], c = in.src[first ? 0 : 1];
       return true;
     };
     ValueId x, cst;
+    if (op == Op::Add && dt == DType::Int32 && is_const(a) && !is_const(b)) return add(b, a);  // x + c
     if (op == Op::Add && dt == DType::Int32 && const_offset(a, x, cst)) {
       if (is_const(b)) return add(x, cint(static_cast<int64_t>(const_value(cst) + const_value(b))));
       return add(add(x, b), cst);

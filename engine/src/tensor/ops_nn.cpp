@@ -81,20 +81,55 @@ void check_pool_input(const Tensor& x, size_t n, const char* what) {
 // copied once into a (N·O, C_in·K) matrix — or (C_in·K, N·O) when `transposed` — so that a convolution and
 // its weight gradient are matmuls and get the register-tiled, vectorized matmul code. Read in place, the
 // window view costs a div/mod per element and its output axes are too short to vectorize.
-Tensor im2col(const Tensor& windows, size_t spatial_dims, bool transposed = false) {
-  const Shape& s = windows.shape();
-  int64_t positions = s[0], taps = s[1];
-  std::vector<int64_t> position_axes{0}, tap_axes{1};  // (N, *o) and (C_in, *k)
+//
+// kIm2colPanelRows: the rows register_tile upcasts (kPanelRows in ops.cpp); kIm2colPackMinBytes: from this size
+// (beyond a core's L2) the matrix is written in row panels, see below.
+constexpr int64_t kIm2colPanelRows = 8, kIm2colPackMinBytes = int64_t{1} << 20;
+//
+// With groups G > 1 each group is a matmul of its own: the windows' channels split into (G, C_in/G) and the
+// result is (G, N·O, C_in/G·K) — or (G, C_in/G·K, N·O) — for a batched matmul over the groups.
+Tensor im2col(const Tensor& windows, size_t spatial_dims, bool transposed = false, int64_t groups = 1) {
+  Shape s = windows.shape();  // (N, C_in, *o, *k)
+  int64_t positions = s[0], taps = s[1] / groups;
   for (size_t i = 0; i < spatial_dims; i++) {
-    position_axes.push_back(static_cast<int64_t>(2 + i));
-    tap_axes.push_back(static_cast<int64_t>(2 + spatial_dims + i));
     positions *= s[2 + i];
     taps *= s[2 + spatial_dims + i];
   }
-  std::vector<int64_t> order = transposed ? tap_axes : position_axes;
+  // (N, G, C_in/G, *o, *k): axis 1 is the group, 2 the channel within it
+  Shape split{s[0], groups, s[1] / groups};
+  split.insert(split.end(), s.begin() + 2, s.end());
+  std::vector<int64_t> position_axes{0}, tap_axes{2};  // (N, *o) and (C_in/G, *k)
+  for (size_t i = 0; i < spatial_dims; i++) {
+    position_axes.push_back(static_cast<int64_t>(3 + i));
+    tap_axes.push_back(static_cast<int64_t>(3 + spatial_dims + i));
+  }
+  std::vector<int64_t> order{1};
+  const std::vector<int64_t>& first = transposed ? tap_axes : position_axes;
   const std::vector<int64_t>& second = transposed ? position_axes : tap_axes;
+  order.insert(order.end(), first.begin(), first.end());
   order.insert(order.end(), second.begin(), second.end());
-  return windows.permute(order).contiguous().reshape(transposed ? Shape{taps, positions} : Shape{positions, taps});
+  Shape matrix = transposed ? Shape{taps, positions} : Shape{positions, taps};
+  if (groups > 1) matrix.insert(matrix.begin(), groups);
+  const Tensor view = windows.reshape(split).permute(order);
+  if (transposed || positions % kIm2colPanelRows || positions * taps * 4 < kIm2colPackMinBytes)
+    return view.contiguous().reshape(matrix);
+  // Written in the matmul's row panels (G, N·O/8, C_in/G·K, 8) and read back as (G, N·O, C_in/G·K) through a
+  // view: the 8 rows that one register tile reads then lie next to each other, so its loads walk memory in
+  // order (the rows of a plain row-major im2col are C_in·K apart, 8 short interleaved streams that the
+  // hardware prefetchers do not follow once the matrix is larger than the caches: a (4, 8192, 144) batched
+  // matmul ran at 40 GFLOP/s from memory against 110 from cache). The same copy, another layout.
+  // The tap axes (C_in/G, *k) stay apart in the copy's loops: merged into one, each of its trips would
+  // split its index back with a div and a mod.
+  Shape split_rows{groups, positions / kIm2colPanelRows, kIm2colPanelRows};
+  split_rows.push_back(s[1] / groups);
+  split_rows.insert(split_rows.end(), s.end() - spatial_dims, s.end());
+  std::vector<int64_t> to_panels{0, 1};  // (G, N·O/8, C_in/G, *k, 8)
+  for (size_t i = 3; i < split_rows.size(); i++) to_panels.push_back(static_cast<int64_t>(i));
+  to_panels.push_back(2);
+  const Tensor panels = view.reshape(split_rows).permute(to_panels).contiguous();
+  return panels.reshape({groups, positions / kIm2colPanelRows, taps, kIm2colPanelRows})
+      .permute({0, 1, 3, 2})
+      .reshape(matrix);
 }
 
 // A convolution is computed as a matmul over im2col when the matmul is big enough to gain from it: one
@@ -135,6 +170,23 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
   for (int64_t d : HW) k_size *= d;
   int64_t o_size = 1;
   for (int64_t d : o) o_size *= d;
+  if (groups > 1 && cin * k_size >= kIm2colMinReduce && cout / groups >= kIm2colMinWidth &&
+      conv_flops(bs, o, cout, cin, HW) >= kIm2colMinFlops) {
+    // a batched matmul over the groups: (G, N·O, C_in/G·K) @ (G, C_in/G·K, C_out/G), stored as
+    // (G, N·O, C_out/G) and read as (N, C_out, *o)
+    const int64_t rcout = cout / groups;
+    const Tensor w3 = weight.reshape({groups, rcout, cin * k_size}).transpose(1, 2).contiguous();  // (tiny) copied
+    // so that each group's C_out/G outputs are contiguous in w: the register tile reads its rows
+    Tensor y = im2col(p, n, /*transposed=*/false, groups).matmul(w3).contiguous();
+    Shape ys{groups, bs};
+    ys.insert(ys.end(), o.begin(), o.end());
+    ys.push_back(rcout);
+    std::vector<int64_t> order{1, 0, static_cast<int64_t>(n + 2)};  // (N, G, C_out/G, *o)
+    for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(2 + i));
+    Shape out{bs, cout};
+    out.insert(out.end(), o.begin(), o.end());
+    return y.reshape(ys).permute(order).reshape(out);
+  }
   if (groups == 1 && cin * k_size >= kIm2colMinReduce && std::max(cout, bs * o_size) >= kIm2colMinWidth &&
       conv_flops(bs, o, cout, cin, HW) >= kIm2colMinFlops) {
     const Tensor w2 = weight.reshape({cout, cin * k_size});
@@ -218,6 +270,19 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     Tensor gm = g.permute(g_order).contiguous().reshape({cout, 1, positions});
     return gm.mul(cols.reshape({1, taps, positions})).sum(std::vector<int64_t>{-1}).contiguous().reshape(wshape);
   }
+  if (groups > 1 && rcout >= kIm2colMinWidth && conv_flops(bs, o, wshape[0], cin, HW) >= kIm2colWeightGradMinFlops) {
+    // per group as above: dWᵀ (G, C_in/G·K, C_out/G) = cols (G, C_in/G·K, N·O) @ g (G, N·O, C_out/G)
+    int64_t positions = bs;
+    for (int64_t d : o) positions *= d;
+    Tensor cols = im2col(p, n, /*transposed=*/true, groups);
+    std::vector<int64_t> order{1, 0};  // g (N, G, C_out/G, *o) → (G, N, *o, C_out/G)
+    for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(3 + i));
+    order.push_back(2);
+    Shape gsplit{bs, groups, rcout};
+    gsplit.insert(gsplit.end(), o.begin(), o.end());
+    Tensor g_cl = g.reshape(gsplit).permute(order).contiguous().reshape({groups, positions, rcout});
+    return cols.matmul(g_cl).contiguous().transpose(1, 2).reshape(wshape);
+  }
   Shape ps{bs, groups, 1, cin}, gs{bs, groups, rcout, 1}, full{bs, groups, rcout, cin};
   ps.insert(ps.end(), o.begin(), o.end());
   gs.insert(gs.end(), o.begin(), o.end());
@@ -228,6 +293,79 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
   std::vector<int64_t> axes{0};  // the batch and the output positions
   for (size_t i = 0; i < n; i++) axes.push_back(static_cast<int64_t>(4 + i));
   return p.reshape(ps).expand(full).mul(g.reshape(gs).expand(full)).sum(axes).reshape(wshape);
+}
+
+// dL/dx of a strided convolution as a matmul and a col2im (PyTorch's slow_conv2d backward does the same; Caffe's
+// col2im): dcols (N·O, C_in·K) = g (N·O, C_out) @ W (C_out, C_in·K), then each input element sums the
+// entries of dcols that its windows put it in. The transposed convolution of the stride-s gradient would
+// instead insert s−1 zeros between its elements and convolve that: s² times the multiply-adds (most with a
+// zero) and an im2col s² times larger (a stride-2 3×3 input gradient, 32×64×8×8 → 32×32×16×16: 10 ms to copy,
+// 3.1 ms of matmul; this way 0.7 ms of matmul).
+// The col2im is one elementwise kernel, written by stride phase: the input positions h = q·s + a with the same
+// phase a receive from the same taps (those with tap·dilation − padding ≡ a mod s), each tap's slice of dcols
+// shifted by a constant. So the result is built as (N, C_in, Q_1, s_1, Q_2, s_2, ...): every phase a sum of
+// shifted slices, padded into its place on the phase axes, all phases summed (they do not overlap), then
+// merged to (N, C_in, Q·s, ...) and cut to the input's size. No index in it needs more than a shift.
+// Groups 1; x: (N, C_in, *in), g: (N, C_out, *o), weight (C_out, C_in, *k).
+Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g, const Tensor& weight, const std::vector<int64_t>& stride,
+                              const std::vector<int64_t>& dilation, const Pairs& pads) {
+  const size_t n = weight.ndim() - 2;
+  const int64_t bs = xshape[0], cin = xshape[1], cout = weight.shape()[0];
+  const Shape o(g.shape().begin() + 2, g.shape().end()), k(weight.shape().begin() + 2, weight.shape().end());
+  int64_t positions = bs, taps = 1;
+  for (int64_t d : o) positions *= d;
+  for (int64_t d : k) taps *= d;
+  std::vector<int64_t> nhwc{0};  // (N, *o, C_out)
+  for (size_t i = 0; i < n; i++) nhwc.push_back(static_cast<int64_t>(2 + i));
+  nhwc.push_back(1);
+  const Tensor g_cl = g.permute(nhwc).contiguous().reshape({positions, cout});
+  Shape cols_shape{bs};  // (N, *o, C_in, *k)
+  cols_shape.insert(cols_shape.end(), o.begin(), o.end());
+  cols_shape.push_back(cin);
+  cols_shape.insert(cols_shape.end(), k.begin(), k.end());
+  const Tensor dcols = g_cl.matmul(weight.reshape({cout, cin * taps})).contiguous().reshape(cols_shape);
+  std::vector<int64_t> to_nchw{0, static_cast<int64_t>(n + 1)};  // a tap's slice (N, *o, C_in) → (N, C_in, *o)
+  for (size_t i = 0; i < n; i++) to_nchw.push_back(static_cast<int64_t>(1 + i));
+  std::vector<int64_t> q(n);  // input positions per phase, rounded up: the input is cut to size at the end
+  for (size_t i = 0; i < n; i++) q[i] = (xshape[2 + i] + stride[i] - 1) / stride[i];
+  auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
+  Tensor dx;
+  for (int64_t t = 0; t < taps; t++) {
+    std::vector<int64_t> tap(n);  // the tap's position in the kernel, last dim fastest
+    for (int64_t r = t, i = static_cast<int64_t>(n) - 1; i >= 0; i--) {
+      tap[i] = r % k[i];
+      r /= k[i];
+    }
+    Pairs at;
+    for (int64_t d : cols_shape) at.push_back({0, d});
+    for (size_t i = 0; i < n; i++) at[n + 2 + i] = {tap[i], tap[i] + 1};
+    Tensor slice = dcols.shrink(at).reshape(Shape(cols_shape.begin(), cols_shape.begin() + n + 2)).permute(to_nchw);
+    // output position j of this tap reads input position h = j·s + off, off = tap·dilation − padding: phase
+    // a = off mod s, and within the phase, position q = j + floor(off / s). Shift the slice there (pad/cut
+    // to Q), then give it its place on the phase axis: (.., Q, 1) padded to (.., Q, s) at a.
+    Pairs shift{{0, 0}, {0, 0}}, cut{{0, bs}, {0, cin}};
+    Shape with_phase{bs, cin};
+    Pairs place{{0, 0}, {0, 0}};
+    for (size_t i = 0; i < n; i++) {
+      const int64_t off = tap[i] * dilation[i] - pads[i].first, a = off - stride[i] * floor_div(off, stride[i]);
+      const int64_t lead = floor_div(off, stride[i]);  // q = j + lead
+      shift.push_back({std::max<int64_t>(0, lead), std::max<int64_t>(0, q[i] - lead - o[i])});
+      cut.push_back({std::max<int64_t>(0, -lead), std::max<int64_t>(0, -lead) + q[i]});
+      with_phase.push_back(q[i]);
+      with_phase.push_back(1);
+      place.push_back({0, 0});
+      place.push_back({a, stride[i] - 1 - a});
+    }
+    slice = slice.pad(shift).shrink(cut).reshape(with_phase).pad(place);  // (N, C_in, Q_1, s_1, ...)
+    dx = t == 0 ? slice : dx.add(slice);
+  }
+  Shape merged{bs, cin};
+  Pairs to_input{{0, bs}, {0, cin}};
+  for (size_t i = 0; i < n; i++) {
+    merged.push_back(q[i] * stride[i]);
+    to_input.push_back({0, xshape[2 + i]});
+  }
+  return dx.contiguous().reshape(merged).shrink(to_input);
 }
 
 // conv_direct with PyTorch's backward: the input gradient is the transposed convolution of the output
@@ -255,7 +393,13 @@ Tensor conv_with_backward(const Tensor& x, const Tensor& weight, int64_t groups,
   return with_custom_backward(
       {x, weight}, [&] { return conv_direct(x, weight, groups, stride, dilation, pads); },
       [x, weight, groups, stride, dilation, pads, padding, output_padding](const Tensor&, const Tensor& g) {
-        Tensor dx = g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
+        bool strided = false;
+        for (int64_t s : stride) strided = strided || s > 1;
+        const Shape k(weight.shape().begin() + 2, weight.shape().end());
+        const Shape o(g.shape().begin() + 2, g.shape().end());
+        Tensor dx = strided && groups == 1 && conv_flops(x.shape()[0], o, weight.shape()[0], x.shape()[1], k) >= kIm2colMinFlops
+                        ? conv_input_grad_col2im(x.shape(), g, weight, stride, dilation, pads)
+                        : g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
         Tensor dw = conv_weight_grad(x, g, weight.shape(), groups, stride, dilation, pads);
         return std::vector<Tensor>{dx, dw};
       });
