@@ -92,3 +92,50 @@ def test_row_max_uses_integer_keys_only_for_long_rows(tmp_path):
         x[5, 3] = np.nan
         x[9, :] = -np.inf
         np.testing.assert_array_equal(Tensor(x).max(axis=1).numpy(), torch.from_numpy(x).amax(dim=1).numpy())
+
+
+def _div_mods(ir):
+    body = ir.split("\n\n")[0]
+    return sum(1 for line in body.splitlines() if "= IDIV." in line or "= MOD." in line)
+
+
+def test_a_padded_view_of_a_reshape_indexes_like_the_view_itself(tmp_path):
+    # A concatenation's gradient (attention's q, k, v split from one projection): each input is a permuted
+    # and reshaped view, then padded into its place. Its position is computed from the index clamped to the
+    # padding's mask and shifted back to 0 (lower.cpp), so the unflatten below needs no more div/mod than
+    # the same view without the padding (was: six per load, through the padding's offset).
+    view = "x.reshape(32, 12, 4, 8).permute(0, 1, 2, 3).reshape(32, 4, 12, 8).permute(0, 2, 1, 3).reshape(32, 12, 32)"
+    ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((32, 12, 32)).astype(np.float32)).realize()\n"
+                            f"({view} + 1).realize()\n"
+                            f"({view}.pad(((0, 0), (0, 0), (64, 0))) + 1).realize()\n")
+    plain, padded = ir["E_32_12_32"], ir["E_32_12_96"]
+    assert _div_mods(padded) <= _div_mods(plain), (plain, padded)
+    x = np.random.default_rng(4).standard_normal((32, 12, 32)).astype(np.float32)
+    want = np.pad(x.reshape(32, 4, 12, 8).transpose(0, 2, 1, 3).reshape(32, 12, 32), ((0, 0), (0, 0), (64, 0))) + 1
+    t = Tensor(x)
+    got = (t.reshape(32, 4, 12, 8).permute(0, 2, 1, 3).reshape(32, 12, 32).pad(((0, 0), (0, 0), (64, 0))) + 1).numpy()
+    np.testing.assert_array_equal(got, want)
+
+
+def test_upcast_lanes_share_one_base_index(tmp_path):
+    # ir::Builder adds a constant offset last: the 32 lanes of a register tile's panel load are base + c,
+    # not (a + c) + b with a loop-invariant a + c per lane (which gcc did not see as contiguous loads)
+    ir = _kernels(tmp_path, "a = Tensor(rng.standard_normal((1024, 1024)).astype(np.float32)).realize()\n"
+                            "b = Tensor(rng.standard_normal((1024, 1024)).astype(np.float32)).realize()\n"
+                            "(a @ b).realize()\n")
+    body = ir["r_1024_1024_1024"].split("\n\n")[0]
+    reduce_start = next(i for i, line in enumerate(body.splitlines()) if "; reduce" in line and "RANGE" in line)
+    invariant = body.splitlines()[:reduce_start]
+    # before the reduce loop: no per-lane "ADD %x, CONST" offsets for the panel (32 of them before)
+    lane_offsets = [line for line in invariant if "= ADD.int32" in line and "CONST" not in line]
+    assert len(lane_offsets) < 16, "\n".join(invariant)
+
+
+def test_a_transposing_copy_keeps_no_more_lanes_than_the_l1_keeps_apart(tmp_path):
+    # (32, 1024, 16) -> (32, 16, 1024): 16 stores 4 KiB apart would fall into one 8-way L1 set
+    ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((32, 1024, 16)).astype(np.float32)).realize()\n"
+                            "x.permute(0, 2, 1).contiguous().realize()\n")
+    header = ir["E_32_16_1024"].splitlines()[0] if "E_32_16_1024" in ir else next(iter(ir.values())).splitlines()[0]
+    assert "UPCAST_GLOBAL(16)" not in header and "UPCAST_GLOBAL(4)" in header, header
+    x = np.random.default_rng(5).standard_normal((32, 1024, 16)).astype(np.float32)
+    np.testing.assert_array_equal(Tensor(x).permute(0, 2, 1).contiguous().numpy(), x.transpose(0, 2, 1))

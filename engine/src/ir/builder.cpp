@@ -199,8 +199,15 @@ ValueId Builder::alu(Op op, DType dt, ValueId a, ValueId b, ValueId c) {
       auto [lo, hi] = bounds(a);
       int64_t d = static_cast<int64_t>(const_value(b));
       if (lo >= 0 && hi < d) return op == Op::IDiv ? cint(0) : a;
+      if (op == Op::IDiv && lo >= 0 && lo / d == hi / d) return cint(lo / d);  // one quotient in the whole range
       if (ValueId v = divide_terms(op, a, d); v != kNone) return v;
     }
+  }
+  if (op == Op::Max && dt == DType::Int32) {  // one side is known to be the larger
+    auto [alo, ahi] = bounds(a);
+    auto [blo, bhi] = bounds(b);
+    if (alo >= bhi) return a;
+    if (blo >= ahi) return b;
   }
   if (op == Op::CmpLt && dtype(a) == DType::Int32) {
     auto [alo, ahi] = bounds(a);
@@ -225,6 +232,11 @@ ValueId Builder::alu(Op op, DType dt, ValueId a, ValueId b, ValueId c) {
     } else if (op == Op::Mul && is_const(b) && const_value(b) >= 0 && std::abs(alo) < big && std::abs(ahi) < big) {
       int64_t m = static_cast<int64_t>(const_value(b));
       bounds_[id] = {alo * m, ahi * m};
+    } else if (op == Op::Max && std::abs(alo) < big && std::abs(ahi) < big) {
+      auto [blo, bhi] = bounds(b);
+      if (std::abs(blo) < big && std::abs(bhi) < big) bounds_[id] = {std::max(alo, blo), std::max(ahi, bhi)};
+    } else if (op == Op::Neg && std::abs(alo) < big && std::abs(ahi) < big) {
+      bounds_[id] = {-ahi, -alo};
     } else if (op == Op::Mod && is_const(b) && const_value(b) > 0 && alo >= 0) {
       bounds_[id] = {0, static_cast<int64_t>(const_value(b)) - 1};
     } else if (op == Op::IDiv && is_const(b) && const_value(b) > 0 && alo >= 0 && ahi < big) {
@@ -319,8 +331,38 @@ ValueId Builder::recombine_div_mod(ValueId a, ValueId b) {
 //   (512·m + 32·j + 5) % 32 = 5        (512·m + 32·j + 5) / 32 = 16·m + j
 ValueId Builder::divide_terms(Op op, ValueId x, int64_t d) {
   std::vector<ValueId> terms = sum_terms({x}), multiples, rest;
+  // A negative constant c next to a term t ≥ −c (an index clamped into a padding's range, then shifted
+  // back to 0: max(i, 64) − 64) is taken with that term, t + c, whose range starts at 0 again.
+  for (size_t ci = 0; ci < terms.size(); ci++) {
+    if (!is_const(terms[ci]) || const_value(terms[ci]) >= 0 || bounds(x).first < 0) continue;
+    const int64_t c = static_cast<int64_t>(const_value(terms[ci]));
+    for (size_t ti = 0; ti < terms.size(); ti++) {
+      if (ti == ci || is_const(terms[ti]) || bounds(terms[ti]).first + c < 0) continue;
+      Inst in;  // t + c as it is (add() would move the constant out again)
+      in.op = Op::Add;
+      in.dtype = DType::Int32;
+      in.src[0] = terms[ti];
+      in.src[1] = terms[ci];
+      in.num_src = 2;
+      const ValueId joined = push(in, true);
+      auto [lo, hi] = bounds(terms[ti]);
+      bounds_[joined] = {lo + c, hi + c};
+      terms[ti] = joined;
+      terms.erase(terms.begin() + static_cast<std::ptrdiff_t>(ci));
+      break;
+    }
+    break;
+  }
+  // One term that is not a product (x itself, or t + c just joined): no sum to split; the product rule below
+  // is the only one for a single term (and this keeps x / d from dividing x again).
+  if (terms.size() == 1 && k_.insts[terms[0]].op != Op::Mul) return kNone;
+  // Every term non-negative; or a negative constant that d divides, in a sum known to be non-negative (an
+  // index shifted back by a padding, x − 64 with x ≥ 64): it then goes with the multiples, and the rules
+  // below hold as they are (C's / and % truncate toward zero, which is the floor for non-negative values).
   for (ValueId t : terms)
-    if (bounds(t).first < 0) return kNone;
+    if (bounds(t).first < 0 &&
+        !(is_const(t) && static_cast<int64_t>(const_value(t)) % d == 0 && bounds(x).first >= 0))
+      return kNone;
   // p·f with f > d and d not dividing f is p·(f − f % d) + p·(f % d): a multiple of d, and a term that
   // may fall below a step ((7·ky + oy) % 6 = (ky + oy) % 6: a window view's index into a padded row)
   if (terms.size() > 1) {

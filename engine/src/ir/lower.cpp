@@ -133,9 +133,35 @@ class Lowerer {
     std::vector<ValueId> cur = idx;
     ValueId valid = kNone;
     for (size_t k = vs.views.size(); k-- > 0;) {
-      auto [pos, ok] = apply_view(vs.views[k], cur);
+      const View& v = vs.views[k];
+      auto [pos, ok] = apply_view(v, cur);
       valid = b_.land(valid, ok);
       if (k == 0) return {pos, valid};
+      if (v.has_mask()) {
+        // The position only matters where the mask holds (the load is gated off elsewhere), so it is
+        // computed from each index clamped to its mask [lo, hi): the Builder then knows its range, and the
+        // div/mod of the unflatten below simplify as they would without the padding (a concatenation's
+        // gradient, a pad then a reshape: a chain of six div/mods per load otherwise).
+        // Each index enters as its distance from the mask's start (in [0, hi − lo)), the starts folded into
+        // the constant offset (which a padding's shift then cancels).
+        int64_t offset = v.offset;
+        ValueId shifted = kNone;
+        for (size_t d = 0; d < cur.size(); d++) {
+          auto [lo, hi] = v.mask[d];
+          ValueId u = cur[d];
+          if (lo < hi && (lo > 0 || hi < v.shape[d])) {
+            if (lo > 0) u = b_.alu(ir::Op::Max, DType::Int32, u, b_.cint(lo));
+            if (hi < v.shape[d])  // min(x, hi − 1) = −max(−x, 1 − hi)
+              u = b_.alu(ir::Op::Neg, DType::Int32,
+                         b_.alu(ir::Op::Max, DType::Int32, b_.alu(ir::Op::Neg, DType::Int32, u), b_.cint(1 - hi)));
+            u = b_.add(u, b_.cint(-lo));
+            offset += lo * v.strides[d];
+          }
+          const ValueId term = b_.mul(u, b_.cint(v.strides[d]));
+          shifted = shifted == kNone ? term : b_.add(shifted, term);
+        }
+        pos = shifted == kNone ? b_.cint(offset) : b_.add(shifted, b_.cint(offset));
+      }
       cur = unflatten(pos, vs.views[k - 1].shape);
     }
     throw std::logic_error("empty ViewStack");
