@@ -317,6 +317,23 @@ TEST(OptPlan, PadtoPadsOddWidthsForTheUpcastAndMasksThePaddedIterations) {
   EXPECT_GT(padded_and_upcast, 5);
 }
 
+// The default PADTO: 16 where no upcast divides a loop of at least 128 iterations (see padto.cpp's numbers).
+TEST(OptPlan, TheDefaultPadsOnlyLongLoopsThatNoUpcastDivides) {
+  auto applied_by_default = [](int64_t n) {
+    ir::Kernel k = matmul(4, n, 8);
+    run_passes(k, nullptr);
+    return std::make_pair(applied(k, AppliedOpt::Padto), applied(k, AppliedOpt::UpcastGlobal));
+  };
+  EXPECT_EQ(applied_by_default(255), std::make_pair(16, 32));  // padded to 256
+  EXPECT_EQ(applied_by_default(333), std::make_pair(16, 16));  // 336
+  EXPECT_EQ(applied_by_default(97), std::make_pair(0, 0));     // too short
+  EXPECT_EQ(applied_by_default(200), std::make_pair(0, 8));    // an upcast of 8 applies as it is
+  ir::Kernel off = matmul(4, 255, 8);
+  off.plan = ir::OptPlan::parse("UPCAST_GLOBAL=0");  // no upcast to pad for
+  run_passes(off, nullptr);
+  EXPECT_EQ(applied(off, AppliedOpt::Padto), 0);
+}
+
 // The gated STORE that PADTO adds: the IR says where, the interpreter skips it, every renderer guards it.
 TEST(OptPlan, APaddedLoopStoresAndLoadsOnlyUnderItsMask) {
   ir::Kernel k = matmul(3, 10, 5);
