@@ -478,12 +478,12 @@ void realize(const std::vector<NodeId>& targets) {
     std::vector<PassSnapshot> snapshots;
     if (observed) snapshots.push_back({"lower", ir::print(kernel)});
     run_passes(kernel, observed ? &snapshots : nullptr, kernel_ids[k]);
+    // run_passes gives a default plan the one of TENSORSCOPE_OPTS, when that is set
+    if (plan_from.empty()) plan_from = default_plan && !kernel.plan.automatic() ? "TENSORSCOPE_OPTS" : "heuristics";
     // the device's launch actions (THREADS on C) join the applied ones; the listing after them is one more step
     const size_t pass_opts = kernel.opts.size();
     dev.plan_launch(kernel);
     if (observed && kernel.opts.size() != pass_opts) snapshots.push_back({"plan_launch", ir::print(kernel)});
-    // run_passes gives a default plan the one of TENSORSCOPE_OPTS, when that is set
-    if (plan_from.empty()) plan_from = default_plan && !kernel.plan.automatic() ? "TENSORSCOPE_OPTS" : "heuristics";
     const Renderer* renderer = dev.renderer();
     SourceListing source;
     if (renderer) {
