@@ -1,7 +1,8 @@
 // PADTO (tinygrad's OptOps.PADTO): the loop UPCAST_GLOBAL is for (upcast_global_loop), N iterations, runs
 // P = ceil(N/p)·p iterations instead, and the P - N extra ones are masked. An UPCAST needs a trip count its
-// amount divides; with the loop padded, UPCAST_GLOBAL (and, after it, REGISTER_TILE) applies to widths such as
-// 10, 84, 120 or 784 that the vector widths do not divide (the MLP's 10-wide output layer: 16 accumulators).
+// amount divides; with the loop padded, UPCAST_GLOBAL (and, after it, REGISTER_TILE) applies to widths that the
+// vector widths do not divide: 10, 84, 120, 785 (the MLP's 10-wide output layer: 16 accumulators). Where the
+// padded iterations are known to be real (simplify folds `16·j0 + c < 200` to true for c < 8), the mask goes.
 //
 //   for j in 0..10:                            for j in 0..16:
 //     acc = 0                                    valid = j < 10
@@ -17,11 +18,12 @@
 //
 // The default (kAuto) pads to 16 where the heuristics would upcast nothing else (no 4, 8, 16 or 32 divides N,
 // so the loop stays scalar, reading w down its columns) and the loop has at least 128 iterations, with
-// UPCAST_GLOBAL left to its heuristic. Measured on C (1 thread, a loaded 2-core Zen VM; x (M, K) @ w (K, N), median
-// launch): N = 255: 2.86 → 0.39 ms (7.4×), 333: 1.53 → 0.40 ms (3.9×), 785: 10.9 → 4.0 ms (2.7×), 1001: 7.9 →
-// 2.5 ms (3.2×). Not below 128 (N = 10, 65, 67, 97: 0.94-1.1×) nor where an upcast of 4 or 8 applies already
-// (N = 72, 100, 200, 1000: 0.74-0.90×; 84 and 120 gained 1.2× and 1.4×): the masked loads are branches that
-// gcc's SLP vectorizer does not turn into vector loads, which costs about what the upcast gains there.
+// UPCAST_GLOBAL left to its heuristic. Measured on C (1 thread, a loaded 2-core AMD EPYC VM; x (M, K) @ w (K, N),
+// median launch, M = 128 or 64, K = 128-256): N = 255: 2.86 → 0.39 ms (7.4×), 333: 1.53 → 0.40 ms (3.9×), 785:
+// 10.9 → 4.0 ms (2.7×), 1001: 7.9 → 2.5 ms (3.2×). Not below 128 (N = 10, 65, 67, 97: 0.94-1.1×) nor where an
+// upcast of 4 or 8 applies already (N = 72, 100, 200, 1000: 0.74-0.90×; 84 and 120 gained 1.2× and 1.4×): gcc
+// compiles the masked loads and stores to branches (it may not load an element that could be out of bounds)
+// and vectorizes less of the tile, which costs about what the larger upcast gains there.
 //
 // A requested amount p (OptPlan) is applied when it is legal:
 //   - p ≥ 2, N a constant that p does not divide (otherwise there is nothing to pad);
