@@ -144,7 +144,11 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
         emit(t + " " + v + " = " + ld + ";", depth, op);
         break;
       }
-      case Op::Store: emit(store(src(0), src(1), src(2), k.insts[in.src[0]].dtype), depth, op); break;
+      case Op::Store: {
+        const std::string st = store(src(0), src(1), src(2), k.insts[in.src[0]].dtype);
+        emit(in.num_src == 4 ? "if (" + src(3) + ") " + st : st, depth, op);  // a gated store (PADTO)
+        break;
+      }
       case Op::Assign: emit(src(0) + " = " + src(1) + ";", depth, op); break;
       default: {
         std::vector<std::string> s;

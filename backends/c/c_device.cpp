@@ -127,26 +127,38 @@ void write_math_header(const fs::path& dir) {
 
 using KernelFn = void (*)(void**, int, int);
 
-// Work of a kernel in loop iterations (ALU and memory instructions times the trip counts of their
-// loops): below kMinParallelWork, waking threads costs more than it saves. 8M is about 0.1 ms of one
+// THREADS: how many threads of the ThreadPool run the kernel's outermost global loop, each a contiguous block
+// of its iterations (the C renderer's TS_LO/TS_HI: the source is the same for every count, so the count is a
+// launch action, which plan_launch records in the kernel's applied opts).
+//
+// The plan's amount n asks for min(n, pool size, the loop's trip count); 0 and 1 are one thread. The default
+// (kAuto) is the heuristic below. The split loop is the kernel's first RANGE, when it is global (the one the
+// renderer splits); a kernel without one runs on one thread.
+//
+// The heuristic: the work of a kernel in loop iterations (ALU and memory instructions times the trip counts of
+// their loops); below kMinParallelWork, waking threads costs more than it saves. 8M is about 0.1 ms of one
 // core: a sleeping worker takes tens of µs to wake on a 2-core VM, and at 64k (the former limit) the
 // samples' 20 µs kernels went to two threads: cnn_digits took 1.83 s with 2 threads against 0.59 s with
 // one (now 0.56-0.59 s either way), the MLP 64-128-10 step 0.44 ms against 0.25 ms; the large kernels
 // of scripts/bench.py (matmul 1024/2048, softmax 4096², 16M elementwise) still use every thread.
 constexpr double kMinParallelWork = 1 << 23;
 
-struct ThreadPlan {
-  int threads = 1;
-};
-
-ThreadPlan plan_threads(const ir::Kernel& k) {
+int plan_threads(const ir::Kernel& k) {
+  int64_t split_trips = 0;  // of the first RANGE, when it is global
+  for (const ir::Inst& in : k.insts)
+    if (in.op == ir::Op::Range) {
+      if (in.arg && k.insts[in.src[0]].op == ir::Op::Const) split_trips = static_cast<int64_t>(k.insts[in.src[0]].value);
+      break;
+    }
+  if (split_trips <= 1) return 1;
+  const int64_t most = std::min<int64_t>(ThreadPool::get().size(), split_trips);
+  const int planned = k.plan.get(ir::AppliedOpt::Threads);
+  if (planned != ir::OptPlan::kAuto) return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(planned, most)));
   double work = 0, trips = 1;
   std::vector<double> stack;
-  int64_t first_global = 0;
   for (const ir::Inst& in : k.insts) {
     if (in.op == ir::Op::Range) {
       double bound = k.insts[in.src[0]].value;
-      if (in.arg && stack.empty() && first_global == 0) first_global = static_cast<int64_t>(bound);
       stack.push_back(bound);
       trips *= bound;
     } else if (in.op == ir::Op::EndRange) {
@@ -156,25 +168,29 @@ ThreadPlan plan_threads(const ir::Kernel& k) {
       work += trips;
     }
   }
-  ThreadPlan p;
-  if (work >= kMinParallelWork && first_global > 1)
-    p.threads = static_cast<int>(std::min<int64_t>(ThreadPool::get().size(), first_global));
-  return p;
+  return work >= kMinParallelWork ? static_cast<int>(most) : 1;
+}
+
+// The thread count plan_launch recorded in the kernel's applied opts; the plan's when it did not run.
+int applied_threads(const ir::Kernel& k) {
+  for (const ir::AppliedOpt& opt : k.opts)
+    if (opt.kind == ir::AppliedOpt::Threads) return opt.amount;
+  return plan_threads(k);
 }
 
 class CProgram : public Program {
  public:
-  CProgram(void* handle, KernelFn fn, ThreadPlan plan) : handle_(handle), fn_(fn), plan_(plan) {}
+  CProgram(void* handle, KernelFn fn, int threads) : handle_(handle), fn_(fn), threads_(threads) {}
   ~CProgram() override { dlclose(handle_); }
   double launch(const std::vector<Buffer*>& buffers) override {
     std::vector<void*> ptrs;
     ptrs.reserve(buffers.size());
     for (Buffer* b : buffers) ptrs.push_back(b->handle);
     auto t0 = std::chrono::steady_clock::now();
-    if (plan_.threads == 1) {
+    if (threads_ == 1) {
       fn_(ptrs.data(), 0, 1);
     } else {
-      int n = plan_.threads;
+      const int n = threads_;
       ThreadPool::get().parallel_for(n, [&](int core) { fn_(ptrs.data(), core, n); });
     }
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -183,7 +199,7 @@ class CProgram : public Program {
  private:
   void* handle_;
   KernelFn fn_;
-  ThreadPlan plan_;
+  int threads_;  // THREADS
 };
 
 class CDevice : public Device {
@@ -194,6 +210,12 @@ class CDevice : public Device {
   void copy_in(void* h, const void* host, size_t bytes) override { std::memcpy(h, host, bytes); }
   void copy_out(void* host, const void* h, size_t bytes) override { std::memcpy(host, h, bytes); }
   const Renderer* renderer() const override { return &c_renderer(); }
+  // THREADS: recorded when the loop is split (one thread is no action), e.g. "THREADS(2)".
+  void plan_launch(ir::Kernel& kernel) const override {
+    for (const ir::AppliedOpt& opt : kernel.opts)
+      if (opt.kind == ir::AppliedOpt::Threads) return;  // planned already
+    if (const int n = plan_threads(kernel); n > 1) kernel.opts.push_back({ir::AppliedOpt::Threads, n});
+  }
   // compile() shares only the cache directory (found under a mutex; entries written to unique
   // temporaries and renamed into place) and runs the compiler as a subprocess.
   bool concurrent_compiles() const override { return true; }
@@ -306,7 +328,7 @@ class CDevice : public Device {
       why = "symbol " + kernel.name + " missing";
       return false;
     }
-    result.program = std::make_unique<CProgram>(handle, fn, plan_threads(kernel));
+    result.program = std::make_unique<CProgram>(handle, fn, applied_threads(kernel));
     return true;
   }
 };

@@ -5,7 +5,13 @@
 // subset of actions applies, results must not change.
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <map>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -13,6 +19,7 @@
 #include "ir/builder.h"
 #include "ir_test_kernels.h"
 #include "opt/pass_manager.h"
+#include "runtime/thread_pool.h"
 #include "tensorscope/device.h"
 #include "tensorscope/ir.h"
 
@@ -43,7 +50,7 @@ std::pair<std::vector<float>, std::vector<float>> run(const ir::Kernel& k, const
   ir::interpret(k, {interp.data(), const_cast<float*>(x.data()), const_cast<float*>(w.data())});
   Device& dev = DeviceRegistry::at(DeviceRegistry::index("C"));
   SourceListing src = dev.renderer()->render(k);
-  CompileResult compiled = dev.compile(k, &src);
+  CompileResult compiled = dev.compile(k, &src);  // with the THREADS `k` records (plan_launch), if any
   std::vector<std::shared_ptr<Buffer>> bufs;
   const std::vector<const std::vector<float>*> inputs = {nullptr, &x, &w};
   std::vector<Buffer*> raw;
@@ -86,13 +93,41 @@ TEST(OptPlan, TheDefaultPlanIsTheHeuristic) {
   EXPECT_EQ(applied(heuristic, AppliedOpt::RegisterTile), 8);
 }
 
+// The amount action `kind` must apply to the matmul (m, n, k) when the plan asks for `amount` with the other
+// actions off (0: nothing), or kUnchecked where the rule is a device's that this test does not know.
+constexpr int kUnchecked = -1;
+int expected_amount(AppliedOpt::Kind kind, int amount, int64_t m, int64_t n, int64_t k) {
+  auto divides = [](int u, int64_t trip) { return u >= 2 && u <= trip && trip % u == 0; };
+  switch (kind) {
+    case AppliedOpt::UpcastGlobal: return divides(amount, n) ? amount : 0;
+    case AppliedOpt::RegisterTile: return kUnchecked;  // needs UPCAST_GLOBAL's 16 accumulators first (see below)
+    case AppliedOpt::UpcastReduce: return divides(amount, k) && k >= 2 * amount ? amount : 0;
+    case AppliedOpt::Threads: {  // on C: min(amount, pool size, the outer loop's trips); one thread is no action
+      const int threads = static_cast<int>(std::min<int64_t>({amount, ThreadPool::get().size(), m}));
+      return threads > 1 ? threads : 0;
+    }
+    case AppliedOpt::Padto: {  // the loop UPCAST_GLOBAL is for (n), when p does not divide it and P < 2n
+      const int64_t padded = amount >= 2 ? (n + amount - 1) / amount * amount : 0;
+      return amount >= 2 && n % amount != 0 && padded < 2 * n ? amount : 0;
+    }
+    case AppliedOpt::Local:
+    case AppliedOpt::Group:
+      // GPU actions. Hook for their legality rule (the GPU work of issue 14): on this test's C device they
+      // apply nothing today; whatever they apply, the results below must match.
+      return kUnchecked;
+  }
+  return kUnchecked;
+}
+
 TEST(OptPlan, EveryActionIsAppliedWhenLegalAndResultsMatchOnRandomShapes) {
   std::mt19937 rng(14);
   std::uniform_int_distribution<int> dim(1, 48);
   std::uniform_real_distribution<float> value(-2, 2);
   const int amounts[] = {0, 2, 3, 4, 8, 16, 32};
   int legal_seen = 0, illegal_seen = 0;
-  for (int trial = 0; trial < 6; trial++) {
+  std::map<int, int> applied_of_kind;  // kind → how many plans applied it
+  Device& c_device = DeviceRegistry::at(DeviceRegistry::index("C"));
+  for (int trial = 0; trial < 8; trial++) {
     const int64_t m = dim(rng), n = dim(rng), k = dim(rng);
     std::vector<float> x(m * k), w(k * n);
     for (float& v : x) v = value(rng);
@@ -106,17 +141,35 @@ TEST(OptPlan, EveryActionIsAppliedWhenLegalAndResultsMatchOnRandomShapes) {
         // the other actions off, so the requested one meets the loop it is for
         for (int other = 0; other < ir::OptPlan::kKinds; other++) opt.plan.set(static_cast<AppliedOpt::Kind>(other), 0);
         opt.plan.set(static_cast<AppliedOpt::Kind>(kind), amount);
-        if (kind == AppliedOpt::RegisterTile) opt.plan.set(AppliedOpt::UpcastGlobal, n % 16 == 0 ? 16 : 0);
+        if (kind == AppliedOpt::RegisterTile) {  // it needs 16 accumulators: UPCAST_GLOBAL=16, padded where n is odd
+          opt.plan.set(AppliedOpt::UpcastGlobal, 16);
+          opt.plan.set(AppliedOpt::Padto, 16);
+        }
+        // PADTO is for an UPCAST of its amount: with it, UPCAST_GLOBAL applies the amount to the padded loop
+        if (kind == AppliedOpt::Padto) opt.plan.set(AppliedOpt::UpcastGlobal, amount);
         run_passes(opt, nullptr);
+        c_device.plan_launch(opt);  // the launch actions (THREADS), as realize does before rendering
         ASSERT_TRUE(ir::verify(opt).empty());
         const int got = applied(opt, static_cast<AppliedOpt::Kind>(kind));
-        const int64_t trip = kind == AppliedOpt::UpcastGlobal ? n : kind == AppliedOpt::UpcastReduce ? k : m;
         SCOPED_TRACE(opt.name + " " + opt.plan.str());
-        if (amount == 0 || trip % amount != 0 || amount > trip) {
-          EXPECT_EQ(got, 0) << ir::print(opt);  // illegal or off: not applied
+        const int expect = expected_amount(static_cast<AppliedOpt::Kind>(kind), amount, m, n, k);
+        if (expect != kUnchecked) {
+          EXPECT_EQ(got, expect) << ir::print(opt);
+        }
+        if (amount == 0) {
+          EXPECT_EQ(got, 0) << ir::print(opt);  // off: never applied
+        }
+        if (kind == AppliedOpt::RegisterTile && (amount < 2 || m % amount != 0 || amount > m)) {
+          EXPECT_EQ(got, 0) << ir::print(opt);  // illegal: not applied
+        }
+        if (kind == AppliedOpt::Padto && got) {  // the upcast it is for applies to the padded loop
+          EXPECT_EQ(applied(opt, AppliedOpt::UpcastGlobal), amount) << ir::print(opt);
         }
         if (got) {
-          EXPECT_EQ(got, amount);
+          if (kind != AppliedOpt::Threads) {
+            EXPECT_EQ(got, amount);  // THREADS: at most the pool's size
+          }
+          applied_of_kind[kind]++;
           legal_seen++;
         } else if (amount) {
           illegal_seen++;
@@ -131,6 +184,12 @@ TEST(OptPlan, EveryActionIsAppliedWhenLegalAndResultsMatchOnRandomShapes) {
   }
   EXPECT_GT(legal_seen, 10);   // the shapes exercised both sides of every legality check
   EXPECT_GT(illegal_seen, 10);
+  for (AppliedOpt::Kind kind : {AppliedOpt::UpcastGlobal, AppliedOpt::RegisterTile, AppliedOpt::UpcastReduce,
+                                AppliedOpt::Padto})
+    EXPECT_GT(applied_of_kind[kind], 0) << ir::opt_name(kind) << " never applied";
+  if (ThreadPool::get().size() > 1) {
+    EXPECT_GT(applied_of_kind[AppliedOpt::Threads], 0);
+  }
 }
 
 TEST(OptPlan, AReduceUpcastThatWouldUnrollTooFarIsNotApplied) {
@@ -167,4 +226,209 @@ TEST(OptPlan, AMaxReduceUpcastByTwoStaysValidAndExact) {
     ir::interpret(opt, {got.data(), xs.data()});
     EXPECT_EQ(got, want) << "UPCAST_REDUCE=" << u;
   }
+}
+
+namespace {
+
+// Host memory for `count` floats that ends right at an inaccessible page: reading or writing the element past
+// the end faults (SIGSEGV), where an ordinary allocation would go on silently. Kernels are compiled without
+// sanitizers, so this is how the tests see a generated kernel touch memory past a buffer.
+class Fenced {
+ public:
+  explicit Fenced(size_t count) {
+    page_ = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    const size_t bytes = count * sizeof(float);
+    data_bytes_ = std::max<size_t>(1, (bytes + page_ - 1) / page_) * page_;
+    base_ = static_cast<char*>(mmap(nullptr, data_bytes_ + page_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
+    if (base_ == MAP_FAILED || mprotect(base_ + data_bytes_, page_, PROT_NONE) != 0) throw std::runtime_error("mmap");
+    data_ = reinterpret_cast<float*>(base_ + data_bytes_ - bytes);
+    buffer_.handle = data_;
+    buffer_.numel = static_cast<int64_t>(count);
+  }
+  ~Fenced() { munmap(base_, data_bytes_ + page_); }
+  Fenced(const Fenced&) = delete;
+  Fenced& operator=(const Fenced&) = delete;
+  float* data() { return data_; }
+  Buffer* buffer() { return &buffer_; }  // a C device buffer over this memory (owned here: no device frees it)
+
+ private:
+  size_t page_ = 0, data_bytes_ = 0;
+  char* base_ = nullptr;
+  float* data_ = nullptr;
+  Buffer buffer_;
+};
+
+// Runs matmul kernel `k` (out, x, w) on the interpreter and on the C device with every buffer fenced.
+std::pair<std::vector<float>, std::vector<float>> run_fenced(ir::Kernel k, const std::vector<float>& x,
+                                                             const std::vector<float>& w) {
+  Fenced out(k.globals[0].numel), xs(x.size()), ws(w.size());
+  std::copy(x.begin(), x.end(), xs.data());
+  std::copy(w.begin(), w.end(), ws.data());
+  std::fill(out.data(), out.data() + k.globals[0].numel, NAN);
+  ir::interpret(k, {out.data(), xs.data(), ws.data()});
+  std::vector<float> interp(out.data(), out.data() + k.globals[0].numel);
+  std::fill(out.data(), out.data() + k.globals[0].numel, NAN);
+  Device& dev = DeviceRegistry::at(DeviceRegistry::index("C"));
+  SourceListing src = dev.renderer()->render(k);
+  CompileResult compiled = dev.compile(k, &src);
+  compiled.program->launch({out.buffer(), xs.buffer(), ws.buffer()});
+  return {interp, std::vector<float>(out.data(), out.data() + k.globals[0].numel)};
+}
+
+}  // namespace
+
+// PADTO on odd sizes (primes among them) with the default UPCAST heuristics after it: the padded loop is
+// upcast by an amount that divides the padded width, the results match the unoptimized kernel on the
+// interpreter and on C, and no padded iteration reads or writes past a buffer (every buffer ends at a page
+// that faults).
+TEST(OptPlan, PadtoPadsOddWidthsForTheUpcastAndMasksThePaddedIterations) {
+  std::mt19937 rng(1414);
+  const int64_t sizes[] = {1, 2, 3, 5, 7, 10, 13, 17, 31, 37, 61, 84, 97, 120};
+  std::uniform_int_distribution<size_t> pick(0, std::size(sizes) - 1);
+  std::uniform_real_distribution<float> value(-2, 2);
+  int padded_and_upcast = 0;
+  for (int trial = 0; trial < 10; trial++) {
+    const int64_t m = sizes[pick(rng)], n = sizes[pick(rng)], k = sizes[pick(rng)];
+    std::vector<float> x(m * k), w(k * n), want(m * n);
+    for (float& v : x) v = value(rng);
+    for (float& v : w) v = value(rng);
+    const ir::Kernel plain = matmul(m, n, k);
+    ir::interpret(plain, {want.data(), x.data(), w.data()});
+    for (int p : {4, 8, 16}) {
+      ir::Kernel opt = plain;
+      opt.plan.set(AppliedOpt::Padto, p);
+      run_passes(opt, nullptr);
+      DeviceRegistry::at(DeviceRegistry::index("C")).plan_launch(opt);
+      SCOPED_TRACE(opt.name + " PADTO=" + std::to_string(p) + ": " + ir::applied_str(opt));
+      EXPECT_EQ(applied(opt, AppliedOpt::Padto), expected_amount(AppliedOpt::Padto, p, m, n, k)) << ir::print(opt);
+      if (applied(opt, AppliedOpt::Padto)) {
+        const int64_t padded = (n + p - 1) / p * p;
+        const int u = applied(opt, AppliedOpt::UpcastGlobal);
+        EXPECT_TRUE(u >= 4 && padded % u == 0) << ir::print(opt);  // the default upcast now applies
+        padded_and_upcast += u > 0;
+      }
+      auto [interp, c] = run_fenced(opt, x, w);
+      for (int64_t i = 0; i < m * n; i++) {
+        ASSERT_NEAR(interp[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << "element " << i;
+        ASSERT_NEAR(c[i], interp[i], 1e-4 * (1 + std::fabs(want[i]))) << "element " << i;
+      }
+    }
+  }
+  EXPECT_GT(padded_and_upcast, 5);
+}
+
+// The default PADTO: 16 where no upcast divides a loop of at least 128 iterations (see padto.cpp's numbers).
+TEST(OptPlan, TheDefaultPadsOnlyLongLoopsThatNoUpcastDivides) {
+  auto applied_by_default = [](int64_t n) {
+    ir::Kernel k = matmul(4, n, 8);
+    run_passes(k, nullptr);
+    return std::make_pair(applied(k, AppliedOpt::Padto), applied(k, AppliedOpt::UpcastGlobal));
+  };
+  EXPECT_EQ(applied_by_default(255), std::make_pair(16, 32));  // padded to 256
+  EXPECT_EQ(applied_by_default(333), std::make_pair(16, 16));  // 336
+  EXPECT_EQ(applied_by_default(97), std::make_pair(0, 0));     // too short
+  EXPECT_EQ(applied_by_default(200), std::make_pair(0, 8));    // an upcast of 8 applies as it is
+  ir::Kernel off = matmul(4, 255, 8);
+  off.plan = ir::OptPlan::parse("UPCAST_GLOBAL=0");  // no upcast to pad for
+  run_passes(off, nullptr);
+  EXPECT_EQ(applied(off, AppliedOpt::Padto), 0);
+}
+
+// The gated STORE that PADTO adds: the IR says where, the interpreter skips it, every renderer guards it.
+TEST(OptPlan, APaddedLoopStoresAndLoadsOnlyUnderItsMask) {
+  ir::Kernel k = matmul(3, 10, 5);
+  k.plan = ir::OptPlan::parse("PADTO=16,UPCAST_GLOBAL=0,REGISTER_TILE=0,UPCAST_REDUCE=0");
+  run_passes(k, nullptr);
+  ASSERT_EQ(applied(k, AppliedOpt::Padto), 16) << ir::print(k);
+  int gated_stores = 0, gated_loads = 0, plain_loads = 0;
+  for (const ir::Inst& in : k.insts) {
+    gated_stores += in.op == Op::Store && in.num_src == 4;
+    gated_loads += in.op == Op::Load && in.num_src == 3;
+    plain_loads += in.op == Op::Load && in.num_src == 2;
+  }
+  EXPECT_EQ(gated_stores, 1);
+  EXPECT_EQ(gated_loads, 1);  // w[k·10 + j] depends on the padded loop
+  EXPECT_EQ(plain_loads, 1);  // x[i·5 + k] does not: it reads what it read before
+  EXPECT_NE(ir::print(k).find("opts: PADTO(16)"), std::string::npos);
+  for (const Renderer* r : DeviceRegistry::renderers()) {
+    const std::string language = r->language();
+    if (language != "C" && language != "OpenCL C" && language != "CUDA C" && language != "GLSL") continue;  // PTX, SPIR-V
+    const std::string code = r->render(k).code;
+    EXPECT_NE(code.find("if (v"), std::string::npos) << r->language() << ":\n" << code;  // if (valid) data0[..] = ..
+  }
+}
+
+// THREADS is the C device's launch action: the amount applied is min(amount, pool size, the outer loop's
+// trips), recorded in the applied opts (the IR header) while the source stays the same; results match.
+TEST(OptPlan, ThreadsIsALaunchActionOfTheCDeviceOnly) {
+  Device& c = DeviceRegistry::at(DeviceRegistry::index("C"));
+  Device& interp = DeviceRegistry::at(DeviceRegistry::index("INTERP"));
+  const int pool = ThreadPool::get().size();
+  std::vector<float> x(7 * 9), w(9 * 5);
+  for (size_t i = 0; i < x.size(); i++) x[i] = static_cast<float>(i % 5) - 2;
+  for (size_t i = 0; i < w.size(); i++) w[i] = static_cast<float>(i % 3) - 1;
+  ir::Kernel one = matmul(7, 5, 9);
+  one.plan = ir::OptPlan::parse("THREADS=1");
+  run_passes(one, nullptr);
+  c.plan_launch(one);
+  EXPECT_EQ(applied(one, AppliedOpt::Threads), 0);  // one thread: no action
+  for (int n : {2, 3, 64}) {
+    ir::Kernel k = matmul(7, 5, 9);
+    k.plan = ir::OptPlan::parse("THREADS=" + std::to_string(n));
+    run_passes(k, nullptr);
+    ir::Kernel on_interp = k;
+    interp.plan_launch(on_interp);
+    EXPECT_EQ(applied(on_interp, AppliedOpt::Threads), 0);  // other devices ignore it
+    c.plan_launch(k);
+    const int want = std::min({n, pool, 7});
+    EXPECT_EQ(applied(k, AppliedOpt::Threads), want > 1 ? want : 0);
+    if (want > 1) {
+      EXPECT_NE(ir::print(k).find("THREADS(" + std::to_string(want) + ")"), std::string::npos);
+    }
+    EXPECT_EQ(c.renderer()->render(k).code, c.renderer()->render(one).code);  // the same source
+    auto [i, got] = run(k, x, w);
+    EXPECT_EQ(got, i);
+  }
+}
+
+// The padded, masked kernel (gated loads and stores) on every device that can run kernels here (C, and PoCL,
+// lavapipe or a GPU where the build has them), against the interpreter; the output starts as NaN, so a padded
+// iteration that stored into a neighbouring row's element shows up wherever a device runs rows out of order.
+TEST(OptPlan, APaddedKernelAgreesWithTheInterpreterOnEveryDevice) {
+  const int64_t m = 5, n = 37, k = 11;
+  ir::Kernel kern = matmul(m, n, k);
+  kern.plan = ir::OptPlan::parse("PADTO=16,UPCAST_GLOBAL=16");
+  run_passes(kern, nullptr);
+  ASSERT_EQ(applied(kern, AppliedOpt::Padto), 16) << ir::print(kern);
+  std::vector<float> x(m * k), w(k * n), want(m * n, NAN);
+  for (size_t i = 0; i < x.size(); i++) x[i] = static_cast<float>(i % 7) - 3;
+  for (size_t i = 0; i < w.size(); i++) w[i] = static_cast<float>(i % 5) * 0.5f - 1;
+  ir::interpret(kern, {want.data(), x.data(), w.data()});
+  int devices = 0;
+  for (const DeviceProperties& p : DeviceRegistry::list()) {
+    const bool real = p.backend == "C" || p.backend == "OPENCL" || p.backend == "VULKAN" || p.backend == "CUDA";
+    if (!p.can_run || !real) continue;  // not INTERP, nor the test devices other tests register (a lost one)
+    const int index = DeviceRegistry::index(p.name);
+    if (!DeviceRegistry::lost_reason(index).empty()) continue;
+    Device& dev = DeviceRegistry::at(index);
+    ir::Kernel on_dev = kern;
+    dev.plan_launch(on_dev);
+    const std::vector<const std::vector<float>*> host = {&want, &x, &w};
+    std::vector<std::shared_ptr<Buffer>> owned;
+    std::vector<Buffer*> bufs;
+    for (size_t s = 0; s < host.size(); s++) {
+      owned.push_back(allocate_buffer(index, DType::Float32, on_dev.globals[s].numel));
+      const std::vector<float> init = s == 0 ? std::vector<float>(m * n, NAN) : *host[s];
+      write_buffer(*owned.back(), init.data());
+      bufs.push_back(owned.back().get());
+    }
+    SourceListing src = dev.renderer()->render(on_dev);
+    CompileResult compiled = dev.compile(on_dev, &src);
+    launch_on_device(*compiled.program, bufs);
+    std::vector<float> got(m * n);
+    read_buffer(*owned[0], got.data());
+    for (int64_t i = 0; i < m * n; i++) ASSERT_NEAR(got[i], want[i], 1e-4 * (1 + std::fabs(want[i]))) << p.name << " element " << i;
+    devices++;
+  }
+  EXPECT_GE(devices, 1);  // C at least
 }

@@ -217,3 +217,47 @@ def test_the_search_can_be_narrowed_to_one_kernel(tmp_path):
         trials = _trials(tmp_path / "one.tsrec")
         assert {t["name"] for t in trials} == {name}, trials
         assert "cache-hit" not in {t["outcome"] for t in trials}  # FRESH: searched again
+
+
+def test_threads_candidates_are_timed_not_skipped_as_duplicates_of_the_same_source(tmp_path):
+    # THREADS=2 renders the same C as one thread (the split is a launch action): the dedup key holds the applied
+    # actions, so it is compiled and timed; THREADS=1 is what the default does for these small kernels, a duplicate
+    out = _run(tmp_path, tmp_path / "cache", env={"DEBUG": "2", "TENSORSCOPE_THREADS": "2"})
+    two = [ln for ln in out.splitlines() if ln.startswith("BEAM ") and "'THREADS=2'" in ln]
+    one = [ln for ln in out.splitlines() if ln.startswith("BEAM ") and "'THREADS=1'" in ln]
+    assert two and all(" duplicate" not in ln for ln in two), out
+    assert one and all(" duplicate" in ln for ln in one), out
+
+
+_PADTO_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from tensorscope import Tensor
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((32, 784)).astype(np.float32)
+    for width in (784, 10, 97):
+        w = rng.standard_normal((784, width)).astype(np.float32)
+        np.save(f"out{width}.npy", (Tensor(a) @ Tensor(w)).numpy())
+        np.save(f"want{width}.npy", a @ w)
+""")
+
+
+def test_padto_with_upcast_global_matches_numpy_on_odd_widths(tmp_path):
+    # TENSORSCOPE_OPTS sets one plan for every kernel: 784 is a multiple of 8 (nothing to pad, UPCAST 8 applies
+    # as it is); 10 and 97 are padded to 16 and 104 and upcast by 8, the padded columns masked
+    cli = os.path.join(_PKG, "..", "bin", "tensorscope-cli")
+    (tmp_path / "script.py").write_text(_PADTO_SCRIPT)
+    env = dict(os.environ, PYTHONPATH=_PKG, TENSORSCOPE_CACHE=str(tmp_path / "cache"), TENSORSCOPE_DEVICE="C",
+               TENSORSCOPE_OPTS="PADTO=8,UPCAST_GLOBAL=8")
+    env.pop("TENSORSCOPE_RANDOM_PASSES", None)
+    p = subprocess.run([cli, "run", "script.py", "--out", "out"], cwd=tmp_path, env=env, capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    for width in (784, 10, 97):
+        np.testing.assert_allclose(np.load(tmp_path / f"out{width}.npy"), np.load(tmp_path / f"want{width}.npy"),
+                                   rtol=1e-4, atol=1e-3)
+    kernels = json.loads((tmp_path / "out" / "kernels.json").read_text())["kernels"]
+    padded = [k for k in kernels if k["actions"] and "PADTO(8)" in k["actions"]["applied"]]
+    assert len(padded) == 2, [k["actions"] for k in kernels]
+    for k in padded:
+        assert "UPCAST_GLOBAL(8)" in k["actions"]["applied"], k["actions"]
+        assert k["actions"]["plan"] == "UPCAST_GLOBAL=8,PADTO=8", k["actions"]

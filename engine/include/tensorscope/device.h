@@ -98,8 +98,16 @@ class Device {
   virtual void copy_out(void* host, const void* handle, size_t bytes) = 0;  // device → host
   // The renderer whose source this device compiles; nullptr for INTERP.
   virtual const Renderer* renderer() const = 0;
+  // The actions this device takes when it launches `kernel` rather than in its source, decided from
+  // kernel.plan and appended to kernel.opts: THREADS on C (how many threads run the outermost global loop;
+  // the source is the same for every count). Called after the passes and before rendering and compile(), so
+  // the kernel's IR header, kernels.json and the properties panel list what the device does, and the caches
+  // that key programs by their source (the engine's program cache, the autotuner's dedup) key them by the
+  // applied actions too. Devices without such actions ignore the plan's (the default does nothing).
+  virtual void plan_launch(ir::Kernel& kernel) const { (void)kernel; }
   // Compiles `source` (rendered by renderer()) or, for INTERP, keeps the IR. Throws std::runtime_error
-  // with the compiler's message on failure.
+  // with the compiler's message on failure. Launch actions are those plan_launch recorded in kernel.opts (or,
+  // when it was not called, the ones it would record).
   virtual CompileResult compile(const ir::Kernel& kernel, const SourceListing* source) = 0;
 };
 

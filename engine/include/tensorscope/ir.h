@@ -32,7 +32,8 @@ enum class Op : uint8_t {
                  // sequential loop (a reduction)                        → loop index 0..bound-1
   EndRange,      // src0: the RANGE it closes
   Load,          // src0: DEFINE_GLOBAL, src1: index, [src2: gate]       → element, or 0 when gate is false
-  Store,         // src0: DEFINE_GLOBAL, src1: index, src2: value
+  Store,         // src0: DEFINE_GLOBAL, src1: index, src2: value, [src3: gate: the store happens only when
+                 // the bool gate is true (PADTO's padded iterations write nothing)]
   Assign,        // src0: DEFINE_ACC, src1: new value (inside its loop; after it, to combine partial sums)
   // ALU (dtype is the result type)
   Neg, Exp2, Log2, Sin, Sqrt, Recip, Cast,
@@ -47,7 +48,7 @@ struct Inst {
   Op op = Op::Const;
   DType dtype = DType::Float32;
   uint8_t num_src = 0;
-  ValueId src[3] = {kNone, kNone, kNone};
+  ValueId src[4] = {kNone, kNone, kNone, kNone};  // the first num_src are operands (4: a gated STORE)
   int64_t arg = 0;   // DefineGlobal: buffer slot
   double value = 0;  // Const / DefineAcc: the (initial) value
 };
@@ -68,7 +69,8 @@ struct AppliedOpt {
     Local,         // GPU: `amount` threads per workgroup along the grid's x dimension (tinygrad's LOCAL)
     Group,         // GPU: a reduce split across `amount` threads of a workgroup, partial results combined in
                    // local memory after a BARRIER (tinygrad's GROUP)
-    Threads,       // CPU: the outermost global loop split over `amount` threads
+    Threads,       // CPU: the outermost global loop split over `amount` threads (a launch action: the C device
+                   // records it in Device::plan_launch; the source is the same for every count)
     Padto,         // a global loop padded to a multiple of `amount`, the extra iterations masked (tinygrad's
                    // PADTO), so that an UPCAST of that amount applies to odd sizes
   } kind;

@@ -13,7 +13,7 @@ namespace ts::ir {
 ValueId Builder::push(const Inst& in, bool cse) {
   uint64_t value_bits;
   std::memcpy(&value_bits, &in.value, sizeof value_bits);
-  Key key{static_cast<int>(in.op), static_cast<int>(in.dtype), in.src[0], in.src[1], in.src[2], in.arg, value_bits};
+  Key key{static_cast<int>(in.op), static_cast<int>(in.dtype), in.src[0], in.src[1], in.src[2], in.src[3], in.arg, value_bits};
   if (cse) {
     auto it = cse_.find(key);
     if (it != cse_.end()) return it->second;
@@ -101,14 +101,19 @@ ValueId Builder::load(ValueId buf, ValueId idx, ValueId gate) {
   return push(in, true);
 }
 
-void Builder::store(ValueId buf, ValueId idx, ValueId value) {
+void Builder::store(ValueId buf, ValueId idx, ValueId value, ValueId gate) {
+  if (gate != kNone && is_const(gate)) {
+    if (const_value(gate) == 0) return;  // never stored
+    gate = kNone;
+  }
   Inst in;
   in.op = Op::Store;
   in.dtype = dtype(value);
-  in.num_src = 3;
+  in.num_src = gate == kNone ? 3 : 4;
   in.src[0] = buf;
   in.src[1] = idx;
   in.src[2] = value;
+  in.src[3] = gate;
   push(in, false);
 }
 

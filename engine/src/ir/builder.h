@@ -23,7 +23,9 @@ class Builder {
   ValueId acc(double init, DType dt);
   void assign(ValueId acc, ValueId value);
   ValueId load(ValueId buf, ValueId idx, ValueId gate = kNone);
-  void store(ValueId buf, ValueId idx, ValueId value);
+  // `gate`: a bool; the store happens only where it is true (a constant true gate is dropped, a false one
+  // drops the store).
+  void store(ValueId buf, ValueId idx, ValueId value, ValueId gate = kNone);
   ValueId alu(Op op, DType dt, ValueId a, ValueId b = kNone, ValueId c = kNone);
   ValueId cast(ValueId a, DType dt);
 
@@ -54,7 +56,7 @@ class Builder {
   int64_t const_factor(ValueId v) const;
   Kernel& k_;
   // the value enters the key as its bit pattern: NaN != NaN would break the map's ordering
-  using Key = std::tuple<int, int, ValueId, ValueId, ValueId, int64_t, uint64_t>;
+  using Key = std::tuple<int, int, ValueId, ValueId, ValueId, ValueId, int64_t, uint64_t>;
   std::map<Key, ValueId> cse_;
   std::map<ValueId, std::pair<int64_t, int64_t>> bounds_;
 };

@@ -104,7 +104,10 @@ void interpret(const Kernel& k, const std::vector<void*>& buffers) {
         if (in.num_src == 3 && !S(2).i) r = make_const(0, dt);
         else r = load(ptr[in.src[0]], dt, S(1).i);
         break;
-      case Op::Store: store(ptr[in.src[0]], k.insts[in.src[0]].dtype, S(1).i, S(2)); pc++; continue;
+      case Op::Store:
+        if (in.num_src < 4 || S(3).i) store(ptr[in.src[0]], k.insts[in.src[0]].dtype, S(1).i, S(2));  // gated: only where true
+        pc++;
+        continue;
       case Op::Assign: v[in.src[0]] = S(1); pc++; continue;
       case Op::Neg: if (dt == DType::Float32) r.f = -S(0).f; else r.i = wrap_mul(S(0).i, -1); break;
       case Op::Exp2: r.f = ts_exp2f(S(0).f); break;

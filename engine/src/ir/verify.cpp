@@ -57,10 +57,11 @@ std::vector<std::string> verify(const Kernel& k) {
         else if (in.dtype != k.insts[in.src[0]].dtype) fail(i, "LOAD dtype differs from the buffer's");
         break;
       case Op::Store:
-        if (in.num_src != 3 || k.insts[in.src[0]].op != Op::DefineGlobal) fail(i, "STORE needs a DEFINE_GLOBAL");
+        if (in.num_src < 3 || in.num_src > 4 || k.insts[in.src[0]].op != Op::DefineGlobal) fail(i, "STORE needs a DEFINE_GLOBAL");
         else if (!k.globals[k.insts[in.src[0]].arg].is_output) fail(i, "STORE to an input buffer");
         else if (dt(1) != DType::Int32) fail(i, "STORE index must be int32");
         else if (dt(2) != k.insts[in.src[0]].dtype) fail(i, "STORE value dtype differs from the buffer's");
+        else if (in.num_src == 4 && dt(3) != DType::Bool) fail(i, "STORE gate must be bool");
         break;
       case Op::Assign:
         if (in.num_src != 2 || k.insts[in.src[0]].op != Op::DefineAcc) fail(i, "ASSIGN needs a DEFINE_ACC");

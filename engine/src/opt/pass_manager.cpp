@@ -21,6 +21,8 @@ const std::vector<Pass>& pipeline() {
        reorder_global_loops},
       {"loop_invariant_code_motion", "compute values (and whole reductions) that do not change in a loop before it",
        loop_invariant_code_motion},
+      {"padto", "PADTO: the loop UPCAST_GLOBAL is for runs to a multiple of the plan's amount, the extra iterations masked",
+       padto},
       {"upcast_global", "UPCAST: up to 32 neighbouring outputs share one pass of their reduce loop",
        upcast_global},
       {"register_tile", "UPCAST a second output axis by 8 and move it innermost (matmul register tile)",
@@ -61,7 +63,7 @@ static bool same_kernel(const ir::Kernel& a, const std::vector<ir::Inst>& insts,
   for (size_t i = 0; i < insts.size(); i++) {
     const ir::Inst &x = a.insts[i], &y = insts[i];
     if (x.op != y.op || x.dtype != y.dtype || x.num_src != y.num_src || x.arg != y.arg ||
-        std::memcmp(&x.value, &y.value, sizeof x.value) != 0 || !std::equal(x.src, x.src + 3, y.src))
+        std::memcmp(&x.value, &y.value, sizeof x.value) != 0 || !std::equal(x.src, x.src + x.num_src, y.src))
       return false;
   }
   return true;

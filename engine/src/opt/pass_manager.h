@@ -37,6 +37,7 @@ void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots, int ke
 void dead_code_elimination(ir::Kernel& kernel);
 void hoist_constants(ir::Kernel& kernel);
 void loop_invariant_code_motion(ir::Kernel& kernel);
+void padto(ir::Kernel& kernel);
 void upcast_global(ir::Kernel& kernel);
 void upcast_reduce(ir::Kernel& kernel);
 void register_tile(ir::Kernel& kernel);
@@ -58,6 +59,10 @@ struct ReduceBlock {
 // The reduce blocks of global loop `g` if its body holds only plain instructions and reduce blocks
 // (the shape the UPCAST passes rewrite); empty otherwise.
 std::vector<ReduceBlock> upcastable_body(const std::vector<ir::Inst>& insts, size_t g);
+// The loop upcast_global upcasts along a reduction: the innermost global loop, with a constant bound, when its
+// body is plain instructions and reduce blocks (upcastable_body) and some load in them moves by one element
+// when the loop does; insts.size() when there is none. PADTO pads this loop.
+size_t upcast_global_loop(const std::vector<ir::Inst>& insts);
 // UPCAST global loop `g` (constant bound divisible by u): u iterations per trip, each instruction of
 // the body u times with its own accumulators; values the same in every copy are computed once. With
 // `side_by_side` the u copies of each instruction are adjacent, otherwise the body is written u times

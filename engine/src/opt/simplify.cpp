@@ -35,7 +35,7 @@ void simplify(ir::Kernel& k) {
         break;
       case Op::EndRange: b.end_range(src(0)); break;
       case Op::Load: v = b.load(src(0), src(1), src(2)); break;
-      case Op::Store: b.store(src(0), src(1), src(2)); break;
+      case Op::Store: b.store(src(0), src(1), src(2), src(3)); break;
       case Op::Assign: b.assign(src(0), src(1)); break;
       default: v = reads_acc ? b.raw(in) : b.alu(in.op, in.dtype, src(0), src(1), src(2)); break;
     }

@@ -244,25 +244,36 @@ static void upcast_transpose(ir::Kernel& k, size_t inner) {
   k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
 }
 
-void upcast_global(ir::Kernel& k) {
-  const std::vector<Inst>& insts = k.insts;
-  // the innermost global loop: the last global RANGE
+// The innermost global loop (the last global RANGE), when it has a constant bound; insts.size() otherwise.
+static size_t innermost_global_loop(const std::vector<Inst>& insts) {
   size_t g = insts.size();
   for (size_t i = 0; i < insts.size(); i++)
     if (insts[i].op == Op::Range && insts[i].arg == 1) g = i;
-  if (g == insts.size() || insts[insts[g].src[0]].op != Op::Const) return;
-  const std::vector<ReduceBlock> blocks = upcastable_body(insts, g);
-  if (blocks.empty()) {
-    upcast_transpose(k, g);
-    return;
-  }
+  return g == insts.size() || insts[insts[g].src[0]].op != Op::Const ? insts.size() : g;
+}
+
+size_t upcast_global_loop(const std::vector<Inst>& insts) {
+  const size_t g = innermost_global_loop(insts);
+  if (g == insts.size()) return g;
   bool contiguous = false;  // some load in a reduce block moves by one element when the loop does
-  for (const ReduceBlock& b : blocks)
+  for (const ReduceBlock& b : upcastable_body(insts, g))
     for (size_t x = b.range + 1; x < b.end; x++)
       if (insts[x].op == Op::Load &&
           eval_index(insts, insts[x].src[1], static_cast<ValueId>(g), 1) - eval_index(insts, insts[x].src[1], static_cast<ValueId>(g), 0) == 1)
         contiguous = true;
-  if (!contiguous) return;
+  return contiguous ? g : insts.size();
+}
+
+void upcast_global(ir::Kernel& k) {
+  const std::vector<Inst>& insts = k.insts;
+  const size_t innermost = innermost_global_loop(insts);
+  if (innermost == insts.size()) return;
+  if (upcastable_body(insts, innermost).empty()) {
+    upcast_transpose(k, innermost);
+    return;
+  }
+  const size_t g = upcast_global_loop(insts);
+  if (g == insts.size()) return;
   // the heuristic: the largest of 32, 16, 8, 4 that divides the loop
   const int chosen = upcast_amount(k, g, kMaxUpcast);
   if (!chosen) return;

@@ -19,6 +19,7 @@
 
 #include "opt/pass_manager.h"
 #include "runtime/cache_file.h"
+#include "runtime/thread_pool.h"
 #include "tensorscope/calibrate.h"
 
 namespace ts {
@@ -33,12 +34,18 @@ constexpr int kRounds = 3;
 // The amounts a round tries for each kind of action (ir::AppliedOpt::Kind) on `dev`. An action a device
 // cannot take has none (its candidates would render the same source and be skipped as duplicates anyway).
 std::vector<int> candidate_amounts(ir::AppliedOpt::Kind kind, const Device& dev) {
-  (void)dev;
   switch (kind) {
     case ir::AppliedOpt::UpcastGlobal:
     case ir::AppliedOpt::RegisterTile:
     case ir::AppliedOpt::UpcastReduce: return {0, 2, 4, 8, 16, 32};
-    default: return {};  // LOCAL, GROUP, THREADS, PADTO: not searched yet
+    case ir::AppliedOpt::Padto: return {4, 8, 16};  // with UPCAST_GLOBAL's default, which then divides the loop
+    case ir::AppliedOpt::Threads: {  // C only (its launch action): 1, 2, … the pool's size
+      if (dev.name() != "C") return {};
+      std::vector<int> counts;
+      for (int n = 1; n <= ThreadPool::get().size(); n++) counts.push_back(n);
+      return counts;
+    }
+    default: return {};  // LOCAL, GROUP: not searched yet
   }
 }
 constexpr int kTimedLaunches = 3;
@@ -316,6 +323,7 @@ class Search {
     c.kernel.plan = plan;
     try {
       run_passes(c.kernel, nullptr, -1, /*gated=*/false);
+      dev_.plan_launch(c.kernel);
       c.source = renderer_.render(c.kernel);
     } catch (const std::exception& e) {
       fail(c, Trial::FailedCompile, std::string("the passes cannot carry out this plan: ") + e.what());
@@ -324,7 +332,9 @@ class Search {
     c.trial.applied = ir::applied_str(c.kernel);
     if (s_.fail_compile && !same(plan, {}))  // the test hook: a line every C-family compiler rejects
       c.source.code = "#error test hook TENSORSCOPE_BEAM_FAIL_COMPILE\n" + c.source.code;
-    c.hash = fnv1a(c.source.code);
+    // The dedup key: the source and the applied actions, which include the launch actions that do not change
+    // the source (THREADS(2) and one thread render the same C). Other actions that apply show in the source.
+    c.hash = fnv1a(c.trial.applied + "\n" + c.source.code);
   }
 
   static void fail(Candidate& c, Trial::Outcome outcome, std::string reason) {

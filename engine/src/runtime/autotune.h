@@ -7,9 +7,11 @@
 //   <cache>/autotune.db  SQLite: the plan found for (device identity, the lowered kernel's IR), so a second run
 //                        pays one lookup per kernel instead of the search.
 //
-// A round takes each plan of the beam and changes one action to 0, 2, 4, 8, 16 or 32; candidates whose
-// generated source is the same as one already timed (an illegal amount is not applied, so it renders like
-// "off") are not compiled again. A round's new candidates are compiled TENSORSCOPE_BEAM_JOBS at a time (default
+// A round takes each plan of the beam and changes one action: an UPCAST to 0, 2, 4, 8, 16 or 32, PADTO to 4, 8
+// or 16, and on C THREADS to 1, 2, … the thread pool's size. Candidates whose generated source and applied
+// actions are the same as one already timed (an illegal amount is not applied, so it renders like "off") are
+// not compiled again; the applied actions are part of that key because a launch action (THREADS) changes the
+// program but not its source. A round's new candidates are compiled TENSORSCOPE_BEAM_JOBS at a time (default
 // 2) on devices whose compiler may run on several threads (C), then timed one by one on the otherwise idle
 // device: a launch untimed (first touch of the output, thread wake-up), then the median of 3 launches (ms, the
 // device's own timer). A candidate whose untimed launch takes over 4x the best so far is dropped, and one whose

@@ -480,13 +480,19 @@ void realize(const std::vector<NodeId>& targets) {
     run_passes(kernel, observed ? &snapshots : nullptr, kernel_ids[k]);
     // run_passes gives a default plan the one of TENSORSCOPE_OPTS, when that is set
     if (plan_from.empty()) plan_from = default_plan && !kernel.plan.automatic() ? "TENSORSCOPE_OPTS" : "heuristics";
+    // the device's launch actions (THREADS on C) join the applied ones; the listing after them is one more step
+    const size_t pass_opts = kernel.opts.size();
+    dev.plan_launch(kernel);
+    if (observed && kernel.opts.size() != pass_opts) snapshots.push_back({"plan_launch", ir::print(kernel)});
     const Renderer* renderer = dev.renderer();
     SourceListing source;
     if (renderer) {
       session.gate(GateStop::BeforeRender, kernel_ids[k], kernel.name, renderer->language());
       source = renderer->render(kernel);
     }
-    std::string program_key = std::to_string(dev_index) + "\n" + (renderer ? source.code : ir::print(kernel));
+    // the applied actions too: a launch action (THREADS) changes the program, not its source
+    std::string program_key = std::to_string(dev_index) + "\n" + ir::applied_str(kernel) + "\n" +
+                              (renderer ? source.code : ir::print(kernel));
     auto& programs = program_cache();
     bool cache_hit = true;
     double compile_ms = 0;
