@@ -49,6 +49,10 @@ std::vector<int> candidate_amounts(ir::AppliedOpt::Kind kind, const Device& dev)
   }
 }
 constexpr int kTimedLaunches = 3;
+// Candidates are dropped early (first launch over 4x the best, a timed one over 2x) only when their launches
+// take longer than this: the first launch of a freshly loaded microsecond kernel is several times its later
+// ones (code and data not in the caches yet), and timing such a kernel fully costs less than a millisecond.
+constexpr double kEarlyDropMinMs = 0.2;
 constexpr double kFailed = 1e300;  // the time of a candidate that failed: never in the beam's lead
 
 int debug_level() {  // DEBUG, read once (as the debug printer does)
@@ -248,7 +252,10 @@ class Search {
     const size_t jobs = dev_.concurrent_compiles() ? static_cast<size_t>(s_.jobs) : 1;
     size_t next_report = 0;
     for (size_t at = 0; at < to_compile.size(); at += jobs) {
-      if (seconds_since(t0_) >= s_.budget_s) break;
+      // a batch is not started when the one before (its compiles and launches) would not fit in the budget
+      // again: a 2048² matmul's candidates take seconds each, and the budget is the search's, not a floor
+      if (seconds_since(t0_) + last_batch_s_ >= s_.budget_s) break;
+      const auto batch_start = Clock::now();
       const std::vector<size_t> chunk(to_compile.begin() + static_cast<std::ptrdiff_t>(at),
                                       to_compile.begin() + static_cast<std::ptrdiff_t>(std::min(at + jobs, to_compile.size())));
       compile(cs, chunk);
@@ -256,6 +263,7 @@ class Search {
         if (!cs[i].done) time(cs[i]);
         timed_[cs[i].hash] = {cs[i].ms, cs[i].trial.plan, cs[i].trial.applied, cs[i].program};
       }
+      last_batch_s_ = seconds_since(batch_start);
       // report in plan order what is known now: duplicates of this batch follow the candidate they copy
       for (; next_report < cs.size(); next_report++) {
         Candidate& c = cs[next_report];
@@ -406,7 +414,7 @@ class Search {
     try {
       double first = 0;
       if (!launch(first)) return;
-      if (first > 4 * best_ms_) {
+      if (first > 4 * best_ms_ && first > kEarlyDropMinMs) {
         t.time_ms = first;
         fail(c, Trial::DroppedSlow, "its first launch took " + format_ms(first) + ", over 4x the best (" +
                                         format_ms(best_ms_) + "): not timed");
@@ -417,7 +425,7 @@ class Search {
         double ms = 0;
         if (!launch(ms)) return;
         runs.push_back(ms);
-        if (ms > 2 * best_ms_) {  // clearly slower: not worth the other launches
+        if (ms > 2 * best_ms_ && ms > kEarlyDropMinMs) {  // clearly slower: not worth the other launches
           t.outcome = Trial::DroppedSlow;
           t.reason = "a timed launch took " + format_ms(ms) + ", over 2x the best (" + format_ms(best_ms_) + ")";
           break;
@@ -455,6 +463,7 @@ class Search {
 
   std::map<uint64_t, Timed> timed_;             // source hash → how it did
   std::map<std::string, uint64_t> source_of_;  // plan (OptPlan::str) → its source's hash
+  double last_batch_s_ = 0;  // how long the last batch of candidates took (compiles and launches), seconds
 };
 
 struct Ranked {

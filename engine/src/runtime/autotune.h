@@ -15,8 +15,10 @@
 // 2) on devices whose compiler may run on several threads (C), then timed one by one on the otherwise idle
 // device: a launch untimed (first touch of the output, thread wake-up), then the median of 3 launches (ms, the
 // device's own timer). A candidate whose untimed launch takes over 4x the best so far is dropped, and one whose
-// timed launch takes over 2x stops after it. The search stops when a round improves the best by less than 1%,
-// after 3 rounds, or when TENSORSCOPE_BEAM_SECONDS (default 10 s) per kernel is spent. The winner and the
+// timed launch takes over 2x stops after it (both only for launches over 0.2 ms: a microsecond kernel's first
+// launch is slow for other reasons, and timing it fully costs little). The search stops when a round improves the best by less than 1%,
+// after 3 rounds, or when TENSORSCOPE_BEAM_SECONDS (default 10 s) per kernel is spent (a batch of candidates
+// is not started when the previous batch's time would take the search past it). The winner and the
 // default are then timed once more side by side; the default stays unless the winner still beats it by more
 // than 1%.
 //
