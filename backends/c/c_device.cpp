@@ -146,7 +146,7 @@ ThreadPlan plan_threads(const ir::Kernel& k) {
   for (const ir::Inst& in : k.insts) {
     if (in.op == ir::Op::Range) {
       double bound = k.insts[in.src[0]].value;
-      if (in.arg && stack.empty() && first_global == 0) first_global = static_cast<int64_t>(bound);
+      if (in.arg == ir::kGlobalLoop && stack.empty() && first_global == 0) first_global = static_cast<int64_t>(bound);
       stack.push_back(bound);
       trips *= bound;
     } else if (in.op == ir::Op::EndRange) {

@@ -32,13 +32,23 @@ constexpr int kRounds = 3;
 
 // The amounts a round tries for each kind of action (ir::AppliedOpt::Kind) on `dev`. An action a device
 // cannot take has none (its candidates would render the same source and be skipped as duplicates anyway).
+// Candidates are told apart by their rendered source: LOCAL changes only the launch, and the GPU renderers
+// write the launch (workgroup size and count) into the source for that reason (cstyle.cpp).
 std::vector<int> candidate_amounts(ir::AppliedOpt::Kind kind, const Device& dev) {
-  (void)dev;
   switch (kind) {
     case ir::AppliedOpt::UpcastGlobal:
     case ir::AppliedOpt::RegisterTile:
     case ir::AppliedOpt::UpcastReduce: return {0, 2, 4, 8, 16, 32};
-    default: return {};  // LOCAL, GROUP, THREADS, PADTO: not searched yet
+    case ir::AppliedOpt::Local:   // the workgroup size (64 by default), on devices with workgroups
+    case ir::AppliedOpt::Group: {  // lanes per reduce, on devices with local memory too
+      const DeviceProperties p = DeviceRegistry::properties(DeviceRegistry::index(dev.name()));
+      if (p.max_workgroup_size == 0 || (kind == ir::AppliedOpt::Group && p.local_memory_bytes == 0)) return {};
+      std::vector<int> amounts;
+      for (int u : kind == ir::AppliedOpt::Local ? std::vector<int>{16, 32, 128, 256} : std::vector<int>{16, 64, 256})
+        if (static_cast<uint64_t>(u) <= p.max_workgroup_size) amounts.push_back(u);
+      return amounts;
+    }
+    default: return {};  // THREADS, PADTO: not searched yet
   }
 }
 constexpr int kTimedLaunches = 3;
