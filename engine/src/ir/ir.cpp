@@ -58,6 +58,7 @@ const char* opt_name(AppliedOpt::Kind kind) {
     case AppliedOpt::Group: return "GROUP";
     case AppliedOpt::Threads: return "THREADS";
     case AppliedOpt::Padto: return "PADTO";
+    case AppliedOpt::GroupTop: return "GROUPTOP";
   }
   return "?";
 }

@@ -32,6 +32,12 @@
 // to 256 within the device's workgroup size, with the partials (accumulators × L × 4 bytes) within its
 // local memory. Every legal block of the kernel is grouped; what was applied is GROUP(L) in Kernel::opts.
 //
+// GROUPTOP(L) (tinygrad's name: the lanes are the top, slowest axis of the split loop) is the same with
+// lane l taking the contiguous chunk l*N/L .. (l+1)*N/L - 1. A GPU runs its lanes in lockstep, so GROUP's
+// interleaving gives one wide load per step; PoCL on a CPU runs the lanes of a workgroup one after another
+// between barriers, so GROUP has each lane stride through all of memory and GROUPTOP streams. The plan
+// asks for one of them (GROUP wins when both are set).
+//
 // The pass runs after the UPCAST passes of the output loops (whose partial outputs it takes as they are:
 // one local array per accumulator) and before upcast_reduce, max_reduce_as_int and fuse_multiply_add,
 // which then work on each lane's loop (and on the combine loop) as on any reduce loop. The default plan
@@ -126,9 +132,10 @@ std::optional<Block> groupable(const ir::Kernel& k, size_t range, int lanes) {
 }  // namespace
 
 void group_reduce(ir::Kernel& k) {
-  const int planned = k.plan.get(ir::AppliedOpt::Group);
-  if (planned == ir::OptPlan::kAuto || planned == 0) return;  // off unless asked for (see the header)
-  const int lanes = planned;
+  // GROUP, else GROUPTOP; off unless asked for (see the header)
+  const bool top = !(k.plan.get(ir::AppliedOpt::Group) > 0) && k.plan.get(ir::AppliedOpt::GroupTop) > 0;
+  const int lanes = k.plan.get(top ? ir::AppliedOpt::GroupTop : ir::AppliedOpt::Group);
+  if (lanes <= 0) return;
   const ir::Target& t = k.target;
   if (!t.workgroups() || t.local_memory_bytes == 0 || lanes < 2 || lanes > kMaxGroup || (lanes & (lanes - 1)) != 0 ||
       static_cast<uint32_t>(lanes) > t.max_workgroup_size || ir::local_loop_lanes(k) > 0)
@@ -201,11 +208,14 @@ void group_reduce(ir::Kernel& k) {
         remap[b.accs[a]] = emit(acc);
       }
     }
-    if (current >= 0 && i == blocks[current].split) {  // q runs N/L trips; r = q*L + lane
+    if (current >= 0 && i == blocks[current].split) {  // q runs N/L trips; r = q*L + lane (GROUPTOP: lane*N/L + q)
       const ValueId trips = constant(old[in.src[0]].value / lanes, DType::Int32);
       const ValueId q = emit(inst(Op::Range, DType::Int32, {trips}, ir::kReduceLoop));
-      const ValueId strided = emit(inst(Op::Mul, DType::Int32, {q, lanes_c}));
-      remap[i] = emit(inst(Op::Add, DType::Int32, {strided, lane}));
+      if (top) {
+        remap[i] = emit(inst(Op::Add, DType::Int32, {emit(inst(Op::Mul, DType::Int32, {lane, trips})), q}));
+      } else {
+        remap[i] = emit(inst(Op::Add, DType::Int32, {emit(inst(Op::Mul, DType::Int32, {q, lanes_c})), lane}));
+      }
       split_loop = {i, q};  // its END_RANGE closes q
       continue;
     }
@@ -234,7 +244,7 @@ void group_reduce(ir::Kernel& k) {
     }
   }
   k.insts = std::move(out);
-  k.opts.push_back({ir::AppliedOpt::Group, lanes});
+  k.opts.push_back({top ? ir::AppliedOpt::GroupTop : ir::AppliedOpt::Group, lanes});
 }
 
 }  // namespace ts
