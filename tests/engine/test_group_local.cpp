@@ -66,19 +66,26 @@ ir::Kernel elementwise(int64_t M, int64_t N) {
 
 // out[i, j] = sum_k a[i, k] * b[k, j]: the UPCAST passes make it a register tile of many accumulators
 // before GROUP splits its reduce (one local array per accumulator), and fuse_multiply_add runs after.
-ir::Kernel matmul(int64_t M, int64_t N, int64_t K) {
+// With `epilogue`: relu(acc + bias[j]), and the A operand scaled (a fused elementwise op on it).
+ir::Kernel matmul(int64_t M, int64_t N, int64_t K, bool epilogue = false) {
   ir::Kernel k;
   k.name = "r_mm_" + std::to_string(M) + "_" + std::to_string(N) + "_" + std::to_string(K);
   k.globals = {{F, M * N, true}, {F, M * K, false}, {F, K * N, false}};
+  if (epilogue) k.globals.push_back({F, N, false});
   ir::Builder b(k);
   ValueId out = b.global(0, F), a = b.global(1, F), w = b.global(2, F);
+  ValueId bias = epilogue ? b.global(3, F) : ir::kNone;
   ValueId i = b.range(M, true), j = b.range(N, true);
   ValueId acc = b.acc(0, F);
   ValueId r = b.range(K);
-  ValueId prod = b.alu(Op::Mul, F, b.load(a, b.add(b.mul(i, b.cint(K)), r)), b.load(w, b.add(b.mul(r, b.cint(N)), j)));
+  ValueId av = b.load(a, b.add(b.mul(i, b.cint(K)), r));
+  if (epilogue) av = b.alu(Op::Mul, F, av, b.constant(0.5, F));
+  ValueId prod = b.alu(Op::Mul, F, av, b.load(w, b.add(b.mul(r, b.cint(N)), j)));
   b.assign(acc, b.alu(Op::Add, F, acc, prod));
   b.end_range(r);
-  b.store(out, b.add(b.mul(i, b.cint(N)), j), acc);
+  ValueId result = acc;
+  if (epilogue) result = b.alu(Op::Max, F, b.alu(Op::Add, F, acc, b.load(bias, j)), b.constant(0, F));
+  b.store(out, b.add(b.mul(i, b.cint(N)), j), result);
   b.end_range(j);
   b.end_range(i);
   return k;
@@ -435,3 +442,66 @@ TEST(Local, LegalOnlyWithWorkgroupsAndGlobalLoops) {
 
 TEST(Local, OpenCLAgreesWithTheInterpreter) { expect_local_agrees("OPENCL"); }
 TEST(Local, VulkanAgreesWithTheInterpreter) { expect_local_agrees("VULKAN"); }
+
+// ---- TILE -----------------------------------------------------------------------------------------------
+
+namespace {
+
+void expect_tile_agrees(const std::string& backend) {
+  std::vector<std::string> devices = runnable(backend);
+  if (devices.empty()) GTEST_SKIP() << "no " << backend << " device here";
+  std::mt19937 rng(5);
+  for (const std::string& name : devices) {
+    const int dev = DeviceRegistry::index(name);
+    const ir::Target target = target_of(name);
+    int tiled = 0;
+    for (int c = 0; c < 8; c++) {
+      const int T = c % 2 ? 16 : 8;
+      // multiples of T, except the last case's odd K (illegal)
+      const int64_t M = T * (1 + rng() % 4), N = T * (1 + rng() % 4), K = c == 7 ? 3 * T + 1 : T * (1 + rng() % 5);
+      const ir::Kernel base = matmul(M, N, K, c % 3 == 0);
+      const ir::Kernel k = optimized(base, target, ir::AppliedOpt::Tile, T);
+      const int got = applied(k, ir::AppliedOpt::Tile);
+      EXPECT_EQ(got, K % T == 0 ? T : 0) << ir::print(k);
+      ASSERT_TRUE(ir::verify(k).empty()) << ir::verify(k).front() << "\n" << ir::print(k);
+      tiled += got > 0;
+      std::vector<Floats> bufs = random_buffers(k, 40 + c);
+      const Floats want = interpret(k, bufs);
+      EXPECT_TRUE(close(run_on(dev, k, bufs), want, 1e-5)) << name << " " << ir::applied_str(k) << ":\n" << ir::print(k);
+      const ir::Kernel plain = optimized(base, target, ir::AppliedOpt::Tile, 0);
+      EXPECT_TRUE(close(want, interpret(plain, bufs), 1e-4)) << k.name;
+    }
+    EXPECT_GE(tiled, 6);
+  }
+}
+
+}  // namespace
+
+TEST(Tile, RendersBarriersAndSharedTiles) {
+  const ir::Kernel k = optimized(matmul(32, 32, 32, true), kGpuTarget, ir::AppliedOpt::Tile, 16);
+  ASSERT_EQ(applied(k, ir::AppliedOpt::Tile), 16) << ir::print(k);
+  EXPECT_EQ(ir::local_loop_lanes(k), 256);
+  EXPECT_EQ(applied(optimized(matmul(32, 32, 32), ir::Target{}, ir::AppliedOpt::Tile, 16), ir::AppliedOpt::Tile), 0)
+      << "no workgroups: not applied";
+  EXPECT_EQ(applied(optimized(matmul(32, 32, 32), kGpuTarget, ir::AppliedOpt::Tile, 32), ir::AppliedOpt::Tile), 0)
+      << "1024 threads: more than the device's workgroup";
+  for (const Renderer* r : DeviceRegistry::renderers()) {
+    const std::string code = r->render(k).code;
+    if (r->language() == "OpenCL C") {
+      // the kt loop ends with a barrier too: the next tile is written only when every lane has read this one
+      size_t first = code.find("barrier(CLK_LOCAL_MEM_FENCE);");
+      ASSERT_NE(first, std::string::npos) << code;
+      EXPECT_NE(code.find("barrier(CLK_LOCAL_MEM_FENCE);", code.find("barrier(CLK_LOCAL_MEM_FENCE);", first + 1) + 1),
+                std::string::npos) << code;
+    }
+  }
+  for (const DeviceProperties& p : DeviceRegistry::list()) {
+    if (p.backend != "CUDA") continue;
+    Device& dev = DeviceRegistry::at(DeviceRegistry::index(p.name));
+    SourceListing src = dev.renderer()->render(k);
+    EXPECT_NO_THROW(dev.compile(k, &src)) << p.name << ":\n" << src.code;
+  }
+}
+
+TEST(Tile, OpenCLAgreesWithTheInterpreter) { expect_tile_agrees("OPENCL"); }
+TEST(Tile, VulkanAgreesWithTheInterpreter) { expect_tile_agrees("VULKAN"); }

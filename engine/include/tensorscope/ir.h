@@ -108,6 +108,8 @@ struct AppliedOpt {
     GroupTop,      // GPU: GROUP with each of the `amount` lanes reducing one contiguous chunk of the loop
                    // (tinygrad's GROUPTOP) rather than every amount-th element: better where a workgroup's
                    // lanes run one after another over memory (PoCL on a CPU), worse for a GPU's coalescing
+    Tile,          // GPU: a matmul in `amount`×`amount` output tiles, one workgroup each, with tiles of both
+                   // operands staged in local memory (the shared-memory tiled matmul; the tile_local pass)
   } kind;
   int amount;  // the upcast factor, thread count or multiple
 };
@@ -120,8 +122,8 @@ struct AppliedOpt {
 // is for, the device has the feature); otherwise it applies nothing. What was applied is always Kernel::opts.
 struct OptPlan {
   static constexpr int kAuto = -1;
-  static constexpr int kKinds = 8;  // AppliedOpt::Kind values
-  int amount[kKinds] = {kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto};
+  static constexpr int kKinds = 9;  // AppliedOpt::Kind values
+  int amount[kKinds] = {kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto};
   int get(AppliedOpt::Kind kind) const { return amount[kind]; }
   void set(AppliedOpt::Kind kind, int u) { amount[kind] = u; }
   bool automatic() const {

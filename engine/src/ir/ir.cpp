@@ -59,6 +59,7 @@ const char* opt_name(AppliedOpt::Kind kind) {
     case AppliedOpt::Threads: return "THREADS";
     case AppliedOpt::Padto: return "PADTO";
     case AppliedOpt::GroupTop: return "GROUPTOP";
+    case AppliedOpt::Tile: return "TILE";
   }
   return "?";
 }

@@ -21,6 +21,8 @@ const std::vector<Pass>& pipeline() {
        reorder_global_loops},
       {"loop_invariant_code_motion", "compute values (and whole reductions) that do not change in a loop before it",
        loop_invariant_code_motion},
+      {"tile_local", "TILE (GPU): a matmul in output tiles, one workgroup each, operand tiles in local memory",
+       tile_local},
       {"upcast_global", "UPCAST: up to 32 neighbouring outputs share one pass of their reduce loop",
        upcast_global},
       {"register_tile", "UPCAST a second output axis by 8 and move it innermost (matmul register tile)",

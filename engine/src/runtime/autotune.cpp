@@ -41,17 +41,20 @@ std::vector<int> candidate_amounts(ir::AppliedOpt::Kind kind, const Device& dev)
     case ir::AppliedOpt::UpcastReduce: return {0, 2, 4, 8, 16, 32};
     case ir::AppliedOpt::Local:     // the workgroup size (64 by default), on devices with workgroups;
     case ir::AppliedOpt::Group:     // lanes per reduce, on devices with local memory too
-    case ir::AppliedOpt::GroupTop: {
+    case ir::AppliedOpt::GroupTop:
+    case ir::AppliedOpt::Tile: {
       const DeviceProperties p = DeviceRegistry::properties(DeviceRegistry::index(dev.name()));
       if (p.max_workgroup_size == 0 || (kind != ir::AppliedOpt::Local && p.local_memory_bytes == 0)) return {};
       std::vector<int> amounts;
       // LOCAL around its default of 64; GROUP's lanes as a GPU wants them (many: wide coalesced loads);
-      // GROUPTOP's fewer, for devices whose lanes run one after another (PoCL: 4 or 16 paid on 8 long rows)
-      const std::vector<int> tried = kind == ir::AppliedOpt::Local   ? std::vector<int>{16, 32, 128, 256}
-                                     : kind == ir::AppliedOpt::Group ? std::vector<int>{16, 64, 256}
-                                                                     : std::vector<int>{4, 16, 64};
+      // GROUPTOP's fewer, for devices whose lanes run one after another (PoCL: 4 or 16 paid on 8 long rows);
+      // TILE's edge (T·T threads per workgroup)
+      const std::vector<int> tried = kind == ir::AppliedOpt::Local      ? std::vector<int>{16, 32, 128, 256}
+                                     : kind == ir::AppliedOpt::Group    ? std::vector<int>{16, 64, 256}
+                                     : kind == ir::AppliedOpt::GroupTop ? std::vector<int>{4, 16, 64}
+                                                                        : std::vector<int>{8, 16};
       for (int u : tried)
-        if (static_cast<uint64_t>(u) <= p.max_workgroup_size) amounts.push_back(u);
+        if (static_cast<uint64_t>(kind == ir::AppliedOpt::Tile ? u * u : u) <= p.max_workgroup_size) amounts.push_back(u);
       return amounts;
     }
     default: return {};  // THREADS, PADTO: not searched yet
