@@ -145,7 +145,7 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
   ir::ValueId local_loop = ir::kNone, split_loop = ir::kNone;
   // the launch is part of the source: the same code launched with another workgroup size (LOCAL) is another
   // program for the caches keyed by source (the compile cache, the autotuner's duplicates)
-  if (gpu) emit("/* launch: " + grid.str() + (workgroup ? ", one workgroup per output, " + lanes + " lanes" : "") + " */",
+  if (gpu) emit("/* launch: " + grid.str() + (workgroup ? ", " + lanes + " lanes per workgroup (local loops)" : "") + " */",
                 depth, -1);
   std::vector<std::string> name(k.insts.size());
   for (size_t i = 0; i < k.insts.size(); i++) {
