@@ -376,6 +376,11 @@ TEST(Group, NotAppliedWithoutWorkgroupsOrWhenOff) {
   EXPECT_EQ(applied(optimized(k, kGpuTarget, ir::AppliedOpt::Group, 12), ir::AppliedOpt::Group), 0) << "not a power of two";
   EXPECT_EQ(applied(optimized(k, ir::Target{256, 64}, ir::AppliedOpt::Group, 64), ir::AppliedOpt::Group), 0)
       << "the partials do not fit in local memory";
+  // a register-tiled matmul (256 accumulators): 64 KiB of partials, over the 16 KiB cap even where the
+  // device has a megabyte of local memory
+  const ir::Kernel tiled = optimized(matmul(16, 32, 64), ir::Target{256, 1 << 20}, ir::AppliedOpt::Group, 64);
+  EXPECT_EQ(applied(tiled, ir::AppliedOpt::RegisterTile), 8);
+  EXPECT_EQ(applied(tiled, ir::AppliedOpt::Group), 0);
   EXPECT_EQ(applied(optimized(k, kGpuTarget, ir::AppliedOpt::Group, 64), ir::AppliedOpt::Group), 64)
       << ir::print(optimized(k, kGpuTarget, ir::AppliedOpt::Group, 64));
 }

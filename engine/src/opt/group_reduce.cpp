@@ -30,7 +30,8 @@
 // loop is split: it is the one along which the loads are contiguous). Only on devices with workgroups and
 // local memory (ir::Kernel::target, set by realize for the target device), for L a power of two from 2
 // to 256 within the device's workgroup size, with the partials (accumulators × L × 4 bytes) within its
-// local memory. Every legal block of the kernel is grouped; what was applied is GROUP(L) in Kernel::opts.
+// local memory and within 16 KiB (kMaxPartialBytes). Every legal block of the kernel is grouped; what was
+// applied is GROUP(L) in Kernel::opts.
 //
 // GROUPTOP(L) (tinygrad's name: the lanes are the top, slowest axis of the split loop) is the same with
 // lane l taking the contiguous chunk l*N/L .. (l+1)*N/L - 1. A GPU runs its lanes in lockstep, so GROUP's
@@ -57,6 +58,11 @@ using ir::Op;
 using ir::ValueId;
 
 constexpr int kMaxGroup = 256;
+// At most this many bytes of partials (accumulators × lanes × 4) per workgroup, whatever the device allows:
+// the 16 KiB every Vulkan device guarantees (maxComputeSharedMemorySize). More means a block of many
+// accumulators (a register-tiled matmul: 256 of them), whose outputs keep the GPU busy without GROUP; on
+// PoCL such a kernel with GROUP(256) ran 42 s per launch and stalled the search.
+constexpr uint64_t kMaxPartialBytes = 16384;
 
 struct Block {
   size_t range, end;      // the outermost reduce RANGE and its END_RANGE
@@ -158,7 +164,7 @@ void group_reduce(ir::Kernel& k) {
     const size_t scope = open.size() >= 2 ? open[open.size() - 2] : 0;
     if (open.size() >= 2 && std::any_of(b->accs.begin(), b->accs.end(), [&](ValueId a) { return a < scope; })) continue;
     local_bytes += b->accs.size() * static_cast<uint64_t>(lanes) * 4;
-    if (local_bytes > t.local_memory_bytes) return;  // the partials do not fit: nothing is applied
+    if (local_bytes > std::min<uint64_t>(t.local_memory_bytes, kMaxPartialBytes)) return;  // nothing is applied
     blocks.push_back(*b);
   }
   if (blocks.empty()) return;
