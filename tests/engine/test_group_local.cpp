@@ -486,6 +486,8 @@ TEST(Tile, RendersBarriersAndSharedTiles) {
   const ir::Kernel k = optimized(matmul(32, 32, 32, true), kGpuTarget, ir::AppliedOpt::Tile, 16);
   ASSERT_EQ(applied(k, ir::AppliedOpt::Tile), 16) << ir::print(k);
   EXPECT_EQ(ir::local_loop_lanes(k), 256);
+  EXPECT_EQ(applied(k, ir::AppliedOpt::RegisterTile) + applied(k, ir::AppliedOpt::UpcastGlobal), 0)
+      << "the tile replaces the register tile";
   EXPECT_EQ(applied(optimized(matmul(32, 32, 32), ir::Target{}, ir::AppliedOpt::Tile, 16), ir::AppliedOpt::Tile), 0)
       << "no workgroups: not applied";
   EXPECT_EQ(applied(optimized(matmul(32, 32, 32), kGpuTarget, ir::AppliedOpt::Tile, 32), ir::AppliedOpt::Tile), 0)

@@ -1,6 +1,7 @@
 # Issue 14: the GPU actions through the whole pipeline. realize tells the passes what the target device
 # can do (ir::Kernel::target), so TENSORSCOPE_OPTS="GROUP=64" splits reductions across workgroups on OPENCL
-# and VULKAN (local memory and barriers) and does nothing on C; LOCAL sets the workgroup size. Results
+# and VULKAN (local memory and barriers) and does nothing on C; GROUPTOP likewise with contiguous chunks;
+# LOCAL sets the workgroup size; TILE computes a matmul in tiles staged in local memory. Results
 # equal NumPy's; the applied actions are in the IR the CLI writes. Subprocesses: TENSORSCOPE_OPTS is read
 # once per process.
 import json
@@ -43,6 +44,7 @@ _SCRIPT = textwrap.dedent("""
         "full_sum": Tensor(big).sum().numpy(),
         "odd_sum": Tensor(x[:, :4093].copy()).sum(axis=1).numpy(),  # 4093 is prime: GROUP cannot apply
         "scaled": (t * 2 + 1).numpy(),
+        "matmul": (Tensor(x[:, :96].reshape(16, 36)[:, :32].copy()) @ Tensor(x[:4, :256].reshape(32, 32))).relu().numpy(),
     }
     np.savez("out.npz", **out)
 """)
@@ -66,12 +68,13 @@ def _expected():
     big = rng.standard_normal(1 << 18).astype(np.float32)
     e = np.exp(x - x.max(axis=1, keepdims=True))
     return {"row_sum": x.sum(axis=1), "row_max": x.max(axis=1), "softmax": e / e.sum(axis=1, keepdims=True),
-            "full_sum": big.astype(np.float64).sum(), "odd_sum": x[:, :4093].sum(axis=1), "scaled": x * 2 + 1}
+            "full_sum": big.astype(np.float64).sum(), "odd_sum": x[:, :4093].sum(axis=1), "scaled": x * 2 + 1,
+            "matmul": np.maximum(x[:, :96].reshape(16, 36)[:, :32] @ x[:4, :256].reshape(32, 32), 0)}
 
 
 @pytest.mark.skipif(not GPU, reason="no OpenCL or Vulkan device here")
 @pytest.mark.parametrize("dev", GPU)
-@pytest.mark.parametrize("opts", ["GROUP=64", "GROUP=256,UPCAST_REDUCE=0", "LOCAL=256", "LOCAL=16,GROUP=16"])
+@pytest.mark.parametrize("opts", ["GROUP=64", "GROUPTOP=16,UPCAST_REDUCE=0", "LOCAL=256", "LOCAL=16,GROUP=16", "TILE=16"])
 def test_group_and_local_agree_with_numpy(tmp_path, dev, opts):
     got = _run(tmp_path, dev, opts)
     for name, want in _expected().items():

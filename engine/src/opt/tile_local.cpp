@@ -23,9 +23,10 @@
 // Legal on a kernel that is exactly two nested global loops i, j (constant bounds M, N) around one sum
 // `acc = acc + a * b` over a reduce loop k (constant K), with a independent of j and b independent of i, and
 // an epilogue without loops; M, N and K multiples of T; on a device with workgroups of T·T threads and
-// 3·T·T·4 bytes of local memory. The pass runs before the UPCAST passes and, when it applies, turns
-// UPCAST_GLOBAL and REGISTER_TILE off for the kernel (a tile replaces the register tile). Off unless the plan
-// asks (TILE=8 or 16); the BEAM search tries both on devices with local memory.
+// 3·T·T·4 bytes of local memory. The pass runs before the UPCAST passes; upcast_global and register_tile
+// then find no reduce block directly in a global loop (the tiled loops are local loops) and leave the kernel
+// alone: the tile replaces the register tile. upcast_reduce may still unroll each lane's inner product.
+// Off unless the plan asks (TILE=8 or 16); the BEAM search tries both on devices with local memory.
 #include <functional>
 #include <map>
 #include <optional>
@@ -202,9 +203,6 @@ void tile_local(ir::Kernel& k) {
   emit(Op::EndRange, I, {ti});
   k.insts = std::move(out);
   k.opts.push_back({ir::AppliedOpt::Tile, T});
-  // the tile replaces the register tile of the UPCAST passes that follow
-  k.plan.set(ir::AppliedOpt::UpcastGlobal, 0);
-  k.plan.set(ir::AppliedOpt::RegisterTile, 0);
 }
 
 }  // namespace ts
