@@ -15,7 +15,9 @@
 // no-op — which is how the interpreter and the C device run them, so INTERP stays the reference. A GPU runs
 // such a kernel as one workgroup per iteration of its global loops, with the local loop's bound as the
 // workgroup size; the code outside the local loops runs in every lane with the same values (it reads only
-// uniform values and local memory), and its STOREs to global memory are done by lane 0 only. Both readings
+// uniform values and local memory), and its STOREs to global memory are done by lane 0 only (a global loop
+// there without barriers or local memory is shared out among the lanes instead, each storing its own
+// iterations: the renderers decide, backends/cstyle.cpp). Both readings
 // agree when the kernel keeps these rules, which ir::verify checks:
 //   - every local loop of a kernel has the same constant bound: the workgroup size (at most kMaxLanes);
 //   - a local loop is not inside another local loop, and holds no global loop and no BARRIER (a barrier
