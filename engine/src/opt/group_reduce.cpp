@@ -42,9 +42,10 @@
 // The pass runs after the UPCAST passes of the output loops (whose partial outputs it takes as they are:
 // one local array per accumulator) and before upcast_reduce, max_reduce_as_int and fuse_multiply_add,
 // which then work on each lane's loop (and on the combine loop) as on any reduce loop. The default plan
-// (kAuto) leaves it off: on the devices here (PoCL and lavapipe run on the CPU) it pays only for
-// reductions with few outputs, and the BEAM search (TENSORSCOPE_BEAM) finds those, trying the amounts
-// autotune.cpp lists for GROUP.
+// (kAuto) leaves it off, and the BEAM search (TENSORSCOPE_BEAM) tries the amounts autotune.cpp lists: the
+// devices here run on the CPU, and on PoCL GROUP made every reduction 3-7x slower while GROUPTOP paid only
+// for sums over a few long rows (8 rows of 2M: about 1.5-2x), so no rule of thumb would be right for both
+// them and a GPU, where GROUP is what a full sum or a softmax over few rows needs.
 #include <algorithm>
 #include <optional>
 
