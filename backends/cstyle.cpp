@@ -85,6 +85,38 @@ std::string CStyleRenderer::alu(const ir::Inst& in, const std::vector<std::strin
   }
 }
 
+std::string CStyleRenderer::define_local(const ir::Kernel& k, ir::ValueId id, const std::string& name) const {
+  const ir::Inst& in = k.insts[id];
+  std::string q = lang_.local_qualifier.empty() ? "" : lang_.local_qualifier + " ";
+  return q + type_name(in.dtype) + " " + name + "[" + std::to_string(in.arg) + "];";
+}
+
+// Whether the global loop at `range` can be split among the lanes of a workgroup: its body has no local
+// loop, no BARRIER and no access to local memory, so each lane can take every lanes-th iteration alone.
+static bool lane_splittable(const ir::Kernel& k, size_t range) {
+  int depth = 0;
+  for (size_t i = range; i < k.insts.size(); i++) {
+    const ir::Inst& in = k.insts[i];
+    if (in.op == ir::Op::Barrier || (in.op == ir::Op::Range && in.arg == ir::kLocalLoop)) return false;
+    if ((in.op == ir::Op::Load || in.op == ir::Op::Store) && k.insts[in.src[0]].op == ir::Op::DefineLocal) return false;
+    if (in.op == ir::Op::Range) depth++;
+    if (in.op == ir::Op::EndRange && --depth == 0) return true;
+  }
+  return true;
+}
+
+// Whether the loop at `range` has a local loop inside.
+static bool holds_local_loop(const ir::Kernel& k, size_t range) {
+  int depth = 0;
+  for (size_t i = range; i < k.insts.size(); i++) {
+    const ir::Inst& in = k.insts[i];
+    if (in.op == ir::Op::Range && in.arg == ir::kLocalLoop && i != range) return true;
+    if (in.op == ir::Op::Range) depth++;
+    if (in.op == ir::Op::EndRange && --depth == 0) return false;
+  }
+  return false;
+}
+
 SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
   using ir::Op;
   SourceListing out;
@@ -105,6 +137,16 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
   int depth = 1;
   const bool gpu = !lang_.global_id[0].empty();
   const gpu::Grid grid = gpu ? this->grid(k) : gpu::Grid{};
+  // A workgroup kernel (local loops; ir.h) on a GPU: grid dimensions are workgroup ids, a local loop is the
+  // thread's lane, the code outside local loops runs in every lane alike and stores from lane 0 only,
+  // except inside global loops split among the lanes (each lane then stores its own iterations).
+  const bool workgroup = gpu && grid.lanes > 0;
+  const std::string lanes = std::to_string(grid.lanes);
+  ir::ValueId local_loop = ir::kNone, split_loop = ir::kNone;
+  // the launch is part of the source: the same code launched with another workgroup size (LOCAL) is another
+  // program for the caches keyed by source (the compile cache, the autotuner's duplicates)
+  if (gpu) emit("/* launch: " + grid.str() + (workgroup ? ", " + lanes + " lanes per workgroup (local loops)" : "") + " */",
+                depth, -1);
   std::vector<std::string> name(k.insts.size());
   for (size_t i = 0; i < k.insts.size(); i++) {
     const ir::Inst& in = k.insts[i];
@@ -119,23 +161,57 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
         name[i] = "acc" + std::to_string(i);
         emit(t + " " + name[i] + " = " + literal(in.value, in.dtype) + ";", depth, op);
         break;
+      case Op::DefineLocal: {
+        name[i] = local_name(static_cast<ir::ValueId>(i));
+        std::string decl = define_local(k, static_cast<ir::ValueId>(i), name[i]);
+        if (!decl.empty()) emit(decl, depth, op);
+        break;
+      }
+      case Op::Barrier:
+        emit(lang_.barrier.empty() ? "/* BARRIER: the lanes of a local loop ran one after another */" : lang_.barrier,
+             depth, op);
+        break;
       case Op::Range: {
         name[i] = "ridx" + std::to_string(i);
         const std::string& r = name[i];
         int dim = gpu ? grid.dim_of(static_cast<ir::ValueId>(i)) : -1;
-        if (dim >= 0 && grid.strided[dim]) {  // more iterations than threads: each takes every n-th
-          emit("for (int " + r + " = " + lang_.global_id[dim] + "; " + r + " < " + src(0) + "; " + r + " += " +
-                   lang_.global_size[dim] + ") {", depth, op);
+        // a grid dimension: a thread's global id, or in a workgroup kernel its workgroup's id
+        const std::string& id = workgroup ? lang_.group_id[dim < 0 ? 0 : dim] : lang_.global_id[dim < 0 ? 0 : dim];
+        const std::string& size = workgroup ? lang_.num_groups[dim < 0 ? 0 : dim] : lang_.global_size[dim < 0 ? 0 : dim];
+        if (workgroup && in.arg == ir::kLocalLoop) {  // the lanes: one per thread of the workgroup
+          local_loop = static_cast<ir::ValueId>(i);
+          emit("{  /* local loop: lane " + r + " of " + src(0) + " is this thread */", depth, op);
+          emit("int " + r + " = " + lang_.local_id + ";", depth + 1, -1);
+        } else if (dim >= 0 && grid.strided[dim]) {  // more iterations than threads: each takes every n-th
+          emit("for (int " + r + " = " + id + "; " + r + " < " + src(0) + "; " + r + " += " + size + ") {", depth, op);
         } else if (dim >= 0) {  // one iteration per thread; the last workgroup may stick out
-          emit("int " + r + " = " + lang_.global_id[dim] + ";", depth, op);
+          emit("int " + r + " = " + id + ";", depth, op);
           emit("if (" + r + " < " + src(0) + ") {", depth, -1);
+        } else if (workgroup && in.arg == ir::kGlobalLoop && local_loop == ir::kNone && split_loop == ir::kNone &&
+                   lane_splittable(k, i)) {  // independent iterations: the lanes share them out
+          split_loop = static_cast<ir::ValueId>(i);
+          emit("for (int " + r + " = " + lang_.local_id + "; " + r + " < " + src(0) + "; " + r + " += " + lanes +
+                   ") {  /* split among the lanes */", depth, op);
         } else {
           emit("for (int " + r + " = 0; " + r + " < " + src(0) + "; " + r + "++) {", depth, op);
         }
         depth++;
         break;
       }
-      case Op::EndRange: depth--; emit("}", depth, op); break;
+      case Op::EndRange: {
+        const ir::ValueId r = in.src[0];
+        const int dim = gpu ? grid.dim_of(r) : -1;
+        // a loop around local loops (a workgroup taking several outputs in turn, a sequential loop over
+        // tiles): no lane may write local memory for the next trip while another still reads it for this one
+        const bool is_loop = dim < 0 || grid.strided[dim];
+        if (workgroup && is_loop && k.insts[r].arg != ir::kLocalLoop && holds_local_loop(k, r))
+          emit(lang_.barrier, depth, -1);
+        if (r == local_loop) local_loop = ir::kNone;
+        if (r == split_loop) split_loop = ir::kNone;
+        depth--;
+        emit("}", depth, op);
+        break;
+      }
       case Op::Load: {
         DType bt = k.insts[in.src[0]].dtype;
         std::string ld = load(src(0), src(1), bt);
@@ -145,8 +221,12 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
         break;
       }
       case Op::Store: {
-        const std::string st = store(src(0), src(1), src(2), k.insts[in.src[0]].dtype);
-        emit(in.num_src == 4 ? "if (" + src(3) + ") " + st : st, depth, op);  // a gated store (PADTO)
+        std::string st = store(src(0), src(1), src(2), k.insts[in.src[0]].dtype);
+        if (in.num_src == 4) st = "if (" + src(3) + ") " + st;  // a gated store (PADTO)
+        // uniform code in a workgroup kernel: every lane holds the same value; one of them writes it
+        const bool uniform = workgroup && local_loop == ir::kNone && split_loop == ir::kNone;
+        if (uniform && k.insts[in.src[0]].op == Op::DefineGlobal) st = "if (" + lang_.local_id + " == 0) " + st;
+        emit(st, depth, op);
         break;
       }
       case Op::Assign: emit(src(0) + " = " + src(1) + ";", depth, op); break;

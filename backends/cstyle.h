@@ -34,6 +34,13 @@ struct CStyleLanguage {
   // grid's dimensions (see gpu_launch.h); when empty (C), every RANGE is a plain for loop.
   std::string global_id[3], global_size[3];
   uint32_t max_groups[3] = {65535, 65535, 65535};
+  // Workgroup kernels (local loops, ir.h): the workgroup's id and the number of workgroups per dimension,
+  // the thread's lane in its workgroup (x), the BARRIER statement and the qualifier of local memory
+  // (DEFINE_LOCAL). Empty for C, where a local loop is a plain loop, BARRIER nothing, and local memory an
+  // array on the stack.
+  std::string group_id[3], num_groups[3], local_id;
+  std::string barrier;          // "barrier(CLK_LOCAL_MEM_FENCE);"
+  std::string local_qualifier;  // "__local"
 };
 
 class CStyleRenderer : public Renderer {
@@ -49,6 +56,10 @@ class CStyleRenderer : public Renderer {
  protected:
   // The kernel's signature and the lines that bind the arguments to named buffers.
   virtual std::string signature(const ir::Kernel& kernel) const = 0;
+  // The declaration of the DEFINE_LOCAL at `id` inside the kernel's body, named `name`; "" when the
+  // target declares local memory elsewhere (GLSL: `shared` arrays at global scope, in signature()).
+  virtual std::string define_local(const ir::Kernel& kernel, ir::ValueId id, const std::string& name) const;
+  static std::string local_name(ir::ValueId id) { return "lmem" + std::to_string(id); }
   // `expr` (of type `from`) converted to `to`.
   virtual std::string cast(const std::string& expr, DType from, DType to) const;
   // Reading element `index` of buffer `buf` whose elements are `dtype`, as a value of that dtype.

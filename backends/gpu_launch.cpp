@@ -32,12 +32,21 @@ Grid plan_grid(const ir::Kernel& k, const uint32_t max_groups[3]) {
   g.ranges = nested_global_ranges(k);
   std::reverse(g.ranges.begin(), g.ranges.end());  // the innermost range is x
   g.dims = std::max<uint32_t>(1, static_cast<uint32_t>(g.ranges.size()));
+  g.lanes = static_cast<uint32_t>(ir::local_loop_lanes(k));
+  g.local[0] = std::max<uint32_t>(g.lanes, 1);
   uint32_t room = kWorkgroupSize;  // threads left to place in the workgroup
+  for (const ir::AppliedOpt& opt : k.opts)
+    if (opt.kind == ir::AppliedOpt::Local) room = static_cast<uint32_t>(opt.amount);
   for (size_t d = 0; d < g.ranges.size(); d++) {
     const ir::Inst& bound = k.insts[k.insts[g.ranges[d]].src[0]];
     // a bound that is not a constant (none today) gets a generous grid and the loop form
     bool known = bound.op == ir::Op::Const;
     uint64_t n = known ? static_cast<uint64_t>(std::max(0.0, bound.value)) : 65536;
+    if (g.lanes > 0) {  // one workgroup per iteration
+      g.strided[d] = !known || n > max_groups[d];
+      g.groups[d] = static_cast<uint32_t>(std::clamp<uint64_t>(n, 1, max_groups[d]));
+      continue;
+    }
     g.local[d] = std::min(room, next_pow2(std::max<uint64_t>(n, 1)));
     room /= g.local[d];
     uint64_t groups = std::max<uint64_t>(1, (n + g.local[d] - 1) / g.local[d]);

@@ -12,6 +12,15 @@
 // each thread then takes several iterations. It costs more than the `if` (PoCL, for one, vectorizes the
 // loop form worse), so it is used only where needed. Global ranges have independent iterations (ir.h),
 // so splitting them among threads never changes a result.
+//
+// The workgroup size is 64 unless the kernel's LOCAL action (ir::AppliedOpt::Local) asks for another.
+//
+// A workgroup kernel (one with local loops, ir.h; the GROUP action makes them) maps differently: the same
+// global RANGEs become the dimensions of a grid of *workgroups* — one workgroup per iteration, its id
+// (OpenCL get_group_id, GLSL gl_WorkGroupID, CUDA blockIdx) is the loop index — and each workgroup has
+// `lanes` threads along x, the bound of the local loops, whose index is the thread's id in its workgroup
+// (get_local_id, gl_LocalInvocationID, threadIdx). The grid then covers every bound exactly, so no thread
+// is masked off and every BARRIER is reached by the whole workgroup.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -31,12 +40,14 @@ struct Grid {
   uint32_t local[3] = {1, 1, 1};    // workgroup size
   uint32_t groups[3] = {1, 1, 1};   // workgroups per dimension
   bool strided[3] = {false, false, false};  // true: the range renders as a grid-stride loop
+  uint32_t lanes = 0;               // a workgroup kernel: its local loops' bound (= local[0]); 0: none
   uint64_t global(int d) const { return static_cast<uint64_t>(local[d]) * groups[d]; }
   int dim_of(ir::ValueId range) const;  // 0..2, or -1 when the range is an ordinary loop
   std::string str() const;              // "groups 16x1x1 of 64x1x1"
 };
 
 // The grid for `kernel` on an API that launches at most max_groups[d] workgroups in dimension d.
+// Threads per workgroup: the kernel's local loops' bound, else its LOCAL amount, else kWorkgroupSize.
 Grid plan_grid(const ir::Kernel& kernel, const uint32_t max_groups[3]);
 
 }  // namespace ts::gpu

@@ -63,7 +63,7 @@ SourceListing CRenderer::render(const ir::Kernel& k) const {
   // block: contiguous blocks keep each thread's stores in its own cache lines and vectorizable.
   for (size_t i = 0; i < k.insts.size(); i++) {
     if (k.insts[i].op != ir::Op::Range) continue;
-    if (!k.insts[i].arg) break;
+    if (k.insts[i].arg != ir::kGlobalLoop) break;
     std::string var = "ridx" + std::to_string(i);
     std::string bound = std::to_string(static_cast<int64_t>(k.insts[k.insts[i].src[0]].value));
     std::string from = var + " = 0; " + var + " < " + bound + ";";

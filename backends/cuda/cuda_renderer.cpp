@@ -22,7 +22,13 @@ static CStyleLanguage cuda_language() {
     std::string c = xyz[d];
     l.global_id[d] = "(int)(blockIdx." + c + " * blockDim." + c + " + threadIdx." + c + ")";
     l.global_size[d] = "(int)(gridDim." + c + " * blockDim." + c + ")";
+    l.group_id[d] = "(int)blockIdx." + c;
+    l.num_groups[d] = "(int)gridDim." + c;
   }
+  l.local_id = "(int)threadIdx.x";
+  // waits for every thread of the block; shared-memory writes before it are visible to the block after it
+  l.barrier = "__syncthreads();";
+  l.local_qualifier = "__shared__";
   l.max_groups[0] = 2147483647;  // gridDim.x; y and z stop at 65535
   return l;
 }

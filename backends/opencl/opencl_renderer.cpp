@@ -25,7 +25,14 @@ static CStyleLanguage opencl_language() {
     l.global_id[d] = "(int)get_global_id(" + std::to_string(d) + ")";
     l.global_size[d] = "(int)get_global_size(" + std::to_string(d) + ")";
     l.max_groups[d] = 1u << 31;  // OpenCL sets no limit (the global size is a size_t); ids are int here
+    l.group_id[d] = "(int)get_group_id(" + std::to_string(d) + ")";
+    l.num_groups[d] = "(int)get_num_groups(" + std::to_string(d) + ")";
   }
+  l.local_id = "(int)get_local_id(0)";
+  // OpenCL C 1.2 §6.12.8: every work-item of the work-group must reach it; CLK_LOCAL_MEM_FENCE makes the
+  // __local writes before it visible to the whole work-group after it
+  l.barrier = "barrier(CLK_LOCAL_MEM_FENCE);";
+  l.local_qualifier = "__local";  // declared at kernel function scope (OpenCL allows no other place)
   return l;
 }
 

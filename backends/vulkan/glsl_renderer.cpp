@@ -21,12 +21,23 @@ static CStyleLanguage glsl_language() {
   for (int d = 0; d < 3; d++) {
     l.global_id[d] = std::string("int(gl_GlobalInvocationID.") + xyz[d] + ")";
     l.global_size[d] = std::string("int(gl_NumWorkGroups.") + xyz[d] + " * gl_WorkGroupSize." + xyz[d] + ")";
+    l.group_id[d] = std::string("int(gl_WorkGroupID.") + xyz[d] + ")";
+    l.num_groups[d] = std::string("int(gl_NumWorkGroups.") + xyz[d] + ")";
   }
+  l.local_id = "int(gl_LocalInvocationID.x)";
+  // barrier() synchronizes the invocations of the workgroup (it must be in uniform control flow);
+  // memoryBarrierShared() before it orders the shared-memory writes, so reads after it see them
+  l.barrier = "memoryBarrierShared(); barrier();";
+  l.local_qualifier = "shared";  // at global scope: see signature()
   // max_groups stays 65535: the maxComputeWorkGroupCount every Vulkan device guarantees
   return l;
 }
 
 GLSLRenderer::GLSLRenderer() : CStyleRenderer(glsl_language()) {}
+
+std::string GLSLRenderer::define_local(const ir::Kernel&, ir::ValueId, const std::string&) const {
+  return "";  // declared before main() by signature()
+}
 
 const char* const GLSLRenderer::kPreserveInfNan =
     "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = [4466], 4461, 32);"
@@ -55,6 +66,11 @@ std::string GLSLRenderer::signature(const ir::Kernel& k) const {
   s += "// NaN-propagating max, as torch.maximum (GLSL's max may return either operand for a NaN)\n";
   s += "float ts_fmaxf(float a, float b) { return (isnan(a) || a > b) ? a : b; }\n";
   if (half) s += "float ts_round_half(float x) { return float(float16_t(x)); }\n";
+  // local memory (DEFINE_LOCAL): GLSL declares `shared` variables at global scope only
+  for (size_t i = 0; i < k.insts.size(); i++)
+    if (k.insts[i].op == ir::Op::DefineLocal)
+      s += CStyleRenderer::define_local(k, static_cast<ir::ValueId>(i), local_name(static_cast<ir::ValueId>(i))) +
+           "  // workgroup-shared memory\n";
   s += "// kernel " + k.name + "\n";
   return s + lang_.kernel_prefix + " {\n";
 }

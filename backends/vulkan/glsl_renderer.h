@@ -18,6 +18,7 @@ class GLSLRenderer : public CStyleRenderer {
 
  protected:
   std::string signature(const ir::Kernel& kernel) const override;
+  std::string define_local(const ir::Kernel& kernel, ir::ValueId id, const std::string& name) const override;
   std::string cast(const std::string& expr, DType from, DType to) const override;
   std::string load(const std::string& buf, const std::string& index, DType dtype) const override;
   std::string store(const std::string& buf, const std::string& index, const std::string& value,

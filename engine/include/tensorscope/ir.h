@@ -4,7 +4,33 @@
 // A kernel is one loop nest. Values are SSA — each instruction defines one value, used by later ones —
 // except accumulators: DEFINE_ACC defines a variable that ASSIGN updates inside a loop and that later
 // instructions read after the loop. RANGE opens a loop (`for i in 0..bound`), END_RANGE closes it.
-// Index arithmetic is int32; LOAD/STORE index a DEFINE_GLOBAL buffer in elements.
+// Index arithmetic is int32; LOAD/STORE index a DEFINE_GLOBAL buffer (or a DEFINE_LOCAL array) in elements.
+//
+// Workgroups (GPU devices; tinygrad's DEFINE_LOCAL / BARRIER and its local axes). A third kind of RANGE,
+// the *local* loop, runs its iterations as the threads ("lanes") of one workgroup, side by side; a
+// DEFINE_LOCAL is an array in the workgroup's shared memory (OpenCL __local, GLSL shared, CUDA __shared__);
+// BARRIER waits until every lane of the workgroup got there, with their local-memory writes visible to all
+// (OpenCL barrier(CLK_LOCAL_MEM_FENCE), GLSL memoryBarrierShared() + barrier(), CUDA __syncthreads()).
+// The IR's meaning stays sequential — a local loop is a plain loop, a DEFINE_LOCAL a plain array, BARRIER a
+// no-op — which is how the interpreter and the C device run them, so INTERP stays the reference. A GPU runs
+// such a kernel as one workgroup per iteration of its global loops, with the local loop's bound as the
+// workgroup size; the code outside the local loops runs in every lane with the same values (it reads only
+// uniform values and local memory), and its STOREs to global memory are done by lane 0 only (a global loop
+// there without barriers or local memory is shared out among the lanes instead, each storing its own
+// iterations: the renderers decide, backends/cstyle.cpp). Both readings
+// agree when the kernel keeps these rules, which ir::verify checks:
+//   - every local loop of a kernel has the same constant bound: the workgroup size (at most kMaxLanes);
+//   - a local loop is not inside another local loop, and holds no global loop and no BARRIER (a barrier
+//     inside a loop over lanes would wait for lanes that run after it); BARRIERs are directly inside
+//     global or sequential loops (or at the top level), where every lane of a workgroup reaches them;
+//   - a value defined inside a local loop is not used after it (ordinary scoping), and an ASSIGN inside a
+//     local loop updates a DEFINE_ACC defined inside that local loop: per-lane state crosses a barrier
+//     only through local memory;
+//   - DEFINE_LOCAL is at the top level of the kernel (outside every loop), of float32 or int32; STOREs to
+//     it are inside local loops (each lane writes its own elements);
+//   - local memory written in one local loop is read elsewhere (another local loop, or the uniform code
+//     after it) only after a BARRIER, and read memory is written again only after a BARRIER (in program
+//     order; across the back edge of a loop around local loops the GPU renderers add the barrier).
 //
 // float16 is a storage type here: a float16 value is a number exactly representable in float16, which
 // backends may hold in a float32 register. LOAD/STORE convert between the 2-byte buffer element and it,
@@ -27,14 +53,17 @@ enum class Op : uint8_t {
   DefineGlobal,  // arg: buffer slot; dtype: element type              → pointer
   DefineAcc,     // value: initial value                                → accumulator variable
   Const,         // value                                               → scalar
-  Range,         // src0: bound (int32); arg: 1 = global loop (over an output dim: its iterations are
-                 // independent, so devices may run them in parallel — threads, GPU global ids), 0 = a
-                 // sequential loop (a reduction)                        → loop index 0..bound-1
+  Range,         // src0: bound (int32); arg: kGlobalLoop (1) = a loop over an output dim: its iterations are
+                 // independent, so devices may run them in parallel — threads, GPU global or group ids;
+                 // kReduceLoop (0) = a sequential loop (a reduction); kLocalLoop (2) = a loop over the lanes
+                 // of a workgroup (see above)                            → loop index 0..bound-1
   EndRange,      // src0: the RANGE it closes
-  Load,          // src0: DEFINE_GLOBAL, src1: index, [src2: gate]       → element, or 0 when gate is false
-  Store,         // src0: DEFINE_GLOBAL, src1: index, src2: value, [src3: gate: the store happens only when
-                 // the bool gate is true (PADTO's padded iterations write nothing)]
+  Load,          // src0: DEFINE_GLOBAL or DEFINE_LOCAL, src1: index, [src2: gate] → element, or 0 when gate is false
+  Store,         // src0: DEFINE_GLOBAL or DEFINE_LOCAL, src1: index, src2: value, [src3: gate: the store happens
+                 // only when the bool gate is true (PADTO's padded iterations write nothing)]
   Assign,        // src0: DEFINE_ACC, src1: new value (inside its loop; after it, to combine partial sums)
+  DefineLocal,   // arg: element count; dtype: element type: an array in workgroup-shared memory → pointer
+  Barrier,       // every lane of the workgroup waits here; local-memory writes before it are seen after it
   // ALU (dtype is the result type)
   Neg, Exp2, Log2, Sin, Sqrt, Recip, Cast,
   Bitcast,       // the same 32 bits as the other type (float32 <-> int32), as C's memcpy / OpenCL's as_int
@@ -44,12 +73,18 @@ enum class Op : uint8_t {
                  // the fuse_multiply_add pass, never by lowering.
 };
 
+// RANGE kinds (Inst::arg of a RANGE).
+constexpr int64_t kReduceLoop = 0, kGlobalLoop = 1, kLocalLoop = 2;
+// Lanes a local loop may have (the largest workgroup every device here allows: Vulkan guarantees 128
+// invocations; lavapipe, PoCL and CUDA allow 1024 or more, and 256 is the most GROUP asks for).
+constexpr int64_t kMaxLanes = 1024;
+
 struct Inst {
   Op op = Op::Const;
   DType dtype = DType::Float32;
   uint8_t num_src = 0;
   ValueId src[4] = {kNone, kNone, kNone, kNone};  // the first num_src are operands (4: a gated STORE)
-  int64_t arg = 0;   // DefineGlobal: buffer slot
+  int64_t arg = 0;   // DefineGlobal: buffer slot; DefineLocal: element count; Range: kind (kGlobalLoop, ...)
   double value = 0;  // Const / DefineAcc: the (initial) value
 };
 
@@ -66,13 +101,19 @@ struct AppliedOpt {
     UpcastGlobal,  // UPCAST a global loop by `amount` (u output elements per trip, in registers)
     RegisterTile,  // a u×16 register tile of a matmul-like reduce (two global loops upcast)
     UpcastReduce,  // UNROLL a reduce loop by `amount` with `amount` partial accumulators
-    Local,         // GPU: `amount` threads per workgroup along the grid's x dimension (tinygrad's LOCAL)
-    Group,         // GPU: a reduce split across `amount` threads of a workgroup, partial results combined in
-                   // local memory after a BARRIER (tinygrad's GROUP)
+    Local,         // GPU: `amount` threads per workgroup (along the grid's x dimension first; tinygrad's LOCAL),
+                   // read by gpu::plan_grid instead of its default of 64
+    Group,         // GPU: a reduce split across `amount` lanes of a workgroup, partial results combined in
+                   // local memory after a BARRIER (tinygrad's GROUP; the group_reduce pass)
     Threads,       // CPU: the outermost global loop split over `amount` threads (a launch action: the C device
                    // records it in Device::plan_launch; the source is the same for every count)
     Padto,         // a global loop padded to a multiple of `amount`, the extra iterations masked (tinygrad's
                    // PADTO), so that an UPCAST of that amount applies to odd sizes
+    GroupTop,      // GPU: GROUP with each of the `amount` lanes reducing one contiguous chunk of the loop
+                   // (tinygrad's GROUPTOP) rather than every amount-th element: better where a workgroup's
+                   // lanes run one after another over memory (PoCL on a CPU), worse for a GPU's coalescing
+    Tile,          // GPU: a matmul in `amount`×`amount` output tiles, one workgroup each, with tiles of both
+                   // operands staged in local memory (the shared-memory tiled matmul; the tile_local pass)
   } kind;
   int amount;  // the upcast factor, thread count or multiple
 };
@@ -85,8 +126,8 @@ struct AppliedOpt {
 // is for, the device has the feature); otherwise it applies nothing. What was applied is always Kernel::opts.
 struct OptPlan {
   static constexpr int kAuto = -1;
-  static constexpr int kKinds = 7;  // AppliedOpt::Kind values
-  int amount[kKinds] = {kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto};
+  static constexpr int kKinds = 9;  // AppliedOpt::Kind values
+  int amount[kKinds] = {kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto};
   int get(AppliedOpt::Kind kind) const { return amount[kind]; }
   void set(AppliedOpt::Kind kind, int u) { amount[kind] = u; }
   bool automatic() const {
@@ -101,13 +142,26 @@ struct OptPlan {
   std::string str() const;  // the same form; "" for the default plan
 };
 
+// What the passes may assume about the device a kernel is compiled for. realize sets it from the target
+// device's DeviceProperties before the passes run; the default (no workgroups, no local memory) is the C
+// device's and the interpreter's, and makes the GPU-only actions (LOCAL, GROUP) illegal.
+struct Target {
+  uint32_t max_workgroup_size = 0;  // threads per workgroup; 0: the device runs no workgroups
+  uint64_t local_memory_bytes = 0;  // DEFINE_LOCAL bytes a workgroup may use; 0: none
+  bool workgroups() const { return max_workgroup_size > 0; }
+};
+
 struct Kernel {
   std::string name;
   std::vector<GlobalArg> globals;  // slot 0..n-1; outputs first
   std::vector<Inst> insts;         // the arena; ValueId = index
   std::vector<AppliedOpt> opts;    // in the order the passes applied them
   OptPlan plan;                    // what the passes are asked to apply (default: their heuristics)
+  Target target;                   // the device's abilities the passes may use
 };
+
+// The bound of the kernel's local loops (its workgroup size on a GPU), or 0 when it has none.
+int64_t local_loop_lanes(const Kernel& k);
 
 const char* opt_name(AppliedOpt::Kind kind);
 // The optimizations a kernel's passes applied, in order: "UPCAST_GLOBAL(4) UPCAST_REDUCE(2)"; "" for none.

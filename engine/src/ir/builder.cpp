@@ -58,6 +58,26 @@ ValueId Builder::range(int64_t bound, bool global) {
   return id;
 }
 
+ValueId Builder::local_range(int64_t lanes) {
+  ValueId id = range(lanes, false);
+  k_.insts[id].arg = kLocalLoop;
+  return id;
+}
+
+ValueId Builder::define_local(DType dt, int64_t elements) {
+  Inst in;
+  in.op = Op::DefineLocal;
+  in.dtype = dt;
+  in.arg = elements;
+  return push(in, false);
+}
+
+void Builder::barrier() {
+  Inst in;
+  in.op = Op::Barrier;
+  push(in, false);
+}
+
 void Builder::end_range(ValueId r) {
   Inst in;
   in.op = Op::EndRange;
@@ -98,7 +118,8 @@ ValueId Builder::load(ValueId buf, ValueId idx, ValueId gate) {
   in.src[0] = buf;
   in.src[1] = idx;
   in.src[2] = gate;
-  return push(in, true);
+  // local memory changes between a BARRIER and the next: two loads of one address are not one value
+  return push(in, k_.insts[buf].op != Op::DefineLocal);
 }
 
 void Builder::store(ValueId buf, ValueId idx, ValueId value, ValueId gate) {

@@ -19,6 +19,9 @@ class Builder {
   ValueId cbool(bool v) { return constant(v ? 1 : 0, DType::Bool); }
   ValueId constant(double v, DType dt);
   ValueId range(int64_t bound, bool global = false);
+  ValueId local_range(int64_t lanes);                  // a RANGE over the lanes of a workgroup (kLocalLoop)
+  ValueId define_local(DType dt, int64_t elements);    // workgroup-shared memory (at the top level)
+  void barrier();
   void end_range(ValueId range);
   ValueId acc(double init, DType dt);
   void assign(ValueId acc, ValueId value);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
+#include <string>
 
 #include "ir/ts_math.h"
 #include "tensorscope/ir.h"
@@ -58,10 +59,21 @@ float fmax_nan(float a, float b) { return (a != a || a > b) ? a : b; }  // NaN p
 
 }  // namespace
 
+// An index into local memory, checked: a pass that gets it wrong fails here rather than in a GPU's
+// shared memory, where an out-of-bounds access is undefined.
+static size_t local_index(const Inst& in, int32_t index, int64_t size) {
+  if (index < 0 || index >= size)
+    throw std::runtime_error(std::string(op_name(in.op)) + " of local memory at index " + std::to_string(index) +
+                             ", outside its " + std::to_string(size) + " elements");
+  return static_cast<size_t>(index);
+}
+
 void interpret(const Kernel& k, const std::vector<void*>& buffers) {
   const size_t n = k.insts.size();
   std::vector<Slot> v(n);
   std::vector<void*> ptr(n, nullptr);
+  std::vector<std::vector<Slot>> local_memory;  // one array per DEFINE_LOCAL (its elements are 4 bytes)
+  std::vector<int64_t> local_size(n, -1);      // elements of the DEFINE_LOCAL at i, -1 for a global buffer
   std::vector<size_t> end_of(n, 0);  // RANGE → its END_RANGE
   {
     std::vector<size_t> open;
@@ -82,6 +94,14 @@ void interpret(const Kernel& k, const std::vector<void*>& buffers) {
     Slot r{};
     switch (in.op) {
       case Op::DefineGlobal: ptr[pc] = buffers.at(in.arg); break;
+      // workgroups run sequentially (ir.h): a local loop is a plain loop, local memory a plain array and
+      // BARRIER nothing (every lane's writes are done before the code after the local loop reads them)
+      case Op::DefineLocal:
+        local_memory.emplace_back(static_cast<size_t>(in.arg), Slot{});
+        ptr[pc] = local_memory.back().data();
+        local_size[pc] = in.arg;
+        break;
+      case Op::Barrier: pc++; continue;
       case Op::DefineAcc: case Op::Const: r = make_const(in.value, dt); break;
       case Op::Range:
         r.i = 0;
@@ -102,10 +122,16 @@ void interpret(const Kernel& k, const std::vector<void*>& buffers) {
       }
       case Op::Load:
         if (in.num_src == 3 && !S(2).i) r = make_const(0, dt);
+        else if (local_size[in.src[0]] >= 0) r = static_cast<Slot*>(ptr[in.src[0]])[local_index(in, S(1).i, local_size[in.src[0]])];
         else r = load(ptr[in.src[0]], dt, S(1).i);
         break;
       case Op::Store:
-        if (in.num_src < 4 || S(3).i) store(ptr[in.src[0]], k.insts[in.src[0]].dtype, S(1).i, S(2));  // gated: only where true
+        if (in.num_src == 4 && !S(3).i) {  // a gated store whose gate is false writes nothing (PADTO)
+        } else if (local_size[in.src[0]] >= 0) {
+          static_cast<Slot*>(ptr[in.src[0]])[local_index(in, S(1).i, local_size[in.src[0]])] = S(2);
+        } else {
+          store(ptr[in.src[0]], k.insts[in.src[0]].dtype, S(1).i, S(2));
+        }
         pc++;
         continue;
       case Op::Assign: v[in.src[0]] = S(1); pc++; continue;

@@ -8,7 +8,7 @@ namespace ts::ir {
 
 const char* op_name(Op op) {
   static const char* names[] = {"DEFINE_GLOBAL", "DEFINE_ACC", "CONST", "RANGE", "END_RANGE", "LOAD", "STORE",
-                                "ASSIGN", "NEG", "EXP2", "LOG2", "SIN", "SQRT", "RECIP", "CAST", "BITCAST", "ADD", "MUL",
+                                "ASSIGN", "DEFINE_LOCAL", "BARRIER", "NEG", "EXP2", "LOG2", "SIN", "SQRT", "RECIP", "CAST", "BITCAST", "ADD", "MUL",
                                 "MAX", "CMPLT", "CMPEQ", "IDIV", "MOD", "AND", "WHERE", "MULACC"};
   return names[static_cast<int>(op)];
 }
@@ -58,8 +58,16 @@ const char* opt_name(AppliedOpt::Kind kind) {
     case AppliedOpt::Group: return "GROUP";
     case AppliedOpt::Threads: return "THREADS";
     case AppliedOpt::Padto: return "PADTO";
+    case AppliedOpt::GroupTop: return "GROUPTOP";
+    case AppliedOpt::Tile: return "TILE";
   }
   return "?";
+}
+
+int64_t local_loop_lanes(const Kernel& k) {
+  for (const Inst& in : k.insts)
+    if (in.op == Op::Range && in.arg == kLocalLoop) return static_cast<int64_t>(k.insts[in.src[0]].value);
+  return 0;
 }
 
 bool is_alu(Op op) { return op >= Op::Neg; }
@@ -107,14 +115,15 @@ std::string print(const Kernel& k) {
     const Inst& in = k.insts[i];
     if (in.op == Op::EndRange) depth--;
     o << std::string(2 * (depth + 1), ' ');
-    bool defines = in.op != Op::Store && in.op != Op::EndRange && in.op != Op::Assign;
+    bool defines = in.op != Op::Store && in.op != Op::EndRange && in.op != Op::Assign && in.op != Op::Barrier;
     if (defines) o << "%" << i << " = ";
     o << op_name(in.op);
     if (defines) o << "." << dtype_name(in.dtype);
     for (int s = 0; s < in.num_src; s++) o << (s ? ", " : " ") << "%" << in.src[s];
     if (in.op == Op::Const || in.op == Op::DefineAcc) o << " " << const_str(in.value, in.dtype);
     if (in.op == Op::DefineGlobal) o << " slot " << in.arg;
-    if (in.op == Op::Range) o << (in.arg ? "   ; global" : "   ; reduce");
+    if (in.op == Op::DefineLocal) o << " [" << in.arg << "]";
+    if (in.op == Op::Range) o << (in.arg == kGlobalLoop ? "   ; global" : in.arg == kLocalLoop ? "   ; local" : "   ; reduce");
     if (in.op == Op::EndRange) o << "   ; %" << i;
     o << "\n";
     if (in.op == Op::Range) depth++;

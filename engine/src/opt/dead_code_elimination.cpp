@@ -9,12 +9,12 @@ void dead_code_elimination(ir::Kernel& k) {
   using ir::Op;
   const size_t n = k.insts.size();
   std::vector<char> live(n, 0);
-  // roots: stores, loop structure, accumulator updates; then everything they use (backwards sweep;
+  // roots: stores, loop structure, barriers, accumulator updates; then everything they use (backwards sweep;
   // an ASSIGN keeps its accumulator alive, and the accumulator is live only if something reads it)
   bool changed = true;
   for (size_t i = 0; i < n; i++) {
     Op op = k.insts[i].op;
-    if (op == Op::Store || op == Op::Range || op == Op::EndRange) live[i] = 1;
+    if (op == Op::Store || op == Op::Range || op == Op::EndRange || op == Op::Barrier) live[i] = 1;
   }
   while (changed) {
     changed = false;

@@ -49,6 +49,8 @@ void padto(ir::Kernel& k) {
   int p = k.plan.get(ir::AppliedOpt::Padto);
   if (p != ir::OptPlan::kAuto && p < 2) return;
   const std::vector<Inst> old = k.insts;
+  for (const Inst& in : old)  // a workgroup kernel (TILE, GROUP) keeps its loops as its lanes need them
+    if (in.op == Op::DefineLocal || (in.op == Op::Range && in.arg == ir::kLocalLoop)) return;
   const size_t g = upcast_global_loop(old);
   if (g == old.size()) return;
   const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);

@@ -21,6 +21,8 @@ const std::vector<Pass>& pipeline() {
        reorder_global_loops},
       {"loop_invariant_code_motion", "compute values (and whole reductions) that do not change in a loop before it",
        loop_invariant_code_motion},
+      {"tile_local", "TILE (GPU): a matmul in output tiles, one workgroup each, operand tiles in local memory",
+       tile_local},
       {"padto", "PADTO: the loop UPCAST_GLOBAL is for runs to a multiple of the plan's amount, the extra iterations masked",
        padto},
       {"upcast_global", "UPCAST: up to 32 neighbouring outputs share one pass of their reduce loop",
@@ -28,11 +30,14 @@ const std::vector<Pass>& pipeline() {
       {"register_tile", "UPCAST a second output axis by 8 and move it innermost (matmul register tile)",
        register_tile},
       {"simplify", "fold constants, simplify index arithmetic and merge equal values again (after UPCAST)", simplify},
+      {"group_reduce", "GROUP (GPU): a reduce split across the lanes of a workgroup, partials combined in local memory",
+       group_reduce},
       {"upcast_reduce", "UPCAST: the innermost reduce loop keeps up to 16 partial accumulators (vectorizable)",
        upcast_reduce},
       {"max_reduce_as_int", "a float max-reduction runs on order-preserving int32 keys (vectorizes; NaN still wins)",
        max_reduce_as_int},
       {"fuse_multiply_add", "acc = acc + a*b becomes one fused multiply-add (MULACC)", fuse_multiply_add},
+      {"local_size", "LOCAL (GPU): the number of threads per workgroup", local_size},
   };
   return passes;
 }

@@ -6,7 +6,7 @@
 // random subset off for each kernel (the test mode CI runs the op tests in). Results must never change
 // with any subset disabled: every pass only removes or rearranges work.
 //
-// The UPCAST passes take their amounts from the kernel's ir::OptPlan (the optimization actions as data);
+// The UPCAST, TILE, GROUP and LOCAL passes take their amounts from the kernel's ir::OptPlan (the optimization actions as data);
 // the default plan lets each use its heuristic. TENSORSCOPE_OPTS="UPCAST_GLOBAL=8,REGISTER_TILE=0" sets one
 // plan for every kernel (for experiments and tests); an invalid value raises std::invalid_argument.
 #pragma once
@@ -45,6 +45,9 @@ void reorder_global_loops(ir::Kernel& kernel);
 void simplify(ir::Kernel& kernel);
 void fuse_multiply_add(ir::Kernel& kernel);
 void max_reduce_as_int(ir::Kernel& kernel);
+void group_reduce(ir::Kernel& kernel);
+void tile_local(ir::Kernel& kernel);
+void local_size(ir::Kernel& kernel);
 
 // Generated sources stay reasonable (and compile in well under a second): an UPCAST that would make a
 // loop body longer than this many instructions is not done.

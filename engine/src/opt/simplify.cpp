@@ -31,8 +31,11 @@ void simplify(ir::Kernel& k) {
       case Op::Const: v = b.constant(in.value, in.dtype); break;
       case Op::DefineAcc: v = b.acc(in.value, in.dtype); break;
       case Op::Range:
-        v = b.is_const(src(0)) ? b.range(static_cast<int64_t>(b.const_value(src(0))), in.arg == 1) : b.raw(in);
+        if (!b.is_const(src(0))) v = b.raw(in);
+        else if (in.arg == ir::kLocalLoop) v = b.local_range(static_cast<int64_t>(b.const_value(src(0))));
+        else v = b.range(static_cast<int64_t>(b.const_value(src(0))), in.arg == ir::kGlobalLoop);
         break;
+      case Op::DefineLocal: case Op::Barrier: v = b.raw(in); break;
       case Op::EndRange: b.end_range(src(0)); break;
       case Op::Load: v = b.load(src(0), src(1), src(2)); break;
       case Op::Store: b.store(src(0), src(1), src(2), src(3)); break;

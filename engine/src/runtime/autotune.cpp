@@ -33,6 +33,8 @@ constexpr int kRounds = 3;
 
 // The amounts a round tries for each kind of action (ir::AppliedOpt::Kind) on `dev`. An action a device
 // cannot take has none (its candidates would render the same source and be skipped as duplicates anyway).
+// Candidates are told apart by their rendered source: LOCAL changes only the launch, and the GPU renderers
+// write the launch (workgroup size and count) into the source for that reason (cstyle.cpp).
 std::vector<int> candidate_amounts(ir::AppliedOpt::Kind kind, const Device& dev) {
   switch (kind) {
     case ir::AppliedOpt::UpcastGlobal:
@@ -45,7 +47,25 @@ std::vector<int> candidate_amounts(ir::AppliedOpt::Kind kind, const Device& dev)
       for (int n = 1; n <= ThreadPool::get().size(); n++) counts.push_back(n);
       return counts;
     }
-    default: return {};  // LOCAL, GROUP: not searched yet
+    case ir::AppliedOpt::Local:     // the workgroup size (64 by default), on devices with workgroups;
+    case ir::AppliedOpt::Group:     // lanes per reduce, on devices with local memory too
+    case ir::AppliedOpt::GroupTop:
+    case ir::AppliedOpt::Tile: {
+      const DeviceProperties p = DeviceRegistry::properties(DeviceRegistry::index(dev.name()));
+      if (p.max_workgroup_size == 0 || (kind != ir::AppliedOpt::Local && p.local_memory_bytes == 0)) return {};
+      std::vector<int> amounts;
+      // LOCAL around its default of 64; GROUP's lanes as a GPU wants them (many: wide coalesced loads);
+      // GROUPTOP's fewer, for devices whose lanes run one after another (PoCL: 4 or 16 paid on 8 long rows);
+      // TILE's edge (T·T threads per workgroup)
+      const std::vector<int> tried = kind == ir::AppliedOpt::Local      ? std::vector<int>{16, 32, 128, 256}
+                                     : kind == ir::AppliedOpt::Group    ? std::vector<int>{16, 64, 256}
+                                     : kind == ir::AppliedOpt::GroupTop ? std::vector<int>{4, 16, 64}
+                                                                        : std::vector<int>{8, 16};
+      for (int u : tried)
+        if (static_cast<uint64_t>(kind == ir::AppliedOpt::Tile ? u * u : u) <= p.max_workgroup_size) amounts.push_back(u);
+      return amounts;
+    }
+    default: return {};
   }
 }
 constexpr int kTimedLaunches = 3;

@@ -1,6 +1,8 @@
 #include "runtime/realize.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -463,6 +465,10 @@ void realize(const std::vector<NodeId>& targets) {
 
     session.gate(GateStop::BeforeLower, kernel_ids[k], item.name);
     ir::Kernel kernel = lower(item);
+    // what the passes may use of the device: workgroups and local memory (the GPU-only actions LOCAL, GROUP)
+    const DeviceProperties props = DeviceRegistry::properties(dev_index);
+    kernel.target.max_workgroup_size = static_cast<uint32_t>(std::min<uint64_t>(props.max_workgroup_size, UINT32_MAX));
+    kernel.target.local_memory_bytes = props.local_memory_bytes;
     // always on: a few µs per kernel, and an invalid kernel would otherwise fail in a compiler
     if (auto errors = ir::verify(kernel); !errors.empty())
       throw std::logic_error("IR verifier failed for kernel " + kernel.name + " after lowering: " + errors.front());

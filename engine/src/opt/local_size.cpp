@@ -1,0 +1,30 @@
+// LOCAL (tinygrad's OptOps.LOCAL): the number of threads in a GPU workgroup for an ordinary kernel.
+//
+// gpu::plan_grid puts 64 threads in each workgroup (filled along the grid's x dimension first: the loop
+// along which memory is contiguous). The best size depends on the device: a GPU wants enough threads per
+// workgroup to hide memory latency, PoCL runs one workgroup per CPU core as a loop over its work-items
+// (vectorized across them), so there a larger workgroup is a longer vectorizable loop and fewer
+// workgroups to schedule. This pass only records the choice, AppliedOpt::Local(amount), which plan_grid
+// reads (the renderers and the device's launch both ask it, so source and launch agree; the size is part
+// of the rendered source, so caches keyed by source tell two sizes apart).
+//
+// Legal on devices with workgroups (ir::Kernel::target) for a power of two 1..256 within the device's
+// workgroup size, on a kernel with a global loop (one without has a single thread) and without local
+// loops (GROUP fixes the workgroup size to its lanes). The default plan (kAuto) keeps 64; the BEAM search
+// tries the amounts autotune.cpp lists.
+#include "opt/pass_manager.h"
+
+namespace ts {
+
+void local_size(ir::Kernel& k) {
+  const int u = k.plan.get(ir::AppliedOpt::Local);
+  if (u == ir::OptPlan::kAuto || u <= 0 || u > 256 || (u & (u - 1)) != 0) return;
+  if (!k.target.workgroups() || static_cast<uint32_t>(u) > k.target.max_workgroup_size) return;
+  if (ir::local_loop_lanes(k) > 0) return;
+  bool global = false;
+  for (const ir::Inst& in : k.insts) global = global || (in.op == ir::Op::Range && in.arg == ir::kGlobalLoop);
+  if (!global) return;
+  k.opts.push_back({ir::AppliedOpt::Local, u});
+}
+
+}  // namespace ts
