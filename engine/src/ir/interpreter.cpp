@@ -68,6 +68,15 @@ static size_t local_index(const Inst& in, int32_t index, int64_t size) {
   return static_cast<size_t>(index);
 }
 
+// The result of a float ADD or MUL when an operand is NaN: the first NaN operand, as x86's SSE/AVX adds and
+// multiplies return it (IEEE 754 leaves the NaN's sign and payload to the machine). Written out because a
+// compiler may swap the operands of a commutative + or *: copysign(NaN, -1) = −NaN went through NaN + −NaN.
+static float nan_first(float a, float b, float result) {
+  if (std::isnan(a)) return a;
+  if (std::isnan(b)) return b;
+  return result;
+}
+
 void interpret(const Kernel& k, const std::vector<void*>& buffers) {
   const size_t n = k.insts.size();
   std::vector<Slot> v(n);
@@ -148,8 +157,8 @@ void interpret(const Kernel& k, const std::vector<void*>& buffers) {
         else if (dt == DType::Int32) r.i = as_int(S(0), SD(0));
         else r.i = is_float(SD(0)) ? (S(0).f != 0.0f) : (S(0).i != 0);
         break;
-      case Op::Add: if (dt == DType::Float32) r.f = S(0).f + S(1).f; else r.i = wrap_add(S(0).i, S(1).i); break;
-      case Op::Mul: if (dt == DType::Float32) r.f = S(0).f * S(1).f; else r.i = wrap_mul(S(0).i, S(1).i); break;
+      case Op::Add: if (dt == DType::Float32) r.f = nan_first(S(0).f, S(1).f, S(0).f + S(1).f); else r.i = wrap_add(S(0).i, S(1).i); break;
+      case Op::Mul: if (dt == DType::Float32) r.f = nan_first(S(0).f, S(1).f, S(0).f * S(1).f); else r.i = wrap_mul(S(0).i, S(1).i); break;
       case Op::Max: if (dt == DType::Float32) r.f = fmax_nan(S(0).f, S(1).f); else r.i = std::max(S(0).i, S(1).i); break;
       case Op::CmpLt: r.i = is_float(SD(0)) ? (S(0).f < S(1).f) : (S(0).i < S(1).i); break;
       case Op::CmpEq: r.i = is_float(SD(0)) ? (S(0).f == S(1).f) : (S(0).i == S(1).i); break;
