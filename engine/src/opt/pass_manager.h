@@ -51,7 +51,7 @@ void local_size(ir::Kernel& kernel);
 
 // Generated sources stay reasonable (and compile in well under a second): an UPCAST that would make a
 // loop body longer than this many instructions is not done.
-constexpr size_t kMaxUnrolledInsts = 4000;
+constexpr size_t kMaxUnrolledInsts = 6000;
 
 // A reduce block inside a global loop: DEFINE_ACC × n (first_acc..range-1), RANGE (reduce) at `range`,
 // a body that ASSIGNs only those accumulators, END_RANGE at `end`. The body has no loops but a chain of
