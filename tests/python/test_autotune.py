@@ -222,7 +222,8 @@ def test_the_search_can_be_narrowed_to_one_kernel(tmp_path):
 def test_threads_candidates_are_timed_not_skipped_as_duplicates_of_the_same_source(tmp_path):
     # THREADS=2 renders the same C as one thread (the split is a launch action): the dedup key holds the applied
     # actions, so it is compiled and timed; THREADS=1 is what the default does for these small kernels, a duplicate
-    out = _run(tmp_path, tmp_path / "cache", env={"DEBUG": "2", "TENSORSCOPE_THREADS": "2"})
+    # a budget that lets the first round reach every kind, however slowly a loaded machine compiles
+    out = _run(tmp_path, tmp_path / "cache", env={"DEBUG": "2", "TENSORSCOPE_THREADS": "2", "TENSORSCOPE_BEAM_SECONDS": "60"})
     two = [ln for ln in out.splitlines() if ln.startswith("BEAM ") and "'THREADS=2'" in ln]
     one = [ln for ln in out.splitlines() if ln.startswith("BEAM ") and "'THREADS=1'" in ln]
     assert two and all(" duplicate" not in ln for ln in two), out
