@@ -177,22 +177,12 @@ void group_reduce(ir::Kernel& k) {
     out.push_back(in);
     return static_cast<ValueId>(out.size() - 1);
   };
-  auto inst = [](Op op, DType dt, std::initializer_list<ValueId> src, int64_t arg = 0, double value = 0) {
-    Inst in;
-    in.op = op;
-    in.dtype = dt;
-    in.num_src = static_cast<uint8_t>(src.size());
-    std::copy(src.begin(), src.end(), in.src);
-    in.arg = arg;
-    in.value = value;
-    return in;
-  };
-  auto constant = [&](double v, DType dt) { return emit(inst(Op::Const, dt, {}, 0, v)); };
+  auto constant = [&](double v, DType dt) { return emit(make_inst(Op::Const, dt, {}, 0, v)); };
   // at the top: the constants every block uses and one local array per (block, accumulator)
   const ValueId lanes_c = constant(lanes, DType::Int32);
   std::vector<std::vector<ValueId>> partial(blocks.size());
   for (size_t b = 0; b < blocks.size(); b++)
-    for (ValueId acc : blocks[b].accs) partial[b].push_back(emit(inst(Op::DefineLocal, old[acc].dtype, {}, lanes)));
+    for (ValueId acc : blocks[b].accs) partial[b].push_back(emit(make_inst(Op::DefineLocal, old[acc].dtype, {}, lanes)));
   std::vector<int> block_at(old.size(), -1);  // RANGE → its block
   std::vector<char> moved(old.size(), 0);     // accumulators defined again inside the local loop
   for (size_t b = 0; b < blocks.size(); b++) {
@@ -207,7 +197,7 @@ void group_reduce(ir::Kernel& k) {
     if (moved[i]) continue;  // emitted inside the local loop
     if (block_at[i] >= 0) {  // the block begins: the lanes, each with its own accumulators
       current = block_at[i];
-      lane = emit(inst(Op::Range, DType::Int32, {lanes_c}, ir::kLocalLoop));
+      lane = emit(make_inst(Op::Range, DType::Int32, {lanes_c}, ir::kLocalLoop));
       const Block& b = blocks[current];
       for (size_t a = 0; a < b.accs.size(); a++) {
         Inst acc = old[b.accs[a]];
@@ -217,11 +207,11 @@ void group_reduce(ir::Kernel& k) {
     }
     if (current >= 0 && i == blocks[current].split) {  // q runs N/L trips; r = q*L + lane (GROUPTOP: lane*N/L + q)
       const ValueId trips = constant(old[in.src[0]].value / lanes, DType::Int32);
-      const ValueId q = emit(inst(Op::Range, DType::Int32, {trips}, ir::kReduceLoop));
+      const ValueId q = emit(make_inst(Op::Range, DType::Int32, {trips}, ir::kReduceLoop));
       if (top) {
-        remap[i] = emit(inst(Op::Add, DType::Int32, {emit(inst(Op::Mul, DType::Int32, {lane, trips})), q}));
+        remap[i] = emit(make_inst(Op::Add, DType::Int32, {emit(make_inst(Op::Mul, DType::Int32, {lane, trips})), q}));
       } else {
-        remap[i] = emit(inst(Op::Add, DType::Int32, {emit(inst(Op::Mul, DType::Int32, {q, lanes_c})), lane}));
+        remap[i] = emit(make_inst(Op::Add, DType::Int32, {emit(make_inst(Op::Mul, DType::Int32, {q, lanes_c})), lane}));
       }
       split_loop = {i, q};  // its END_RANGE closes q
       continue;
@@ -232,19 +222,19 @@ void group_reduce(ir::Kernel& k) {
     if (current >= 0 && i == blocks[current].end) {  // the block ends: partials out, barrier, combine
       const Block& b = blocks[current];
       for (size_t a = 0; a < b.accs.size(); a++)
-        emit(inst(Op::Store, old[b.accs[a]].dtype, {partial[current][a], lane, remap[b.accs[a]]}));
-      emit(inst(Op::EndRange, DType::Int32, {lane}));
-      emit(inst(Op::Barrier, DType::Int32, {}));
+        emit(make_inst(Op::Store, old[b.accs[a]].dtype, {partial[current][a], lane, remap[b.accs[a]]}));
+      emit(make_inst(Op::EndRange, DType::Int32, {lane}));
+      emit(make_inst(Op::Barrier, DType::Int32, {}));
       std::vector<ValueId> combined;
       for (ValueId acc : b.accs) combined.push_back(emit(old[acc]));
-      const ValueId t_range = emit(inst(Op::Range, DType::Int32, {lanes_c}, ir::kReduceLoop));
+      const ValueId t_range = emit(make_inst(Op::Range, DType::Int32, {lanes_c}, ir::kReduceLoop));
       for (size_t a = 0; a < b.accs.size(); a++) {
         const DType dt = old[b.accs[a]].dtype;
-        const ValueId x = emit(inst(Op::Load, dt, {partial[current][a], t_range}));
-        const ValueId v = emit(inst(b.combine[a], dt, {combined[a], x}));
-        emit(inst(Op::Assign, dt, {combined[a], v}));
+        const ValueId x = emit(make_inst(Op::Load, dt, {partial[current][a], t_range}));
+        const ValueId v = emit(make_inst(b.combine[a], dt, {combined[a], x}));
+        emit(make_inst(Op::Assign, dt, {combined[a], v}));
       }
-      emit(inst(Op::EndRange, DType::Int32, {t_range}));
+      emit(make_inst(Op::EndRange, DType::Int32, {t_range}));
       for (size_t a = 0; a < b.accs.size(); a++) remap[b.accs[a]] = combined[a];
       current = -1;
       lane = ir::kNone;

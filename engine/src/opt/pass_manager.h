@@ -10,7 +10,9 @@
 // the default plan lets each use its heuristic. TENSORSCOPE_OPTS="UPCAST_GLOBAL=8,REGISTER_TILE=0" sets one
 // plan for every kernel (for experiments and tests); an invalid value raises std::invalid_argument.
 #pragma once
+#include <algorithm>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -81,6 +83,19 @@ int64_t eval_index(const std::vector<ir::Inst>& insts, ir::ValueId v, ir::ValueI
 // Whether value `v` reads `var`, directly or through its operands. `memo`: insts.size() entries of -1
 // at first, reused across calls with the same `var`.
 bool depends_on(const std::vector<ir::Inst>& insts, ir::ValueId v, ir::ValueId var, std::vector<int8_t>& memo);
+
+// An instruction with these fields, for passes that write a new instruction list directly (no folding, no CSE;
+// the Builder does those). At most 4 operands.
+inline ir::Inst make_inst(ir::Op op, DType dt, std::initializer_list<ir::ValueId> src, int64_t arg = 0, double value = 0) {
+  ir::Inst in;
+  in.op = op;
+  in.dtype = dt;
+  in.num_src = static_cast<uint8_t>(src.size());
+  std::copy(src.begin(), src.end(), in.src);
+  in.arg = arg;
+  in.value = value;
+  return in;
+}
 
 // Rebuilds `kernel` keeping instructions in `order` (old ids), renumbering operands. Shared by passes.
 void reorder_instructions(ir::Kernel& kernel, const std::vector<ir::ValueId>& order);

@@ -109,14 +109,7 @@ void tile_local(ir::Kernel& k) {
 
   std::vector<Inst> out;
   auto emit = [&](Op op, DType dt, std::initializer_list<ValueId> src, int64_t arg = 0, double value = 0) {
-    Inst in;
-    in.op = op;
-    in.dtype = dt;
-    in.num_src = static_cast<uint8_t>(src.size());
-    std::copy(src.begin(), src.end(), in.src);
-    in.arg = arg;
-    in.value = value;
-    out.push_back(in);
+    out.push_back(make_inst(op, dt, src, arg, value));
     return static_cast<ValueId>(out.size() - 1);
   };
   const DType I = DType::Int32, F = DType::Float32;
