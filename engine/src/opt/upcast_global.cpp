@@ -206,21 +206,24 @@ static void upcast_transpose(ir::Kernel& k, size_t inner) {
     if (!is_alu(insts[i].op) && insts[i].op != Op::Const) return;
   const size_t inner_end = end_of_range(insts, inner);
   if (end_of_range(insts, outer) != inner_end + 1) return;
-  bool transposed = false;
-  for (size_t x = inner + 1; x < inner_end; x++) {
-    if (insts[x].op != Op::Load) continue;
-    auto step = [&](size_t loop) {
-      return eval_index(insts, insts[x].src[1], static_cast<ValueId>(loop), 1) -
-             eval_index(insts, insts[x].src[1], static_cast<ValueId>(loop), 0);
-    };
-    if (step(outer) != 1) continue;
-    // the lines one pass of the innermost loop reads fall into few L1 sets when the stride is a large
-    // power of two: 64 sets of 64-byte lines, so a stride of s lines uses 64 / gcd(s, 64) of them
-    const int64_t stride_bytes = std::abs(step(inner)) * static_cast<int64_t>(dtype_size(insts[x].dtype));
-    if (stride_bytes < kL1LineBytes || stride_bytes % kL1LineBytes) continue;
-    const int64_t sets = kL1Sets / std::gcd(stride_bytes / kL1LineBytes, kL1Sets);
+  // elements the index of load/store x moves by when `loop` moves by one
+  auto step = [&](size_t x, size_t loop) {
+    return eval_index(insts, insts[x].src[1], static_cast<ValueId>(loop), 1) -
+           eval_index(insts, insts[x].src[1], static_cast<ValueId>(loop), 0);
+  };
+  // The L1 sets that accesses `stride` elements of buffer x's type apart fall into: 64 sets of 64-byte
+  // lines, so a stride of s lines uses 64 / gcd(s, 64) of them; 0 when the stride is not whole lines.
+  auto sets_of = [&](size_t x, int64_t stride) -> int64_t {
+    const int64_t bytes = std::abs(stride) * static_cast<int64_t>(dtype_size(insts[insts[x].src[0]].dtype));
+    if (bytes < kL1LineBytes || bytes % kL1LineBytes) return 0;
+    return kL1Sets / std::gcd(bytes / kL1LineBytes, kL1Sets);
+  };
+  bool transposed = false;  // some load, contiguous along the outer loop, reads one pass of the inner loop
+  for (size_t x = inner + 1; x < inner_end; x++) {  // from fewer L1 sets than it has lines
+    if (insts[x].op != Op::Load || step(x, outer) != 1) continue;
+    const int64_t sets = sets_of(x, step(x, inner));
     const int64_t trips = static_cast<int64_t>(insts[insts[inner].src[0]].value);
-    if (insts[insts[inner].src[0]].op == Op::Const && trips > sets * kL1Ways) transposed = true;
+    if (sets && insts[insts[inner].src[0]].op == Op::Const && trips > sets * kL1Ways) transposed = true;
   }
   if (!transposed) return;
   // The heuristic: a cache line of floats, or less where it does not divide, and no more lanes than the L1
@@ -231,12 +234,8 @@ static void upcast_transpose(ir::Kernel& k, size_t inner) {
   int largest = 16;
   for (size_t x = inner + 1; x < inner_end; x++) {
     if (insts[x].op != Op::Load && insts[x].op != Op::Store) continue;
-    const int64_t lane_step = eval_index(insts, insts[x].src[1], static_cast<ValueId>(outer), 1) -
-                              eval_index(insts, insts[x].src[1], static_cast<ValueId>(outer), 0);
-    const int64_t stride_bytes = std::abs(lane_step) * static_cast<int64_t>(dtype_size(insts[insts[x].src[0]].dtype));
-    if (stride_bytes < kL1LineBytes || stride_bytes % kL1LineBytes) continue;
-    const int64_t sets = kL1Sets / std::gcd(stride_bytes / kL1LineBytes, kL1Sets);  // the sets u lanes spread over
-    while (largest > 4 && (largest + sets - 1) / sets > kL1Ways / 2) largest /= 2;
+    const int64_t sets = sets_of(x, step(x, outer));  // the sets the lanes spread over
+    while (sets && largest > 4 && (largest + sets - 1) / sets > kL1Ways / 2) largest /= 2;
   }
   const int chosen = upcast_amount(k, outer, largest);
   if (!chosen) return;
