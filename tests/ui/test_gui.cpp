@@ -1,6 +1,7 @@
 // QtTest of the debugger, offscreen. The first tests check the non-widget logic on synthetic
 // events; the last ones drive the real window through real runs of samples/quickstart.py.
 #include <QComboBox>
+#include <QCryptographicHash>
 #include <QDir>
 #include <QJsonArray>
 #include <QJsonDocument>
@@ -100,6 +101,8 @@ QString modelText(const tsui::RunModel& m) {
                  .arg(n.kernel);
     }
   }
+  QHash<const ts::KernelCode*, QByteArray> code_digest;
+  QSet<QByteArray> written;
   for (int id : m.kernelIds()) {
     const ts::KernelInfo* k = m.kernel(id);
     if (k) {
@@ -116,8 +119,22 @@ QString modelText(const tsui::RunModel& m) {
                  .arg(r->compile_cache_hit)
                  .arg(r->replayed ? r->replay_of : -1);
       if (r->code) {
-        for (const ts::PassSnapshot& p : r->code->ir) out << QString::fromStdString(p.pass + "\n" + p.ir);
-        for (const ts::SourceListing& src : r->code->sources) out << QString::fromStdString(src.renderer + "\n" + src.code);
+        // Each distinct listing is written once and named by its digest after that: a training loop's
+        // 20,000 launches share a few hundred KernelCode objects, and writing every launch's listings out
+        // in full made this text (twice, live and recorded) about 20 GB.
+        QByteArray& digest = code_digest[r->code.get()];
+        if (digest.isEmpty()) {
+          QStringList listing;
+          for (const ts::PassSnapshot& p : r->code->ir) listing << QString::fromStdString(p.pass + "\n" + p.ir);
+          for (const ts::SourceListing& src : r->code->sources) listing << QString::fromStdString(src.renderer + "\n" + src.code);
+          const QString text = listing.join('\n');
+          digest = QCryptographicHash::hash(text.toUtf8(), QCryptographicHash::Sha1).toHex();
+          if (!written.contains(digest)) {
+            written.insert(digest);
+            out << text;
+          }
+        }
+        out << "code " + QString::fromLatin1(digest);
       }
     }
   }
