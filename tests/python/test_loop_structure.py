@@ -5,7 +5,8 @@
 #  - a transposing copy whose strided reads conflict in the L1 cache is tiled (upcast_global.cpp,
 #    upcast_transpose); one whose stride spreads over the cache is left alone;
 #  - on C, a matmul-like reduction followed by GELU stores the matmul: the epilogue gets its own kernel;
-#  - a max over outputs upcast side by side keeps its float selects (no integer keys) and propagates NaN.
+#  - a max over outputs upcast side by side keeps its float selects (no integer keys) and propagates NaN;
+#  - attention's q @ kᵀ copies kᵀ contiguously first; a causal softmax's exp2(-inf) is an exact +0.
 import json
 
 import numpy as np
@@ -139,3 +140,42 @@ def test_a_transposing_copy_keeps_no_more_lanes_than_the_l1_keeps_apart(tmp_path
     assert "UPCAST_GLOBAL(16)" not in header and "UPCAST_GLOBAL(4)" in header, header
     x = np.random.default_rng(5).standard_normal((32, 1024, 16)).astype(np.float32)
     np.testing.assert_array_equal(Tensor(x).permute(0, 2, 1).contiguous().numpy(), x.transpose(0, 2, 1))
+
+
+def test_attention_scores_copy_k_transposed_into_rows_of_n():
+    # q @ kᵀ with a batch of small matrices (samples/transformer_tiny.py: 12×12 scores over K = 8 per head):
+    # on C, kᵀ is copied contiguously first (copies_transposed_w), so the scores kernel reads N values per
+    # step of K from one row; a plain (non-transposed) batched w is used as it is.
+    rng = np.random.default_rng(5)
+    q, k = (rng.standard_normal((32, 4, 12, 8)).astype(np.float32) for _ in range(2))
+    GlobalCounters.reset()
+    scores = (Tensor(q) @ Tensor(k).transpose(-1, -2)).numpy()
+    assert GlobalCounters.kernel_count == 2  # the copy of kᵀ, then the scores
+    np.testing.assert_allclose(scores, q @ k.transpose(0, 1, 3, 2), rtol=1e-5, atol=1e-5)
+    kt = np.ascontiguousarray(k.transpose(0, 1, 3, 2))
+    GlobalCounters.reset()
+    (Tensor(q) @ Tensor(kt)).numpy()
+    assert GlobalCounters.kernel_count == 1
+    # and the gradients through the copy, against PyTorch
+    tq, tk = torch.from_numpy(q).requires_grad_(), torch.from_numpy(k).requires_grad_()
+    (tq @ tk.transpose(-1, -2)).square().sum().backward()
+    xq, xk = Tensor(q, requires_grad=True), Tensor(k, requires_grad=True)
+    (xq @ xk.transpose(-1, -2)).square().sum().backward()
+    np.testing.assert_allclose(xq.grad.numpy(), tq.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(xk.grad.numpy(), tk.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_softmax_with_a_causal_mask_gives_exact_zeros():
+    # exp2 of x < -151 (here -inf, a causal mask) is +0 without going through the arithmetic (ts_exp2f);
+    # the rows still sum to 1 and match PyTorch
+    x = np.random.default_rng(6).standard_normal((64, 12, 12)).astype(np.float32)
+    mask = np.triu(np.ones((12, 12), dtype=bool), 1)
+    x[:, mask] = -np.inf
+    x[:, 0, 0] = -200.0  # finite, but 2^(-200·log2 e) rounds to 0 too (with the row's max subtracted)
+    y = Tensor(x).softmax(-1).numpy()
+    ref = torch.from_numpy(x).softmax(-1).numpy()
+    np.testing.assert_allclose(y, ref, rtol=1e-6, atol=1e-7)
+    assert (y[:, mask] == 0).all() and not np.signbit(y[:, mask]).any()
+    np.testing.assert_allclose(Tensor(np.array([-151.5, -151.0, -149.0, -126.5, -np.inf], np.float32)).exp2().numpy(),
+                               np.exp2(np.array([-151.5, -151.0, -149.0, -126.5, -np.inf], np.float32)),
+                               rtol=3e-7, atol=3e-45)  # ts_exp2f's bound: 2 ulp, subnormals too
