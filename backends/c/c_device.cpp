@@ -178,9 +178,19 @@ int applied_threads(const ir::Kernel& k) {
   return plan_threads(k);
 }
 
+// The trip count of the kernel's outermost loop when that loop is global (the rows TS_LO/TS_HI split among
+// threads), else 0.
+int64_t split_rows(const ir::Kernel& k) {
+  for (const ir::Inst& in : k.insts)
+    if (in.op == ir::Op::Range)
+      return in.arg == ir::kGlobalLoop && k.insts[in.src[0]].op == ir::Op::Const ? static_cast<int64_t>(k.insts[in.src[0]].value) : 0;
+  return 0;
+}
+
 class CProgram : public Program {
  public:
-  CProgram(void* handle, KernelFn fn, int threads) : handle_(handle), fn_(fn), threads_(threads) {}
+  CProgram(void* handle, KernelFn fn, int threads, int64_t rows)
+      : handle_(handle), fn_(fn), threads_(threads), rows_(rows) {}
   ~CProgram() override { dlclose(handle_); }
   double launch(const std::vector<Buffer*>& buffers) override {
     std::vector<void*> ptrs;
@@ -195,11 +205,23 @@ class CProgram : public Program {
     }
     return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   }
+  // The THREADS split run as one thread of `parts`: thread 0 runs rows [0, rows/parts) of the outermost loop.
+  std::optional<double> estimate_launch_ms(const std::vector<Buffer*>& buffers, int parts) override {
+    if (parts < 2 || rows_ < parts) return std::nullopt;
+    std::vector<void*> ptrs;
+    for (Buffer* b : buffers) ptrs.push_back(b->handle);
+    const auto t0 = std::chrono::steady_clock::now();
+    fn_(ptrs.data(), 0, parts);
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const int64_t ran = rows_ / parts;  // TS_HI(rows) for thread 0 of `parts`
+    return ms * static_cast<double>(rows_) / static_cast<double>(ran) / threads_;
+  }
 
  private:
   void* handle_;
   KernelFn fn_;
-  int threads_;  // THREADS
+  int threads_;   // THREADS
+  int64_t rows_;  // split_rows of the kernel: 0 when its outermost loop is not split
 };
 
 class CDevice : public Device {
@@ -328,7 +350,7 @@ class CDevice : public Device {
       why = "symbol " + kernel.name + " missing";
       return false;
     }
-    result.program = std::make_unique<CProgram>(handle, fn, applied_threads(kernel));
+    result.program = std::make_unique<CProgram>(handle, fn, applied_threads(kernel), split_rows(kernel));
     return true;
   }
 };

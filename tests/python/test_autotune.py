@@ -267,3 +267,33 @@ def test_padto_with_upcast_global_matches_numpy_on_odd_widths(tmp_path):
     for k in padded:
         assert "UPCAST_GLOBAL(8)" in k["actions"]["applied"], k["actions"]
         assert k["actions"]["plan"] == "UPCAST_GLOBAL=8,PADTO=8", k["actions"]
+
+
+_LONG_SCRIPT = textwrap.dedent("""
+    import numpy as np
+    from tensorscope import Tensor
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
+    np.save("out.npy", (Tensor(a) @ Tensor(b)).numpy())
+""")
+
+
+def test_a_candidate_far_slower_than_a_long_best_is_dropped_from_a_part_of_its_rows(tmp_path):
+    # a 1024² matmul takes tens of ms; its first-round candidate without upcasts would take seconds a launch.
+    # On C it runs 1/32 of its rows first (Program::estimate_launch_ms) and is dropped from that estimate.
+    (tmp_path / "long.py").write_text(_LONG_SCRIPT)
+    e = dict(os.environ, PYTHONPATH=_PKG, TENSORSCOPE_CACHE=str(tmp_path / "cache"), TENSORSCOPE_DEVICE="C", DEBUG="2",
+             TENSORSCOPE_BEAM="1", TENSORSCOPE_BEAM_SECONDS="30", TENSORSCOPE_BEAM_TIMEOUT_MS=_NO_TIMEOUT_MS,
+             TENSORSCOPE_BEAM_KERNEL="r_1024_1024_1024", TENSORSCOPE_THREADS="1")
+    e.pop("TENSORSCOPE_RANDOM_PASSES", None)
+    p = subprocess.run([sys.executable, "long.py"], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout}\n{p.stderr}"
+    probed = [ln for ln in p.stdout.splitlines() if re.match(r"BEAM r_1024_1024_1024: 'UPCAST_GLOBAL=0' dropped-slow ", ln)]
+    assert probed and "1/32 of its rows took" in probed[0] and "not launched" in probed[0], p.stdout
+    # the estimate is the part's time scaled to all rows: well over the 4x of a default that takes tens of ms
+    estimate_ms = float(re.search(r"dropped-slow ([\d.]+) ms", probed[0]).group(1))
+    default_ms = float(re.search(r"BEAM r_1024_1024_1024: '' \w+ ([\d.]+) ms", p.stdout).group(1))
+    assert estimate_ms > 4 * default_ms, p.stdout
+    rng = np.random.default_rng(2)
+    a, b = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), a @ b, rtol=1e-3, atol=1e-3)

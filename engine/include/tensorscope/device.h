@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -52,6 +53,16 @@ class Program {
   // can be copied out right away. Returns the kernel time in ms (device timers where the device has them:
   // OpenCL profiling events, Vulkan timestamp queries, CUDA events).
   virtual double launch(const std::vector<Buffer*>& buffers) = 0;
+  // An estimate of launch()'s time in ms from running one part of the kernel once: the first 1/`parts` of
+  // its outermost loop's rows, on one thread, scaled up. For the autotune search, which drops a candidate
+  // that is far slower than the best without waiting for a whole launch (a launch cannot be interrupted:
+  // a naive 2048² matmul runs for seconds). Writes that part of the output. nullopt where the device
+  // cannot run a part of a kernel (the default) or the kernel has fewer than `parts` rows to split.
+  virtual std::optional<double> estimate_launch_ms(const std::vector<Buffer*>& buffers, int parts) {
+    (void)buffers;
+    (void)parts;
+    return std::nullopt;
+  }
 };
 
 struct CompileResult {

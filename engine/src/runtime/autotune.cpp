@@ -73,6 +73,15 @@ constexpr int kTimedLaunches = 3;
 // take longer than this: the first launch of a freshly loaded microsecond kernel is several times its later
 // ones (code and data not in the caches yet), and timing such a kernel fully costs less than a millisecond.
 constexpr double kEarlyDropMinMs = 0.2;
+// A launch this long is timed once, its first launch being the measurement: warming caches and code is
+// nothing beside it, and the launches a median takes would cost the search seconds (a 2048² matmul: 0.16 s
+// a launch, 4 launches per candidate).
+constexpr double kLongLaunchMs = 50;
+// When the best candidate so far takes this long, a candidate first runs one part of its rows
+// (Program::estimate_launch_ms, the C device) and is dropped when the estimate is over 4x the best: a
+// search of a 2048² matmul otherwise waits 5-8 s for each launch of a plan without upcasts.
+constexpr double kProbeMinBestMs = 10;
+constexpr int kProbeParts = 32;
 constexpr double kFailed = 1e300;  // the time of a candidate that failed: never in the beam's lead
 
 int debug_level() {  // DEBUG, read once (as the debug printer does)
@@ -432,6 +441,16 @@ class Search {
       return false;
     };
     try {
+      if (best_ms_ < kFailed && best_ms_ >= kProbeMinBestMs) {
+        const auto t0 = Clock::now();
+        if (auto estimate = c.program->estimate_launch_ms(buffers_, kProbeParts); estimate && *estimate > 4 * best_ms_) {
+          t.time_ms = *estimate;
+          fail(c, Trial::DroppedSlow, "1/" + std::to_string(kProbeParts) + " of its rows took " + format_ms(ms_since(t0)) +
+                                          ": about " + format_ms(*estimate) + " in all, over 4x the best (" +
+                                          format_ms(best_ms_) + "): not launched");
+          return;
+        }
+      }
       double first = 0;
       if (!launch(first)) return;
       if (first > 4 * best_ms_ && first > kEarlyDropMinMs) {
@@ -441,7 +460,8 @@ class Search {
         return;
       }
       std::vector<double> runs;
-      for (int i = 0; i < kTimedLaunches; i++) {
+      if (first >= kLongLaunchMs) runs.push_back(first);  // long enough to be its own measurement
+      for (int i = 0; i < kTimedLaunches && first < kLongLaunchMs; i++) {
         double ms = 0;
         if (!launch(ms)) return;
         runs.push_back(ms);
@@ -455,7 +475,8 @@ class Search {
       c.ms = t.time_ms = runs[runs.size() / 2];
       if (t.outcome != Trial::DroppedSlow) {
         t.outcome = Trial::Timed;
-        t.reason = "median of " + std::to_string(runs.size()) + " launches";
+        t.reason = runs.size() == 1 ? "one launch (over " + format_ms(kLongLaunchMs) + ": no warm-up, no median)"
+                                    : "median of " + std::to_string(runs.size()) + " launches";
       }
       best_ms_ = std::min(best_ms_, c.ms);
       c.done = true;
