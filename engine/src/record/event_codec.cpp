@@ -38,9 +38,17 @@ std::string content_hash(std::string_view data) {
 
 // ---- encoding -----------------------------------------------------------------------------------------
 
-std::string EventEncoder::blob(std::string data, std::vector<Blob>& new_blobs) {
+std::string EventEncoder::listing_blob(const std::string& listing, std::vector<Blob>& new_blobs) {
+  auto known = listing_hash_.find(listing);
+  if (known != listing_hash_.end()) return known->second;
+  std::string hash = blob(listing, new_blobs);
+  listing_hash_.emplace(listing, hash);
+  return hash;
+}
+
+std::string EventEncoder::blob(std::string_view data, std::vector<Blob>& new_blobs) {
   std::string hash = content_hash(data);
-  if (given_.emplace(hash, true).second) new_blobs.push_back({hash, std::move(data)});
+  if (given_.insert(hash).second) new_blobs.push_back({hash, std::string(data)});
   return hash;
 }
 
@@ -216,7 +224,7 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
         for (const PassSnapshot& p : r->code->ir) {
           c.begin_object();
           c.key("pass").value(p.pass);
-          c.key("ir").value(blob(p.ir, new_blobs));
+          c.key("ir").value(listing_blob(p.ir, new_blobs));
           c.end_object();
         }
         c.end_array();
@@ -224,7 +232,7 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
         for (const SourceListing& src : r->code->sources) {
           c.begin_object();
           c.key("renderer").value(src.renderer);
-          c.key("code").value(blob(src.code, new_blobs));
+          c.key("code").value(listing_blob(src.code, new_blobs));
           c.key("ir_op_line").begin_array();
           for (int line : src.ir_op_line) c.value(line);
           c.end_array();

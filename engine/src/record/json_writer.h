@@ -39,8 +39,8 @@ class JsonWriter {
   JsonWriter& value(double v) {
     if (!(v == v) || v > 1e308 || v < -1e308) return raw("null");  // JSON has no NaN/Inf
     char buf[32];
-    int n = std::snprintf(buf, sizeof buf, "%.17g", v);
-    std::string_view s(buf, n);
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // the shortest text that reads back as v
+    std::string_view s(buf, static_cast<size_t>(end - buf));
     raw(s);
     if (s.find_first_of(".eE") == std::string_view::npos) out_ += ".0";  // stays a number_float on reading
     return *this;
@@ -90,21 +90,23 @@ class JsonWriter {
       if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
     return n;
   }
+  // Appends runs of bytes that need no escape in one go (most of a listing); escapes the rest.
   void string(std::string_view s) {
     out_.push_back('"');
-    for (size_t i = 0; i < s.size(); i++) {
-      const char ch = s[i];
-      const unsigned char c = static_cast<unsigned char>(ch);
-      if (c >= 0x80) {  // copy valid UTF-8 as is, replace anything else by U+FFFD
-        const size_t n = utf8_length(s, i);
-        if (n == 0) {
-          out_ += "\\ufffd";
-        } else {
-          out_.append(s.substr(i, n));
-          i += n - 1;
-        }
+    size_t run = 0;  // start of the bytes not appended yet
+    for (size_t i = 0; i < s.size();) {
+      const unsigned char c = static_cast<unsigned char>(s[i]);
+      if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+        i++;
         continue;
       }
+      if (c >= 0x80) {  // valid UTF-8 stays as it is, anything else becomes U+FFFD
+        if (const size_t n = utf8_length(s, i)) {
+          i += n;
+          continue;
+        }
+      }
+      out_.append(s.data() + run, i - run);
       switch (c) {
         case '"': out_ += "\\\""; break;
         case '\\': out_ += "\\\\"; break;
@@ -112,15 +114,17 @@ class JsonWriter {
         case '\t': out_ += "\\t"; break;
         case '\r': out_ += "\\r"; break;
         default:
-          if (c < 0x20) {
+          if (c >= 0x80) {
+            out_ += "\\ufffd";
+          } else {
             char buf[8];
             std::snprintf(buf, sizeof buf, "\\u%04x", c);
             out_ += buf;
-          } else {
-            out_.push_back(ch);
           }
       }
+      run = ++i;
     }
+    out_.append(s.data() + run, s.size() - run);
     out_.push_back('"');
   }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
+#include <utility>
 
 namespace ts {
 
@@ -54,7 +55,7 @@ void Session::dispatch(const Event& event) {
 
 void Session::flush_nodes() {
   if (!take_nodes_) return;
-  for (const NodesEvent& ev : take_nodes_()) dispatch(ev);
+  for (NodesEvent& ev : take_nodes_()) dispatch(std::move(ev));  // moved into the Event, not copied
 }
 
 int Session::add_stack(SourceStack stack) {
