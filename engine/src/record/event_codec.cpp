@@ -31,8 +31,8 @@ EventKind event_kind_from_name(const std::string& name) {
 std::string content_hash(std::string_view data) {
   uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a, 64 bit
   for (unsigned char c : data) h = (h ^ c) * 0x100000001b3ULL;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
+  std::string hex(16, '0');
+  for (int i = 15; i >= 0; i--, h >>= 4) hex[i] = "0123456789abcdef"[h & 15];
   return hex;
 }
 

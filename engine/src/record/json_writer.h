@@ -17,11 +17,13 @@ class JsonWriter {
   JsonWriter& end_object() { return close('}'); }
   JsonWriter& begin_array() { return open('['); }
   JsonWriter& end_array() { return close(']'); }
-  // Inside an object: the key of the value that follows.
+  // Inside an object: the key of the value that follows. Keys are the payloads' own field names (ASCII
+  // letters and '_'), written as they are: no escaping to look for.
   JsonWriter& key(std::string_view k) {
     separate();
-    string(k);
-    out_.push_back(':');
+    out_.push_back('"');
+    out_.append(k);
+    out_.append("\":", 2);
     after_key_ = true;
     return *this;
   }
