@@ -1338,8 +1338,9 @@ TEST(Streamer, FramesArriveInOrderInBatches) {
   EXPECT_LE(static_cast<double>(reader.reads), 1.5 * ms + 10 + static_cast<double>(reader.bytes.size()) / 65536);
 }
 
-// Frames queued in the middle of a schedule (no boundary to send them at) still arrive while the script is
-// quiet (a long kernel), and flush() sends them at once (before the gate's pause frame).
+// Frames queued with no launch after them (a schedule whose kernel runs long, a launch sent less than
+// 1 ms after the send before it) still arrive while the script is quiet, and flush() sends them at once
+// (before the gate's pause frame).
 TEST(Streamer, QueuedFramesArriveWhenTheScriptGoesQuiet) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
@@ -1361,10 +1362,11 @@ TEST(Streamer, QueuedFramesArriveWhenTheScriptGoesQuiet) {
   ASSERT_TRUE(readable_within(2000));  // the run's 'I' frame
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   drain();
-  streamer.on_event(0, sample_schedule());  // two kernels, 12 and 13
-  streamer.on_event(1, sample_launch(12, sample_code()));  // not the last: no boundary
+  streamer.on_event(0, sample_schedule());  // two kernels, 12 and 13; the first runs long
   ASSERT_TRUE(readable_within(2000)) << "the flusher sends within 2 ms";
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  streamer.on_event(1, sample_launch(12, sample_code()));
+  EXPECT_TRUE(readable_within(0)) << "a launch is sent at once when nothing was sent for 1 ms";
   FrameParser parser;
   parser.feed(drain());
   Frame f;
@@ -1372,7 +1374,7 @@ TEST(Streamer, QueuedFramesArriveWhenTheScriptGoesQuiet) {
   while (parser.next(f))
     if (f.type == 'E') seqs.push_back(event_from_frame_body(f.body).seq);
   EXPECT_EQ(seqs, (std::vector<uint64_t>{0, 1}));
-  streamer.on_event(2, ScriptOutputEvent{ScriptOutputEvent::Stdout, "x\n"});
+  streamer.on_event(2, sample_schedule());  // queued: no launch after it yet
   streamer.flush();
   EXPECT_TRUE(readable_within(0)) << "flush() sends before it returns";
   streamer.finish(sample_end());

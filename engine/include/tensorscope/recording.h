@@ -207,9 +207,9 @@ class FrameParser {
 // Serializes the session's events once and sends them to a recording file and/or a connection (a file
 // descriptor: a socket to the debugger). Attach with Session::subscribe. on_event encodes, queues the
 // frames for the connection and the record for the file, which a background thread writes. The
-// connection's frames go in batches: at the end of each schedule (its last launch) and at each line of
-// output when nothing was sent for 1 ms, and otherwise within 2 ms (a background thread), so a process
-// that dies at once loses at most its last 2 ms of events; see event_streamer.cpp.
+// connection's frames go in batches: at a launch or a line of output when nothing was sent for 1 ms,
+// and otherwise within 2 ms (a background thread), so a process that dies at once loses at most its
+// last 2 ms of events; see event_streamer.cpp.
 class EventStreamer : public SessionObserver {
  public:
   EventStreamer(const RunInfo& info, const std::string& record_path, int connection_fd);

@@ -25,9 +25,9 @@ int64_t now_ns() {
 // The frames for the debugger, sent in batches. One send() per event cost the runner three system calls
 // per realize and woke the debugger for each frame (a loop of tiny realizes ran 8x slower streamed than
 // recorded to a file), so frames are queued and sent together:
-//   - at a boundary (the last launch of a schedule, a line of output) when nothing was sent for
-//     kMinGap: a script that realizes once and then dies (os._exit, a segfault in Python code) has sent
-//     that realize;
+//   - at a launch or a line of output when nothing was sent for kMinGap: a script that realizes once
+//     and then dies (os._exit, a segfault in Python code) has sent that realize, and a crash in a
+//     kernel loses at most the launches of the last kMinGap before it;
 //   - by a flusher thread within kMaxDelay of the first frame queued: a script that goes quiet (a long
 //     kernel, time.sleep) has its events shown;
 //   - at once beyond kMaxQueued bytes (the script waits for a debugger that reads slower than it emits);
@@ -121,7 +121,6 @@ struct EventStreamer::Impl {
   std::unique_ptr<RecordingWriter> file;
   std::unique_ptr<ConnectionWriter> connection;
   int64_t start_ns = now_ns();
-  int last_kernel_id = -1;  // the last kernel of the latest schedule: its launch ends the schedule's frames
   std::mutex mutex;  // the session emits under its own lock; this one guards finish() against on_event
   bool finished = false;
 };
@@ -143,9 +142,7 @@ void EventStreamer::on_event(uint64_t seq, const Event& event) {
   std::vector<Blob> blobs;
   EncodedEvent e = impl_->encoder.encode(seq, now_ns() - impl_->start_ns, event, blobs);
   if (impl_->connection) {
-    bool boundary = e.kind == EventKind::Output;
-    if (auto* s = std::get_if<ScheduleEvent>(&event)) impl_->last_kernel_id = s->kernels.empty() ? -1 : s->kernels.back().id;
-    if (auto* r = std::get_if<KernelRunEvent>(&event)) boundary = r->kernel_id == impl_->last_kernel_id;
+    const bool boundary = e.kind == EventKind::Launch || e.kind == EventKind::Output;
     std::string bytes;
     for (const Blob& b : blobs) bytes += frame_bytes('B', blob_frame_body(b));
     bytes += frame_bytes('E', event_frame_body(e));
