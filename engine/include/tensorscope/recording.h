@@ -113,6 +113,7 @@ class EventDecoder {
 
  private:
   const std::string& blob(const std::string& hash) const;
+  std::shared_ptr<const KernelCode> code(const std::string& hash);  // the code blob `hash`, decoded once
   std::unordered_map<std::string, std::string> blobs_;
   std::unordered_map<std::string, std::shared_ptr<const KernelCode>> code_;  // decoded once, shared
   std::unordered_map<std::string, std::shared_ptr<const ScheduleEvent>> structures_;
