@@ -5,14 +5,15 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace ts {
 
 class JsonWriter {
  public:
+  JsonWriter() { out_.reserve(512); }  // a launch's payload without growing the string on the way
   JsonWriter& begin_object() { return open('{'); }
   JsonWriter& end_object() { return close('}'); }
   JsonWriter& begin_array() { return open('['); }
@@ -66,12 +67,13 @@ class JsonWriter {
   JsonWriter& open(char c) {
     separate();
     out_.push_back(c);
-    first_.push_back(true);
+    if (++depth_ >= 64) throw std::logic_error("JsonWriter: nested deeper than 63");  // our payloads: 5
+    has_value_ &= ~(uint64_t{1} << depth_);
     return *this;
   }
   JsonWriter& close(char c) {
     out_.push_back(c);
-    first_.pop_back();
+    depth_--;
     return *this;
   }
   void separate() {
@@ -79,9 +81,10 @@ class JsonWriter {
       after_key_ = false;
       return;
     }
-    if (first_.empty()) return;
-    if (!first_.back()) out_.push_back(',');
-    first_.back() = false;
+    if (depth_ == 0) return;
+    const uint64_t bit = uint64_t{1} << depth_;
+    if (has_value_ & bit) out_.push_back(',');
+    has_value_ |= bit;
   }
   // Length of the valid UTF-8 sequence at s[i] (1-4), or 0 when it is not valid UTF-8.
   static size_t utf8_length(std::string_view s, size_t i) {
@@ -131,7 +134,8 @@ class JsonWriter {
   }
 
   std::string out_;
-  std::vector<bool> first_;
+  int depth_ = 0;            // containers open
+  uint64_t has_value_ = 0;   // bit d: the container at depth d holds a value (the next one needs a comma)
   bool after_key_ = false;
 };
 
