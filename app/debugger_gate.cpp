@@ -222,7 +222,13 @@ void DebuggerGate::wait_here(std::unique_lock<std::mutex>& lock, const nlohmann:
   }
 }
 
+void DebuggerGate::set_before_send(std::function<void()> before_send) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  before_send_ = std::move(before_send);
+}
+
 void DebuggerGate::send_all(const std::string& bytes) {
+  if (before_send_) before_send_();
   std::string_view rest = bytes;
   while (!rest.empty()) {
     const ssize_t n = ::send(fd_, rest.data(), rest.size(), MSG_NOSIGNAL);

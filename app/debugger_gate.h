@@ -32,6 +32,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -61,6 +62,10 @@ class DebuggerGate : public GateHandler, public SessionObserver {
   void command(const nlohmann::json& command);
   // The debugger went away: nothing waits any more.
   void gone();
+
+  // Called (under the gate's lock) before each frame the gate sends: the runner sends the events it has
+  // queued (EventStreamer::flush), so that the debugger gets every event before the pause. Null: none.
+  void set_before_send(std::function<void()> before_send);
 
   // Turns Python's line tracing on or off to match the line breakpoints (main thread, GIL held). The
   // runner calls it before the script starts; later changes arrive through Py_AddPendingCall.
@@ -97,6 +102,7 @@ class DebuggerGate : public GateHandler, public SessionObserver {
   void resume();
 
   int fd_;
+  std::function<void()> before_send_;
   Mode mode_;
   std::string script_;
   bool pause_line_ = false;  // Pause: stop at the script's next line too

@@ -144,10 +144,12 @@ int cmd_runner(int argc, char** argv) {
   ScriptResult result;
   {
     EventStreamer streamer(info, record, fd);
+    gate->set_before_send([&streamer] { streamer.flush(); });  // the events before a pause arrive before it
     Session::get().subscribe(&streamer);
     // Script output travels as events (ScriptOutputEvent); nothing is echoed to this process's stdout.
     result = ScriptRunner::run(path, info.script_text, device, {});
     Session::get().unsubscribe(&streamer);
+    gate->set_before_send(nullptr);
     streamer.finish(how_it_ended(result, path));
   }
   done = true;

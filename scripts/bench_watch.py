@@ -8,7 +8,8 @@ Rows (medians of alternating rounds, wall-clock seconds of the whole process, so
 - opening a recording of 150,000 events (50,000 realizes) in the debugger (`tensorscope FILE.tsrec --screenshot`, whole
   process: Qt start-up, reading, the kernel list and the graph) and the reading alone (`tensorscope-cli info`).
 - the gate (issue 12): 10,000 tiny launches with no gate handler, with one that never pauses (the
-  engine's side of an attached debugger), and in a runner streaming to a debugger that does not pause;
+  engine's side of an attached debugger), in a runner streaming to a debugger that does not pause (the
+  test's FakeDebugger, which parses payloads only when asked), and recorded to a file;
 - a step (F10) round trip on samples/transformer_tiny.py through the runner's connection: the command
   sent to the 'P' frame of the next launch received (the GUI's repaint is not in it).
 Kernel caches are warmed first (one run of each), so compile time is not in the ratios.
@@ -94,16 +95,18 @@ def gate_rows(tmp):
     script = os.path.join(tmp, "gate.py")
     with open(script, "w") as f:
         f.write(GATE)
-    def per_launch(*args):
-        out = subprocess.run(["/usr/bin/python3", script, *args], env=ENV, cwd=ROOT, check=True,
+    def per_launch(*args, env=ENV):
+        out = subprocess.run(["/usr/bin/python3", script, *args], env=env, cwd=ROOT, check=True,
                              capture_output=True, text=True).stdout
         return float(out.split("us_per_launch")[1])
-    plain, idle = [], []
+    plain, idle, recorded = [], [], []
     for _ in range(ROUNDS + 2):
         plain.append(per_launch())
         idle.append(per_launch("--idle-gate"))
-    p, i = statistics.median(plain), statistics.median(idle)
-    print(f"{'10,000 tiny launches (us per launch, median)':52} {'no gate':>8} {'idle gate':>9} {'runner':>9}")
+        recorded.append(per_launch(env=dict(ENV, TENSORSCOPE_RECORD=os.path.join(tmp, "gate.tsrec"))))
+    p, i, rec = statistics.median(plain), statistics.median(idle), statistics.median(recorded)
+    print(f"{'10,000 tiny launches (us per launch, median)':52} {'no gate':>8} {'idle gate':>9} {'runner':>9} "
+          f"{'recorded':>9}")
     sys.path.insert(0, os.path.join(ROOT, "tests", "e2e"))  # the test's client of the runner's connection
     from test_runner_debugging import FakeDebugger
     import pathlib
@@ -114,7 +117,7 @@ def gate_rows(tmp):
         dbg.finish()
         runner.append(float(dbg.output().split("us_per_launch")[1]))
     r = statistics.median(runner)
-    print(f"{'':52} {p:8.2f} {i:9.2f} {r:9.2f}")
+    print(f"{'':52} {p:8.2f} {i:9.2f} {r:9.2f} {rec:9.2f}")
     print(f"{'gate cost per launch, idle gate - no gate (us, bar 1)':52} {i - p:8.2f}")
     return FakeDebugger
 

@@ -52,19 +52,24 @@ class FakeDebugger:
         self.server.settimeout(60)
         self.conn, _ = self.server.accept()
         self.conn.settimeout(60)
-        self.buf = b""
+        self.buf = bytearray()
+        self.at = 0  # where the next frame starts in buf
         self.blobs = {}
-        self.events = []  # (kind, payload dict) in order
+        # (kind, payload JSON bytes) in order, parsed when asked (payloads()): a debugger that parsed every
+        # event in Python as it came would be slower than the runner, and bench_watch.py times the runner
+        self.events = []
 
     def frame(self):
         while True:
-            if len(self.buf) >= 4:
-                n = struct.unpack("<I", self.buf[:4])[0]
-                if len(self.buf) >= 4 + n:
-                    body = self.buf[4:4 + n]
-                    self.buf = self.buf[4 + n:]
+            if len(self.buf) - self.at >= 4:
+                n = struct.unpack_from("<I", self.buf, self.at)[0]
+                if len(self.buf) - self.at >= 4 + n:
+                    body = bytes(self.buf[self.at + 4:self.at + 4 + n])
+                    self.at += 4 + n
                     return chr(body[0]), body[1:]
-            chunk = self.conn.recv(65536)
+            del self.buf[:self.at]  # the frames read; what is left is part of one frame
+            self.at = 0
+            chunk = self.conn.recv(1 << 20)
             if not chunk:
                 return None, None
             self.buf += chunk
@@ -78,7 +83,7 @@ class FakeDebugger:
             if kind == "B":
                 self.blobs[body[:16].decode()] = body[16:].decode()
             elif kind == "E":
-                self.events.append((body[16], json.loads(body[17:].decode())))
+                self.events.append((body[16], body[17:]))
             elif kind == "P":
                 return json.loads(body.decode())
 
@@ -91,12 +96,14 @@ class FakeDebugger:
             self.send(command="continue")
         return self.proc.wait(timeout=60)
 
+    def payloads(self, kind):
+        """The payloads of the events of one kind (1 schedule, 2 launch, 3 output, 4 nodes), parsed."""
+        return [json.loads(p) for k, p in self.events if k == kind]
+
     # node events (kind 4) -> {uid: (op, line)}, and frees
     def nodes(self):
         made, freed = {}, set()
-        for kind, p in self.events:
-            if kind != 4:
-                continue
+        for p in self.payloads(4):
             batch = json.loads(self.blobs[p["batch"]])
             for i, n in enumerate(batch["nodes"]):
                 stack = batch["stacks"][n["stack"]] if n["stack"] >= 0 else None
@@ -106,10 +113,10 @@ class FakeDebugger:
         return made, freed
 
     def output(self):
-        return "".join(p["text"] for kind, p in self.events if kind == 3)
+        return "".join(p["text"] for p in self.payloads(3))
 
     def launches(self):
-        return [p["name"] for kind, p in self.events if kind == 2]
+        return [p["name"] for p in self.payloads(2)]
 
 
 def test_line_breakpoint_pauses_with_the_lazy_graph_of_the_lines_above(tmp_path):
@@ -248,7 +255,7 @@ def test_pause_and_a_new_breakpoint_reach_a_script_busy_in_pure_python(tmp_path)
         kind, body = dbg.frame()
         assert kind is not None
         if kind == "E":
-            dbg.events.append((body[16], json.loads(body[17:].decode())))
+            dbg.events.append((body[16], body[17:]))
     t0 = time.time()
     dbg.send(command="pause")
     where = dbg.until_pause()

@@ -3,10 +3,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <sqlite3.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cerrno>
 #include <cinttypes>
 #include <climits>
 #include <cstdio>
@@ -518,6 +520,100 @@ TEST(Codec, TextThatIsNotUtf8ReadsBackWithReplacementCharacters) {
   const EncodedEvent e = encoder.encode(0, 0, ScriptOutputEvent{ScriptOutputEvent::Stdout, "a\xff" "b\xc3"}, blobs);
   const Event back = decoder.decode(e);
   EXPECT_EQ(std::get<ScriptOutputEvent>(back).text, "a\xef\xbf\xbd" "b\xef\xbf\xbd");
+}
+
+// JsonWriter copies runs of plain bytes whole and escapes the rest: every kind of byte, at the start,
+// in the middle and at the end of a string, reads back as it was (invalid UTF-8 as U+FFFD).
+TEST(Codec, EveryByteOfAStringReadsBack) {
+  std::string all;  // every control character, the two that JSON escapes, DEL, valid UTF-8 of each length
+  for (int c = 0; c < 0x20; c++) all += static_cast<char>(c);
+  all += "\"\\\x7f" "é—世𝄞 plain text ";
+  // a stray byte, then sequences cut short (2, 3 and 4 bytes long): each byte that is not part of a
+  // valid sequence becomes one U+FFFD
+  const std::string invalid = "\xff" "\xc3" "\xe4\xb8" "\xf0\x9d\x84";
+  std::string invalid_read;
+  for (int i = 0; i < 7; i++) invalid_read += "\xef\xbf\xbd";
+  for (const auto& [text, expected] : std::vector<std::pair<std::string, std::string>>{
+           {"", ""},
+           {all, all},
+           {all + all + std::string(10000, 'x') + all, all + all + std::string(10000, 'x') + all},
+           {invalid + "ok" + invalid, invalid_read + "ok" + invalid_read},
+           {"a\\" + std::string(1, '\0') + "b\"", "a\\" + std::string(1, '\0') + "b\""}}) {
+    EventEncoder encoder;
+    EventDecoder decoder;
+    std::vector<Blob> blobs;
+    const EncodedEvent e = encoder.encode(0, 0, ScriptOutputEvent{ScriptOutputEvent::Stderr, text}, blobs);
+    EXPECT_EQ(std::get<ScriptOutputEvent>(decoder.decode(e)).text, expected) << e.payload;
+  }
+}
+
+// Times are written as the shortest text that reads back as the same double.
+TEST(Codec, NumbersReadBackExactly) {
+  for (double v : {0.0, -0.0, 1.0, 0.1, 1.0 / 3.0, 12.345678901234567, 1e-300, 5e-324, 9.9e307, -2.5e17,
+                   123456789.125}) {
+    EventEncoder encoder;
+    EventDecoder decoder;
+    std::vector<Blob> blobs;
+    KernelRunEvent r = sample_launch(1, nullptr);
+    r.time_ms = v;
+    r.compile_ms = -v;
+    const EncodedEvent e = encoder.encode(0, 0, r, blobs);
+    const KernelRunEvent back = std::get<KernelRunEvent>(decoder.decode(e));
+    EXPECT_EQ(num(back.time_ms), num(v)) << e.payload;
+    EXPECT_EQ(num(back.compile_ms), num(-v)) << e.payload;
+    EXPECT_NE(e.payload.find("\"time_ms\":"), std::string::npos);
+  }
+}
+
+// Launches written by EventEncoder are read without a JSON tree; any other spelling of the same payload
+// (spaces, escapes, non-ASCII names, another key order) takes the JSON path and reads back the same.
+TEST(Codec, APlainLaunchAndAnyOtherSpellingReadTheSame) {
+  std::vector<KernelRunEvent> launches;
+  for (const char* name : {"E_4_4", "r_\"quoted\"_4", "ünïcode_kernel", ""}) {
+    KernelRunEvent r = sample_launch(INT32_MAX, sample_code());
+    r.name = name;
+    r.replay_of = 3;
+    r.replayed = true;
+    r.time_ms = -0.0;
+    launches.push_back(r);
+    r.code = nullptr;
+    r.kernel_id = 0;
+    r.replay_of = -1;
+    r.compile_ms = 1e-300;
+    launches.push_back(r);
+  }
+  for (const KernelRunEvent& launch : launches) {
+    EventEncoder encoder;
+    EventDecoder decoder;
+    std::vector<Blob> blobs;
+    const EncodedEvent e = encoder.encode(0, 0, launch, blobs);
+    for (Blob& b : blobs) decoder.add_blob(std::move(b));
+    EXPECT_EQ(describe(decoder.decode(e)), describe(launch)) << e.payload;
+    EncodedEvent spaced = e;  // the same JSON with spaces: read by nlohmann::json
+    for (size_t at = spaced.payload.find(','); at != std::string::npos; at = spaced.payload.find(',', at + 2))
+      spaced.payload.insert(at + 1, " ");
+    EXPECT_EQ(describe(decoder.decode(spaced)), describe(launch)) << spaced.payload;
+  }
+  // values the plain reader does not take are still checked (by the JSON path)
+  EventEncoder encoder;
+  EventDecoder decoder;
+  std::vector<Blob> blobs;
+  const EncodedEvent good = encoder.encode(0, 0, sample_launch(7, nullptr), blobs);
+  for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+           {"\"kernel_id\":7", "\"kernel_id\":-7"}, {"\"kernel_id\":7", "\"kernel_id\":7.5"},
+           {"\"kernel_id\":7", "\"kernel_id\":07"}, {"\"kernel_id\":7", "\"kernel_id\":99999999999999999999"},
+           {"\"replay_of\":-1", "\"replay_of\":-2"}, {"\"replayed\":false", "\"replayed\":0"},
+           {"\"code\":null", "\"code\":1"}, {"\"compile_ms\":", "\"compile_ms\":1e999,\"x\":"}}) {
+    EncodedEvent bad = good;
+    const size_t at = bad.payload.find(from);
+    ASSERT_NE(at, std::string::npos) << from << " in " << good.payload;
+    bad.payload.replace(at, from.size(), to);
+    try {
+      ADD_FAILURE() << "read " << bad.payload << " as " << describe(decoder.decode(bad));
+    } catch (const RecordingError& x) {
+      EXPECT_NE(std::string(x.what()).find("event 0 (launch)"), std::string::npos) << x.what();
+    }
+  }
 }
 
 TEST(Codec, DecoderRejectsBadInputWithOneLine) {
@@ -1220,6 +1316,123 @@ TEST(Frames, BodiesRoundTripAndShortOnesAreRejected) {
   EXPECT_EQ(event_from_frame_body(unknown).kind, EventKind::Nodes);
   EXPECT_THROW(blob_from_frame_body("0123456789abcde"), RecordingError);
   EXPECT_EQ(content_hash(""), "cbf29ce484222325");  // FNV-1a offset basis
+}
+
+// ---- the streamer's connection ------------------------------------------------------------------------
+
+// Reads one end of a socket pair until it closes, counting the reads (each send() of the other end is at
+// least one read, unless the reader was slower than the sender).
+struct SocketReader {
+  int fd;
+  std::string bytes;
+  size_t reads = 0;
+  std::thread thread{[this] {
+    char buf[1 << 16];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0 || (n < 0 && errno == EINTR)) {
+      if (n > 0) {
+        bytes.append(buf, static_cast<size_t>(n));
+        reads++;
+      }
+    }
+  }};
+  explicit SocketReader(int f) : fd(f) {}
+  void join() { thread.join(); }
+  std::vector<Frame> frames() const {
+    FrameParser parser;
+    parser.feed(bytes);
+    std::vector<Frame> out;
+    Frame f;
+    while (parser.next(f)) out.push_back(f);
+    return out;
+  }
+};
+
+// Every event reaches the debugger, in order, but in batches: a loop of tiny realizes (a schedule and a
+// launch each) does not cost a send() per event.
+TEST(Streamer, FramesArriveInOrderInBatches) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  SocketReader reader(fds[1]);
+  constexpr int kRealizes = 3000;
+  const auto code = sample_code();
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    EventStreamer streamer(sample_run(), "", fds[0]);
+    uint64_t seq = 0;
+    for (int i = 0; i < kRealizes; i++) {
+      ScheduleEvent s;
+      s.schedule_id = i;
+      s.kernels.push_back(KernelInfo{});
+      s.kernels.back().id = i;
+      streamer.on_event(seq++, s);
+      streamer.on_event(seq++, sample_launch(i, code));
+    }
+    streamer.finish(sample_end());
+  }
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  ::shutdown(fds[0], SHUT_WR);
+  reader.join();
+  close(fds[0]);
+  close(fds[1]);
+  const std::vector<Frame> frames = reader.frames();
+  ASSERT_GE(frames.size(), 2u + 2 * kRealizes);
+  EXPECT_EQ(frames.front().type, 'I');
+  EXPECT_EQ(frames.back().type, 'X');
+  uint64_t next = 0;
+  for (const Frame& f : frames) {
+    if (f.type != 'E') continue;
+    EXPECT_EQ(event_from_frame_body(f.body).seq, next++);
+  }
+  EXPECT_EQ(next, 2u * kRealizes);
+  // a send at most every 1 ms at a launch and every 2 ms from the flusher, plus the first and last
+  // and one per 256 KiB queued (each read in pieces of at most 64 KiB)
+  std::printf("%d events (%zu bytes) in %.1f ms: %zu reads\n", 2 * kRealizes, reader.bytes.size(), ms, reader.reads);
+  EXPECT_LE(static_cast<double>(reader.reads), 1.5 * ms + 10 + static_cast<double>(reader.bytes.size()) / 65536);
+}
+
+// Frames queued with no launch after them (a schedule whose kernel runs long, a launch sent less than
+// 1 ms after the send before it) still arrive while the script is quiet, and flush() sends them at once
+// (before the gate's pause frame).
+TEST(Streamer, QueuedFramesArriveWhenTheScriptGoesQuiet) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  auto readable_within = [&](int ms) {
+    pollfd p{fds[1], POLLIN, 0};
+    return poll(&p, 1, ms) == 1;
+  };
+  auto drain = [&] {
+    char buf[1 << 16];
+    std::string out;
+    while (readable_within(0)) {
+      const ssize_t n = ::read(fds[1], buf, sizeof buf);
+      if (n <= 0) break;
+      out.append(buf, static_cast<size_t>(n));
+    }
+    return out;
+  };
+  EventStreamer streamer(sample_run(), "", fds[0]);
+  ASSERT_TRUE(readable_within(2000));  // the run's 'I' frame
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  drain();
+  streamer.on_event(0, sample_schedule());  // two kernels, 12 and 13; the first runs long
+  ASSERT_TRUE(readable_within(2000)) << "the flusher sends within 2 ms";
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  streamer.on_event(1, sample_launch(12, sample_code()));
+  EXPECT_TRUE(readable_within(0)) << "a launch is sent at once when nothing was sent for 1 ms";
+  FrameParser parser;
+  parser.feed(drain());
+  Frame f;
+  std::vector<uint64_t> seqs;
+  while (parser.next(f))
+    if (f.type == 'E') seqs.push_back(event_from_frame_body(f.body).seq);
+  EXPECT_EQ(seqs, (std::vector<uint64_t>{0, 1}));
+  streamer.on_event(2, sample_schedule());  // queued: no launch after it yet
+  streamer.flush();
+  EXPECT_TRUE(readable_within(0)) << "flush() sends before it returns";
+  streamer.finish(sample_end());
+  close(fds[0]);
+  close(fds[1]);
 }
 
 }  // namespace

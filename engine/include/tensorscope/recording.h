@@ -20,6 +20,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "tensorscope/session.h"
@@ -86,8 +87,14 @@ class EventEncoder {
   EncodedEvent encode(uint64_t seq, int64_t time_ns, const Event& event, std::vector<Blob>& new_blobs);
 
  private:
-  std::string blob(std::string data, std::vector<Blob>& new_blobs);
-  std::unordered_map<std::string, bool> given_;
+  // The hash of `data`; appends it to `new_blobs` the first time. Copies `data` only then.
+  std::string blob(std::string_view data, std::vector<Blob>& new_blobs);
+  std::unordered_set<std::string> given_;  // hashes of the blobs produced so far
+  // blob() for a listing (an IR snapshot, a source) of a KernelCode that code_hash_ keeps alive. A kernel
+  // lowered again (another schedule, a pass that changed nothing) repeats listings in new KernelCode
+  // objects: finding one here costs a fast hash and a comparison, not FNV-1a over every byte again.
+  std::string listing_blob(const std::string& listing, std::vector<Blob>& new_blobs);
+  std::unordered_map<std::string_view, std::string> listing_hash_;  // views into code_hash_'s KernelCodes
   // KernelCode objects already encoded (kept alive so that an address is never reused) → code blob hash
   std::unordered_map<const KernelCode*, std::pair<std::shared_ptr<const KernelCode>, std::string>> code_hash_;
   std::unordered_map<const ScheduleEvent*, std::pair<std::shared_ptr<const ScheduleEvent>, std::string>> structure_hash_;
@@ -106,6 +113,7 @@ class EventDecoder {
 
  private:
   const std::string& blob(const std::string& hash) const;
+  std::shared_ptr<const KernelCode> code(const std::string& hash);  // the code blob `hash`, decoded once
   std::unordered_map<std::string, std::string> blobs_;
   std::unordered_map<std::string, std::shared_ptr<const KernelCode>> code_;  // decoded once, shared
   std::unordered_map<std::string, std::shared_ptr<const ScheduleEvent>> structures_;
@@ -198,15 +206,20 @@ class FrameParser {
 // ---- the observer -----------------------------------------------------------------------------------
 
 // Serializes the session's events once and sends them to a recording file and/or a connection (a file
-// descriptor: a socket to the debugger). Attach with Session::subscribe. on_event encodes, sends to the
-// connection at once (so a process that crashes has sent everything before the crash) and queues for
-// the file, which a background thread writes.
+// descriptor: a socket to the debugger). Attach with Session::subscribe. on_event encodes, queues the
+// frames for the connection and the record for the file, which a background thread writes. The
+// connection's frames go in batches: at a launch or a line of output when nothing was sent for 1 ms,
+// and otherwise within 2 ms (a background thread), so a process that dies at once loses at most its
+// last 2 ms of events; see event_streamer.cpp.
 class EventStreamer : public SessionObserver {
  public:
   EventStreamer(const RunInfo& info, const std::string& record_path, int connection_fd);
   ~EventStreamer() override;
   void on_event(uint64_t seq, const Event& event) override;
   bool wants_nodes() const override { return true; }
+  // Sends the connection's queued frames now: before another frame on the same connection (the
+  // debugger's pause frame), so that every event before it arrives first.
+  void flush();
   // Sends the end (how the run ended) to both, flushes, closes the file. Idempotent.
   void finish(const RunInfo& end);
 

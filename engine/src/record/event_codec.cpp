@@ -2,6 +2,7 @@
 // content-addressed blobs. Writing is a hand-written JSON writer (events are written on the script's
 // thread, so this is on the observed run's hot path); reading uses nlohmann::json and checks every
 // field, because a recording may come from anywhere.
+#include <charconv>
 #include <cinttypes>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -31,16 +32,24 @@ EventKind event_kind_from_name(const std::string& name) {
 std::string content_hash(std::string_view data) {
   uint64_t h = 0xcbf29ce484222325ULL;  // FNV-1a, 64 bit
   for (unsigned char c : data) h = (h ^ c) * 0x100000001b3ULL;
-  char hex[17];
-  std::snprintf(hex, sizeof hex, "%016" PRIx64, h);
+  std::string hex(16, '0');
+  for (int i = 15; i >= 0; i--, h >>= 4) hex[i] = "0123456789abcdef"[h & 15];
   return hex;
 }
 
 // ---- encoding -----------------------------------------------------------------------------------------
 
-std::string EventEncoder::blob(std::string data, std::vector<Blob>& new_blobs) {
+std::string EventEncoder::listing_blob(const std::string& listing, std::vector<Blob>& new_blobs) {
+  auto known = listing_hash_.find(listing);
+  if (known != listing_hash_.end()) return known->second;
+  std::string hash = blob(listing, new_blobs);
+  listing_hash_.emplace(listing, hash);
+  return hash;
+}
+
+std::string EventEncoder::blob(std::string_view data, std::vector<Blob>& new_blobs) {
   std::string hash = content_hash(data);
-  if (given_.emplace(hash, true).second) new_blobs.push_back({hash, std::move(data)});
+  if (given_.insert(hash).second) new_blobs.push_back({hash, std::string(data)});
   return hash;
 }
 
@@ -216,7 +225,7 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
         for (const PassSnapshot& p : r->code->ir) {
           c.begin_object();
           c.key("pass").value(p.pass);
-          c.key("ir").value(blob(p.ir, new_blobs));
+          c.key("ir").value(listing_blob(p.ir, new_blobs));
           c.end_object();
         }
         c.end_array();
@@ -224,7 +233,7 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
         for (const SourceListing& src : r->code->sources) {
           c.begin_object();
           c.key("renderer").value(src.renderer);
-          c.key("code").value(blob(src.code, new_blobs));
+          c.key("code").value(listing_blob(src.code, new_blobs));
           c.key("ir_op_line").begin_array();
           for (int line : src.ir_op_line) c.value(line);
           c.end_array();
@@ -470,7 +479,116 @@ NodeBatch read_node_batch(const json& j) {
   return b;
 }
 
+// Reads a launch payload written exactly as EventEncoder writes it: its keys in its order, no spaces,
+// strings of plain ASCII without escapes, no recorded buffers. Most of a run's events are launches, and
+// building a JSON tree for each cost the debugger most of its time in a run of many small kernels. Returns
+// false for anything else (another order, an escape, "buffers", a payload from elsewhere), which the JSON
+// path then reads and checks; what this accepts, that path would read the same.
+class PlainLaunch {
+ public:
+  explicit PlainLaunch(std::string_view p) : p_(p) {}
+  bool read(KernelRunEvent& r, std::string& code_hash) {
+    int64_t v;
+    bool null_code = false;
+    if (!(literal("{\"kernel_id\":") && integer(v) && v >= 0 && v <= kMaxId)) return false;
+    r.kernel_id = static_cast<int>(v);
+    if (!(literal(",\"name\":") && string(r.name) && literal(",\"device\":") && string(r.device) &&
+          literal(",\"code\":")))
+      return false;
+    if (literal("null")) null_code = true;
+    else if (!string(code_hash)) return false;
+    if (!(literal(",\"compile_cache_hit\":") && boolean(r.compile_cache_hit) && literal(",\"compile_ms\":") &&
+          number(r.compile_ms) && literal(",\"time_ms\":") && number(r.time_ms) && literal(",\"replayed\":") &&
+          boolean(r.replayed) && literal(",\"replay_of\":") && integer(v) && v >= -1 && v <= kMaxId && literal("}")))
+      return false;
+    r.replay_of = static_cast<int>(v);
+    if (null_code) code_hash.clear();
+    return at_ == p_.size();
+  }
+
+ private:
+  bool literal(std::string_view text) {
+    if (p_.substr(at_, text.size()) != text) return false;
+    at_ += text.size();
+    return true;
+  }
+  bool string(std::string& out) {
+    if (!literal("\"")) return false;
+    const size_t start = at_;
+    while (at_ < p_.size() && p_[at_] != '"') {
+      const unsigned char c = static_cast<unsigned char>(p_[at_]);
+      if (c < 0x20 || c >= 0x80 || c == '\\') return false;  // escapes and UTF-8: the JSON path checks them
+      at_++;
+    }
+    if (at_ == p_.size()) return false;
+    out.assign(p_.data() + start, at_ - start);
+    at_++;
+    return true;
+  }
+  bool boolean(bool& out) {
+    if (literal("true")) return out = true, true;
+    if (literal("false")) return out = false, true;
+    return false;
+  }
+  // JSON's integer grammar, at most 18 digits (no overflow; longer ones go the JSON way)
+  bool integer(int64_t& out) {
+    const bool negative = literal("-");
+    const size_t start = at_;
+    int64_t v = 0;
+    while (at_ < p_.size() && p_[at_] >= '0' && p_[at_] <= '9' && at_ - start < 18) v = v * 10 + (p_[at_++] - '0');
+    const size_t digits = at_ - start;
+    if (digits == 0 || (digits > 1 && p_[start] == '0') || (at_ < p_.size() && p_[at_] >= '0' && p_[at_] <= '9'))
+      return false;
+    if (at_ < p_.size() && (p_[at_] == '.' || p_[at_] == 'e' || p_[at_] == 'E')) return false;  // a float
+    out = negative ? -v : v;
+    return true;
+  }
+  // JSON's number grammar: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?, read by from_chars (correctly
+  // rounded, as the JSON path's strtod); a value out of double's range goes the JSON way
+  bool number(double& out) {
+    const size_t start = at_;
+    auto digits = [&] {
+      const size_t from = at_;
+      while (at_ < p_.size() && p_[at_] >= '0' && p_[at_] <= '9') at_++;
+      return at_ - from;
+    };
+    literal("-");
+    const size_t int_start = at_;
+    const size_t n = digits();
+    if (n == 0 || (n > 1 && p_[int_start] == '0')) return false;
+    if (literal(".") && digits() == 0) return false;
+    if (literal("e") || literal("E")) {
+      if (!literal("+")) literal("-");
+      if (digits() == 0) return false;
+    }
+    const auto [end, ec] = std::from_chars(p_.data() + start, p_.data() + at_, out);
+    return ec == std::errc() && end == p_.data() + at_;
+  }
+
+  std::string_view p_;
+  size_t at_ = 0;
+};
+
 }  // namespace
+
+std::shared_ptr<const KernelCode> EventDecoder::code(const std::string& hash) {
+  auto known = code_.find(hash);
+  if (known != code_.end()) return known->second;
+  const json c = json::parse(blob(hash));
+  auto k = std::make_shared<KernelCode>();
+  for (const json& p : array(c, "ir")) k->ir.push_back({str(p, "pass"), blob(str(p, "ir"))});
+  for (const json& src : array(c, "sources")) {
+    SourceListing l{str(src, "renderer"), blob(str(src, "code")), {}};
+    for (const json& line : array(src, "ir_op_line")) l.ir_op_line.push_back(static_cast<int>(integer(line, "ir_op_line")));
+    k->sources.push_back(std::move(l));
+  }
+  k->device_renderer = str(c, "device_renderer");
+  // optional: recordings made before the plans were recorded lack them
+  if (c.contains("plan")) k->plan = str(c, "plan");
+  if (c.contains("plan_from")) k->plan_from = str(c, "plan_from");
+  if (c.contains("applied")) k->applied = str(c, "applied");
+  return code_.emplace(hash, std::move(k)).first->second;
+}
 
 void EventDecoder::add_blob(Blob b, bool verify) {
   if (verify && content_hash(b.data) != b.hash) throw RecordingError("blob " + b.hash + " does not match its content hash");
@@ -485,6 +603,14 @@ const std::string& EventDecoder::blob(const std::string& hash) const {
 
 Event EventDecoder::decode(const EncodedEvent& e) {
   try {
+    if (e.kind == EventKind::Launch) {
+      KernelRunEvent r;
+      std::string hash;
+      if (PlainLaunch(e.payload).read(r, hash)) {
+        if (!hash.empty()) r.code = code(hash);
+        return r;
+      }
+    }
     json j = json::parse(e.payload);
     switch (e.kind) {
       case EventKind::Schedule: {
@@ -515,29 +641,10 @@ Event EventDecoder::decode(const EncodedEvent& e) {
         r.kernel_id = static_cast<int>(integer(j, "kernel_id", 0, kMaxId));
         r.name = str(j, "name");
         r.device = str(j, "device");
-        const json& code = field(j, "code");
-        if (code.is_string()) {
-          const std::string hash = code.get<std::string>();
-          auto known = code_.find(hash);
-          if (known != code_.end()) {
-            r.code = known->second;
-          } else {
-            const json c = json::parse(blob(hash));
-            auto k = std::make_shared<KernelCode>();
-            for (const json& p : array(c, "ir")) k->ir.push_back({str(p, "pass"), blob(str(p, "ir"))});
-            for (const json& src : array(c, "sources")) {
-              SourceListing l{str(src, "renderer"), blob(str(src, "code")), {}};
-              for (const json& line : array(src, "ir_op_line")) l.ir_op_line.push_back(static_cast<int>(integer(line, "ir_op_line")));
-              k->sources.push_back(std::move(l));
-            }
-            k->device_renderer = str(c, "device_renderer");
-            // optional: recordings made before the plans were recorded lack them
-            if (c.contains("plan")) k->plan = str(c, "plan");
-            if (c.contains("plan_from")) k->plan_from = str(c, "plan_from");
-            if (c.contains("applied")) k->applied = str(c, "applied");
-            r.code = code_.emplace(hash, std::move(k)).first->second;
-          }
-        } else if (!code.is_null()) {
+        const json& code_field = field(j, "code");
+        if (code_field.is_string()) {
+          r.code = code(code_field.get<std::string>());
+        } else if (!code_field.is_null()) {
           throw RecordingError("field 'code' is neither a blob hash nor null");
         }
         r.compile_cache_hit = boolean(j, "compile_cache_hit");

@@ -1,26 +1,85 @@
 // EventStreamer: the observer that serializes the session's events once and hands the same records to a
 // recording file and to the debugger's connection. on_event runs on the engine's thread: it encodes,
-// sends to the connection, and queues for the file (written by RecordingWriter's thread).
+// queues the frames for the connection, and queues the record for the file (written by RecordingWriter's
+// thread).
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <mutex>
+#include <system_error>
+#include <thread>
 
 #include "tensorscope/recording.h"
 
 namespace ts {
 namespace {
 
-// Sends bytes to the debugger on the engine's thread, at once: a runner that crashes right after a
-// kernel has already sent that kernel (a send to a local socket with room in its buffer takes ~1 µs;
-// when the debugger reads slower than the script emits, the script waits for it). When the other end
-// is gone, later sends are dropped; MSG_NOSIGNAL: no SIGPIPE.
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// The frames for the debugger, sent in batches. One send() per event cost the runner three system calls
+// per realize and woke the debugger for each frame (a loop of tiny realizes ran 8x slower streamed than
+// recorded to a file), so frames are queued and sent together:
+//   - at a launch or a line of output when nothing was sent for kMinGap: a script that realizes once
+//     and then dies (os._exit, a segfault in Python code) has sent that realize, and a crash in a
+//     kernel loses at most the launches of the last kMinGap before it;
+//   - by a flusher thread within kMaxDelay of the first frame queued: a script that goes quiet (a long
+//     kernel, time.sleep) has its events shown;
+//   - at once beyond kMaxQueued bytes (the script waits for a debugger that reads slower than it emits);
+//   - before any other frame on the connection (flush(): the gate's pause frame) and at the end.
+// What a process that dies at once loses is at most its last kMaxDelay of events (a recording file: its
+// last 100 ms). When the other end is gone, later frames are dropped; MSG_NOSIGNAL: no SIGPIPE.
 class ConnectionWriter {
  public:
-  explicit ConnectionWriter(int fd) : fd_(fd) {}
-  void send(std::string_view bytes) {
+  static constexpr int64_t kMinGapNs = 1'000'000;   // 1 ms
+  static constexpr auto kMaxDelay = std::chrono::milliseconds(2);
+  static constexpr size_t kMaxQueued = size_t{256} << 10;
+
+  explicit ConnectionWriter(int fd) : fd_(fd) {
+    try {
+      flusher_ = std::thread([this] { flush_loop(); });
+    } catch (const std::system_error&) {  // no thread (an address-space limit): every frame goes at once
+      unbuffered_ = true;
+    }
+  }
+  ~ConnectionWriter() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+    if (flusher_.joinable()) flusher_.join();
+    flush();
+  }
+
+  // Queues `frame`; `boundary`: a good place to send what is queued (see above).
+  void post(std::string_view frame, bool boundary) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const bool was_empty = queue_.empty();
+    queue_.append(frame);
+    if (unbuffered_ || queue_.size() >= kMaxQueued || (boundary && now_ns() - last_send_ns_ >= kMinGapNs)) {
+      send_queued();
+      return;
+    }
+    if (was_empty && flusher_idle_) {
+      lock.unlock();
+      wake_.notify_one();
+    }
+  }
+  // Sends what is queued, now.
+  void flush() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    send_queued();
+  }
+
+ private:
+  void send_queued() {  // mutex_ held
+    std::string_view bytes = queue_;
     while (!broken_ && !bytes.empty()) {
       ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
       if (n < 0 && errno == EINTR) continue;
@@ -30,17 +89,30 @@ class ConnectionWriter {
       }
       bytes.remove_prefix(static_cast<size_t>(n));
     }
+    queue_.clear();
+    last_send_ns_ = now_ns();
+  }
+  void flush_loop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (!stopping_) {
+      // idle until a frame is queued (post() wakes us only then), then give the engine's thread kMaxDelay
+      // to send it at a boundary before sending it here
+      flusher_idle_ = true;
+      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      flusher_idle_ = false;
+      wake_.wait_for(lock, kMaxDelay, [&] { return stopping_; });
+      if (!queue_.empty()) send_queued();
+    }
   }
 
- private:
   int fd_;
-  bool broken_ = false;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::string queue_;
+  int64_t last_send_ns_ = 0;
+  bool broken_ = false, stopping_ = false, flusher_idle_ = false, unbuffered_ = false;
+  std::thread flusher_;
 };
-
-int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
@@ -58,7 +130,7 @@ EventStreamer::EventStreamer(const RunInfo& info, const std::string& record_path
   if (!record_path.empty()) impl_->file = std::make_unique<RecordingWriter>(record_path, info);
   if (connection_fd >= 0) {
     impl_->connection = std::make_unique<ConnectionWriter>(connection_fd);
-    impl_->connection->send(frame_bytes('I', run_info_to_json(info)));
+    impl_->connection->post(frame_bytes('I', run_info_to_json(info)), /*boundary=*/true);
   }
 }
 
@@ -70,12 +142,18 @@ void EventStreamer::on_event(uint64_t seq, const Event& event) {
   std::vector<Blob> blobs;
   EncodedEvent e = impl_->encoder.encode(seq, now_ns() - impl_->start_ns, event, blobs);
   if (impl_->connection) {
+    const bool boundary = e.kind == EventKind::Launch || e.kind == EventKind::Output;
     std::string bytes;
     for (const Blob& b : blobs) bytes += frame_bytes('B', blob_frame_body(b));
     bytes += frame_bytes('E', event_frame_body(e));
-    impl_->connection->send(bytes);
+    impl_->connection->post(bytes, boundary);
   }
   if (impl_->file) impl_->file->add(std::move(blobs), std::move(e));
+}
+
+void EventStreamer::flush() {
+  std::lock_guard<std::mutex> lock(impl_->mutex);
+  if (impl_->connection) impl_->connection->flush();
 }
 
 void EventStreamer::finish(const RunInfo& end) {
@@ -84,7 +162,8 @@ void EventStreamer::finish(const RunInfo& end) {
   impl_->finished = true;
   if (impl_->file) impl_->file->finish(end);
   if (impl_->connection) {
-    if (!end.ended.empty()) impl_->connection->send(frame_bytes('X', run_info_to_json(end)));
+    if (!end.ended.empty()) impl_->connection->post(frame_bytes('X', run_info_to_json(end)), /*boundary=*/false);
+    impl_->connection.reset();  // sends what is queued
   }
 }
 

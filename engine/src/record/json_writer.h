@@ -5,23 +5,26 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdio>
+#include <stdexcept>
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace ts {
 
 class JsonWriter {
  public:
+  JsonWriter() { out_.reserve(512); }  // a launch's payload without growing the string on the way
   JsonWriter& begin_object() { return open('{'); }
   JsonWriter& end_object() { return close('}'); }
   JsonWriter& begin_array() { return open('['); }
   JsonWriter& end_array() { return close(']'); }
-  // Inside an object: the key of the value that follows.
+  // Inside an object: the key of the value that follows. Keys are the payloads' own field names (ASCII
+  // letters and '_'), written as they are: no escaping to look for.
   JsonWriter& key(std::string_view k) {
     separate();
-    string(k);
-    out_.push_back(':');
+    out_.push_back('"');
+    out_.append(k);
+    out_.append("\":", 2);
     after_key_ = true;
     return *this;
   }
@@ -39,8 +42,8 @@ class JsonWriter {
   JsonWriter& value(double v) {
     if (!(v == v) || v > 1e308 || v < -1e308) return raw("null");  // JSON has no NaN/Inf
     char buf[32];
-    int n = std::snprintf(buf, sizeof buf, "%.17g", v);
-    std::string_view s(buf, n);
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);  // the shortest text that reads back as v
+    std::string_view s(buf, static_cast<size_t>(end - buf));
     raw(s);
     if (s.find_first_of(".eE") == std::string_view::npos) out_ += ".0";  // stays a number_float on reading
     return *this;
@@ -64,12 +67,13 @@ class JsonWriter {
   JsonWriter& open(char c) {
     separate();
     out_.push_back(c);
-    first_.push_back(true);
+    if (++depth_ >= 64) throw std::logic_error("JsonWriter: nested deeper than 63");  // our payloads: 5
+    has_value_ &= ~(uint64_t{1} << depth_);
     return *this;
   }
   JsonWriter& close(char c) {
     out_.push_back(c);
-    first_.pop_back();
+    depth_--;
     return *this;
   }
   void separate() {
@@ -77,9 +81,10 @@ class JsonWriter {
       after_key_ = false;
       return;
     }
-    if (first_.empty()) return;
-    if (!first_.back()) out_.push_back(',');
-    first_.back() = false;
+    if (depth_ == 0) return;
+    const uint64_t bit = uint64_t{1} << depth_;
+    if (has_value_ & bit) out_.push_back(',');
+    has_value_ |= bit;
   }
   // Length of the valid UTF-8 sequence at s[i] (1-4), or 0 when it is not valid UTF-8.
   static size_t utf8_length(std::string_view s, size_t i) {
@@ -90,21 +95,23 @@ class JsonWriter {
       if ((static_cast<unsigned char>(s[i + k]) & 0xc0) != 0x80) return 0;
     return n;
   }
+  // Appends runs of bytes that need no escape in one go (most of a listing); escapes the rest.
   void string(std::string_view s) {
     out_.push_back('"');
-    for (size_t i = 0; i < s.size(); i++) {
-      const char ch = s[i];
-      const unsigned char c = static_cast<unsigned char>(ch);
-      if (c >= 0x80) {  // copy valid UTF-8 as is, replace anything else by U+FFFD
-        const size_t n = utf8_length(s, i);
-        if (n == 0) {
-          out_ += "\\ufffd";
-        } else {
-          out_.append(s.substr(i, n));
-          i += n - 1;
-        }
+    size_t run = 0;  // start of the bytes not appended yet
+    for (size_t i = 0; i < s.size();) {
+      const unsigned char c = static_cast<unsigned char>(s[i]);
+      if (c >= 0x20 && c < 0x80 && c != '"' && c != '\\') {
+        i++;
         continue;
       }
+      if (c >= 0x80) {  // valid UTF-8 stays as it is, anything else becomes U+FFFD
+        if (const size_t n = utf8_length(s, i)) {
+          i += n;
+          continue;
+        }
+      }
+      out_.append(s.data() + run, i - run);
       switch (c) {
         case '"': out_ += "\\\""; break;
         case '\\': out_ += "\\\\"; break;
@@ -112,20 +119,23 @@ class JsonWriter {
         case '\t': out_ += "\\t"; break;
         case '\r': out_ += "\\r"; break;
         default:
-          if (c < 0x20) {
+          if (c >= 0x80) {
+            out_ += "\\ufffd";
+          } else {
             char buf[8];
             std::snprintf(buf, sizeof buf, "\\u%04x", c);
             out_ += buf;
-          } else {
-            out_.push_back(ch);
           }
       }
+      run = ++i;
     }
+    out_.append(s.data() + run, s.size() - run);
     out_.push_back('"');
   }
 
   std::string out_;
-  std::vector<bool> first_;
+  int depth_ = 0;            // containers open
+  uint64_t has_value_ = 0;   // bit d: the container at depth d holds a value (the next one needs a comma)
   bool after_key_ = false;
 };
 

@@ -28,6 +28,10 @@ namespace {
 constexpr int kSchemaVersion = 2;
 constexpr int kApplicationId = 0x54537263;  // "TSrc"
 constexpr auto kCommitInterval = std::chrono::milliseconds(100);
+// A schedule is committed at once, but not sooner than this after the commit before: a loop of tiny
+// realizes (a schedule each) would otherwise commit tens of thousands of times a second, each commit
+// writing whole pages to the WAL for a few hundred bytes of events.
+constexpr auto kScheduleCommitGap = std::chrono::milliseconds(10);
 
 const char* kSchema = R"sql(
 CREATE TABLE run(
@@ -126,8 +130,11 @@ struct RecordingWriter::Impl {
   void loop() {
     std::vector<std::pair<std::vector<Blob>, EncodedEvent>> batch;
     std::unique_lock<std::mutex> lock(mutex);
+    auto last_commit = std::chrono::steady_clock::now() - kScheduleCommitGap;
     while (true) {
       wake.wait_for(lock, kCommitInterval, [&] { return urgent || stopping; });
+      if (urgent) wake.wait_until(lock, last_commit + kScheduleCommitGap, [&] { return stopping; });
+      last_commit = std::chrono::steady_clock::now();
       batch.swap(queue);
       urgent = false;
       const bool stop = stopping;
@@ -178,9 +185,10 @@ RecordingWriter::RecordingWriter(const std::string& path, const RunInfo& info) :
 void RecordingWriter::add(std::vector<Blob> blobs, EncodedEvent event) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->finished) return;
-  if (event.kind == EventKind::Schedule) impl_->urgent = true;
+  const bool wake = event.kind == EventKind::Schedule && !impl_->urgent;  // the writer is told once
+  if (wake) impl_->urgent = true;
   impl_->queue.emplace_back(std::move(blobs), std::move(event));
-  if (impl_->urgent) impl_->wake.notify_one();
+  if (wake) impl_->wake.notify_one();
 }
 
 void RecordingWriter::finish(const RunInfo& end) {

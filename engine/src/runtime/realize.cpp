@@ -278,7 +278,7 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
   if (observed) {
     ScheduleEvent ev = instantiate_schedule(sched.event, position_uids(g, key), kernel_ids, session.next_schedule_id());
     ev.where = realize_line();
-    session.emit(ev);
+    session.emit(std::move(ev));
   }
   std::vector<std::shared_ptr<Buffer>> produced(sched.kernels.size());
   std::unordered_map<uint32_t, size_t> producer;  // order index → kernel that stores it
@@ -308,7 +308,7 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
       ev.compile_cache_hit = true;
       ev.time_ms = ms;
       if (session.recording_buffers()) ev.buffers = recorded_buffers(bufs);
-      session.emit(ev);
+      session.emit(std::move(ev));
     }
     if (session.break_on_nan()) check_finite(*out, g[key.order[ck.output]], kernel_id, ck.name);
     session.gate(GateStop::AfterLaunch, kernel_id, ck.name, {}, &bufs);
@@ -408,7 +408,7 @@ void realize(const std::vector<NodeId>& targets) {
       ev.structure = cached.event;
       ev.position_uids = position_uids(g, key);
     }
-    session.emit(ev);
+    session.emit(std::move(ev));
   }
 
   // Buffers of the stored nodes, attached to the graph only when the whole schedule has run.
@@ -445,7 +445,7 @@ void realize(const std::vector<NodeId>& targets) {
         ev.compile_cache_hit = true;
         ev.time_ms = ms;
         if (session.recording_buffers()) ev.buffers = recorded_buffers(bufs);
-        session.emit(ev);
+        session.emit(std::move(ev));
       }
       cached.kernels.push_back(std::move(ck));
       session.gate(GateStop::AfterLaunch, kernel_ids[k], item.name, {}, &bufs);
@@ -548,7 +548,7 @@ void realize(const std::vector<NodeId>& targets) {
       ev.compile_ms = compile_ms;
       ev.time_ms = ms;
       if (session.recording_buffers()) ev.buffers = recorded_buffers(bufs);
-      session.emit(ev);
+      session.emit(std::move(ev));
     }
     cached.kernels.push_back(std::move(ck));
     if (session.break_on_nan()) check_finite(*out_buf, out, kernel_ids[k], kernel.name);

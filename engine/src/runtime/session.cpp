@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <stdexcept>
+#include <utility>
 
 namespace ts {
 
@@ -54,7 +55,7 @@ void Session::dispatch(const Event& event) {
 
 void Session::flush_nodes() {
   if (!take_nodes_) return;
-  for (const NodesEvent& ev : take_nodes_()) dispatch(ev);
+  for (NodesEvent& ev : take_nodes_()) dispatch(std::move(ev));  // moved into the Event, not copied
 }
 
 int Session::add_stack(SourceStack stack) {
@@ -82,7 +83,12 @@ const char* gate_stage_name(GateStop::Stage stage) {
   return "?";
 }
 
-void for_each_uid(ScheduleEvent& ev, const std::function<void(uint64_t&)>& f) {
+namespace {
+
+// Every uid field of a schedule, for for_each_uid and instantiate_schedule (inlined there: it runs for
+// each realize a watched training loop makes).
+template <class F>
+void visit_uids(ScheduleEvent& ev, F&& f) {
   for (GraphNodeInfo& n : ev.nodes) {
     f(n.uid);
     for (uint64_t& s : n.srcs) f(s);
@@ -95,6 +101,10 @@ void for_each_uid(ScheduleEvent& ev, const std::function<void(uint64_t&)>& f) {
   }
 }
 
+}  // namespace
+
+void for_each_uid(ScheduleEvent& ev, const std::function<void(uint64_t&)>& f) { visit_uids(ev, f); }
+
 ScheduleEvent instantiate_schedule(const std::shared_ptr<const ScheduleEvent>& structure,
                                    std::vector<uint64_t> position_uids, const std::vector<int>& kernel_ids,
                                    int schedule_id) {
@@ -102,7 +112,7 @@ ScheduleEvent instantiate_schedule(const std::shared_ptr<const ScheduleEvent>& s
     throw std::invalid_argument("schedule: " + std::to_string(kernel_ids.size()) + " kernel ids for " +
                                 std::to_string(structure->kernels.size()) + " kernels");
   ScheduleEvent ev = *structure;
-  for_each_uid(ev, [&](uint64_t& u) {
+  visit_uids(ev, [&](uint64_t& u) {
     if (u >= position_uids.size()) throw std::invalid_argument("schedule: node position " + std::to_string(u) + " out of range");
     u = position_uids[u];
   });
