@@ -429,3 +429,31 @@ def test_jitted_training_loop_recording_is_small_and_exports_each_listing_once(t
     assert not duplicates, f"listings written more than once: {duplicates[:5]}"
     # the files of at most the two scheduled steps, not of 1000
     assert len(files) < 2 * per_step * 12, f"{len(files)} files for {per_step} kernels a step"
+
+
+def test_a_kernel_lowered_again_in_another_schedule_shares_its_listings(tmp_path):
+    # `a + 1` realized alone, then again beside `b * 3`: a new schedule, so the kernel is lowered again; the
+    # watched path reuses what it built the first time (realize.cpp, code_cache): both launches name one code
+    # blob, and that blob holds the IR after lowering and after every pass, and every renderer's source
+    script = tmp_path / "again.py"
+    script.write_text("from tensorscope import Tensor\n"
+                      "a = Tensor([1.0, 2.0, 3.0]).realize()\n"
+                      "b = Tensor([4.0, 5.0, 6.0]).realize()\n"
+                      "print((a + 1).numpy())\n"
+                      "x, y = a + 1, b * 3\n"
+                      "x.realize(y)\n"
+                      "print(x.numpy(), y.numpy())\n")
+    rec = tmp_path / "again.tsrec"
+    ok(record(script, rec)[0])
+    db = sqlite3.connect(rec)
+    launches = [json.loads(p) for (p,) in db.execute("SELECT payload FROM events WHERE kind = 'launch' ORDER BY seq")]
+    e3 = [l for l in launches if l.get("code") and l["name"] == "E_3"]
+    assert len(e3) == 3, launches  # a + 1, then a + 1 and b * 3 in the second schedule
+    first, *second = e3
+    again = [l for l in second if l["code"] == first["code"]]
+    assert len(again) == 1 and again[0]["kernel_id"] != first["kernel_id"], e3  # b * 3 has code of its own
+    (data,) = db.execute("SELECT data FROM blobs WHERE hash = ?", (first["code"],)).fetchone()
+    code = json.loads(data)
+    passes = [p["pass"] for p in code["ir"]]
+    assert passes[0] == "lower" and len(passes) > 5, passes
+    assert "C" in {s["renderer"] for s in code["sources"]}, code["sources"]

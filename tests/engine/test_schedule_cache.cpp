@@ -7,6 +7,7 @@
 
 #include "runtime/realize.h"
 #include "tensorscope/jit.h"
+#include "tensorscope/session.h"
 #include "tensorscope/tensor.h"
 
 using ts::GlobalCounters;
@@ -98,4 +99,38 @@ TEST(CapturedJit, HostReadsCannotBeCaptured) {
   Tensor a = filled({3}, 1);
   EXPECT_THROW(ts::CapturedJit::capture({a}, [&] { return std::vector<Tensor>{a.mul(a.sum().item())}; }, nullptr),
                std::runtime_error);
+}
+
+namespace {
+// Keeps the KernelCode of every launch it is told of.
+struct CodeCollector : ts::SessionObserver {
+  std::vector<std::pair<std::string, std::shared_ptr<const ts::KernelCode>>> launches;
+  void on_event(uint64_t, const ts::Event& event) override {
+    if (const auto* run = std::get_if<ts::KernelRunEvent>(&event); run && run->code) launches.emplace_back(run->name, run->code);
+  }
+};
+}  // namespace
+
+// A kernel lowered again in another schedule shares the listings built the first time (realize.cpp's
+// code_cache): the same KernelCode object, not a copy printed and rendered again.
+TEST(ScheduleCache, AKernelLoweredAgainSharesItsKernelCode) {
+  CodeCollector collector;
+  ts::Session::get().subscribe(&collector);
+  Tensor a = filled({5}, 1.0f), b = filled({5}, 7.0f);
+  a.realize();
+  b.realize();
+  a.add(3.0).realize();                                  // schedule 1: a + 3
+  Tensor x = a.add(3.0), y = b.mul(5.0);                 // schedule 2: a + 3 beside b * 5
+  Tensor::realize_all({x, y});
+  ts::Session::get().unsubscribe(&collector);
+  std::vector<std::shared_ptr<const ts::KernelCode>> e5;
+  for (const auto& [name, code] : collector.launches)
+    if (name == "E_5") e5.push_back(code);
+  ASSERT_EQ(e5.size(), 3u);
+  const bool shared = e5[1] == e5[0] || e5[2] == e5[0];  // the second schedule's a + 3
+  EXPECT_TRUE(shared);
+  EXPECT_NE(e5[1], e5[2]);  // b * 5 has listings of its own
+  EXPECT_EQ(e5[0]->ir.front().pass, "lower");
+  EXPECT_GT(e5[0]->ir.size(), 5u);
+  EXPECT_EQ(values(x), (std::vector<float>{4, 5, 6, 7, 8}));
 }

@@ -52,6 +52,18 @@ std::unordered_map<std::string, SourceListing>& listing_cache() {
   return cache;
 }
 
+// What the watched path built for a kernel (its IR after every pass, its source in every renderer, its
+// actions), by what determines it: the device, the plan asked for, where that plan came from and the
+// lowered kernel's listing. The passes and renderers are deterministic, so a kernel lowered again in a
+// later schedule (each step of a training loop whose schedule the structural cache does not hold) shares
+// the KernelCode built the first time instead of printing its IR after every pass and rendering it in
+// every language again. Emptied when it holds kMaxCodes.
+constexpr size_t kMaxCodes = 4096;
+std::unordered_map<std::string, std::shared_ptr<const KernelCode>>& code_cache() {
+  static std::unordered_map<std::string, std::shared_ptr<const KernelCode>> cache;
+  return cache;
+}
+
 // ---- the structural key ----------------------------------------------------------------------------
 //
 // The part of the graph a realize() needs, written as a list of words: the nodes in post-order (sources
@@ -482,14 +494,20 @@ void realize(const std::vector<NodeId>& targets) {
     }
     const bool default_plan = kernel.plan.automatic();
     std::vector<PassSnapshot> snapshots;
-    if (observed) snapshots.push_back({"lower", ir::print(kernel)});
-    run_passes(kernel, observed ? &snapshots : nullptr, kernel_ids[k]);
+    std::string code_key;                    // the code_cache key, when observed
+    std::shared_ptr<const KernelCode> known;  // what an earlier lowering of the same kernel built
+    if (observed) {
+      snapshots.push_back({"lower", ir::print(kernel)});
+      code_key = std::to_string(dev_index) + "\n" + kernel.plan.str() + "\n" + plan_from + "\n" + snapshots[0].ir;
+      if (auto hit = code_cache().find(code_key); hit != code_cache().end()) known = hit->second;
+    }
+    run_passes(kernel, observed && !known ? &snapshots : nullptr, kernel_ids[k]);
     // run_passes gives a default plan the one of TENSORSCOPE_OPTS, when that is set
     if (plan_from.empty()) plan_from = default_plan && !kernel.plan.automatic() ? "TENSORSCOPE_OPTS" : "heuristics";
     // the device's launch actions (THREADS on C) join the applied ones; the listing after them is one more step
     const size_t pass_opts = kernel.opts.size();
     dev.plan_launch(kernel);
-    if (observed && kernel.opts.size() != pass_opts) snapshots.push_back({"plan_launch", ir::print(kernel)});
+    if (observed && !known && kernel.opts.size() != pass_opts) snapshots.push_back({"plan_launch", ir::print(kernel)});
     const Renderer* renderer = dev.renderer();
     SourceListing source;
     if (renderer) {
@@ -517,7 +535,7 @@ void realize(const std::vector<NodeId>& targets) {
     double ms = launch_program(*ck.program, bufs);
     record_launch(ck, kernel_ids[k], bufs);
 
-    if (observed) {
+    if (observed && !known) {
       auto code = std::make_shared<KernelCode>();
       code->ir = std::move(snapshots);
       // every renderer's view of the kernel, whichever device ran it (cached: rendering for a GPU
@@ -538,12 +556,16 @@ void realize(const std::vector<NodeId>& targets) {
       code->plan = kernel.plan.str();
       code->plan_from = plan_from;
       code->applied = ir::applied_str(kernel);
-      ck.code = code;
+      if (code_cache().size() >= kMaxCodes) code_cache().clear();
+      known = code_cache().emplace(code_key, std::move(code)).first->second;
+    }
+    if (observed) {
+      ck.code = known;
       KernelRunEvent ev;
       ev.kernel_id = kernel_ids[k];
       ev.name = kernel.name;
       ev.device = dev.name();
-      ev.code = std::move(code);
+      ev.code = known;
       ev.compile_cache_hit = cache_hit;
       ev.compile_ms = compile_ms;
       ev.time_ms = ms;
