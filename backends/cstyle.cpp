@@ -148,6 +148,10 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
   if (gpu) emit("/* launch: " + grid.str() + (workgroup ? ", " + lanes + " lanes per workgroup (local loops)" : "") + " */",
                 depth, -1);
   std::vector<std::string> name(k.insts.size());
+  // WHEREs per condition value: a bool loaded once and selected on by several (the lanes of an upcast group)
+  std::vector<int> where_uses(k.insts.size(), 0);
+  for (const ir::Inst& in : k.insts)
+    if (in.op == Op::Where) where_uses[in.src[0]]++;
   for (size_t i = 0; i < k.insts.size(); i++) {
     const ir::Inst& in = k.insts[i];
     auto src = [&](int s) { return name[in.src[s]]; };
@@ -238,7 +242,9 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
           sdt.push_back(k.insts[in.src[j]].dtype);
         }
         name[i] = v;
-        emit(t + " " + v + " = " + alu(in, s, sdt) + ";", depth, op);
+        const bool shared = in.op == Op::Where && k.insts[in.src[0]].op == Op::Load && where_uses[in.src[0]] > 1;
+        emit(t + " " + v + " = " + (shared ? where_on_shared_loaded_condition(in, s, sdt) : alu(in, s, sdt)) + ";",
+             depth, op);
       }
     }
   }

@@ -70,6 +70,12 @@ class CStyleRenderer : public Renderer {
   // The expression of an ALU instruction; `src` are its operands' names, `src_dtype` their dtypes.
   virtual std::string alu(const ir::Inst& in, const std::vector<std::string>& src,
                           const std::vector<DType>& src_dtype) const;
+  // The expression of a WHERE whose condition is one value loaded from a bool buffer that several WHEREs
+  // select on (the lanes of an upcast group): alu()'s by default.
+  virtual std::string where_on_shared_loaded_condition(const ir::Inst& in, const std::vector<std::string>& src,
+                                                       const std::vector<DType>& src_dtype) const {
+    return alu(in, src, src_dtype);
+  }
   std::string type_name(DType dt) const;    // of a value (float16 values are floats)
   std::string buffer_type(DType dt) const;  // of a buffer element (float16: lang_.half_type)
   std::string literal(double value, DType dt) const;
