@@ -143,13 +143,17 @@ using KernelFn = void (*)(void**, int, int);
 // of scripts/bench.py (matmul 1024/2048, softmax 4096², 16M elementwise) still use every thread.
 constexpr double kMinParallelWork = 1 << 23;
 
-int plan_threads(const ir::Kernel& k) {
-  int64_t split_trips = 0;  // of the first RANGE, when it is global
+// The trip count of the kernel's outermost loop when that loop is global (the rows TS_LO/TS_HI split among
+// threads), else 0.
+int64_t split_rows(const ir::Kernel& k) {
   for (const ir::Inst& in : k.insts)
-    if (in.op == ir::Op::Range) {
-      if (in.arg && k.insts[in.src[0]].op == ir::Op::Const) split_trips = static_cast<int64_t>(k.insts[in.src[0]].value);
-      break;
-    }
+    if (in.op == ir::Op::Range)
+      return in.arg == ir::kGlobalLoop && k.insts[in.src[0]].op == ir::Op::Const ? static_cast<int64_t>(k.insts[in.src[0]].value) : 0;
+  return 0;
+}
+
+int plan_threads(const ir::Kernel& k) {
+  const int64_t split_trips = split_rows(k);
   if (split_trips <= 1) return 1;
   const int64_t most = std::min<int64_t>(ThreadPool::get().size(), split_trips);
   const int planned = k.plan.get(ir::AppliedOpt::Threads);
@@ -178,24 +182,13 @@ int applied_threads(const ir::Kernel& k) {
   return plan_threads(k);
 }
 
-// The trip count of the kernel's outermost loop when that loop is global (the rows TS_LO/TS_HI split among
-// threads), else 0.
-int64_t split_rows(const ir::Kernel& k) {
-  for (const ir::Inst& in : k.insts)
-    if (in.op == ir::Op::Range)
-      return in.arg == ir::kGlobalLoop && k.insts[in.src[0]].op == ir::Op::Const ? static_cast<int64_t>(k.insts[in.src[0]].value) : 0;
-  return 0;
-}
-
 class CProgram : public Program {
  public:
   CProgram(void* handle, KernelFn fn, int threads, int64_t rows)
       : handle_(handle), fn_(fn), threads_(threads), rows_(rows) {}
   ~CProgram() override { dlclose(handle_); }
   double launch(const std::vector<Buffer*>& buffers) override {
-    std::vector<void*> ptrs;
-    ptrs.reserve(buffers.size());
-    for (Buffer* b : buffers) ptrs.push_back(b->handle);
+    std::vector<void*> ptrs = handles(buffers);
     auto t0 = std::chrono::steady_clock::now();
     if (threads_ == 1) {
       fn_(ptrs.data(), 0, 1);
@@ -208,8 +201,7 @@ class CProgram : public Program {
   // The THREADS split run as one thread of `parts`: thread 0 runs rows [0, rows/parts) of the outermost loop.
   std::optional<double> estimate_launch_ms(const std::vector<Buffer*>& buffers, int parts) override {
     if (parts < 2 || rows_ < parts) return std::nullopt;
-    std::vector<void*> ptrs;
-    for (Buffer* b : buffers) ptrs.push_back(b->handle);
+    std::vector<void*> ptrs = handles(buffers);
     const auto t0 = std::chrono::steady_clock::now();
     fn_(ptrs.data(), 0, parts);
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
@@ -218,6 +210,12 @@ class CProgram : public Program {
   }
 
  private:
+  static std::vector<void*> handles(const std::vector<Buffer*>& buffers) {  // the kernel's bufs argument
+    std::vector<void*> ptrs;
+    ptrs.reserve(buffers.size());
+    for (Buffer* b : buffers) ptrs.push_back(b->handle);
+    return ptrs;
+  }
   void* handle_;
   KernelFn fn_;
   int threads_;   // THREADS

@@ -16,12 +16,13 @@ from tensorscope import Tensor, GlobalCounters
 from test_conv_backward import run_cli_out
 
 
-def _kernels(tmp_path, body):
+def _kernels(tmp_path, body, listing=lambda k: k["ir"]):
+    """{kernel name: its IR listing (or the file `listing` names)} of `body` run by tensorscope-cli."""
     script = tmp_path / "k.py"
     script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n" + body)
     out = run_cli_out(script, tmp_path / "out")
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
-    return {k["name"]: (out / k["ir"]).read_text() for k in kernels}
+    return {k["name"]: (out / listing(k)).read_text() for k in kernels}
 
 
 def _reduce_loops(ir):
@@ -181,27 +182,19 @@ def test_softmax_with_a_causal_mask_gives_exact_zeros():
                                rtol=3e-7, atol=3e-45)  # ts_exp2f's bound: 2 ulp, subnormals too
 
 
-def _c_sources(tmp_path, body):
-    script = tmp_path / "k.py"
-    script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n" + body)
-    out = run_cli_out(script, tmp_path / "out")
-    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
-    return {k["name"]: (out / k["sources"]["C"]).read_text() for k in kernels}
-
-
 def test_a_bool_shared_by_an_upcast_group_is_selected_on_not_masked(tmp_path):
     # An embedding as one-hot @ E (tinygrad's, and this engine's, way): every lane of the register tile selects
     # E[v, j] by the same loaded onehot[t, v]. The C renderer writes that WHERE as `c ? a : b`, which gcc
     # vectorizes (the bit mask made from a 1-byte load kept the tile scalar, 10x slower); a bool mask loaded per
     # lane over a matmul's outputs keeps the mask form, which vectorizes there.
-    src = _c_sources(tmp_path, "from tensorscope import nn\n"
-                               "emb = nn.Embedding(11, 32)\n"
-                               "idx = Tensor(rng.integers(0, 11, (32, 12)).astype(np.int32))\n"
-                               "emb(idx).realize()\n"
-                               "x = Tensor(rng.standard_normal((128, 64)).astype(np.float32)).realize()\n"
-                               "w = Tensor(rng.standard_normal((64, 128)).astype(np.float32)).realize()\n"
-                               "m = Tensor(rng.random((128, 128)) > 0.5).realize()\n"
-                               "m.where(x @ w, 0.0).realize()\n")
+    src = _kernels(tmp_path, "from tensorscope import nn\n"
+                            "emb = nn.Embedding(11, 32)\n"
+                            "idx = Tensor(rng.integers(0, 11, (32, 12)).astype(np.int32))\n"
+                            "emb(idx).realize()\n"
+                            "x = Tensor(rng.standard_normal((128, 64)).astype(np.float32)).realize()\n"
+                            "w = Tensor(rng.standard_normal((64, 128)).astype(np.float32)).realize()\n"
+                            "m = Tensor(rng.random((128, 128)) > 0.5).realize()\n"
+                            "m.where(x @ w, 0.0).realize()\n", listing=lambda k: k["sources"]["C"])
     (embedding,) = [c for n, c in src.items() if n.startswith("r_32_12_32_11")]
     assert " ? " in embedding and "ts_where_f32(" not in embedding.split("void ")[-1], embedding[-3000:]
     (masked,) = [c for n, c in src.items() if n.startswith("r_128_128_64")]

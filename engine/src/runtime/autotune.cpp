@@ -460,8 +460,9 @@ class Search {
         return;
       }
       std::vector<double> runs;
-      if (first >= kLongLaunchMs) runs.push_back(first);  // long enough to be its own measurement
-      for (int i = 0; i < kTimedLaunches && first < kLongLaunchMs; i++) {
+      const bool long_launch = first >= kLongLaunchMs;  // long enough to be its own measurement
+      if (long_launch) runs.push_back(first);
+      for (int i = 0; i < (long_launch ? 0 : kTimedLaunches); i++) {
         double ms = 0;
         if (!launch(ms)) return;
         runs.push_back(ms);
