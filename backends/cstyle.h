@@ -76,6 +76,9 @@ class CStyleRenderer : public Renderer {
                                                        const std::vector<DType>& src_dtype) const {
     return alu(in, src, src_dtype);
   }
+  // Whether the stores of an upcast group that land `stride` elements apart (not side by side) are staged
+  // in a small array first and written from it by a loop (see render()): C's upcast kernels, for gcc's SLP.
+  virtual bool stages_strided_store_groups(const ir::Kernel&) const { return false; }
   std::string type_name(DType dt) const;    // of a value (float16 values are floats)
   std::string buffer_type(DType dt) const;  // of a buffer element (float16: lang_.half_type)
   std::string literal(double value, DType dt) const;

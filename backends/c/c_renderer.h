@@ -17,6 +17,8 @@ class CRenderer : public CStyleRenderer {
   // (tests/python/test_regressions.py::test_bool_select_feeding_a_float_select).
   std::string alu(const ir::Inst& in, const std::vector<std::string>& src,
                   const std::vector<DType>& src_dtype) const override;
+  // Upcast kernels stage their strided store groups (see CStyleRenderer::render).
+  bool stages_strided_store_groups(const ir::Kernel& kernel) const override;
   // A float WHERE on a bool loaded once and shared by several WHEREs renders as `c ? a : b` (see the .cpp).
   std::string where_on_shared_loaded_condition(const ir::Inst& in, const std::vector<std::string>& src,
                                                const std::vector<DType>& src_dtype) const override;

@@ -206,3 +206,29 @@ def test_a_bool_shared_by_an_upcast_group_is_selected_on_not_masked(tmp_path):
     emb = nn.Embedding(11, 32)
     emb.weight = Tensor(table)
     np.testing.assert_array_equal(emb(Tensor(idx)).numpy(), table[idx])
+
+
+def test_an_upcast_group_stored_strided_is_staged_and_its_max_is_branch_free(tmp_path):
+    # A max-pool reading an NHWC activation (a conv's matmul output) and writing NCHW: the reduce is upcast over
+    # the 16 channels (contiguous in the input), whose outputs lie 4 apart. gcc's SLP vectorizes a group only
+    # from stores side by side, so the C renderer stages the lanes in an array and writes them with a loop; the
+    # group's MAX is the bit-mask ts_fmaxf_lanes (the branchy NaN check keeps it scalar). NaN and -inf as torch.
+    body = ("x = rng.standard_normal((64, 4, 4, 16)).astype(np.float32)\n"
+            "s = rng.standard_normal(16).astype(np.float32)\n"
+            "y = (Tensor(x).permute(0, 3, 1, 2) * Tensor(s).reshape(1, 16, 1, 1)).relu().max_pool2d(kernel_size=(2, 2))\n"
+            "y.realize()\n")
+    src = _kernels(tmp_path, body, listing=lambda k: k["sources"]["C"])
+    (pool,) = [c for n, c in src.items() if n.startswith("r_64_16_2_2_2_2")]
+    code = pool.split("void ")[-1]
+    assert "_Pragma(\"GCC unroll 1\") for (int ts_l = 0; ts_l < 16; ts_l++)" in code and "+ 4 * ts_l" in code, code[-2500:]
+    assert "ts_fmaxf_lanes(" in code and "ts_fmaxf(" not in code, code[-2500:]
+    import torch
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((64, 4, 4, 16)).astype(np.float32)
+    x[0, 0, 0, 3] = np.nan
+    x[1, :2, :2, 5] = -np.inf
+    s = rng.standard_normal(16).astype(np.float32)
+    y = (Tensor(x).permute(0, 3, 1, 2) * Tensor(s).reshape(1, 16, 1, 1)).relu().max_pool2d(kernel_size=(2, 2))
+    ref = torch.nn.functional.max_pool2d(
+        (torch.from_numpy(x).permute(0, 3, 1, 2) * torch.from_numpy(s).reshape(1, 16, 1, 1)).relu(), 2)
+    np.testing.assert_array_equal(y.numpy(), ref.numpy())
