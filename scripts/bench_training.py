@@ -43,6 +43,7 @@ roofline (the larger of FLOPs / the best matmul's FLOP/s and bytes / the bandwid
 time.
 
 Run: PYTHONPATH=build/python TENSORSCOPE_CACHE=build/kernel-cache /usr/bin/python3 scripts/bench_training.py [--quick]
+     [--all-kernels]      (lists every launch of each step against its target, the most time lost first)
      [--record-dir DIR]   (keeps the recorded steps as DIR/step0.tsrec ...: open them with `tensorscope FILE`)
 """
 import os
@@ -72,6 +73,7 @@ from tensorscope.nn import optim  # noqa: E402
 
 torch.set_num_threads(THREADS)
 QUICK = "--quick" in sys.argv
+ALL_KERNELS = "--all-kernels" in sys.argv  # every launch of a row against its target, not only the three worst
 BUDGET_S = 0.6 if QUICK else 2.5   # timed seconds per contender and row
 WARMUP = 3
 mismatches = []
@@ -643,8 +645,9 @@ for r in rows:
     total_ms = sum(x[3] for x in roof) or 1
     print(f"  roofline: the step's kernels run at {100 * roofline_share(r['costs'], mm_ts, bandwidth):.0f}% of it "
           f"(their time at the roofline / their measured time); {len(below)} of {len(roof)} launches below target, "
-          f"{100 * sum(x[3] for x in below) / total_ms:.0f}% of the step's kernel time; the three that lose the most time against it:")
-    for lost, frac, name, ms, gflops, gbs, bound in roof[:3]:
+          f"{100 * sum(x[3] for x in below) / total_ms:.0f}% of the step's kernel time; "
+          + ("every launch, the most time lost first:" if ALL_KERNELS else "the three that lose the most time against it:"))
+    for lost, frac, name, ms, gflops, gbs, bound in (roof if ALL_KERNELS else roof[:3]):
         print(f"    {name:28} {ms:8.3f} ms  {gflops:6.1f} GFLOP/s  {gbs:6.1f} GB/s  {bound}-bound, "
               f"{100 * frac:.0f}% of target, {lost:.3f} ms lost")
     for v in r["twice"]:
