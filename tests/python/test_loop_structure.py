@@ -105,11 +105,13 @@ def test_a_padded_view_of_a_reshape_indexes_like_the_view_itself(tmp_path):
     # A concatenation's gradient (attention's q, k, v split from one projection): each input is a permuted
     # and reshaped view, then padded into its place. Its position is computed from the index clamped to the
     # padding's mask and shifted back to 0 (lower.cpp), so the unflatten below needs no more div/mod than
-    # the same view without the padding (was: six per load, through the padding's offset).
+    # the same view without the padding (was: six per load, through the padding's offset). Compared as
+    # lowered (the plain view's 32-long row is upcast later, which folds its divisions away).
     view = "x.reshape(32, 12, 4, 8).permute(0, 1, 2, 3).reshape(32, 4, 12, 8).permute(0, 2, 1, 3).reshape(32, 12, 32)"
     ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((32, 12, 32)).astype(np.float32)).realize()\n"
                             f"({view} + 1).realize()\n"
-                            f"({view}.pad(((0, 0), (0, 0), (64, 0))) + 1).realize()\n")
+                            f"({view}.pad(((0, 0), (0, 0), (64, 0))) + 1).realize()\n",
+                  listing=lambda k: next(p["file"] for p in k["ir_passes"] if p["pass"] == "lower"))
     plain, padded = ir["E_32_12_32"], ir["E_32_12_96"]
     assert _div_mods(padded) <= _div_mods(plain), (plain, padded)
     x = np.random.default_rng(4).standard_normal((32, 12, 32)).astype(np.float32)
@@ -232,3 +234,30 @@ def test_an_upcast_group_stored_strided_is_staged_and_its_max_is_branch_free(tmp
     ref = torch.nn.functional.max_pool2d(
         (torch.from_numpy(x).permute(0, 3, 1, 2) * torch.from_numpy(s).reshape(1, 16, 1, 1)).relu(), 2)
     np.testing.assert_array_equal(y.numpy(), ref.numpy())
+
+
+def test_a_max_pool_gradient_upcasts_its_divided_row(tmp_path):
+    # The gradient of a 2x2 max-pool writes (N, C, H, W) and reads the pooled values at (h / 2, w / 2): gcc
+    # cannot analyse that load and left the row scalar. Its innermost loop (W = 8) is upcast completely, every
+    # lane's w / 2 is a constant, and no division is left in the row (h / 2 stays, once a row); the bool compare reaches float through
+    # int (gcc's SLP packs no conversion from _Bool). Gradient against PyTorch, ties included.
+    body = ("x = Tensor(rng.standard_normal((64, 8, 8, 8)).astype(np.float32), requires_grad=True)\n"
+            "x.relu().max_pool2d(kernel_size=(2, 2)).square().sum().backward()\n"
+            "x.grad.realize()\n")
+    ir = _kernels(tmp_path, body)
+    (tmp_path / "src").mkdir()
+    src = _kernels(tmp_path / "src", body, listing=lambda k: k["sources"]["C"])
+    (grad,) = [n for n in ir if n.startswith("E_64_8_8_8") and "; opts: UPCAST_GLOBAL(8)" in ir[n].splitlines()[0]]
+    code = src[grad].split("void ")[-1]
+    assert code.count(" / 2)") == 1 and "(float)(int)" in code, code[-3000:]  # h / 2 once per row, no w / 2
+    import torch
+    x = np.random.default_rng(5).standard_normal((64, 8, 8, 8)).astype(np.float32)
+    x[:, :, ::2, :] = np.abs(x[:, :, ::2, :])
+    x[0, 0, 0, 0] = x[0, 0, 0, 1] = 2.0  # a tie: PyTorch's max_pool2d picks one; this engine's max reduce (tinygrad's) splits
+    t = Tensor(x, requires_grad=True)
+    t.relu().max_pool2d(kernel_size=(2, 2)).square().sum().backward()
+    r = torch.from_numpy(x).requires_grad_()
+    torch.nn.functional.max_pool2d(r.relu(), 2).square().sum().backward()
+    g, ref = t.grad.numpy(), r.grad.numpy()
+    np.testing.assert_allclose(g[1:], ref[1:], rtol=1e-6)
+    np.testing.assert_allclose(g[0, 0, 0, :2].sum(), ref[0, 0, 0, :2].sum(), rtol=1e-6)

@@ -243,6 +243,29 @@ static void upcast_transpose(ir::Kernel& k, size_t inner) {
   k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
 }
 
+// An elementwise kernel whose innermost loop (at most kMaxUpcast trips) is taken apart by a division: a
+// max-pool's gradient writes (N, C, H, W) and reads the pooled gradient at (h / 2, w / 2). gcc's loop
+// vectorizer cannot analyse a load at w / 2 and leaves the loop scalar; upcast completely, every lane's
+// w / 2 is a constant, equal loads merge (simplify), and the lanes' side-by-side stores let gcc's SLP
+// pack the group (the CNN sample's max-pool gradient E_64_8_8_8: 0.051 -> 0.016 ms in its step).
+static bool upcast_divided_index(ir::Kernel& k, size_t inner) {
+  const std::vector<Inst>& insts = k.insts;
+  for (const Inst& in : insts)
+    if (in.op == Op::DefineAcc || (in.op == Op::Range && in.arg == 0)) return false;  // elementwise kernels only
+  const int64_t n = static_cast<int64_t>(insts[insts[inner].src[0]].value);
+  if (n > kMaxUpcast) return false;
+  bool divided = false;
+  for (size_t x = inner + 1; x < end_of_range(insts, inner); x++)
+    divided = divided || ((insts[x].op == Op::IDiv || insts[x].op == Op::Mod) && insts[x].src[0] == static_cast<ValueId>(inner) &&
+                          insts[insts[x].src[1]].op == Op::Const);
+  if (!divided) return false;
+  const int chosen = upcast_amount(k, inner, static_cast<int>(n));
+  if (chosen != n) return false;
+  upcast_loop(k, inner, chosen, /*side_by_side=*/true);
+  k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
+  return true;
+}
+
 // The innermost global loop (the last global RANGE), when it has a constant bound; insts.size() otherwise.
 static size_t innermost_global_loop(const std::vector<Inst>& insts) {
   size_t g = insts.size();
@@ -268,7 +291,7 @@ void upcast_global(ir::Kernel& k) {
   const size_t innermost = innermost_global_loop(insts);
   if (innermost == insts.size()) return;
   if (upcastable_body(insts, innermost).empty()) {
-    upcast_transpose(k, innermost);
+    if (!upcast_divided_index(k, innermost)) upcast_transpose(k, innermost);
     return;
   }
   const size_t g = upcast_global_loop(insts);
