@@ -261,3 +261,22 @@ def test_a_max_pool_gradient_upcasts_its_divided_row(tmp_path):
     g, ref = t.grad.numpy(), r.grad.numpy()
     np.testing.assert_allclose(g[1:], ref[1:], rtol=1e-6)
     np.testing.assert_allclose(g[0, 0, 0, :2].sum(), ref[0, 0, 0, :2].sum(), rtol=1e-6)
+
+
+def test_a_kernel_left_to_the_loop_vectorizer_selects_with_a_plain_select(tmp_path):
+    # A float WHERE is a bit mask in upcast kernels (for gcc's SLP) and a plain select elsewhere: gcc's loop
+    # vectorizer left a BatchNorm-like scale + ReLU written from NHWC to NCHW scalar with the mask (23 us; 2.6 as
+    # a select). ReLU keeps NaN as PyTorch does.
+    body = ("x = Tensor(rng.standard_normal((64, 4, 4, 16)).astype(np.float32))\n"
+            "s = Tensor(rng.standard_normal(16).astype(np.float32))\n"
+            "(x * s).permute(0, 3, 1, 2).relu().contiguous().realize()\n")
+    src = _kernels(tmp_path, body, listing=lambda k: k["sources"]["C"])
+    (code,) = [c.split("void ")[-1] for n, c in src.items() if n.startswith("E_")]
+    assert "ts_select_f32(" in code and "ts_where_f32(" not in code, code
+    import torch
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((64, 4, 4, 16)).astype(np.float32)
+    x[3, 1, 2, 5] = np.nan
+    s = rng.standard_normal(16).astype(np.float32)
+    got = (Tensor(x) * Tensor(s)).permute(0, 3, 1, 2).relu().numpy()
+    np.testing.assert_array_equal(got, (torch.from_numpy(x) * torch.from_numpy(s)).permute(0, 3, 1, 2).relu().numpy())
