@@ -296,8 +296,12 @@ void upcast_global(ir::Kernel& k) {
   }
   const size_t g = upcast_global_loop(insts);
   if (g == insts.size()) return;
-  // the heuristic: the largest of 32, 16, 8, 4 that divides the loop
-  const int chosen = upcast_amount(k, g, kMaxUpcast);
+  // the heuristic: the largest of 32, 16, 8, 4 that divides the loop; a loop that PADTO padded to a multiple of 8
+  // or less (a short row, see padto.cpp) is upcast by that amount
+  int largest = kMaxUpcast;
+  for (const ir::AppliedOpt& opt : k.opts)
+    if (opt.kind == ir::AppliedOpt::Padto && opt.amount <= 8) largest = opt.amount;
+  const int chosen = upcast_amount(k, g, largest);
   if (!chosen) return;
   upcast_loop(k, g, chosen, /*side_by_side=*/true);
   k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
