@@ -36,7 +36,9 @@ intensity (FLOPs per byte) is below the machine's ridge point (best matmul GFLOP
 memory-bound and its target is 50% of the measured bandwidth; otherwise 25% of the best matmul's
 GFLOP/s (the 1024x1024 matmul measured in the same run). Bandwidth: NumPy copying 128 MiB (a read and
 a write per byte), best of 5. Per row: how many launches of the step miss their target and the share of
-the step's kernel time they take, and the three worst: the ones that lose the most time against their
+the step's kernel time they take, how many of those take under 2 µs (a launch costs about 1 µs by itself,
+so a kernel over a few hundred bytes cannot reach its target: those are counted apart, not excused), and
+the three worst: the ones that lose the most time against their
 target (ms - ms at target; a 1 µs kernel far below its target loses nothing worth printing). And the
 step's share of its roofline (issue 14): the sum over its launches of the time each would take at the
 roofline (the larger of FLOPs / the best matmul's FLOP/s and bytes / the bandwidth) over their measured
@@ -74,6 +76,7 @@ from tensorscope.nn import optim  # noqa: E402
 torch.set_num_threads(THREADS)
 QUICK = "--quick" in sys.argv
 ALL_KERNELS = "--all-kernels" in sys.argv  # every launch of a row against its target, not only the three worst
+TINY_MS = 0.002  # launches this short are counted apart: their time is mostly the launch's own, not their work
 BUDGET_S = 0.6 if QUICK else 2.5   # timed seconds per contender and row
 WARMUP = 3
 mismatches = []
@@ -647,6 +650,10 @@ for r in rows:
           f"(their time at the roofline / their measured time); {len(below)} of {len(roof)} launches below target, "
           f"{100 * sum(x[3] for x in below) / total_ms:.0f}% of the step's kernel time; "
           + ("every launch, the most time lost first:" if ALL_KERNELS else "the three that lose the most time against it:"))
+    tiny = [x for x in below if x[3] < TINY_MS]
+    print(f"    ({len(tiny)} of the {len(below)} below target take under {TINY_MS * 1e3:.0f} us, "
+          f"{100 * sum(x[3] for x in tiny) / total_ms:.0f}% of the step's kernel time: optimizer updates of small "
+          "tensors, BatchNorm statistics, the loss; a launch's own cost is about 1 us)")
     for lost, frac, name, ms, gflops, gbs, bound in (roof if ALL_KERNELS else roof[:3]):
         print(f"    {name:28} {ms:8.3f} ms  {gflops:6.1f} GFLOP/s  {gbs:6.1f} GB/s  {bound}-bound, "
               f"{100 * frac:.0f}% of target, {lost:.3f} ms lost")
