@@ -45,6 +45,11 @@ def test_transposing_copy_with_conflicting_stride_is_tiled(tmp_path):
                             "v = Tensor(rng.standard_normal((32, 784)).astype(np.float32)).realize()\n"
                             "v.T.contiguous().realize()\n")
     assert "UPCAST_GLOBAL(16)" in ir["E_512_256"].splitlines()[0], ir["E_512_256"].splitlines()[0]
+    # in 16x16 blocks: (n0, k0, n1) = (16, 32, 16) global loops around the 16 lanes of k
+    body = ir["E_512_256"].split("\n\n")[0]
+    bounds = {line.split("= CONST.int32 ")[0].strip(): line.split("= CONST.int32 ")[1] for line in body.splitlines() if "= CONST.int32 " in line}
+    loops = [bounds[line.split("RANGE.int32 ")[1].split()[0]] for line in body.splitlines() if "RANGE.int32" in line and "; global" in line]
+    assert loops == ["16", "32", "16"], body
     assert "UPCAST" not in ir["E_784_32"].splitlines()[0], ir["E_784_32"].splitlines()[0]  # 3136-byte stride
     w = np.random.default_rng(2).standard_normal((256, 512)).astype(np.float32)
     np.testing.assert_array_equal(Tensor(w).T.contiguous().numpy(), w.T)

@@ -194,6 +194,52 @@ static int upcast_amount(const ir::Kernel& k, size_t loop, int largest) {
 // to 12 (48 KiB, Intel since Ice Lake); the fewer ways, to be safe
 constexpr int64_t kL1LineBytes = 64, kL1Sets = 64, kL1Ways = 8;
 
+// After the U×1 tile: the inner loop (n, N trips) split into (n0, n1) of 16 and n0 moved around the upcast
+// loop (k0), so that the transpose goes in 16×U blocks:
+//
+//   for k0: for n: lanes k0·U + u               for n0: for k0: for n1: lanes k0·U + u   (n = 16·n0 + n1)
+//
+// One k0 pass of the plain tile reads one cache line from each of the N rows (N lines 2 KiB apart for the
+// MLP's 256×512 weight); a block reads 16 of them, and the next k0 reads the lines beside those, which the
+// hardware prefetchers fetch along each row. From the L3 (the weight was written by the last step's
+// optimizer, then the first layer's packing pushed it out of the L2) the MLP's E_512_256 went 158 → 88 us
+// alone, and 0.21–0.26 → 0.17–0.21 ms inside the training step (medians over 30 steps, two runs each).
+static void block_transpose(ir::Kernel& k, size_t outer, size_t inner) {
+  constexpr int64_t kBlock = 16;
+  const std::vector<Inst> old = k.insts;
+  const int64_t n = static_cast<int64_t>(old[old[inner].src[0]].value);
+  if (n % kBlock != 0 || n <= kBlock) return;
+  const size_t inner_end = end_of_range(old, inner), outer_end = end_of_range(old, outer);
+  std::vector<Inst> out;
+  std::vector<ValueId> remap(old.size(), ir::kNone);
+  auto emit = [&](Inst in) {
+    out.push_back(in);
+    return static_cast<ValueId>(out.size() - 1);
+  };
+  auto copy = [&](size_t i) {
+    Inst in = old[i];
+    for (int s = 0; s < in.num_src; s++) in.src[s] = remap[in.src[s]];
+    remap[i] = emit(in);
+  };
+  auto constant = [&](int64_t v) {
+    return emit(Inst{Op::Const, DType::Int32, 0, {ir::kNone, ir::kNone, ir::kNone, ir::kNone}, 0, static_cast<double>(v)});
+  };
+  auto range = [&](ValueId bound) { return emit(Inst{Op::Range, DType::Int32, 1, {bound, ir::kNone, ir::kNone, ir::kNone}, ir::kGlobalLoop, 0}); };
+  auto end = [&](ValueId r) { emit(Inst{Op::EndRange, DType::Float32, 1, {r, ir::kNone, ir::kNone, ir::kNone}, 0, 0}); };
+  for (size_t i = 0; i < outer; i++) copy(i);
+  const ValueId block = constant(kBlock);
+  const ValueId n0 = range(constant(n / kBlock));
+  for (size_t i = outer; i < inner; i++) copy(i);  // the upcast loop and its index arithmetic
+  const ValueId n1 = range(block);
+  remap[inner] = emit(Inst{Op::Add, DType::Int32, 2, {emit(Inst{Op::Mul, DType::Int32, 2, {n0, block, ir::kNone, ir::kNone}, 0, 0}), n1, ir::kNone, ir::kNone}, 0, 0});
+  for (size_t i = inner + 1; i < inner_end; i++) copy(i);
+  end(n1);
+  for (size_t i = inner_end + 1; i <= outer_end; i++) copy(i);
+  end(n0);
+  for (size_t i = outer_end + 1; i < old.size(); i++) copy(i);
+  k.insts = std::move(out);
+}
+
 static void upcast_transpose(ir::Kernel& k, size_t inner) {
   const std::vector<Inst>& insts = k.insts;
   for (const Inst& in : insts)
@@ -241,6 +287,12 @@ static void upcast_transpose(ir::Kernel& k, size_t inner) {
   if (!chosen) return;
   upcast_loop(k, outer, chosen, /*side_by_side=*/true);
   k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
+  // the loops after the upcast: the outer one (if it stayed a loop) and the innermost
+  std::vector<size_t> loops;
+  for (size_t i = 0; i < k.insts.size(); i++)
+    if (k.insts[i].op == Op::Range && k.insts[i].arg == ir::kGlobalLoop) loops.push_back(i);
+  if (loops.size() >= 2 && end_of_range(k.insts, loops[loops.size() - 2]) == end_of_range(k.insts, loops.back()) + 1)
+    block_transpose(k, loops[loops.size() - 2], loops.back());
 }
 
 // An elementwise kernel whose innermost loop (at most kMaxUpcast trips) is taken apart by a division: a
