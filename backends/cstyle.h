@@ -70,6 +70,13 @@ class CStyleRenderer : public Renderer {
   // The expression of an ALU instruction; `src` are its operands' names, `src_dtype` their dtypes.
   virtual std::string alu(const ir::Inst& in, const std::vector<std::string>& src,
                           const std::vector<DType>& src_dtype) const;
+  // The expression of an ALU instruction of `kernel`: alu()'s, unless the target spells it differently in some
+  // kernels (C: MAX and WHERE in kernels with and without upcast outputs).
+  virtual std::string alu_in(const ir::Kernel& kernel, const ir::Inst& in, const std::vector<std::string>& src,
+                             const std::vector<DType>& src_dtype) const {
+    (void)kernel;
+    return alu(in, src, src_dtype);
+  }
   // The expression of a WHERE whose condition is one value loaded from a bool buffer that several WHEREs
   // select on (the lanes of an upcast group): alu()'s by default.
   virtual std::string where_on_shared_loaded_condition(const ir::Inst& in, const std::vector<std::string>& src,

@@ -22,7 +22,7 @@ static CStyleLanguage c_language() {
       "  return ts_bits_to_float((ts_float_to_bits(a) & m) | (ts_float_to_bits(b) & ~m));\n"
       "}\n"
       "/* the same as a select, for kernels without upcast outputs: gcc's loop vectorizer packs it, the mask\n"
-      "   form from a float compare it may not (see CRenderer::render) */\n"
+      "   form from a float compare it may not (see CRenderer::alu_in) */\n"
       "static inline float ts_select_f32(_Bool c, float a, float b) { return c ? a : b; }\n"
       "/* THREADS: thread ts_core of ts_cores runs rows [TS_LO(n), TS_HI(n)) of the outermost global loop */\n"
       "#define TS_LO(n) ((int)(((long long)(n) * ts_core) / ts_cores))\n"
@@ -69,17 +69,6 @@ std::string CRenderer::signature(const ir::Kernel& k) const {
 
 SourceListing CRenderer::render(const ir::Kernel& k) const {
   SourceListing out = CStyleRenderer::render(k);
-  // An upcast kernel's MAX is the bit-mask form, which gcc's SLP packs; elsewhere the branchy form is
-  // faster as scalar code (a max-pool's reduce: 25 us with it, 45 with the mask when left scalar).
-  if (has_upcast_outputs(k))
-    for (size_t pos = out.code.find("= ts_fmaxf("); pos != std::string::npos; pos = out.code.find("= ts_fmaxf(", pos))
-      out.code.replace(pos, 11, "= ts_fmaxf_lanes(");
-  // The float WHERE's mask form is for gcc's SLP (see alu()); in a kernel left to the loop vectorizer it is a
-  // plain select, which that vectorizer always packs: a BatchNorm + ReLU written back from NHWC to NCHW
-  // (mask from `0 < x` in the loop) stayed scalar with the mask, 23 -> 2.6 us measured as a select.
-  if (!has_upcast_outputs(k))
-    for (size_t pos = out.code.find("= ts_where_f32("); pos != std::string::npos; pos = out.code.find("= ts_where_f32(", pos))
-      out.code.replace(pos, 15, "= ts_select_f32(");
   // The outermost global loop (the first RANGE, if it is global) gets its bounds from the thread's
   // block: contiguous blocks keep each thread's stores in its own cache lines and vectorizable.
   for (size_t i = 0; i < k.insts.size(); i++) {
@@ -96,6 +85,20 @@ SourceListing CRenderer::render(const ir::Kernel& k) const {
   return out;
 }
 
+std::string CRenderer::alu_in(const ir::Kernel& k, const ir::Inst& in, const std::vector<std::string>& s,
+                              const std::vector<DType>& src_dtype) const {
+  const bool upcast = has_upcast_outputs(k);
+  // An upcast kernel's MAX is the bit-mask form, which gcc's SLP packs; elsewhere the branchy form is
+  // faster as scalar code (a max-pool's reduce: 25 us with it, 45 with the mask when left scalar).
+  if (upcast && in.op == ir::Op::Max && is_float(in.dtype)) return "ts_fmaxf_lanes(" + s[0] + ", " + s[1] + ")";
+  // The float WHERE's mask form is for gcc's SLP (see alu()); in a kernel left to the loop vectorizer it is a
+  // plain select, which that vectorizer always packs: a BatchNorm + ReLU written back from NHWC to NCHW
+  // (mask from `0 < x` in the loop) stayed scalar with the mask, 23 -> 2.6 us measured as a select.
+  if (!upcast && in.op == ir::Op::Where && in.dtype == DType::Float32)
+    return "ts_select_f32(" + s[0] + ", " + s[1] + ", " + s[2] + ")";
+  return alu(in, s, src_dtype);
+}
+
 std::string CRenderer::alu(const ir::Inst& in, const std::vector<std::string>& s,
                            const std::vector<DType>& src_dtype) const {
   if (in.op == ir::Op::Where && in.dtype == DType::Bool)
@@ -104,8 +107,8 @@ std::string CRenderer::alu(const ir::Inst& in, const std::vector<std::string>& s
   // vectorizer (the one that vectorizes UPCAST kernels) packs compares, masks and ANDs into AVX-512
   // but leaves a `c ? a : b` scalar, and one scalar statement in a register tile's epilogue (a fused
   // relu) keeps the whole tile scalar (x @ W.T + b then relu, 128×64×128: 0.29 ms; masked: 0.02 ms).
-  // The loop vectorizer packs the select but not always the mask (CRenderer::render writes the select in
-  // kernels without upcast outputs). Same bits as the select, NaN payloads included.
+  // The loop vectorizer packs the select but not always the mask (alu_in writes the select in kernels
+  // without upcast outputs). Same bits as the select, NaN payloads included.
   if (in.op == ir::Op::Where && in.dtype == DType::Float32) return "ts_where_f32(" + s[0] + ", " + s[1] + ", " + s[2] + ")";
   if (in.op == ir::Op::Where && in.dtype == DType::Int32)
     return "((" + s[1] + " & -(int32_t)" + s[0] + ") | (" + s[2] + " & ~-(int32_t)" + s[0] + "))";

@@ -17,6 +17,10 @@ class CRenderer : public CStyleRenderer {
   // (tests/python/test_regressions.py::test_bool_select_feeding_a_float_select).
   std::string alu(const ir::Inst& in, const std::vector<std::string>& src,
                   const std::vector<DType>& src_dtype) const override;
+  // MAX in an upcast kernel is the bit-mask ts_fmaxf_lanes (gcc's SLP packs no group of the branchy
+  // ts_fmaxf), a float WHERE in a kernel without upcast outputs the select ts_select_f32 (see the .cpp).
+  std::string alu_in(const ir::Kernel& kernel, const ir::Inst& in, const std::vector<std::string>& src,
+                     const std::vector<DType>& src_dtype) const override;
   // Upcast kernels stage their strided store groups (see CStyleRenderer::render).
   bool stages_strided_store_groups(const ir::Kernel& kernel) const override;
   // A float WHERE on a bool loaded once and shared by several WHEREs renders as `c ? a : b` (see the .cpp).
