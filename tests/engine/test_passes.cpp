@@ -162,11 +162,13 @@ TEST(Passes, UpcastReduceLooksPastLoopInvariantValues) {
 
 TEST(Passes, MaxReduceOnIntegerKeysKeepsEveryValue) {
   // out[r] = max over a row of special values; the integer-key version must give the same floats
-  // (NaN wins; -0.0 stays -0.0 when the row has nothing larger)
-  const std::vector<std::vector<float>> rows = {
+  // (NaN wins; -0.0 stays -0.0 when the row has nothing larger). Rows of 16 (-inf after the first five): a
+  // loop of under 16 trips keeps its float max (checked below).
+  std::vector<std::vector<float>> rows = {
       {1.0f, -0.0f, 0.0f, NAN, 3.0f}, {-INFINITY, -5.0f, -1e-40f, -3.0f, -2.0f}, {-0.0f, -0.0f, -0.0f, -0.0f, -0.0f},
       {INFINITY, 1.0f, 2.0f, 3.0f, -INFINITY}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}, {2.5f, 1e30f, -1e30f, 7e-45f, 0.0f}};
-  const int64_t R = static_cast<int64_t>(rows.size()), C = 5;
+  const int64_t R = static_cast<int64_t>(rows.size()), C = 16;
+  for (auto& row : rows) row.resize(C, -INFINITY);
   ir::Kernel k;
   k.name = "rowmax";
   k.globals = {{DType::Float32, R, true}, {DType::Float32, R * C, false}};
@@ -195,4 +197,31 @@ TEST(Passes, MaxReduceOnIntegerKeysKeepsEveryValue) {
       EXPECT_EQ(std::signbit(got[r]), std::signbit(want[r])) << "row " << r;
     }
   }
+}
+
+TEST(Passes, MaxReduceOverAShortLoopKeepsItsFloatMax) {
+  // a row max over 10 values (a cross-entropy's classes): no keys, the same values
+  ir::Kernel k;
+  k.name = "rowmax10";
+  k.globals = {{DType::Float32, 4, true}, {DType::Float32, 40, false}};
+  ir::Builder b(k);
+  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32);
+  auto rr = b.range(4, true);
+  auto acc = b.acc(-INFINITY, DType::Float32);
+  auto rc = b.range(10);
+  b.assign(acc, b.alu(Op::Max, DType::Float32, acc, b.load(x, b.add(b.mul(rr, b.cint(10)), rc))));
+  b.end_range(rc);
+  b.store(out, rr, acc);
+  b.end_range(rr);
+  ir::Kernel kept = k;
+  max_reduce_as_int(kept);
+  ASSERT_TRUE(ir::verify(kept).empty()) << ir::print(kept);
+  EXPECT_EQ(count(kept, Op::Bitcast), 0);
+  std::vector<float> xs(40), got(4), want(4);
+  for (size_t i = 0; i < xs.size(); i++) xs[i] = static_cast<float>((i * 7) % 11) - 5.0f;
+  xs[13] = NAN;
+  ir::interpret(k, {want.data(), xs.data()});
+  ir::interpret(kept, {got.data(), xs.data()});
+  EXPECT_TRUE(std::isnan(got[1]));
+  for (int r : {0, 2, 3}) EXPECT_EQ(got[r], want[r]) << "row " << r;
 }
