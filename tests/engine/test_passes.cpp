@@ -24,6 +24,23 @@ int count(const ir::Kernel& k, Op op) {
   return c;
 }
 
+// out[r] = max over row r of x (R rows of C floats), a float max reduction as lowering writes it
+ir::Kernel row_max_kernel(int64_t R, int64_t C) {
+  ir::Kernel k;
+  k.name = "rowmax";
+  k.globals = {{DType::Float32, R, true}, {DType::Float32, R * C, false}};
+  ir::Builder b(k);
+  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32);
+  auto rr = b.range(R, true);
+  auto acc = b.acc(-INFINITY, DType::Float32);
+  auto rc = b.range(C);
+  b.assign(acc, b.alu(Op::Max, DType::Float32, acc, b.load(x, b.add(b.mul(rr, b.cint(C)), rc))));
+  b.end_range(rc);
+  b.store(out, rr, acc);
+  b.end_range(rr);
+  return k;
+}
+
 }  // namespace
 
 TEST(Builder, DivModOfAFlatIndexFoldToLoopIndices) {
@@ -169,19 +186,7 @@ TEST(Passes, MaxReduceOnIntegerKeysKeepsEveryValue) {
       {INFINITY, 1.0f, 2.0f, 3.0f, -INFINITY}, {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY}, {2.5f, 1e30f, -1e30f, 7e-45f, 0.0f}};
   const int64_t R = static_cast<int64_t>(rows.size()), C = 16;
   for (auto& row : rows) row.resize(C, -INFINITY);
-  ir::Kernel k;
-  k.name = "rowmax";
-  k.globals = {{DType::Float32, R, true}, {DType::Float32, R * C, false}};
-  ir::Builder b(k);
-  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32);
-  auto rr = b.range(R, true);
-  auto acc = b.acc(-INFINITY, DType::Float32);
-  auto rc = b.range(C);
-  b.assign(acc, b.alu(Op::Max, DType::Float32, acc, b.load(x, b.add(b.mul(rr, b.cint(C)), rc))));
-  b.end_range(rc);
-  b.store(out, rr, acc);
-  b.end_range(rr);
-  ir::Kernel keyed = k;
+  ir::Kernel keyed = row_max_kernel(R, C);
   max_reduce_as_int(keyed);
   ASSERT_TRUE(ir::verify(keyed).empty()) << ir::print(keyed);
   EXPECT_EQ(count(keyed, Op::Bitcast), 2);  // the key of each element, the float of the result
@@ -201,18 +206,7 @@ TEST(Passes, MaxReduceOnIntegerKeysKeepsEveryValue) {
 
 TEST(Passes, MaxReduceOverAShortLoopKeepsItsFloatMax) {
   // a row max over 10 values (a cross-entropy's classes): no keys, the same values
-  ir::Kernel k;
-  k.name = "rowmax10";
-  k.globals = {{DType::Float32, 4, true}, {DType::Float32, 40, false}};
-  ir::Builder b(k);
-  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32);
-  auto rr = b.range(4, true);
-  auto acc = b.acc(-INFINITY, DType::Float32);
-  auto rc = b.range(10);
-  b.assign(acc, b.alu(Op::Max, DType::Float32, acc, b.load(x, b.add(b.mul(rr, b.cint(10)), rc))));
-  b.end_range(rc);
-  b.store(out, rr, acc);
-  b.end_range(rr);
+  const ir::Kernel k = row_max_kernel(4, 10);
   ir::Kernel kept = k;
   max_reduce_as_int(kept);
   ASSERT_TRUE(ir::verify(kept).empty()) << ir::print(kept);

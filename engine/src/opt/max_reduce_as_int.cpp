@@ -89,10 +89,8 @@ void max_reduce_as_int(ir::Kernel& k) {
     }
   }
   for (size_t i = 0; i < old.size(); i++) {
-    if (!short_loop[i]) continue;
-    is_candidate[i] = false;
-    for (size_t u = 0; u < old.size(); u++)
-      if (update_of[u] == static_cast<ValueId>(i)) is_update[u] = false;
+    if (short_loop[i]) is_candidate[i] = false;
+    if (update_of[i] != ir::kNone && short_loop[update_of[i]]) is_update[i] = false;
   }
   bool any = false;
   for (bool c : is_candidate) any = any || c;
