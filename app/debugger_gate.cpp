@@ -244,9 +244,11 @@ std::string DebuggerGate::read_buffers(const GateStop& stop) {
   const auto& buffers = *stop.buffers;
   for (size_t i = 0; i < buffers.size(); i++) {
     const Buffer& b = *buffers[i];
-    nlohmann::json entry = {{"role", i == 0 ? "output" : "input"}, {"index", i == 0 ? 0 : i - 1},
+    const size_t outputs = static_cast<size_t>(stop.outputs);
+    const bool output = i < outputs;
+    nlohmann::json entry = {{"role", output ? "output" : "input"}, {"index", output ? i : i - outputs},
                             {"dtype", dtype_name(b.dtype)}, {"numel", b.numel}, {"bytes", 0}, {"note", ""}};
-    if (i == 0 && stop.stage == GateStop::BeforeLaunch) {
+    if (output && stop.stage == GateStop::BeforeLaunch) {
       entry["note"] = "not computed yet: paused before the launch (F11 steps to after it)";
     } else if (b.nbytes() > kMaxBufferBytes) {
       entry["note"] = "not read: " + std::to_string(b.nbytes() >> 20) + " MiB is over the inspector's " +

@@ -93,7 +93,8 @@ class DebuggerGate : public GateHandler, public SessionObserver {
   void evaluate(PyFrameObject* frame, const std::string& code);  // GIL held, mutex_ not held
   // The 'D' frame of a launch's buffers: a JSON line {"kernel_id", "stage", "buffers": [{"role": "output" |
   // "input", "index", "dtype", "numel", "bytes", "note"}]}, then each buffer's bytes (host byte order) in
-  // that order. Paused before the launch, the output is not computed yet: it has no bytes and says so.
+  // that order (outputs numbered from 0, inputs from 0). Paused before the launch, the outputs are not computed
+  // yet: they have no bytes and say so.
   // A buffer over kMaxBufferBytes is not sent (its note says so).
   std::string read_buffers(const GateStop& stop);
   static constexpr size_t kMaxBufferBytes = size_t{64} << 20;

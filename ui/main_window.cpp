@@ -850,9 +850,15 @@ void MainWindow::showBuffers(int kernelId, const std::vector<ts::RecordedBuffer>
   for (const ts::RecordedBuffer& d : buffers) {
     BufferContents b;
     const ts::BufferInfo* info = nullptr;
-    if (k && d.role == "output" && !k->outputs.empty()) info = &k->outputs[0];
-    if (k && d.role == "input" && d.index < static_cast<int>(k->inputs.size())) info = &k->inputs[d.index];
-    b.name = QString("#%1 ").arg(kernelId) + (d.role == "output" ? QString("output") : QString("input %1").arg(d.index));
+    const bool output = d.role == "output";
+    if (k) {
+      const std::vector<ts::BufferInfo>& infos = output ? k->outputs : k->inputs;
+      if (d.index >= 0 && d.index < static_cast<int>(infos.size())) info = &infos[d.index];
+    }
+    // a multi-output kernel's outputs are numbered like its inputs
+    const bool numbered = !output || (k && k->outputs.size() > 1);
+    b.name = QString("#%1 ").arg(kernelId) + (output ? QString("output") : QString("input")) +
+             (numbered ? QString(" %1").arg(d.index) : QString());
     int64_t elements = 1;
     if (info)
       for (int64_t dim : info->shape) elements *= dim;

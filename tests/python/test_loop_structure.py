@@ -203,9 +203,9 @@ def test_a_bool_shared_by_an_upcast_group_is_selected_on_not_masked(tmp_path):
                             "m = Tensor(rng.random((128, 128)) > 0.5).realize()\n"
                             "m.where(x @ w, 0.0).realize()\n", listing=lambda k: k["sources"]["C"])
     (embedding,) = [c for n, c in src.items() if n.startswith("r_32_12_32_11")]
-    assert " ? " in embedding and "ts_where_f32(" not in embedding.split("void ")[-1], embedding[-3000:]
+    assert " ? " in embedding and "ts_where_f32(" not in embedding.split("static void ")[-1], embedding[-3000:]
     (masked,) = [c for n, c in src.items() if n.startswith("r_128_128_64")]
-    assert "ts_where_f32(" in masked.split("void ")[-1], masked[-3000:]
+    assert "ts_where_f32(" in masked.split("static void ")[-1], masked[-3000:]
     rng = np.random.default_rng(7)
     table = rng.standard_normal((11, 32)).astype(np.float32)
     idx = rng.integers(0, 11, (32, 12)).astype(np.int32)
@@ -226,7 +226,7 @@ def test_an_upcast_group_stored_strided_is_staged_and_its_max_is_branch_free(tmp
             "y.realize()\n")
     src = _kernels(tmp_path, body, listing=lambda k: k["sources"]["C"])
     (pool,) = [c for n, c in src.items() if n.startswith("r_64_16_2_2_2_2")]
-    code = pool.split("void ")[-1]
+    code = pool.split("static void ")[-1]
     assert "_Pragma(\"GCC unroll 1\") for (int ts_l = 0; ts_l < 16; ts_l++)" in code and "+ 4 * ts_l" in code, code[-2500:]
     assert "ts_fmaxf_lanes(" in code and "ts_fmaxf(" not in code, code[-2500:]
     import torch
@@ -253,7 +253,7 @@ def test_a_max_pool_gradient_upcasts_its_divided_row(tmp_path):
     (tmp_path / "src").mkdir()
     src = _kernels(tmp_path / "src", body, listing=lambda k: k["sources"]["C"])
     (grad,) = [n for n in ir if n.startswith("E_64_8_8_8") and "; opts: UPCAST_GLOBAL(8)" in ir[n].splitlines()[0]]
-    code = src[grad].split("void ")[-1]
+    code = src[grad].split("static void ")[-1]
     assert code.count(" / 2)") == 1 and "(float)(int)" in code, code[-3000:]  # h / 2 once per row, no w / 2
     import torch
     x = np.random.default_rng(5).standard_normal((64, 8, 8, 8)).astype(np.float32)
@@ -276,7 +276,7 @@ def test_a_kernel_left_to_the_loop_vectorizer_selects_with_a_plain_select(tmp_pa
             "s = Tensor(rng.standard_normal(16).astype(np.float32))\n"
             "(x * s).permute(0, 3, 1, 2).relu().contiguous().realize()\n")
     src = _kernels(tmp_path, body, listing=lambda k: k["sources"]["C"])
-    (code,) = [c.split("void ")[-1] for n, c in src.items() if n.startswith("E_")]
+    (code,) = [c.split("static void ")[-1] for n, c in src.items() if n.startswith("E_")]
     assert "ts_select_f32(" in code and "ts_where_f32(" not in code, code
     import torch
     rng = np.random.default_rng(8)

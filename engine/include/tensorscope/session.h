@@ -139,7 +139,7 @@ struct KernelCode {
 // The values of one buffer of a launch, kept when buffers are recorded (Session::set_record_buffers).
 struct RecordedBuffer {
   std::string role;     // "output" or "input"
-  int index = 0;        // the input's number (KernelInfo::inputs order); 0 for the output
+  int index = 0;        // the output's or the input's number (KernelInfo::outputs / KernelInfo::inputs order)
   std::string dtype;    // "float32", "float16", "int32", "bool"
   int64_t numel = 0;
   std::shared_ptr<const std::string> bytes;  // numel values in host byte order; null when not kept
@@ -159,7 +159,7 @@ struct KernelRunEvent {
   // and the sources are those of the captured launch `replay_of` (a kernel_id), and `code` is null.
   bool replayed = false;
   int replay_of = -1;
-  // After the launch: its output, then its inputs, when buffers are recorded; empty otherwise.
+  // After the launch: its outputs, then its inputs, when buffers are recorded; empty otherwise.
   std::vector<RecordedBuffer> buffers;
 };
 
@@ -272,9 +272,11 @@ struct GateStop {
   int kernel_id = -1;  // from BeforeLower to AfterLaunch: the kernel (KernelInfo::id)
   std::string kernel;  // its name
   std::string detail;  // AfterPass: the pass's name; BeforeRender: the language; NonFinite: what break on NaN/Inf found
-  // BeforeLaunch, AfterLaunch: the launch's buffers, output first, then the inputs in KernelInfo::inputs
-  // order (a device copy: destination, source). Valid during the call only; null at other stops.
+  // BeforeLaunch, AfterLaunch: the launch's buffers, its outputs first (KernelInfo::outputs order), then the
+  // inputs in KernelInfo::inputs order (a device copy: destination, source). Valid during the call only;
+  // null at other stops.
   const std::vector<std::shared_ptr<Buffer>>* buffers = nullptr;
+  int outputs = 1;  // how many of `buffers` are outputs (more than one: a multi-output kernel)
 };
 // "before schedule", "before lowering", "after pass", "before render", "before compile", "before launch", "after launch",
 // "after schedule"; "non-finite output": break on NaN/Inf found one (after the launch's event, before
@@ -362,8 +364,8 @@ class Session {
   void set_gate(GateHandler* gate) { gate_ = gate; }
   // Calls the gate handler, if any, at a stop.
   void gate(GateStop::Stage stage, int kernel_id = -1, const std::string& kernel = {}, const std::string& detail = {},
-            const std::vector<std::shared_ptr<Buffer>>* buffers = nullptr) {
-    if (gate_) gate_->at_gate({stage, kernel_id, kernel, detail, buffers});
+            const std::vector<std::shared_ptr<Buffer>>* buffers = nullptr, int outputs = 1) {
+    if (gate_) gate_->at_gate({stage, kernel_id, kernel, detail, buffers, outputs});
   }
 
  private:

@@ -26,29 +26,38 @@ class Lowerer {
 
   void run() {
     const Graph& g = Graph::get();
-    const Node& out = g[item_.output];
     k_.name = item_.name;
-    k_.globals.push_back({out.dtype, shape_numel(out.shape), true});
+    const size_t outputs = item_.outputs.size();
+    for (NodeId out : item_.outputs) k_.globals.push_back({g[out].dtype, shape_numel(g[out].shape), true});
     for (size_t i = 0; i < item_.inputs.size(); i++) {
       const Node& in = g[item_.inputs[i]];
       k_.globals.push_back({in.dtype, shape_numel(in.shape), false});
-      slot_[item_.inputs[i]] = static_cast<int>(i + 1);
+      slot_[item_.inputs[i]] = static_cast<int>(outputs + i);
     }
-    ValueId out_buf = b_.global(0, out.dtype);
+    std::vector<ValueId> out_bufs;
+    for (size_t o = 0; o < outputs; o++) out_bufs.push_back(b_.global(static_cast<int>(o), g[item_.outputs[o]].dtype));
     // A reshape keeps the row-major order of the elements, so a kernel whose output is a reshape of what
     // it computes loops over the computed shape and stores at the same flat positions: a matmul's
     // (C_out, C_in·K) result stored as a (C_out, C_in, kh, kw) weight gradient keeps its one 72-long
-    // output axis (which can be vectorized) instead of three short ones.
-    NodeId root = item_.output;
-    while (g[root].op == Op::Reshape && !is_input(root)) root = g[root].src[0];
-    const Shape& loop_shape = g[root].shape;
+    // output axis (which can be vectorized) instead of three short ones. The outputs of a multi-output
+    // kernel all compute this shape (the kernelizer's rule 6), and are stored in one loop.
+    const Shape& loop_shape = g[loop_root(item_.outputs[0])].shape;
     std::vector<int64_t> dims(loop_shape.size());
     for (size_t d = 0; d < dims.size(); d++) dims[d] = static_cast<int64_t>(d);
     std::vector<ValueId> idx(loop_shape.size(), b_.cint(0)), loops;
     open_loops(kNoNode, dims, loop_shape, /*global=*/true, idx, loops);
-    ValueId value = value_of(root, idx, kNone);
-    b_.store(out_buf, linear(idx, loop_shape), value);
+    for (size_t o = 0; o < outputs; o++) {
+      const ValueId value = value_of(loop_root(item_.outputs[o]), idx, kNone);
+      b_.store(out_bufs[o], linear(idx, loop_shape), value);
+    }
     for (size_t i = loops.size(); i-- > 0;) b_.end_range(loops[i]);
+  }
+
+  // The node whose shape the kernel loops over to store `out`: `out` without the reshapes on top.
+  NodeId loop_root(NodeId out) const {
+    const Graph& g = Graph::get();
+    while (g[out].op == Op::Reshape && !is_input(out)) out = g[out].src[0];
+    return out;
   }
 
  private:
@@ -353,9 +362,9 @@ ir::Kernel lower(const ScheduleItem& item) {
   ir::Kernel best = lower_with(item, merges);
   int best_divisions = divisions(best);
   std::vector<std::pair<NodeId, int64_t>> candidates;
-  NodeId root = item.output;
+  NodeId root = item.outputs[0];
   while (g[root].op == Op::Reshape && std::find(item.inputs.begin(), item.inputs.end(), root) == item.inputs.end())
-    root = g[root].src[0];  // the shape Lowerer::run loops over
+    root = g[root].src[0];  // the shape Lowerer::run loops over (Lowerer::loop_root)
   {
     int64_t prev = -1;
     for (size_t d = 0; d < g[root].shape.size(); d++) {

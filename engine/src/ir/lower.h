@@ -7,7 +7,8 @@
 //  - elementwise ops become ALU instructions on the values of their sources at the same index;
 //  - a reduce opens its own loop over the reduced axes around an accumulator (DEFINE_ACC / ASSIGN),
 //    placed exactly where its value is needed, so reduces nest (sum of a matmul is one kernel).
-// Global slot 0 is the output; slots 1.. are item.inputs in order.
+// Global slots 0..n-1 are item.outputs (n > 1: a multi-output kernel, every output stored in the same
+// loop), slots n.. are item.inputs in order.
 #pragma once
 #include "schedule/schedule.h"
 #include "tensorscope/ir.h"

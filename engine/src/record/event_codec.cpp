@@ -657,7 +657,7 @@ Event EventDecoder::decode(const EncodedEvent& e) {
             RecordedBuffer rb;
             rb.role = str(b, "role");
             if (rb.role != "output" && rb.role != "input") throw RecordingError("a buffer's role is neither output nor input");
-            rb.index = static_cast<int>(integer(b, "index", 0, rb.role == "output" ? 0 : kMaxId));
+            rb.index = static_cast<int>(integer(b, "index", 0, kMaxId));
             rb.dtype = str(b, "dtype");
             const int64_t item = rb.dtype == "float32" || rb.dtype == "int32" ? 4
                                  : rb.dtype == "float16"                      ? 2

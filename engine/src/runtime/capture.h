@@ -22,7 +22,8 @@ struct LaunchRecord {
   int kernel_id = -1;                            // session kernel number (KernelInfo::id)
   bool is_copy = false;                          // a device copy of buffers[1] into buffers[0]
   std::shared_ptr<Program> program;              // null for copies
-  std::vector<std::shared_ptr<Buffer>> buffers;  // output first, then the inputs (Program::launch order)
+  std::vector<std::shared_ptr<Buffer>> buffers;  // outputs first, then the inputs (Program::launch order)
+  int outputs = 1;                               // how many of `buffers` are outputs (a multi-output kernel: more)
 };
 
 // A tensor the function assign()ed to, and the buffer it held before the first assign (a lazy old value

@@ -67,7 +67,8 @@ struct JitLaunch {
   int captured_kernel_id = -1;
   bool is_copy = false;
   std::shared_ptr<Program> program;  // null for copies
-  std::vector<int> slots;            // output first, then inputs
+  std::vector<int> slots;            // outputs first, then inputs
+  int outputs = 1;                   // how many of `slots` are outputs (a multi-output kernel: more)
 };
 
 struct JitInput {
@@ -151,19 +152,21 @@ std::shared_ptr<CapturedJitPlan> build_plan(const std::vector<Tensor>& inputs, C
     plan->states.push_back(std::move(st));
   }
   for (LaunchRecord& l : cap.launches) {
-    JitLaunch jl{l.name, l.device, l.kernel_id, l.is_copy, l.program, {}};
+    JitLaunch jl{l.name, l.device, l.kernel_id, l.is_copy, l.program, {}, l.outputs};
     const int index = static_cast<int>(plan->launches.size());
-    jl.slots.push_back(-1);
-    for (size_t b = 1; b < l.buffers.size(); b++) jl.slots.push_back(slot_or_baked(l.buffers[b]));
-    const Buffer* out = l.buffers[0].get();
-    if (slot_of.count(out))
-      throw std::logic_error("jit: kernel " + l.name + " writes a buffer that existed before it ran");
-    JitSlot s;
-    s.kind = JitSlot::Fresh;
-    s.device = out->device_index;
-    s.dtype = out->dtype;
-    s.numel = out->numel;
-    jl.slots[0] = add_slot(out, std::move(s));
+    jl.slots.assign(l.outputs, -1);
+    for (size_t b = l.outputs; b < l.buffers.size(); b++) jl.slots.push_back(slot_or_baked(l.buffers[b]));
+    for (int o = 0; o < l.outputs; o++) {
+      const Buffer* out = l.buffers[o].get();
+      if (slot_of.count(out))
+        throw std::logic_error("jit: kernel " + l.name + " writes a buffer that existed before it ran");
+      JitSlot s;
+      s.kind = JitSlot::Fresh;
+      s.device = out->device_index;
+      s.dtype = out->dtype;
+      s.numel = out->numel;
+      jl.slots[o] = add_slot(out, std::move(s));
+    }
     for (int slot : jl.slots)
       if (plan->slots[slot].kind == JitSlot::Fresh) plan->slots[slot].last_use = index;
     plan->launches.push_back(std::move(jl));
@@ -246,8 +249,10 @@ std::vector<Tensor> CapturedJit::replay(const std::vector<Tensor>& inputs) const
   std::vector<Buffer*> raw;
   for (size_t k = 0; k < plan.launches.size(); k++) {
     const JitLaunch& l = plan.launches[k];
-    const JitSlot& out = plan.slots[l.slots[0]];
-    bound[l.slots[0]] = pooled_buffer(out.device, out.dtype, out.numel);
+    for (int o = 0; o < l.outputs; o++) {
+      const JitSlot& out = plan.slots[l.slots[o]];
+      bound[l.slots[o]] = pooled_buffer(out.device, out.dtype, out.numel);
+    }
     raw.clear();
     for (int s : l.slots) raw.push_back(bound[s].get());
     double ms;

@@ -139,9 +139,12 @@ struct CachedKernel {
   std::string name;
   int device = 0;
   bool is_copy = false;
-  DType dtype = DType::Float32;       // of the output
-  int64_t numel = 0;                  // of the output
-  uint32_t output = 0;                // index into StructuralKey::order
+  struct Output {
+    uint32_t index = 0;               // into StructuralKey::order
+    DType dtype = DType::Float32;
+  };
+  std::vector<Output> outputs;        // the nodes it stores (several: a multi-output kernel), in launch order
+  int64_t numel = 0;                  // of each output (the outputs of a multi-output kernel have one shape)
   std::vector<uint32_t> inputs;       // indices into StructuralKey::order, in launch order
   std::shared_ptr<Program> program;   // null for copies and zero-size outputs
   std::shared_ptr<const KernelCode> code;  // what observers are shown; null for copies, or if unobserved
@@ -190,7 +193,8 @@ double launch_program(Program& program, const std::vector<std::shared_ptr<Buffer
 }
 
 void record_launch(const CachedKernel& k, int kernel_id, const std::vector<std::shared_ptr<Buffer>>& buffers) {
-  if (Capture* c = active_capture()) c->launches.push_back({k.name, k.device, kernel_id, k.is_copy, k.program, buffers});
+  if (Capture* c = active_capture())
+    c->launches.push_back({k.name, k.device, kernel_id, k.is_copy, k.program, buffers, static_cast<int>(k.outputs.size())});
 }
 
 // Break on NaN/Inf (Session::break_on_nan): reads a kernel's output back and raises NonFiniteError at its
@@ -251,14 +255,14 @@ std::shared_ptr<const ScheduleEvent> cacheable_event(const ScheduleEvent& ev,
 // The fast path: the kernels of an earlier realize() with the same structure, on this graph's buffers.
 // Session::set_record_buffers: the launch's output and inputs read back for its KernelRunEvent, while
 // the budget lasts.
-std::vector<RecordedBuffer> recorded_buffers(const std::vector<std::shared_ptr<Buffer>>& bufs) {
+std::vector<RecordedBuffer> recorded_buffers(const std::vector<std::shared_ptr<Buffer>>& bufs, size_t outputs) {
   Session& session = Session::get();
   std::vector<RecordedBuffer> out;
   for (size_t i = 0; i < bufs.size(); i++) {
     const Buffer& b = *bufs[i];
     RecordedBuffer r;
-    r.role = i == 0 ? "output" : "input";
-    r.index = i == 0 ? 0 : static_cast<int>(i) - 1;
+    r.role = i < outputs ? "output" : "input";
+    r.index = static_cast<int>(i < outputs ? i : i - outputs);
     r.dtype = dtype_name(b.dtype);
     r.numel = b.numel;
     if (session.take_record_buffers(b.nbytes())) {
@@ -292,23 +296,24 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
     ev.where = realize_line();
     session.emit(std::move(ev));
   }
-  std::vector<std::shared_ptr<Buffer>> produced(sched.kernels.size());
-  std::unordered_map<uint32_t, size_t> producer;  // order index → kernel that stores it
+  std::unordered_map<uint32_t, std::shared_ptr<Buffer>> produced;  // order index → the buffer a kernel stored it in
   auto buffer_of = [&](uint32_t index) -> const std::shared_ptr<Buffer>& {
     const Node& n = g[key.order[index]];
     if (n.realized()) return n.buffer;
-    return produced[producer.at(index)];
+    return produced.at(index);
   };
   for (size_t k = 0; k < sched.kernels.size(); k++) {
     const CachedKernel& ck = sched.kernels[k];
     const int kernel_id = kernel_ids[k];
-    auto out = pooled_buffer(ck.device, ck.dtype, ck.numel, &g[key.order[ck.output]].shape);
-    produced[k] = out;
-    producer[ck.output] = k;
+    const int outputs = static_cast<int>(ck.outputs.size());
+    std::vector<std::shared_ptr<Buffer>> bufs;
+    for (const CachedKernel::Output& o : ck.outputs) {
+      bufs.push_back(pooled_buffer(ck.device, o.dtype, ck.numel, &g[key.order[o.index]].shape));
+      produced[o.index] = bufs.back();
+    }
     if (!ck.is_copy && ck.numel == 0) continue;
-    std::vector<std::shared_ptr<Buffer>> bufs{out};
     for (uint32_t in : ck.inputs) bufs.push_back(buffer_of(in));
-    session.gate(GateStop::BeforeLaunch, kernel_id, ck.name, {}, &bufs);
+    session.gate(GateStop::BeforeLaunch, kernel_id, ck.name, {}, &bufs, outputs);
     const double ms = ck.is_copy ? copy_buffer(*bufs[1], *bufs[0]) : launch_program(*ck.program, bufs);
     record_launch(ck, kernel_id, bufs);
     if (observed) {
@@ -319,13 +324,14 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
       ev.code = ck.code;
       ev.compile_cache_hit = true;
       ev.time_ms = ms;
-      if (session.recording_buffers()) ev.buffers = recorded_buffers(bufs);
+      if (session.recording_buffers()) ev.buffers = recorded_buffers(bufs, ck.outputs.size());
       session.emit(std::move(ev));
     }
-    if (session.break_on_nan()) check_finite(*out, g[key.order[ck.output]], kernel_id, ck.name);
-    session.gate(GateStop::AfterLaunch, kernel_id, ck.name, {}, &bufs);
+    if (session.break_on_nan())
+      for (int o = 0; o < outputs; o++) check_finite(*bufs[o], g[key.order[ck.outputs[o].index]], kernel_id, ck.name);
+    session.gate(GateStop::AfterLaunch, kernel_id, ck.name, {}, &bufs, outputs);
   }
-  for (size_t k = 0; k < sched.kernels.size(); k++) g.set_realized(key.order[sched.kernels[k].output], produced[k]);
+  for (const auto& [index, buffer] : produced) g.set_realized(key.order[index], buffer);
   session.gate(GateStop::AfterSchedule);
 }
 
@@ -399,13 +405,13 @@ void realize(const std::vector<NodeId>& targets) {
       KernelInfo ki;
       ki.id = kernel_ids[k];
       ki.name = item.name;
-      ki.device = DeviceRegistry::at(g[item.output].device).name();
+      ki.device = DeviceRegistry::at(g[item.outputs[0]].device).name();
       for (NodeId f : item.fused) {
         ki.node_uids.push_back(g[f].uid);
         ki.ops.push_back(op_name(g[f].op));
       }
       for (NodeId in : item.inputs) ki.inputs.push_back(buffer_info(g, in));
-      ki.outputs.push_back(buffer_info(g, item.output));
+      for (NodeId o : item.outputs) ki.outputs.push_back(buffer_info(g, o));
       ki.boundary_reasons = item.reasons;
       ki.fusion_decisions = item.decisions;
       const KernelCost cost = kernel_cost(g, item);
@@ -431,15 +437,15 @@ void realize(const std::vector<NodeId>& targets) {
   };
   for (size_t k = 0; k < sched.items.size(); k++) {
     const ScheduleItem& item = sched.items[k];
-    const Node& out = g[item.output];
+    const Node& out = g[item.outputs[0]];
+    const int outputs = static_cast<int>(item.outputs.size());
     int dev_index = out.device;
     CachedKernel ck;
     ck.name = item.name;
     ck.device = dev_index;
     ck.is_copy = item.is_copy;
-    ck.dtype = out.dtype;
     ck.numel = shape_numel(out.shape);
-    ck.output = key_index.at(item.output);
+    for (NodeId o : item.outputs) ck.outputs.push_back({key_index.at(o), g[o].dtype});
     for (NodeId in : item.inputs) ck.inputs.push_back(key_index.at(in));
     if (item.is_copy) {
       auto src = buffer_of(item.inputs[0]);
@@ -447,7 +453,7 @@ void realize(const std::vector<NodeId>& targets) {
       const std::vector<std::shared_ptr<Buffer>> bufs{dst, src};
       session.gate(GateStop::BeforeLaunch, kernel_ids[k], item.name, {}, &bufs);
       double ms = copy_buffer(*src, *dst);
-      out_buffers[item.output] = dst;
+      out_buffers[item.outputs[0]] = dst;
       record_launch(ck, kernel_ids[k], bufs);
       if (observed) {
         KernelRunEvent ev;
@@ -456,7 +462,7 @@ void realize(const std::vector<NodeId>& targets) {
         ev.device = DeviceRegistry::at(dev_index).name();
         ev.compile_cache_hit = true;
         ev.time_ms = ms;
-        if (session.recording_buffers()) ev.buffers = recorded_buffers(bufs);
+        if (session.recording_buffers()) ev.buffers = recorded_buffers(bufs, 1);
         session.emit(std::move(ev));
       }
       cached.kernels.push_back(std::move(ck));
@@ -468,12 +474,16 @@ void realize(const std::vector<NodeId>& targets) {
         throw std::runtime_error("kernel " + item.name + " reads a buffer on " + DeviceRegistry::at(g[in].device).name() +
                                  " but runs on " + DeviceRegistry::at(dev_index).name() + ": use .to(device) first");
     Device& dev = DeviceRegistry::at(dev_index);
-    auto out_buf = pooled_buffer(dev_index, out.dtype, ck.numel, &out.shape);
-    out_buffers[item.output] = out_buf;
-    if (out_buf->numel == 0) {  // nothing to compute for a zero-size output
+    std::vector<std::shared_ptr<Buffer>> bufs;  // the launch's buffers: outputs, then inputs
+    for (NodeId o : item.outputs) {
+      bufs.push_back(pooled_buffer(dev_index, g[o].dtype, ck.numel, &g[o].shape));
+      out_buffers[o] = bufs.back();
+    }
+    if (ck.numel == 0) {  // nothing to compute for a zero-size output
       cached.kernels.push_back(std::move(ck));
       continue;
     }
+    for (NodeId in : item.inputs) bufs.push_back(buffer_of(in));
 
     session.gate(GateStop::BeforeLower, kernel_ids[k], item.name);
     ir::Kernel kernel = lower(item);
@@ -486,8 +496,8 @@ void realize(const std::vector<NodeId>& targets) {
       throw std::logic_error("IR verifier failed for kernel " + kernel.name + " after lowering: " + errors.front());
     std::string plan_from;  // where the plan came from, for KernelCode
     if (beam_width() > 0 && kernel.plan.automatic()) {  // TENSORSCOPE_BEAM: search this kernel's plan (autotune.h)
-      std::vector<Buffer*> raw{out_buf.get()};
-      for (NodeId in : item.inputs) raw.push_back(buffer_of(in).get());
+      std::vector<Buffer*> raw;
+      for (const auto& b : bufs) raw.push_back(b.get());
       BeamResult found = beam_search(kernel, dev_index, raw, kernel_ids[k]);
       kernel.plan = found.plan;
       plan_from = found.from;
@@ -529,9 +539,7 @@ void realize(const std::vector<NodeId>& targets) {
       it = programs.emplace(program_key, std::shared_ptr<Program>(std::move(cr.program))).first;
     }
     ck.program = it->second;
-    std::vector<std::shared_ptr<Buffer>> bufs{out_buf};
-    for (NodeId in : item.inputs) bufs.push_back(buffer_of(in));
-    session.gate(GateStop::BeforeLaunch, kernel_ids[k], kernel.name, {}, &bufs);
+    session.gate(GateStop::BeforeLaunch, kernel_ids[k], kernel.name, {}, &bufs, outputs);
     double ms = launch_program(*ck.program, bufs);
     record_launch(ck, kernel_ids[k], bufs);
 
@@ -569,12 +577,13 @@ void realize(const std::vector<NodeId>& targets) {
       ev.compile_cache_hit = cache_hit;
       ev.compile_ms = compile_ms;
       ev.time_ms = ms;
-      if (session.recording_buffers()) ev.buffers = recorded_buffers(bufs);
+      if (session.recording_buffers()) ev.buffers = recorded_buffers(bufs, item.outputs.size());
       session.emit(std::move(ev));
     }
     cached.kernels.push_back(std::move(ck));
-    if (session.break_on_nan()) check_finite(*out_buf, out, kernel_ids[k], kernel.name);
-    session.gate(GateStop::AfterLaunch, kernel_ids[k], kernel.name, {}, &bufs);
+    if (session.break_on_nan())
+      for (int o = 0; o < outputs; o++) check_finite(*bufs[o], g[item.outputs[o]], kernel_ids[k], kernel.name);
+    session.gate(GateStop::AfterLaunch, kernel_ids[k], kernel.name, {}, &bufs, outputs);
   }
   for (auto& [id, buf] : out_buffers) g.set_realized(id, buf);
 

@@ -9,7 +9,7 @@ KernelCost kernel_cost(const Graph& g, const ScheduleItem& item) {
   KernelCost cost;
   auto size = [&](NodeId id) { return static_cast<double>(shape_numel(g[id].shape)) * dtype_size(g[id].dtype); };
   for (NodeId in : item.inputs) cost.bytes += size(in);
-  cost.bytes += size(item.output);
+  for (NodeId out : item.outputs) cost.bytes += size(out);
   if (item.is_copy) return cost;
   for (NodeId f : item.fused) {
     const Node& n = g[f];

@@ -183,7 +183,7 @@ std::string bytes_text(double bytes) {
 }
 
 std::string kernel_name(const Graph& g, const ScheduleItem& item) {
-  const Node& out = g[item.output];
+  const Node& out = g[item.outputs[0]];
   std::string name;
   std::vector<int64_t> dims;
   for (int64_t d : out.shape)
@@ -201,6 +201,142 @@ std::string kernel_name(const Graph& g, const ScheduleItem& item) {
   return name;
 }
 
+
+// The node whose shape a kernel storing `out` loops over: `out` without the reshapes on top (as lowered).
+NodeId loop_root(const Graph& g, const ScheduleItem& item, NodeId out) {
+  while (g[out].op == Op::Reshape && std::find(item.inputs.begin(), item.inputs.end(), out) == item.inputs.end())
+    out = g[out].src[0];
+  return out;
+}
+
+// Whether every read of `values` in `item` is elementwise at the kernel's own index (an ALU op of the same
+// shape reads it directly) and of a value realize() asked for: in a kernel that also computes them, each
+// is then at hand in the same loop. (A value stored for another reason keeps its kernel boundary:
+// contiguous() ends a kernel.)
+bool reads_in_place(const Graph& g, const ScheduleItem& item, const std::set<NodeId>& values, const std::set<NodeId>& targets) {
+  for (NodeId f : item.fused) {
+    const Node& n = g[f];
+    for (int i = 0; i < n.num_src; i++)
+      if (values.count(n.src[i]) && !(is_alu(n.op) && n.shape == g[n.src[i]].shape && targets.count(n.src[i]))) return false;
+  }
+  return true;
+}
+
+// Rule 6, multi-output kernels: elementwise kernels of one loop shape on one device that read a common
+// buffer, or read what another of them stores at their own index, become one kernel storing all their
+// outputs. Walks the kernels in launch order keeping groups that may still grow; a group stops growing
+// once a kernel outside it reads one of its outputs (the merged kernel runs where its last member ran,
+// so nothing before that may need its outputs). Adam's update of a parameter reads the gradient three
+// times and the new m and v it stores: one kernel computes m, v and the parameter from one read of each.
+// Every merged kernel says so in its boundary reasons.
+void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>& targets) {
+  struct Group {
+    std::vector<size_t> members;  // indices into sched.items, in launch order
+    std::set<NodeId> outputs, inputs;
+    bool open = true;
+  };
+  auto elementwise = [&](const ScheduleItem& item) {
+    if (item.is_copy || shape_numel(g[item.outputs[0]].shape) == 0) return false;
+    for (NodeId f : item.fused)
+      if (is_reduce(g[f].op)) return false;
+    return true;
+  };
+  std::vector<Group> groups;
+  for (size_t i = 0; i < sched.items.size(); i++) {
+    const ScheduleItem& item = sched.items[i];
+    const bool eligible = elementwise(item);
+    const NodeId root = loop_root(g, item, item.outputs[0]);
+    Group* join = nullptr;
+    for (Group& group : groups) {
+      if (!group.open) continue;
+      const bool reads_outputs = std::any_of(item.inputs.begin(), item.inputs.end(),
+                                             [&](NodeId in) { return group.outputs.count(in) > 0; });
+      const ScheduleItem& first = sched.items[group.members[0]];
+      const NodeId first_root = loop_root(g, first, first.outputs[0]);
+      const bool shares = reads_outputs || std::any_of(item.inputs.begin(), item.inputs.end(),
+                                                       [&](NodeId in) { return group.inputs.count(in) > 0; });
+      // the buffers of the merged kernel: every output, and every input that is not one of the outputs
+      std::set<NodeId> buffers(group.outputs);
+      buffers.insert(item.outputs.begin(), item.outputs.end());
+      buffers.insert(group.inputs.begin(), group.inputs.end());
+      buffers.insert(item.inputs.begin(), item.inputs.end());
+      if (eligible && !join && shares && g[root].shape == g[first_root].shape && g[root].device == g[first_root].device &&
+          buffers.size() <= kMaxMultiOutputBuffers && (!reads_outputs || reads_in_place(g, item, group.outputs, targets))) {
+        join = &group;
+      } else if (reads_outputs) {
+        group.open = false;
+      }
+    }
+    if (!join) {
+      if (!eligible) continue;
+      join = &groups.emplace_back();
+    }
+    join->members.push_back(i);
+    join->outputs.insert(item.outputs.begin(), item.outputs.end());
+    join->inputs.insert(item.inputs.begin(), item.inputs.end());
+  }
+
+  // Each group of two or more becomes one item at its last member's place.
+  std::vector<int> merged_into(sched.items.size(), -1);  // the group an item joined, for groups of 2+
+  for (size_t gi = 0; gi < groups.size(); gi++)
+    if (groups[gi].members.size() > 1)
+      for (size_t m : groups[gi].members) merged_into[m] = static_cast<int>(gi);
+  std::vector<ScheduleItem> items;
+  for (size_t i = 0; i < sched.items.size(); i++) {
+    if (merged_into[i] < 0) {
+      items.push_back(std::move(sched.items[i]));
+      continue;
+    }
+    const Group& group = groups[merged_into[i]];
+    if (group.members.back() != i) continue;
+    ScheduleItem merged;
+    std::set<NodeId> fused, inputs;
+    std::set<std::string> reasons;
+    std::set<uint64_t> decided;
+    std::string also, in_place;
+    // the reasons of the parts that name an output of another part as an input: in the merged kernel it
+    // is computed, not read
+    std::vector<std::string> computed;
+    for (NodeId out : group.outputs) computed.push_back("input " + node_label(g, out) + " ");
+    for (size_t m : group.members) {
+      ScheduleItem& part = sched.items[m];
+      merged.outputs.insert(merged.outputs.end(), part.outputs.begin(), part.outputs.end());
+      for (NodeId in : part.inputs) {
+        if (group.outputs.count(in)) {
+          in_place += (in_place.empty() ? "" : ", ") + node_label(g, in);
+          continue;
+        }
+        if (inputs.insert(in).second) merged.inputs.push_back(in);
+      }
+      fused.insert(part.fused.begin(), part.fused.end());
+      for (std::string& r : part.reasons) {
+        const bool stale = std::any_of(computed.begin(), computed.end(), [&](const std::string& c) { return r.rfind(c, 0) == 0; });
+        if (!stale && reasons.insert(r).second) merged.reasons.push_back(std::move(r));
+      }
+      for (FusionDecision& d : part.decisions)
+        if (decided.insert(d.node_uid).second) merged.decisions.push_back(std::move(d));
+      also += (also.empty() ? "" : ", ") + node_label(g, part.outputs[0]);
+    }
+    std::string shared;
+    for (NodeId in : merged.inputs) {
+      int readers = 0;
+      for (size_t m : group.members) {
+        const auto& ins = sched.items[m].inputs;
+        readers += std::find(ins.begin(), ins.end(), in) != ins.end();
+      }
+      if (readers > 1) shared += (shared.empty() ? "" : ", ") + node_label(g, in);
+    }
+    merged.reasons.push_back("multi-output kernel: stores " + std::to_string(group.members.size()) + " values of one shape (" +
+                             also + ") in one loop, one launch instead of " + std::to_string(group.members.size()) +
+                             (shared.empty() ? "" : "; " + shared + ", read by more than one of them, is read once") +
+                             (in_place.empty() ? "" : "; " + in_place + " computed once and used where it is stored"));
+    for (NodeId n : sched.nodes)
+      if (fused.count(n)) merged.fused.push_back(n);
+    merged.name = kernel_name(g, merged);
+    items.push_back(std::move(merged));
+  }
+  sched.items = std::move(items);
+}
 }  // namespace
 
 Schedule create_schedule(const std::vector<NodeId>& targets) {
@@ -419,7 +555,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
   for (NodeId id : sched.nodes) {
     if (!stored.count(id)) continue;
     ScheduleItem item;
-    item.output = id;
+    item.outputs = {id};
     item.reasons.push_back("ends: " + stored[id]);
     if (g[id].op == Op::Copy) {
       NodeId src = g[id].src[0];
@@ -470,6 +606,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     kernel_of[id] = static_cast<int>(sched.items.size());
     sched.items.push_back(std::move(item));
   }
+  merge_multi_output(g, sched, target_set);
   return sched;
 }
 

@@ -33,6 +33,13 @@
 //     as "fusion_decisions" in kernels.json and in the GUI's properties).
 //  4. A realize()/numpy() target, contiguous() and a realized buffer are always kernel boundaries.
 //  5. A device copy (COPY) is a schedule item of its own; its source is stored on the source device.
+//  6. Multi-output kernels (tinygrad's multi-output kernels; what PyTorch's foreach optimizers do by hand):
+//     elementwise kernels on one device whose outputs have one shape and that read a common buffer are one
+//     kernel with several outputs, in one loop over the shared shape, so the common buffer is read once and
+//     one launch does the work of several. An optimizer's step() stores a parameter and its state (Adam's
+//     m, v and the parameter all read the gradient) in one kernel. Kernels merge only when none reads what
+//     another stores and no kernel launched between them reads what the earlier ones store (the merged kernel
+//     runs where the last of them ran).
 #pragma once
 #include <string>
 #include <vector>
@@ -62,9 +69,14 @@ constexpr int kBroadcastPrologueMinReads = 8;
 constexpr int kTiledEpilogueMinReduce = 16;
 constexpr int kTiledEpilogueMinOutputs = 1024;
 
+// A multi-output kernel (rule 6) grows to at most this many buffers: a GPU binds a limited number of storage
+// buffers per kernel (Vulkan's maxPerStageDescriptorStorageBuffers), and two or three of Adam's parameter
+// updates in one launch already save most of their launch cost.
+constexpr size_t kMaxMultiOutputBuffers = 16;
+
 struct ScheduleItem {
   std::string name;                  // E_4_4 (elementwise) or r_4_4 (with a reduce), after tinygrad
-  NodeId output = kNoNode;           // the node whose value the kernel stores
+  std::vector<NodeId> outputs;       // the nodes whose values the kernel stores (several: a multi-output kernel), one shape
   std::vector<NodeId> inputs;        // buffer-like nodes it reads (realized, or stored by an earlier kernel)
   std::vector<NodeId> fused;         // nodes computed inside the kernel, topological, output last
   std::vector<std::string> reasons;  // boundary reasons

@@ -1,0 +1,180 @@
+# Multi-output kernels (the kernelizer's rule 6, engine/src/schedule/schedule.h): elementwise kernels of one
+# shape that read a common buffer, or read at their own index a value another of them stores, are one kernel
+# that stores all their outputs. An optimizer's update of one parameter (Adam: m, v and the parameter, all
+# reading the gradient) is one launch that reads each buffer once, as PyTorch's foreach/fused optimizers do
+# by hand. Counted exactly, checked against PyTorch and NumPy, on the C device and the IR interpreter.
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+import tensorscope
+from tensorscope import GlobalCounters, Tensor
+from tensorscope.nn import optim
+from test_no_recompute import _schedules
+
+_C = tensorscope._C
+DEVICES = ["C", "INTERP"]
+devices = pytest.mark.parametrize("dev", DEVICES)
+
+
+def _recorded_kernels(fn, tmp_path):
+    """Runs fn() while recording; returns every kernel of every schedule (the recording's KernelInfo)."""
+    path = str(tmp_path / "run.tsrec")
+    _C.start_recording(path, "run", "", [], sys.version)
+    try:
+        fn()
+    finally:
+        _C.finish_recording("finished", 0, "")
+    return [k for kernels, _ in _schedules(path) for k in kernels]
+
+
+def _params(dev, seed=0):
+    rng = np.random.default_rng(seed)
+    w = rng.standard_normal((6, 5)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    x = rng.standard_normal((4, 5)).astype(np.float32)
+    return w, b, x
+
+
+OPTIMIZERS = [
+    ("Adam", dict(lr=1e-2), 3),
+    ("AdamW", dict(lr=1e-2, weight_decay=0.1), 3),
+    ("SGD", dict(lr=1e-2, momentum=0.9), 2),
+    ("SGD", dict(lr=1e-2), 1),
+]
+
+
+@devices
+@pytest.mark.parametrize("name,kwargs,outputs", OPTIMIZERS, ids=["Adam", "AdamW", "SGD-momentum", "SGD"])
+def test_optimizer_step_is_one_kernel_per_parameter(dev, name, kwargs, outputs, tmp_path):
+    wv, bv, xv = _params(dev)
+    w = Tensor(wv.copy(), requires_grad=True, device=dev)
+    b = Tensor(bv.copy(), requires_grad=True, device=dev)
+    tw = torch.tensor(wv.copy(), requires_grad=True)
+    tb = torch.tensor(bv.copy(), requires_grad=True)
+    opt = getattr(optim, name)([w, b], **kwargs)
+    topt = getattr(torch.optim, name)([tw, tb], **kwargs)
+    x = Tensor(xv, device=dev).realize()
+
+    def backward():
+        opt.zero_grad()
+        (x @ w.T + b).relu().square().sum().backward()
+        Tensor.realize(w.grad, b.grad)
+
+    for step in range(3):
+        backward()
+        if step < 2:
+            opt.step()
+        else:  # the third step's schedule, recorded: one kernel per parameter, with every value it updates
+            kernels = _recorded_kernels(opt.step, tmp_path)
+        topt.zero_grad()
+        (torch.tensor(xv) @ tw.T + tb).relu().square().sum().backward()
+        topt.step()
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b.numpy(), tb.detach().numpy(), rtol=1e-5, atol=1e-6)
+    updates = [k for k in kernels if [o["shape"] for o in k["outputs"]][0] in ([6, 5], [6])]
+    assert sorted(k["name"] for k in updates) == ["E_6", "E_6_5"]
+    assert [len(k["outputs"]) for k in updates] == [outputs, outputs]
+    if outputs > 1:
+        for k in updates:
+            assert any(r.startswith(f"multi-output kernel: stores {outputs} values of one shape")
+                       for r in k["boundary_reasons"]), k["boundary_reasons"]
+    # besides them only Adam's bias corrections (b1^t and b2^t: one scalar each) run
+    assert len(kernels) - len(updates) == (2 if name.startswith("Adam") else 0)
+
+
+@devices
+def test_values_read_by_each_other_are_one_kernel(dev):
+    xv = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    x = Tensor(xv, device=dev).realize()
+    a = x * 2 + 1
+    b = a.exp() - x  # reads a at its own index: computed once, in the same loop
+    c = (x - 3).abs()  # reads x, as a does
+    GlobalCounters.reset()
+    Tensor.realize(a, b, c)
+    assert GlobalCounters.kernel_count == 1
+    np.testing.assert_allclose(a.numpy(), xv * 2 + 1, rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), np.exp(xv * 2 + 1) - xv, rtol=1e-5)
+    np.testing.assert_allclose(c.numpy(), np.abs(xv - 3), rtol=1e-6)
+
+
+@devices
+def test_what_is_not_merged(dev):
+    xv = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+    yv = np.linspace(1, 3, 12, dtype=np.float32).reshape(3, 4)
+    x, y = Tensor(xv, device=dev).realize(), Tensor(yv, device=dev).realize()
+    cases = [
+        # no buffer in common: two kernels
+        (lambda: (x + 1, y * 2), 2, lambda: (xv + 1, yv * 2)),
+        # another shape: two kernels
+        (lambda: (x + 1, x[:2] * 2), 2, lambda: (xv + 1, xv[:2] * 2)),
+        # b reads a through a movement (a flip): not at its own index, two kernels
+        (lambda: ((a := x + 1), a.flip(1) * x), 2, lambda: (xv + 1, (xv + 1)[:, ::-1] * xv)),
+        # a reduce in between reads a: a's kernel must run before it, so c does not join a
+        (lambda: ((a := x + 1), x * a.sum()), 3, lambda: (xv + 1, xv * (xv + 1).sum())),
+        # contiguous() ends a kernel, even where the next would read it at its own index
+        (lambda: ((x + 1).contiguous() * x,), 2, lambda: ((xv + 1) * xv,)),
+    ]
+    for make, kernels, want in cases:
+        outs = make()
+        GlobalCounters.reset()
+        Tensor.realize(*outs)
+        assert GlobalCounters.kernel_count == kernels
+        for got, ref in zip(outs, want()):
+            np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-6)
+
+
+def test_multi_output_kernel_in_a_jit_replay():
+    xv = np.arange(8, dtype=np.float32)
+    state = Tensor(np.zeros(8, dtype=np.float32)).realize()
+
+    @tensorscope.jit
+    def step(x):
+        state.assign(state + x)
+        return x * 3 + state  # realized with the new state, in one schedule
+
+    for i in range(4):
+        out = step(Tensor(xv + i))
+    # state: sum of xv + i over i = 0..3; the output reads the new state where it is stored
+    np.testing.assert_allclose(state.numpy(), 4 * xv + 6)
+    np.testing.assert_allclose(out.numpy(), (xv + 3) * 3 + 4 * xv + 6)
+    GlobalCounters.reset()
+    step(Tensor(xv))
+    assert GlobalCounters.kernel_count == 1
+
+
+def test_adam_update_kernel_is_vectorized_without_alias_checks(tmp_path):
+    # The C renderer passes the buffers as restrict parameters of a static kernel function: gcc versioned
+    # loops over restrict locals loaded from bufs[] with run-time alias checks, at most 10, and the three
+    # outputs and four inputs of an Adam update need more (the loop stayed scalar, 4x slower).
+    import os
+    import shutil
+    import subprocess
+    from test_conv_backward import run_cli_out
+    script = tmp_path / "adam.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor\nfrom tensorscope.nn import optim\n"
+                      "w = Tensor(np.ones((64, 100), dtype=np.float32), requires_grad=True)\n"
+                      "opt = optim.Adam([w], lr=1e-3)\n"
+                      "for _ in range(2):\n"
+                      "    opt.zero_grad()\n"
+                      "    (w * w).sum().backward()\n"
+                      "    opt.step()\n")
+    out = run_cli_out(script, tmp_path / "out")
+    import json
+    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    updates = [k for k in kernels if k["name"] == "E_64_100" and len(k["outputs"]) == 3]
+    assert updates, [(k["name"], len(k["outputs"])) for k in kernels]
+    source = (out / updates[0]["sources"]["C"]).read_text()
+    assert "static void E_64_100_kernel(" in source and "float* restrict data2,  /* output" in source, source
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "k.c").write_text(source)
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    r = subprocess.run([cc, "-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fopt-info-vec-all",
+                        "-I", os.path.join(repo, "engine", "src", "ir"), "-c", str(tmp_path / "k.c"),
+                        "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "loop vectorized" in r.stderr and "versioned for vectorization" not in r.stderr, r.stderr[-3000:]
