@@ -22,6 +22,10 @@
 namespace ts {
 namespace {
 
+// A kernel's parameters take at most 4 KiB (CUDA C++ Programming Guide, "Function Parameters"): this many
+// buffer pointers (DeviceProperties::max_kernel_buffers).
+constexpr uint32_t kMaxKernelBuffers = 4096 / sizeof(CUdeviceptr);
+
 // The driver entry points we use. Looked up by their exported (versioned) names: cuda.h's macros map
 // e.g. cuMemAlloc to cuMemAlloc_v2, which is the symbol the driver exports.
 struct Driver {
@@ -278,6 +282,7 @@ std::vector<DeviceRegistry::Offer> enumerate_cuda() {
     p.vendor = "NVIDIA";
     p.driver = nvrtc_version();
     p.can_run = false;
+    p.max_kernel_buffers = kMaxKernelBuffers;
     p.note = why_not;
     offers.push_back({p, [why_not] { return std::make_unique<CudaDevice>("CUDA:0", nullptr, why_not); }});
     return offers;
@@ -308,6 +313,7 @@ std::vector<DeviceRegistry::Offer> enumerate_cuda() {
     p.memory_bytes = memory;
     p.max_workgroup_size = static_cast<uint64_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK));
     p.local_memory_bytes = static_cast<uint64_t>(attr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK));
+    p.max_kernel_buffers = kMaxKernelBuffers;
     p.subgroup_size = static_cast<uint32_t>(attr(CU_DEVICE_ATTRIBUTE_WARP_SIZE));
     if (gpu.compute_capability < 75) {
       p.can_run = false;

@@ -260,6 +260,7 @@ std::vector<DeviceRegistry::Offer> enumerate_opencl() {
       p.memory_bytes = device_value<cl_ulong>(dev, CL_DEVICE_GLOBAL_MEM_SIZE);
       p.max_workgroup_size = device_value<size_t>(dev, CL_DEVICE_MAX_WORK_GROUP_SIZE);
       p.local_memory_bytes = device_value<cl_ulong>(dev, CL_DEVICE_LOCAL_MEM_SIZE);
+      p.max_kernel_buffers = static_cast<uint32_t>(device_value<size_t>(dev, CL_DEVICE_MAX_PARAMETER_SIZE) / sizeof(cl_mem));
       std::string ext = device_string(dev, CL_DEVICE_EXTENSIONS);
       if (ext.find("cl_nv_device_attribute_query") != std::string::npos)
         p.subgroup_size = device_value<cl_uint>(dev, kWarpSizeNV);

@@ -1,5 +1,6 @@
 #include "vulkan/vulkan_instance.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <vector>
@@ -125,6 +126,7 @@ DeviceProperties describe(VkPhysicalDevice pd, const std::string& name) {
     if (mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) p.memory_bytes += mem.memoryHeaps[h].size;
   p.max_workgroup_size = base.limits.maxComputeWorkGroupInvocations;
   p.local_memory_bytes = base.limits.maxComputeSharedMemorySize;
+  p.max_kernel_buffers = std::min(base.limits.maxPerStageDescriptorStorageBuffers, base.limits.maxDescriptorSetStorageBuffers);
   p.subgroup_size = subgroup.subgroupSize;
   if (!supports_8bit_storage(pd)) p.note = "no 8-bit storage: kernels with bool buffers cannot run";
   p.float16 = supports_float16(pd);

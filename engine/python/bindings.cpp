@@ -66,7 +66,7 @@ py::dict device_properties(const std::string& name) {
   d["name"] = p.name, d["backend"] = p.backend, d["description"] = p.description, d["vendor"] = p.vendor;
   d["driver"] = p.driver, d["memory_bytes"] = p.memory_bytes, d["max_workgroup_size"] = p.max_workgroup_size;
   d["local_memory_bytes"] = p.local_memory_bytes, d["subgroup_size"] = p.subgroup_size, d["can_run"] = p.can_run;
-  d["float16"] = p.float16, d["note"] = p.note;
+  d["float16"] = p.float16, d["note"] = p.note, d["max_kernel_buffers"] = p.max_kernel_buffers;
   return d;
 }
 

@@ -784,6 +784,9 @@ TEST(Codec, DecoderRejectsBadRecordedBuffersWithOneLine) {
   // negative numel or index, a blob that is neither a hash nor null, a blob the recording lacks
   const EncodedEvent good = encode(seq++, {{"output", 0, "float32", 1, nullptr, "not kept"}});
   ASSERT_EQ(rejection(decoder, good), "");
+  // a multi-output kernel's second output
+  ASSERT_EQ(rejection(decoder, encode(seq++, {{"output", 0, "float32", 1, nullptr, "not kept"},
+                                              {"output", 1, "float32", 1, nullptr, "not kept"}})), "");
   const std::pair<const char*, const char*> edits[] = {{"\"numel\":1", "\"numel\":-1"},
                                                        {"\"index\":0", "\"index\":-1"},
                                                        {"\"blob\":null", "\"blob\":7"},
@@ -794,7 +797,9 @@ TEST(Codec, DecoderRejectsBadRecordedBuffersWithOneLine) {
                                                        // numel * 4 would overflow to 0 bytes
                                                        {"\"numel\":1", "\"numel\":4611686018427387904"},
                                                        {"\"dtype\":\"float32\"", "\"dtype\":\"float64\""},
-                                                       {"\"index\":0", "\"index\":5"}};  // the output is index 0
+                                                       // outputs are numbered like inputs (a multi-output
+                                                       // kernel has several), but not past the id range
+                                                       {"\"index\":0", "\"index\":99999999999999"}};
   for (const auto& [from, to] : edits) {
     EncodedEvent e = good;
     e.payload = replaced(e.payload, from, to);

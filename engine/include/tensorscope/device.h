@@ -134,6 +134,10 @@ struct DeviceProperties {
   uint64_t max_workgroup_size = 0;  // threads per workgroup (OpenCL work-group, CUDA block)
   uint64_t local_memory_bytes = 0;  // shared / local memory per workgroup
   uint32_t subgroup_size = 0;       // SIMD width: warp, wavefront, subgroup
+  // The most buffers one kernel may take (Vulkan: maxPerStageDescriptorStorageBuffers; OpenCL: the kernel
+  // argument bytes over a pointer's; CUDA: the 4 KiB of kernel parameters over a pointer's); 0: no limit
+  // (C, INTERP). The kernelizer's multi-output kernels grow no larger (schedule.h, rule 6).
+  uint32_t max_kernel_buffers = 0;
   bool can_run = true;              // false: compile-only (renders and compiles kernels, cannot launch them)
   bool float16 = true;              // float16 buffers and kernels (2-byte storage, float32 arithmetic)
   std::string note;                 // why it is compile-only, or anything else the user should know

@@ -346,7 +346,7 @@ class Session {
   bool break_on_nan() const { return break_on_nan_; }
 
   // Buffer recording (tensorscope-cli run/record --record-buffers[=MB], TENSORSCOPE_RECORD_BUFFERS=MB):
-  // each launch's event carries the values of its output and inputs (KernelRunEvent::buffers), until
+  // each launch's event carries the values of its outputs and inputs (KernelRunEvent::buffers), until
   // `budget_bytes` have been read in all; later launches say the budget is used up. 0: off (the
   // default, unless TENSORSCOPE_RECORD_BUFFERS is set). Costs a device read-back per launch while on.
   void set_record_buffers(size_t budget_bytes) {

@@ -223,8 +223,8 @@ bool reads_in_place(const Graph& g, const ScheduleItem& item, const std::set<Nod
 }
 
 // Rule 6, multi-output kernels: elementwise kernels of one loop shape on one device that read a common
-// buffer, or read what another of them stores at their own index, become one kernel storing all their
-// outputs. Walks the kernels in launch order keeping groups that may still grow; a group stops growing
+// buffer, or read what another of them stores at their own index, or are small enough that launching them
+// costs more than their work, become one kernel storing all their outputs. Walks the kernels in launch order keeping groups that may still grow; a group stops growing
 // once a kernel outside it reads one of its outputs (the merged kernel runs where its last member ran,
 // so nothing before that may need its outputs). Adam's update of a parameter reads the gradient three
 // times and the new m and v it stores: one kernel computes m, v and the parameter from one read of each.
@@ -242,10 +242,16 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
     return true;
   };
   std::vector<Group> groups;
+  std::map<int, uint32_t> most_buffers;  // device → DeviceProperties::max_kernel_buffers
   for (size_t i = 0; i < sched.items.size(); i++) {
     const ScheduleItem& item = sched.items[i];
     const bool eligible = elementwise(item);
     const NodeId root = loop_root(g, item, item.outputs[0]);
+    // a GPU binds a limited number of buffers per kernel (DeviceProperties::max_kernel_buffers; 0: no limit)
+    auto limit = most_buffers.find(g[root].device);
+    if (limit == most_buffers.end())
+      limit = most_buffers.emplace(g[root].device, DeviceRegistry::properties(g[root].device).max_kernel_buffers).first;
+    const uint32_t most = limit->second;
     Group* join = nullptr;
     for (Group& group : groups) {
       if (!group.open) continue;
@@ -255,13 +261,14 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
       const NodeId first_root = loop_root(g, first, first.outputs[0]);
       const bool shares = reads_outputs || std::any_of(item.inputs.begin(), item.inputs.end(),
                                                        [&](NodeId in) { return group.inputs.count(in) > 0; });
+      const bool small = shape_numel(g[root].shape) <= kMultiOutputSmallElements;
       // the buffers of the merged kernel: every output, and every input that is not one of the outputs
       std::set<NodeId> buffers(group.outputs);
       buffers.insert(item.outputs.begin(), item.outputs.end());
       buffers.insert(group.inputs.begin(), group.inputs.end());
       buffers.insert(item.inputs.begin(), item.inputs.end());
-      if (eligible && !join && shares && g[root].shape == g[first_root].shape && g[root].device == g[first_root].device &&
-          buffers.size() <= kMaxMultiOutputBuffers && (!reads_outputs || reads_in_place(g, item, group.outputs, targets))) {
+      if (eligible && !join && (shares || small) && g[root].shape == g[first_root].shape && g[root].device == g[first_root].device &&
+          (most == 0 || buffers.size() <= most) && (!reads_outputs || reads_in_place(g, item, group.outputs, targets))) {
         join = &group;
       } else if (reads_outputs) {
         group.open = false;
@@ -293,7 +300,8 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
     std::set<NodeId> fused, inputs;
     std::set<std::string> reasons;
     std::set<uint64_t> decided;
-    std::string also, in_place;
+    std::string also;
+    std::set<NodeId> in_place;
     // the reasons of the parts that name an output of another part as an input: in the merged kernel it
     // is computed, not read
     std::vector<std::string> computed;
@@ -303,7 +311,7 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
       merged.outputs.insert(merged.outputs.end(), part.outputs.begin(), part.outputs.end());
       for (NodeId in : part.inputs) {
         if (group.outputs.count(in)) {
-          in_place += (in_place.empty() ? "" : ", ") + node_label(g, in);
+          in_place.insert(in);
           continue;
         }
         if (inputs.insert(in).second) merged.inputs.push_back(in);
@@ -317,7 +325,8 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
         if (decided.insert(d.node_uid).second) merged.decisions.push_back(std::move(d));
       also += (also.empty() ? "" : ", ") + node_label(g, part.outputs[0]);
     }
-    std::string shared;
+    std::string shared, computed_here;
+    for (NodeId in : in_place) computed_here += (computed_here.empty() ? "" : ", ") + node_label(g, in);
     for (NodeId in : merged.inputs) {
       int readers = 0;
       for (size_t m : group.members) {
@@ -329,7 +338,11 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
     merged.reasons.push_back("multi-output kernel: stores " + std::to_string(group.members.size()) + " values of one shape (" +
                              also + ") in one loop, one launch instead of " + std::to_string(group.members.size()) +
                              (shared.empty() ? "" : "; " + shared + ", read by more than one of them, is read once") +
-                             (in_place.empty() ? "" : "; " + in_place + " computed once and used where it is stored"));
+                             (computed_here.empty() ? "" : "; " + computed_here + " computed once and used where it is stored") +
+                             (shared.empty() && computed_here.empty()
+                                  ? "; each stores at most " + std::to_string(kMultiOutputSmallElements) +
+                                        " elements: one launch costs more than such a kernel's work"
+                                  : ""));
     for (NodeId n : sched.nodes)
       if (fused.count(n)) merged.fused.push_back(n);
     merged.name = kernel_name(g, merged);

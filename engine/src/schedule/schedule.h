@@ -34,9 +34,10 @@
 //  4. A realize()/numpy() target, contiguous() and a realized buffer are always kernel boundaries.
 //  5. A device copy (COPY) is a schedule item of its own; its source is stored on the source device.
 //  6. Multi-output kernels (tinygrad's multi-output kernels; what PyTorch's foreach optimizers do by hand):
-//     elementwise kernels on one device whose outputs have one shape and that read a common buffer are one
-//     kernel with several outputs, in one loop over the shared shape, so the common buffer is read once and
-//     one launch does the work of several. An optimizer's step() stores a parameter and its state (Adam's
+//     elementwise kernels on one device whose outputs have one shape and that read a common buffer (or, of
+//     at most kMultiOutputSmallElements elements, any) are one kernel with several outputs, in one loop over
+//     the shared shape, so the common buffer is read once and one launch does the work of several (up to the
+//     buffers a kernel may take on the device, DeviceProperties::max_kernel_buffers). An optimizer's step() stores a parameter and its state (Adam's
 //     m, v and the parameter all read the gradient) in one kernel. Kernels merge only when none reads what
 //     another stores and no kernel launched between them reads what the earlier ones store (the merged kernel
 //     runs where the last of them ran).
@@ -69,10 +70,10 @@ constexpr int kBroadcastPrologueMinReads = 8;
 constexpr int kTiledEpilogueMinReduce = 16;
 constexpr int kTiledEpilogueMinOutputs = 1024;
 
-// A multi-output kernel (rule 6) grows to at most this many buffers: a GPU binds a limited number of storage
-// buffers per kernel (Vulkan's maxPerStageDescriptorStorageBuffers), and two or three of Adam's parameter
-// updates in one launch already save most of their launch cost.
-constexpr size_t kMaxMultiOutputBuffers = 16;
+// Kernels of one shape of at most this many elements merge even without a buffer in common (SGD's updates
+// of a network's biases and BatchNorm parameters): a launch costs about 1 µs on the C device, about what
+// moving 4096 floats in and out of L2 costs.
+constexpr int64_t kMultiOutputSmallElements = 4096;
 
 struct ScheduleItem {
   std::string name;                  // E_4_4 (elementwise) or r_4_4 (with a reduce), after tinygrad
