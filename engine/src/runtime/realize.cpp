@@ -253,7 +253,7 @@ std::shared_ptr<const ScheduleEvent> cacheable_event(const ScheduleEvent& ev,
 }
 
 // The fast path: the kernels of an earlier realize() with the same structure, on this graph's buffers.
-// Session::set_record_buffers: the launch's output and inputs read back for its KernelRunEvent, while
+// Session::set_record_buffers: the launch's outputs and inputs read back for its KernelRunEvent, while
 // the budget lasts.
 std::vector<RecordedBuffer> recorded_buffers(const std::vector<std::shared_ptr<Buffer>>& bufs, size_t outputs) {
   Session& session = Session::get();
