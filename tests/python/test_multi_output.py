@@ -3,7 +3,10 @@
 # that stores all their outputs. An optimizer's update of one parameter (Adam: m, v and the parameter, all
 # reading the gradient) is one launch that reads each buffer once, as PyTorch's foreach/fused optimizers do
 # by hand. Counted exactly, checked against PyTorch and NumPy, on the C device and the IR interpreter.
-import sys
+import json
+import os
+import shutil
+import subprocess
 
 import numpy as np
 import pytest
@@ -12,7 +15,8 @@ import torch
 import tensorscope
 from tensorscope import GlobalCounters, Tensor
 from tensorscope.nn import optim
-from test_no_recompute import _schedules
+from test_conv_backward import run_cli_out
+from test_no_recompute import recorded_schedules
 
 _C = tensorscope._C
 DEVICES = ["C", "INTERP"]
@@ -21,13 +25,7 @@ devices = pytest.mark.parametrize("dev", DEVICES)
 
 def _recorded_kernels(fn, tmp_path):
     """Runs fn() while recording; returns every kernel of every schedule (the recording's KernelInfo)."""
-    path = str(tmp_path / "run.tsrec")
-    _C.start_recording(path, "run", "", [], sys.version)
-    try:
-        fn()
-    finally:
-        _C.finish_recording("finished", 0, "")
-    return [k for kernels, _ in _schedules(path) for k in kernels]
+    return [k for kernels, _ in recorded_schedules(fn, tmp_path) for k in kernels]
 
 
 def _params(dev, seed=0):
@@ -167,10 +165,6 @@ def test_adam_update_kernel_is_vectorized_without_alias_checks(tmp_path):
     # The C renderer passes the buffers as restrict parameters of a static kernel function: gcc versioned
     # loops over restrict locals loaded from bufs[] with run-time alias checks, at most 10, and the three
     # outputs and four inputs of an Adam update need more (the loop stayed scalar, 4x slower).
-    import os
-    import shutil
-    import subprocess
-    from test_conv_backward import run_cli_out
     script = tmp_path / "adam.py"
     script.write_text("import numpy as np\nfrom tensorscope import Tensor\nfrom tensorscope.nn import optim\n"
                       "w = Tensor(np.ones((64, 100), dtype=np.float32), requires_grad=True)\n"
@@ -180,7 +174,6 @@ def test_adam_update_kernel_is_vectorized_without_alias_checks(tmp_path):
                       "    (w * w).sum().backward()\n"
                       "    opt.step()\n")
     out = run_cli_out(script, tmp_path / "out")
-    import json
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
     updates = [k for k in kernels if k["name"] == "E_64_100" and len(k["outputs"]) == 3]
     assert updates, [(k["name"], len(k["outputs"])) for k in kernels]

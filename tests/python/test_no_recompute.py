@@ -32,17 +32,22 @@ def _schedules(path):
     return out
 
 
+def recorded_schedules(fn, tmp_path):
+    """Runs fn() once while recording; returns the recording's schedules as _schedules does."""
+    path = str(tmp_path / "run.tsrec")
+    _C.start_recording(path, "run", "", [], sys.version)
+    try:
+        fn()
+    finally:
+        _C.finish_recording("finished", 0, "")
+    return _schedules(path)
+
+
 def recomputed_reduces(step, tmp_path):
     """Runs step() once while recording; returns 'SUM in r_a, r_b' for each reduce in more than one kernel."""
     step()  # warm-up: the second step is the steady state
-    path = str(tmp_path / "step.tsrec")
-    _C.start_recording(path, "step", "", [], sys.version)
-    try:
-        step()
-    finally:
-        _C.finish_recording("finished", 0, "")
     found = []
-    for kernels, ops in _schedules(path):
+    for kernels, ops in recorded_schedules(step, tmp_path):
         where = {}
         for k in kernels:
             for uid in k["nodes"]:
