@@ -116,6 +116,21 @@ def test_small_kernels_of_one_shape_are_one_kernel(dev):
 
 
 @devices
+def test_outputs_of_different_dtypes_share_a_kernel(dev):
+    # one loop over the shape, each output stored in its own dtype: bool, float32, float16
+    from tensorscope import dtypes
+    xv = np.linspace(-2, 2, 64, dtype=np.float32).reshape(8, 8)
+    x = Tensor(xv, device=dev).realize()
+    a, b, c = x > 0, x * 2, x.cast(dtypes.float16) + 1
+    GlobalCounters.reset()
+    Tensor.realize(a, b, c)
+    assert GlobalCounters.kernel_count == 1
+    np.testing.assert_array_equal(a.numpy(), xv > 0)
+    np.testing.assert_allclose(b.numpy(), xv * 2)
+    np.testing.assert_array_equal(c.numpy(), xv.astype(np.float16) + np.float16(1))
+
+
+@devices
 def test_what_is_not_merged(dev):
     # 80 x 64 = 5120 elements: above kMultiOutputSmallElements, so only a shared buffer merges kernels
     xv = np.linspace(-2, 2, 5120, dtype=np.float32).reshape(80, 64)
