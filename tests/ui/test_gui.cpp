@@ -805,6 +805,39 @@ class GuiTest : public QObject {
     QVERIFY(window.lastRunOk());
   }
 
+  // A multi-output kernel (fusion rule 6: b and c read a, one shape, one loop): paused after its launch, the
+  // inspector shows each output, numbered, with its values, then the input.
+  void theBufferInspectorShowsEveryOutputOfAMultiOutputKernel() {
+    tsui::MainWindow window;
+    window.show();
+    window.editor()->setText(QStringLiteral("from tensorscope import Tensor\n"
+                                            "a = Tensor([1.0, 2.0, 3.0]).realize()\n"
+                                            "b, c = a + 1, a * 2\n"
+                                            "Tensor.realize(b, c)\n"
+                                            "print('b', b.numpy(), 'c', c.numpy())\n"));
+    window.setKernelBreakpoints({}, {"MUL"}, {});
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
+    QVERIFY(window.isPaused());
+    QCOMPARE(window.runner()->pausePoint().stage, QString("before launch"));
+    window.stepIntoNextStage();  // after the launch
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() && window.runner()->pausePoint().stage == "after launch", kRunTimeoutMs);
+    tsui::BufferInspector* inspector = window.bufferInspector();
+    QTRY_VERIFY_WITH_TIMEOUT(inspector->buffers().size() == 3 && !inspector->buffers()[1].values.empty(), 10000);
+    const auto& buffers = inspector->buffers();
+    QVERIFY2(buffers[0].name.contains("output 0"), qPrintable(buffers[0].name));
+    QVERIFY2(buffers[1].name.contains("output 1"), qPrintable(buffers[1].name));
+    QVERIFY2(buffers[2].name.contains("input 0"), qPrintable(buffers[2].name));
+    QCOMPARE(buffers[0].values, (std::vector<double>{2, 3, 4}));  // a + 1
+    QCOMPARE(buffers[1].values, (std::vector<double>{2, 4, 6}));  // a * 2
+    QCOMPARE(buffers[2].values, (std::vector<double>{1, 2, 3}));
+    QCOMPARE(buffers[1].shape, (std::vector<int64_t>{3}));
+    window.continueOrRun();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
+    QVERIFY(window.lastRunOk());
+    QVERIFY2(window.consoleText().contains("b [2. 3. 4.] c [2. 4. 6.]"), qPrintable(window.consoleText()));
+  }
+
   // In a recording, F10 and Step Back move the current event from launch to launch, and every panel
   // (kernel list, IR and source, event browser, graph, the buffers recorded with Record Buffers) follows
   // it backwards as well as forwards.
