@@ -41,23 +41,16 @@ class Lowerer {
     // (C_out, C_in·K) result stored as a (C_out, C_in, kh, kw) weight gradient keeps its one 72-long
     // output axis (which can be vectorized) instead of three short ones. The outputs of a multi-output
     // kernel all compute this shape (the kernelizer's rule 6), and are stored in one loop.
-    const Shape& loop_shape = g[loop_root(item_.outputs[0])].shape;
+    const Shape& loop_shape = g[loop_root(g, item_, item_.outputs[0])].shape;
     std::vector<int64_t> dims(loop_shape.size());
     for (size_t d = 0; d < dims.size(); d++) dims[d] = static_cast<int64_t>(d);
     std::vector<ValueId> idx(loop_shape.size(), b_.cint(0)), loops;
     open_loops(kNoNode, dims, loop_shape, /*global=*/true, idx, loops);
     for (size_t o = 0; o < outputs; o++) {
-      const ValueId value = value_of(loop_root(item_.outputs[o]), idx, kNone);
+      const ValueId value = value_of(loop_root(g, item_, item_.outputs[o]), idx, kNone);
       b_.store(out_bufs[o], linear(idx, loop_shape), value);
     }
     for (size_t i = loops.size(); i-- > 0;) b_.end_range(loops[i]);
-  }
-
-  // The node whose shape the kernel loops over to store `out`: `out` without the reshapes on top.
-  NodeId loop_root(NodeId out) const {
-    const Graph& g = Graph::get();
-    while (g[out].op == Op::Reshape && !is_input(out)) out = g[out].src[0];
-    return out;
   }
 
  private:
@@ -362,9 +355,7 @@ ir::Kernel lower(const ScheduleItem& item) {
   ir::Kernel best = lower_with(item, merges);
   int best_divisions = divisions(best);
   std::vector<std::pair<NodeId, int64_t>> candidates;
-  NodeId root = item.outputs[0];
-  while (g[root].op == Op::Reshape && std::find(item.inputs.begin(), item.inputs.end(), root) == item.inputs.end())
-    root = g[root].src[0];  // the shape Lowerer::run loops over (Lowerer::loop_root)
+  const NodeId root = loop_root(g, item, item.outputs[0]);  // the shape Lowerer::run loops over
   {
     int64_t prev = -1;
     for (size_t d = 0; d < g[root].shape.size(); d++) {

@@ -202,13 +202,6 @@ std::string kernel_name(const Graph& g, const ScheduleItem& item) {
 }
 
 
-// The node whose shape a kernel storing `out` loops over: `out` without the reshapes on top (as lowered).
-NodeId loop_root(const Graph& g, const ScheduleItem& item, NodeId out) {
-  while (g[out].op == Op::Reshape && std::find(item.inputs.begin(), item.inputs.end(), out) == item.inputs.end())
-    out = g[out].src[0];
-  return out;
-}
-
 // Whether every read of `values` in `item` is elementwise at the kernel's own index (an ALU op of the same
 // shape reads it directly) and of a value realize() asked for: in a kernel that also computes them, each
 // is then at hand in the same loop. (A value stored for another reason keeps its kernel boundary:
@@ -351,6 +344,12 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
   sched.items = std::move(items);
 }
 }  // namespace
+
+NodeId loop_root(const Graph& g, const ScheduleItem& item, NodeId out) {
+  while (g[out].op == Op::Reshape && std::find(item.inputs.begin(), item.inputs.end(), out) == item.inputs.end())
+    out = g[out].src[0];
+  return out;
+}
 
 Schedule create_schedule(const std::vector<NodeId>& targets) {
   const Graph& g = Graph::get();

@@ -94,4 +94,8 @@ struct Schedule {
 // `targets` must be on one device. Nodes already realized produce no kernel.
 Schedule create_schedule(const std::vector<NodeId>& targets);
 
+// The node whose shape the kernel of `item` loops over to store its output `out`: `out` without the reshapes
+// on top that are not inputs (a reshape keeps the row-major order, so the flat positions are the same).
+NodeId loop_root(const Graph& g, const ScheduleItem& item, NodeId out);
+
 }  // namespace ts
