@@ -213,9 +213,11 @@ def _runnable_devices():
 @pytest.mark.parametrize("dev", _runnable_devices())
 def test_merged_kernels_take_no_more_buffers_than_the_device_binds(dev, tmp_path):
     # 60 parameters of one small shape, plain SGD: each update stores 1 and reads 2 buffers (180 in all), no
-    # buffer in common. They merge as small kernels up to the device's DeviceProperties::max_kernel_buffers
-    # (PoCL: 128, lavapipe: 32; C and INTERP: no limit, one kernel), and every value is PyTorch's.
-    most = _C.device_properties(dev)["max_kernel_buffers"]
+    # buffer in common. They merge as small kernels of at most 32 buffers (kMaxMultiOutputBuffers), fewer where
+    # the device binds fewer (DeviceProperties::max_kernel_buffers: PoCL 128, lavapipe 32; C and INTERP: no
+    # limit), and every value is PyTorch's.
+    bound = _C.device_properties(dev)["max_kernel_buffers"]
+    most = min(bound, 32) if bound else 32
     rng = np.random.default_rng(5)
     values = [rng.standard_normal(7).astype(np.float32) for _ in range(60)]
     grads = [rng.standard_normal(7).astype(np.float32) for _ in range(60)]
@@ -232,7 +234,4 @@ def test_merged_kernels_take_no_more_buffers_than_the_device_binds(dev, tmp_path
         np.testing.assert_allclose(p.numpy(), t.detach().numpy(), rtol=1e-6, atol=1e-7)
     sizes = [len(k["outputs"]) + len(k["inputs"]) for k in kernels]
     assert sum(len(k["outputs"]) for k in kernels) == 60
-    if most == 0:
-        assert sizes == [180]
-    else:
-        assert max(sizes) <= most and len(kernels) == -(-180 // (most // 3 * 3)), sizes
+    assert max(sizes) <= most and len(kernels) == -(-180 // (most // 3 * 3)), sizes

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -235,45 +236,60 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
     return true;
   };
   std::vector<Group> groups;
-  std::map<int, uint32_t> most_buffers;  // device → DeviceProperties::max_kernel_buffers
+  std::map<NodeId, size_t> group_of_output;  // a stored node → the group whose kernel stores it
+  // the groups a kernel may join, by device and loop shape, in the order they were made
+  std::map<std::pair<int, Shape>, std::vector<size_t>> candidates;
+  std::map<int, uint32_t> most_buffers;  // device → the most buffers a merged kernel may take there
   for (size_t i = 0; i < sched.items.size(); i++) {
     const ScheduleItem& item = sched.items[i];
-    const bool eligible = elementwise(item);
+    // the groups whose outputs this kernel reads: it may join one of them (reading in place), and the others
+    // stop growing, since their merged kernel would run after this one
+    std::set<size_t> read;
+    for (NodeId in : item.inputs)
+      if (auto it = group_of_output.find(in); it != group_of_output.end()) read.insert(it->second);
     const NodeId root = loop_root(g, item, item.outputs[0]);
-    // a GPU binds a limited number of buffers per kernel (DeviceProperties::max_kernel_buffers; 0: no limit)
-    auto limit = most_buffers.find(g[root].device);
-    if (limit == most_buffers.end())
-      limit = most_buffers.emplace(g[root].device, DeviceRegistry::properties(g[root].device).max_kernel_buffers).first;
-    const uint32_t most = limit->second;
-    Group* join = nullptr;
-    for (Group& group : groups) {
-      if (!group.open) continue;
-      const bool reads_outputs = std::any_of(item.inputs.begin(), item.inputs.end(),
-                                             [&](NodeId in) { return group.outputs.count(in) > 0; });
-      const ScheduleItem& first = sched.items[group.members[0]];
-      const NodeId first_root = loop_root(g, first, first.outputs[0]);
-      const bool shares = reads_outputs || std::any_of(item.inputs.begin(), item.inputs.end(),
-                                                       [&](NodeId in) { return group.inputs.count(in) > 0; });
+    const int device = g[root].device;
+    std::vector<size_t>& same = candidates[{device, g[root].shape}];
+    std::optional<size_t> join;
+    if (elementwise(item)) {
+      // a GPU binds a limited number of buffers per kernel (DeviceProperties::max_kernel_buffers; 0: no limit)
+      auto limit = most_buffers.find(device);
+      if (limit == most_buffers.end()) {
+        const uint32_t bound = DeviceRegistry::properties(device).max_kernel_buffers;
+        limit = most_buffers.emplace(device, bound == 0 ? kMaxMultiOutputBuffers : std::min(bound, kMaxMultiOutputBuffers)).first;
+      }
       const bool small = shape_numel(g[root].shape) <= kMultiOutputSmallElements;
-      // the buffers of the merged kernel: every output, and every input that is not one of the outputs
-      std::set<NodeId> buffers(group.outputs);
-      buffers.insert(item.outputs.begin(), item.outputs.end());
-      buffers.insert(group.inputs.begin(), group.inputs.end());
-      buffers.insert(item.inputs.begin(), item.inputs.end());
-      if (eligible && !join && (shares || small) && g[root].shape == g[first_root].shape && g[root].device == g[first_root].device &&
-          (most == 0 || buffers.size() <= most) && (!reads_outputs || reads_in_place(g, item, group.outputs, targets))) {
-        join = &group;
-      } else if (reads_outputs) {
-        group.open = false;
+      // the most recent open groups of this shape, newest first (at most kMultiOutputLookBack of them)
+      int looked = 0;
+      for (size_t c = same.size(); c-- > 0 && !join && looked < kMultiOutputLookBack;) {
+        const Group& group = groups[same[c]];
+        if (!group.open) continue;
+        looked++;
+        const bool reads = read.count(same[c]) > 0;
+        const bool shares = reads || std::any_of(item.inputs.begin(), item.inputs.end(),
+                                                 [&](NodeId in) { return group.inputs.count(in) > 0; });
+        if (!(shares || small) || (reads && !reads_in_place(g, item, group.outputs, targets))) continue;
+        // the buffers of the merged kernel: every output, and every input that is not one of the outputs
+        std::set<NodeId> buffers(group.outputs);
+        buffers.insert(item.outputs.begin(), item.outputs.end());
+        buffers.insert(group.inputs.begin(), group.inputs.end());
+        buffers.insert(item.inputs.begin(), item.inputs.end());
+        if (buffers.size() <= limit->second) join = same[c];
+      }
+      if (!join) {
+        join = groups.size();
+        groups.emplace_back();
+        same.push_back(*join);
       }
     }
-    if (!join) {
-      if (!eligible) continue;
-      join = &groups.emplace_back();
-    }
-    join->members.push_back(i);
-    join->outputs.insert(item.outputs.begin(), item.outputs.end());
-    join->inputs.insert(item.inputs.begin(), item.inputs.end());
+    for (size_t r : read)
+      if (r != join) groups[r].open = false;
+    if (!join) continue;
+    Group& group = groups[*join];
+    group.members.push_back(i);
+    group.outputs.insert(item.outputs.begin(), item.outputs.end());
+    group.inputs.insert(item.inputs.begin(), item.inputs.end());
+    for (NodeId out : item.outputs) group_of_output[out] = *join;
   }
 
   // Each group of two or more becomes one item at its last member's place.
