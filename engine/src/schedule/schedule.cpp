@@ -252,19 +252,18 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
     std::vector<size_t>& same = candidates[{device, g[root].shape}];
     std::optional<size_t> join;
     if (elementwise(item)) {
-      // a GPU binds a limited number of buffers per kernel (DeviceProperties::max_kernel_buffers; 0: no limit)
+      // at most kMaxMultiOutputBuffers, fewer where the device binds fewer (DeviceProperties::max_kernel_buffers)
       auto limit = most_buffers.find(device);
       if (limit == most_buffers.end()) {
         const uint32_t bound = DeviceRegistry::properties(device).max_kernel_buffers;
         limit = most_buffers.emplace(device, bound == 0 ? kMaxMultiOutputBuffers : std::min(bound, kMaxMultiOutputBuffers)).first;
       }
       const bool small = shape_numel(g[root].shape) <= kMultiOutputSmallElements;
-      // the most recent open groups of this shape, newest first (at most kMultiOutputLookBack of them)
-      int looked = 0;
-      for (size_t c = same.size(); c-- > 0 && !join && looked < kMultiOutputLookBack;) {
+      // the most recent groups of this shape, newest first (the last kMultiOutputLookBack of them)
+      const size_t oldest = same.size() > kMultiOutputLookBack ? same.size() - kMultiOutputLookBack : 0;
+      for (size_t c = same.size(); c-- > oldest && !join;) {
         const Group& group = groups[same[c]];
         if (!group.open) continue;
-        looked++;
         const bool reads = read.count(same[c]) > 0;
         const bool shares = reads || std::any_of(item.inputs.begin(), item.inputs.end(),
                                                  [&](NodeId in) { return group.inputs.count(in) > 0; });

@@ -78,9 +78,9 @@ constexpr int64_t kMultiOutputSmallElements = 4096;
 // (DeviceProperties::max_kernel_buffers): one kernel storing 1000 small tensors compiled for 5.6 s, while
 // groups of this size share one compiled program.
 constexpr uint32_t kMaxMultiOutputBuffers = 32;
-// A kernel looks for a multi-output group to join among the most recent this many open groups of its device
-// and loop shape: a schedule of thousands of kernels of one shape is grouped in linear time.
-constexpr int kMultiOutputLookBack = 32;
+// A kernel looks for a multi-output group to join among the most recent this many groups of its device and
+// loop shape: a schedule of thousands of kernels of one shape is grouped in linear time.
+constexpr size_t kMultiOutputLookBack = 32;
 
 struct ScheduleItem {
   std::string name;                  // E_4_4 (elementwise) or r_4_4 (with a reduce), after tinygrad
