@@ -434,20 +434,23 @@ def test_jitted_training_loop_recording_is_small_and_exports_each_listing_once(t
 def test_a_kernel_lowered_again_in_another_schedule_shares_its_listings(tmp_path):
     # `a + 1` realized alone, then again beside `b * 3`: a new schedule, so the kernel is lowered again; the
     # watched path reuses what it built the first time (realize.cpp, code_cache): both launches name one code
-    # blob, and that blob holds the IR after lowering and after every pass, and every renderer's source
+    # blob, and that blob holds the IR after lowering and after every pass, and every renderer's source.
+    # 5000 elements: above the kernelizer's small-kernel size, so `a + 1` and `b * 3` (no buffer in common)
+    # stay two kernels rather than one multi-output kernel
     script = tmp_path / "again.py"
-    script.write_text("from tensorscope import Tensor\n"
-                      "a = Tensor([1.0, 2.0, 3.0]).realize()\n"
-                      "b = Tensor([4.0, 5.0, 6.0]).realize()\n"
-                      "print((a + 1).numpy())\n"
+    script.write_text("import numpy as np\n"
+                      "from tensorscope import Tensor\n"
+                      "a = Tensor(np.arange(5000, dtype=np.float32)).realize()\n"
+                      "b = Tensor(np.arange(5000, dtype=np.float32) + 4).realize()\n"
+                      "print((a + 1).numpy()[:3])\n"
                       "x, y = a + 1, b * 3\n"
                       "x.realize(y)\n"
-                      "print(x.numpy(), y.numpy())\n")
+                      "print(x.numpy()[:3], y.numpy()[:3])\n")
     rec = tmp_path / "again.tsrec"
     ok(record(script, rec)[0])
     db = sqlite3.connect(rec)
     launches = [json.loads(p) for (p,) in db.execute("SELECT payload FROM events WHERE kind = 'launch' ORDER BY seq")]
-    e3 = [l for l in launches if l.get("code") and l["name"] == "E_3"]
+    e3 = [l for l in launches if l.get("code") and l["name"] == "E_5000"]
     assert len(e3) == 3, launches  # a + 1, then a + 1 and b * 3 in the second schedule
     first, *second = e3
     again = [l for l in second if l["code"] == first["code"]]
