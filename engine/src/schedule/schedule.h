@@ -34,13 +34,15 @@
 //  4. A realize()/numpy() target, contiguous() and a realized buffer are always kernel boundaries.
 //  5. A device copy (COPY) is a schedule item of its own; its source is stored on the source device.
 //  6. Multi-output kernels (tinygrad's multi-output kernels; what PyTorch's foreach optimizers do by hand):
-//     elementwise kernels on one device whose outputs have one shape and that read a common buffer (or, of
-//     at most kMultiOutputSmallElements elements, any) are one kernel with several outputs, in one loop over
-//     the shared shape, so the common buffer is read once and one launch does the work of several (up to
-//     kMaxMultiOutputBuffers buffers, fewer where the device binds fewer: DeviceProperties::max_kernel_buffers). An optimizer's step() stores a parameter and its state (Adam's
-//     m, v and the parameter all read the gradient) in one kernel. Kernels merge only when none reads what
-//     another stores and no kernel launched between them reads what the earlier ones store (the merged kernel
-//     runs where the last of them ran).
+//     elementwise kernels on one device whose outputs have one loop shape and that read a common buffer, or
+//     read at their own index a value another of them stores for realize(), or store at most
+//     kMultiOutputSmallElements elements each, are one kernel with several outputs, in one loop over the
+//     shared shape: the common buffer is read once, a value read in place is computed once, and one launch
+//     does the work of several (up to kMaxMultiOutputBuffers buffers, fewer where the device binds fewer:
+//     DeviceProperties::max_kernel_buffers). An optimizer's step() stores a parameter and its state (Adam's
+//     m, v and the parameter all read the gradient; the parameter reads m and v) in one kernel. No kernel
+//     launched between the merged ones may read what the earlier ones store (the merged kernel runs where the
+//     last of them ran), and a value stored for contiguous() keeps its kernel boundary.
 #pragma once
 #include <string>
 #include <vector>
