@@ -218,11 +218,11 @@ bool reads_in_place(const Graph& g, const ScheduleItem& item, const std::set<Nod
 
 // Rule 6, multi-output kernels: elementwise kernels of one loop shape on one device that read a common
 // buffer, or read what another of them stores at their own index, or are small enough that launching them
-// costs more than their work, become one kernel storing all their outputs. Walks the kernels in launch order keeping groups that may still grow; a group stops growing
-// once a kernel outside it reads one of its outputs (the merged kernel runs where its last member ran,
-// so nothing before that may need its outputs). Adam's update of a parameter reads the gradient three
-// times and the new m and v it stores: one kernel computes m, v and the parameter from one read of each.
-// Every merged kernel says so in its boundary reasons.
+// costs more than their work, become one kernel storing all their outputs. Walks the kernels in launch
+// order keeping groups that may still grow; a group stops growing once a kernel outside it reads one of its
+// outputs (the merged kernel runs where its last member ran, so nothing before that may need its outputs).
+// Adam's update of a parameter reads the gradient three times and the new m and v it stores: one kernel
+// computes m, v and the parameter from one read of each. Every merged kernel says so in its boundary reasons.
 void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>& targets) {
   struct Group {
     std::vector<size_t> members;  // indices into sched.items, in launch order
