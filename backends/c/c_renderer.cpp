@@ -55,7 +55,7 @@ bool CRenderer::stages_strided_store_groups(const ir::Kernel& k) const { return 
 // device calls (`void NAME(void** bufs, int ts_core, int ts_cores)`, appended by render) passes bufs[i] as
 // data<i>. gcc trusts restrict on parameters; on locals loaded from bufs[] it did not, and versioned each
 // loop with run-time alias checks, up to 10 of them: a loop writing three outputs and reading four inputs
-// (Adam's update of one parameter in one kernel) needs more and stayed scalar (1.03 ms, 0.26 vectorized).
+// (Adam's update of one parameter in one kernel) needs more and stayed scalar (1.03 ms, 0.16 vectorized).
 std::string CRenderer::signature(const ir::Kernel& k) const {
   std::string s;
   if (has_upcast_outputs(k))

@@ -1,5 +1,6 @@
 // IR kernels built by hand for the pass tests (test_passes.cpp, test_opt_plan.cpp).
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 #include "ir/builder.h"
@@ -27,6 +28,24 @@ inline ir::Kernel matmul_kernel(int64_t m, int64_t n, int64_t k) {
   b.end_range(rn);
   b.end_range(rm);
   return kern;
+}
+
+// out[r] = max over row r of x (R rows of C floats), a float max reduction as lowering writes it: r global,
+// the row's loop a reduce. Globals: out (R float32), x (R·C).
+inline ir::Kernel row_max_kernel(int64_t R, int64_t C) {
+  ir::Kernel k;
+  k.name = "rowmax";
+  k.globals = {{DType::Float32, R, true}, {DType::Float32, R * C, false}};
+  ir::Builder b(k);
+  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32);
+  auto rr = b.range(R, true);
+  auto acc = b.acc(-INFINITY, DType::Float32);
+  auto rc = b.range(C);
+  b.assign(acc, b.alu(ir::Op::Max, DType::Float32, acc, b.load(x, b.add(b.mul(rr, b.cint(C)), rc))));
+  b.end_range(rc);
+  b.store(out, rr, acc);
+  b.end_range(rr);
+  return k;
 }
 
 }  // namespace ts::test

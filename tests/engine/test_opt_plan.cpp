@@ -203,18 +203,7 @@ TEST(OptPlan, AReduceUpcastThatWouldUnrollTooFarIsNotApplied) {
 TEST(OptPlan, AMaxReduceUpcastByTwoStaysValidAndExact) {
   // row max: the combine after UPCAST_REDUCE=2 is acc0 = max(acc0, acc1), two accumulators max_reduce_as_int keys
   const int64_t m = 3, k = 10;
-  ir::Kernel kern;
-  kern.name = "plan_rowmax";
-  kern.globals = {{DType::Float32, m, true}, {DType::Float32, m * k, false}};
-  ir::Builder b(kern);
-  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32);
-  auto rm = b.range(m, true);
-  auto acc = b.acc(-INFINITY, DType::Float32);
-  auto rk = b.range(k);
-  b.assign(acc, b.alu(Op::Max, DType::Float32, acc, b.load(x, b.add(b.mul(rm, b.cint(k)), rk))));
-  b.end_range(rk);
-  b.store(out, rm, acc);
-  b.end_range(rm);
+  const ir::Kernel kern = test::row_max_kernel(m, k);
   std::vector<float> xs(m * k), want(m), got(m);
   for (size_t i = 0; i < xs.size(); i++) xs[i] = static_cast<float>((static_cast<int>(i) * 7) % 11) - 5.5f;
   ir::interpret(kern, {want.data(), xs.data()});

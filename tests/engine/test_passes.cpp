@@ -15,6 +15,7 @@
 using namespace ts;
 using ir::Op;
 using ts::test::matmul_kernel;
+using ts::test::row_max_kernel;
 
 namespace {
 
@@ -22,23 +23,6 @@ int count(const ir::Kernel& k, Op op) {
   int c = 0;
   for (const ir::Inst& in : k.insts) c += in.op == op;
   return c;
-}
-
-// out[r] = max over row r of x (R rows of C floats), a float max reduction as lowering writes it
-ir::Kernel row_max_kernel(int64_t R, int64_t C) {
-  ir::Kernel k;
-  k.name = "rowmax";
-  k.globals = {{DType::Float32, R, true}, {DType::Float32, R * C, false}};
-  ir::Builder b(k);
-  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32);
-  auto rr = b.range(R, true);
-  auto acc = b.acc(-INFINITY, DType::Float32);
-  auto rc = b.range(C);
-  b.assign(acc, b.alu(Op::Max, DType::Float32, acc, b.load(x, b.add(b.mul(rr, b.cint(C)), rc))));
-  b.end_range(rc);
-  b.store(out, rr, acc);
-  b.end_range(rr);
-  return k;
 }
 
 }  // namespace
