@@ -85,13 +85,15 @@ def test_matmul_backward_shapes(xs, ws, dev):
     check([xs, ws], lambda x, w: x @ w, lambda x, w: x @ w, dev=dev, atol=1e-5)
 
 
-def run_cli_out(script, out):
-    """`tensorscope-cli run SCRIPT --out OUT`; returns OUT (skips when the CLI is not built)."""
+def run_cli_out(script, out, env=None):
+    """`tensorscope-cli run SCRIPT --out OUT` with `env` added to the environment; returns OUT (skips when the
+    CLI is not built)."""
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     cli = os.path.join(os.environ.get("TS_BUILD_DIR", os.path.join(repo, "build")), "bin", "tensorscope-cli")
     if not os.path.exists(cli):
         pytest.skip("tensorscope-cli is not built")
-    r = subprocess.run([cli, "run", str(script), "--out", str(out)], capture_output=True, text=True, timeout=300)
+    r = subprocess.run([cli, "run", str(script), "--out", str(out)], capture_output=True, text=True, timeout=300,
+                       env={**os.environ, **(env or {})})
     assert r.returncode == 0, r.stderr
     return out
 

@@ -180,6 +180,9 @@ ValueId Builder::alu(Op op, DType dt, ValueId a, ValueId b, ValueId c) {
   }
   // negating a float constant is exact: fold it (also keeps "--1.0f" out of C sources)
   if (op == Op::Neg && dt == DType::Float32 && is_const(a)) return constant(-const_value(a), dt);
+  // -(-x) == x exactly, for every type (a sign flip; two's complement wraps back). Not for an accumulator:
+  // its value where the outer NEG reads it may differ from where the inner one did.
+  if (op == Op::Neg && k_.insts[a].op == Op::Neg && k_.insts[k_.insts[a].src[0]].op != Op::DefineAcc) return k_.insts[a].src[0];
   // x * 1 == x exactly in IEEE arithmetic (x + 0 is not: -0 + 0 = +0)
   if (op == Op::Mul && dt == DType::Float32 && b != kNone && is_const(b) && const_value(b) == 1.0) return a;
   if (op == Op::Mul && dt == DType::Float32 && is_const(a) && const_value(a) == 1.0) return b;

@@ -29,6 +29,10 @@ const std::vector<Pass>& pipeline() {
        upcast_global},
       {"register_tile", "UPCAST a second output axis by 8 and move it innermost (matmul register tile)",
        register_tile},
+      {"split_index_set",
+       "a loop that compares its index with constants (a concatenation's gradient) runs as one loop per range, "
+       "each without the comparisons",
+       split_index_set},
       {"simplify", "fold constants, simplify index arithmetic and merge equal values again (after UPCAST)", simplify},
       {"group_reduce", "GROUP (GPU): a reduce split across the lanes of a workgroup, partials combined in local memory",
        group_reduce},

@@ -1,0 +1,93 @@
+// Index-set splitting (Wolfe, "High Performance Compilers for Parallel Computing", 1996; LLVM's
+// inductive range check elimination does the same for bounds checks): a loop whose body compares its
+// index with constants runs as one loop per range between those constants, and in each range every
+// comparison has one known answer.
+//
+// The backward pass of a concatenation (a chunk's or a split's gradient: the transformer's q, k, v
+// gradients written back into the qkv projection's (B, S, 96) gradient) reads each output element from
+// one of its inputs, chosen by where the index falls:
+//
+//   for j in 0..96:                                     for j in 0..32:  out[j] = dq[f(j)]
+//     out[j] = (j < 32 ? dq[f(j)] : 0)           →      for j in 0..32:  out[32 + j] = dk[g(j)]
+//            + (31 < j && j < 64 ? dk[g(j)] : 0)        for j in 0..32:  out[64 + j] = dv[h(j)]
+//            + (63 < j ? dv[h(j)] : 0)
+//
+// Here the pass only writes the loops: the index of range [a, b) is `j + a` with j in 0..b-a, and the
+// simplify pass after it, which knows each value's range of values (ir::Builder::bounds), folds every
+// comparison to true or false, drops the false gates' loads and the true gates, and the clamps (MAX)
+// that kept masked-off addresses in bounds. Every element is still computed exactly once, in the same
+// order of operations (a masked-off load read 0, and x + 0 stays in the code: -0 + 0 is +0).
+//
+// Applies to the innermost global loop of an elementwise kernel (no reduce loop) when it has a constant
+// bound and lies inside another global loop — the outermost one is the loop the C device's threads
+// split (TS_LO/TS_HI), and a GPU maps the nest of global loops onto its grid: kernels for devices with
+// workgroups are left alone. At most kMaxRanges ranges, and the copies stay under kMaxUnrolledInsts.
+#include <set>
+
+#include "opt/pass_manager.h"
+
+namespace ts {
+
+namespace {
+constexpr size_t kMaxRanges = 8;
+}
+
+void split_index_set(ir::Kernel& k) {
+  using ir::Inst;
+  using ir::Op;
+  using ir::ValueId;
+  if (k.target.workgroups()) return;
+  const std::vector<Inst> old = k.insts;
+  for (const Inst& in : old)
+    if (in.op == Op::DefineAcc || (in.op == Op::Range && in.arg != ir::kGlobalLoop)) return;  // elementwise only
+  size_t g = old.size(), outer = old.size();  // the innermost global loop and one around it
+  for (size_t i = 0; i < old.size(); i++)
+    if (old[i].op == Op::Range) g = i;
+  if (g == old.size() || old[old[g].src[0]].op != Op::Const) return;
+  const size_t g_end = end_of_range(old, g);
+  for (size_t i = 0; i < g; i++)
+    if (old[i].op == Op::Range && end_of_range(old, i) > g_end) outer = i;
+  if (outer == old.size()) return;
+  const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
+
+  // where the answers change: j < c changes at c, c < j at c + 1
+  std::set<int64_t> cuts;
+  for (size_t i = g + 1; i < g_end; i++) {
+    const Inst& in = old[i];
+    if (in.op != Op::CmpLt) continue;
+    if (in.src[0] == static_cast<ValueId>(g) && old[in.src[1]].op == Op::Const) cuts.insert(static_cast<int64_t>(old[in.src[1]].value));
+    if (in.src[1] == static_cast<ValueId>(g) && old[in.src[0]].op == Op::Const) cuts.insert(static_cast<int64_t>(old[in.src[0]].value) + 1);
+  }
+  std::vector<int64_t> bounds = {0};
+  for (int64_t c : cuts)
+    if (c > 0 && c < n) bounds.push_back(c);
+  bounds.push_back(n);
+  const size_t ranges = bounds.size() - 1;
+  if (ranges < 2 || ranges > kMaxRanges || (g_end - g) * ranges > kMaxUnrolledInsts) return;
+
+  std::vector<Inst> out;
+  std::vector<ValueId> remap(old.size(), ir::kNone);
+  auto emit = [&](Inst in) {
+    out.push_back(in);
+    return static_cast<ValueId>(out.size() - 1);
+  };
+  auto copy = [&](size_t i) {
+    Inst in = old[i];
+    for (int s = 0; s < in.num_src; s++) in.src[s] = remap[in.src[s]];
+    remap[i] = emit(in);
+  };
+  for (size_t i = 0; i < g; i++) copy(i);
+  for (size_t r = 0; r < ranges; r++) {
+    const int64_t from = bounds[r], to = bounds[r + 1];
+    const ValueId trips = emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(to - from)));
+    const ValueId range = emit(make_inst(Op::Range, DType::Int32, {trips}, ir::kGlobalLoop));
+    const ValueId offset = emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(from)));
+    remap[g] = from == 0 ? range : emit(make_inst(Op::Add, DType::Int32, {range, offset}));
+    for (size_t i = g + 1; i < g_end; i++) copy(i);
+    emit(make_inst(Op::EndRange, DType::Float32, {range}));
+  }
+  for (size_t i = g_end + 1; i < old.size(); i++) copy(i);
+  k.insts = std::move(out);
+}
+
+}  // namespace ts
