@@ -133,3 +133,35 @@ def test_the_reason_says_why_a_gradient_is_stored(tmp_path):
     _C.finish_recording("finished", 0, "")
     reasons = [r for kernels, _ in _schedules(path) for k in kernels for r in k["boundary_reasons"]]
     assert any("a reduction read by 2 ops" in r and "MFLOP each" in r or "kFLOP each" in r for r in reasons), reasons
+
+
+def test_forward_backward_and_update_are_one_schedule(tmp_path):
+    # backward() realizes the loss with the next realize (the optimizer's step), so that the whole training
+    # step is one schedule and what both passes read is computed once; loss.numpy() then reads a buffer
+    Tensor.manual_seed(0)
+    ln, lin = nn.LayerNorm(32), nn.Linear(32, 10)
+    opt = optim.Adam(nn.get_parameters([ln, lin]), lr=1e-3)
+    x, y = _data(16, 32)
+    step = _train(lambda t: lin(ln(t)), None, opt, x, y)
+    step()
+    schedules = recorded_schedules(step, tmp_path)
+    assert len(schedules) == 1, [[k["name"] for k in kernels] for kernels, _ in schedules]
+    (tmp_path / "again").mkdir()
+    assert recomputed_reduces(step, tmp_path / "again") == []
+
+
+def test_backward_then_reading_the_loss_or_a_gradient_matches_pytorch():
+    # the deferred loss is realized by whichever read comes first: the loss itself, or a gradient
+    import torch
+    x = rng.standard_normal((6, 5), dtype=np.float32)
+    for read_loss_first in (True, False):
+        t = Tensor(x, requires_grad=True)
+        loss = (t * t).sum().log()
+        loss.backward()
+        p = torch.tensor(x, requires_grad=True)
+        ploss = (p * p).sum().log()
+        ploss.backward()
+        if read_loss_first:
+            np.testing.assert_allclose(loss.numpy(), ploss.detach().numpy(), rtol=1e-6)
+        np.testing.assert_allclose(t.grad.numpy(), p.grad.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(loss.numpy(), ploss.detach().numpy(), rtol=1e-6)

@@ -61,14 +61,19 @@ class Tensor {
   // ---- realization --------------------------------------------------------------------------
   Tensor& realize();
   static void realize_all(const std::vector<Tensor>& tensors);  // one schedule for several tensors
+  // Realizes this tensor together with whatever the next realize_all (or realize, or a read) realizes, in
+  // its schedule: backward() defers its loss so, and the optimizer's step() computes the forward, the
+  // backward and the update in one schedule.
+  void realize_with_next();
   // Realizes and copies the data (row-major) to `dst`, numel()*dtype_size bytes.
   void copy_to_host(void* dst) const;
   double item() const;  // for a 1-element tensor, as double
   Tensor to(const std::string& device) const;
 
   // ---- autograd -----------------------------------------------------------------------------
-  // Realizes this tensor, builds the gradient graph (lazy tensors) from it back to every leaf with
-  // requires_grad and accumulates into their .grad (lazy tensors, realized when read). Without `gradient`
+  // Builds the gradient graph (lazy tensors) from this tensor back to every leaf with requires_grad and
+  // accumulates into their .grad (lazy tensors, realized when read). This tensor is realized with the next
+  // realize (realize_with_next): the forward, the backward and an optimizer's update are one schedule. Without `gradient`
   // the tensor must have one element. Gradient conventions follow PyTorch (relu'(0)=0, ties share).
   void backward(const Tensor* gradient = nullptr);
   Tensor detach() const;

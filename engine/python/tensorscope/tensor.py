@@ -375,9 +375,11 @@ class Tensor:
 
     # ---- autograd ------------------------------------------------------------------------------
     def backward(self, gradient: Optional["Tensor"] = None) -> "Tensor":
-        """Realizes self, builds the gradient graph to every leaf with requires_grad and accumulates into
-        their `.grad`. The gradients stay lazy (tinygrad's rule): they are computed when read or realized, or
-        by an optimizer's step(), all in one schedule. Needs a 1-element tensor unless `gradient` is given."""
+        """Builds the gradient graph to every leaf with requires_grad and accumulates into their `.grad`.
+        The gradients stay lazy (tinygrad's rule): they are computed when read or realized, or by an
+        optimizer's step(), all in one schedule, and self is realized in that same schedule (the forward and
+        the backward share what both read). Needs a 1-element tensor unless `gradient` is given
+        (RuntimeError otherwise, as PyTorch)."""
         self._t.backward(None if gradient is None else _wrap(gradient, self)._t)
         return self
 

@@ -123,7 +123,12 @@ void Tensor::backward(const Tensor* gradient) {
                                shape_str(shape()) + ")");
     seed = Tensor::ones(shape(), dtype(), device());
   }
-  realize();  // the forward pass first: the gradient graph then starts from realized values
+  // The forward is realized with the next realize, not now (tinygrad's backward realizes nothing either):
+  // the optimizer's step() then schedules the forward, the backward and the update together, and a value
+  // both passes read (a LayerNorm's statistics, a softmax's row max) is computed once and stored for both
+  // instead of being recomputed by the backward's schedule from what the forward's happened to store.
+  // PyTorch's `loss.backward(); opt.step(); loss.item()` reads the loss from that schedule.
+  realize_with_next();
 
   // reverse topological order of the autograd history
   std::vector<TensorImpl*> order;

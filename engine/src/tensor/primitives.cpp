@@ -200,8 +200,22 @@ Tensor& Tensor::realize() {
   return *this;
 }
 
+namespace {
+// Tensors whose realization waits for the next realize (Tensor::realize_with_next): backward() puts its loss
+// here, so that the forward and the backward are one schedule (see autograd.cpp).
+std::vector<Tensor>& pending_realize() {
+  static std::vector<Tensor> pending;
+  return pending;
+}
+}  // namespace
+
+void Tensor::realize_with_next() { pending_realize().push_back(*this); }
+
 void Tensor::realize_all(const std::vector<Tensor>& tensors) {
   std::vector<NodeId> ids;
+  std::vector<Tensor> pending = std::move(pending_realize());  // kept alive until they are realized
+  pending_realize().clear();
+  for (const Tensor& t : pending) ids.push_back(node_of(t));
   for (const Tensor& t : tensors) ids.push_back(node_of(t));
   ts::realize(ids);
 }
