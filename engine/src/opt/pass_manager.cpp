@@ -34,6 +34,10 @@ const std::vector<Pass>& pipeline() {
        "each without the comparisons",
        split_index_set},
       {"simplify", "fold constants, simplify index arithmetic and merge equal values again (after UPCAST)", simplify},
+      {"rows_as_lanes",
+       "a reduction over short rows with a transcendental (a softmax over 12 keys) runs 16 rows as the lanes of a "
+       "loop the C compiler vectorizes",
+       rows_as_lanes},
       {"group_reduce", "GROUP (GPU): a reduce split across the lanes of a workgroup, partials combined in local memory",
        group_reduce},
       {"upcast_reduce", "UPCAST: the innermost reduce loop keeps up to 16 partial accumulators (vectorizable)",

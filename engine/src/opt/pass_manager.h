@@ -44,6 +44,7 @@ void upcast_global(ir::Kernel& kernel);
 void upcast_reduce(ir::Kernel& kernel);
 void register_tile(ir::Kernel& kernel);
 void split_index_set(ir::Kernel& kernel);
+void rows_as_lanes(ir::Kernel& kernel);
 void reorder_global_loops(ir::Kernel& kernel);
 void simplify(ir::Kernel& kernel);
 void fuse_multiply_add(ir::Kernel& kernel);

@@ -1,0 +1,113 @@
+# Issue 13: the rows_as_lanes pass (engine/src/opt/rows_as_lanes.cpp). A reduction over short rows with a
+# transcendental in its body — a softmax over 12 keys, a cross-entropy over 10 classes — computes 16 rows
+# as the lanes of a loop (accumulators in a DEFINE_LOCAL array), which the C compiler vectorizes across
+# rows. Checked on the IR tensorscope-cli writes (which kernels get it, which do not) and against PyTorch,
+# on C and on INTERP (where the pass runs too), and with the pass turned off.
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import torch
+
+from tensorscope import Tensor
+from test_conv_backward import run_cli_out
+
+
+def _final_ir(tmp_path, body, env=None):
+    """{kernel name: [the IR after the last pass of each kernel of that name]} of `body` run by tensorscope-cli."""
+    script = tmp_path / "k.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n" + body)
+    out = run_cli_out(script, tmp_path / ("out_off" if env else "out"), env=env)
+    found = {}
+    for k in json.loads((out / "kernels.json").read_text())["kernels"]:
+        found.setdefault(k["name"], []).append((out / k["ir"]).read_text().split("\n\n")[0])
+    return found
+
+
+def _has_lanes(ir):
+    return "DEFINE_LOCAL" in ir and "; local" in ir
+
+
+ATTENTION = ("def attend(seq):\n"
+             "    q, k, v = (Tensor(rng.standard_normal((32, 4, seq, 8)).astype(np.float32), requires_grad=True)"
+             " for _ in range(3))\n"
+             "    q.scaled_dot_product_attention(k, v, is_causal=True).sum().backward()\n"
+             "    Tensor.realize(q.grad, k.grad, v.grad)\n"
+             "attend(12)\n"
+             "attend(24)\n")
+
+
+def test_the_softmax_sums_of_attention_over_12_keys_run_rows_as_lanes(tmp_path):
+    # attention's softmax is three kernels (row max, sum of exponentials, normalization: P feeds P @ V);
+    # the sums over 12 keys — forward, and the backward's sum of dP * P — get the lanes
+    ir = _final_ir(tmp_path, ATTENTION)
+    sums = [t for t in ir["r_32_4_12_12"] if "EXP2" in t]
+    assert len(sums) == 2 and all(_has_lanes(t) for t in sums), sums
+    assert not any(_has_lanes(t) for t in ir["r_32_4_12_12"] if "EXP2" not in t)  # the row max: no transcendental
+    long_rows = [t for t in ir["r_32_4_24_24"] if "EXP2" in t]  # rows of 24 vectorize along the row
+    assert long_rows and not any(_has_lanes(t) for t in long_rows), long_rows
+    off = _final_ir(tmp_path, ATTENTION, env={"TENSORSCOPE_DISABLE_PASSES": "rows_as_lanes"})
+    assert not any(_has_lanes(t) for t in off["r_32_4_12_12"])
+
+
+def _attention_grads(device):
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((8, 4, 12, 8)).astype(np.float32) for _ in range(3))
+    g = rng.standard_normal((8, 4, 12, 8)).astype(np.float32)
+    tq, tk, tv = (Tensor(a, device=device, requires_grad=True) for a in (q, k, v))
+    out = tq.scaled_dot_product_attention(tk, tv, is_causal=True)
+    (out * Tensor(g, device=device)).sum().backward()
+    pq, pk, pv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    s = (pq @ pk.transpose(-2, -1)) / np.sqrt(8)
+    s = s.masked_fill(torch.ones(12, 12, dtype=torch.bool).triu(1), float("-inf"))
+    pout = s.softmax(-1) @ pv
+    (pout * torch.tensor(g)).sum().backward()
+    np.testing.assert_allclose(out.numpy(), pout.detach().numpy(), rtol=1e-5, atol=1e-5)
+    for t, p in ((tq, pq), (tk, pk), (tv, pv)):
+        np.testing.assert_allclose(t.grad.numpy(), p.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_causal_attention_forward_and_backward_match_pytorch_on_c():
+    _attention_grads("C")
+
+
+def test_causal_attention_forward_and_backward_match_pytorch_on_interp():
+    _attention_grads("INTERP")
+
+
+def test_short_row_reductions_match_pytorch():
+    # rows of 2..15 with 8 or 16 lanes, a row count no lane width divides (left alone), the log of a sum
+    # (logsumexp), a cross-entropy over 10 classes, and rows with -inf and NaN
+    rng = np.random.default_rng(2)
+    for shape in [(64, 12), (48, 10), (16, 15), (8, 2), (40, 7), (13, 12), (32, 3, 11)]:
+        x = rng.standard_normal(shape).astype(np.float32) * 3
+        np.testing.assert_allclose(Tensor(x).softmax(-1).numpy(), torch.tensor(x).softmax(-1).numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(Tensor(x).logsumexp(-1).numpy(), torch.tensor(x).logsumexp(-1).numpy(), rtol=1e-5, atol=1e-5)
+        np.testing.assert_allclose(Tensor(x).sqrt().sum(-1).numpy(), torch.tensor(x).sqrt().sum(-1).numpy(), rtol=1e-5, atol=1e-5)
+    logits = rng.standard_normal((128, 10)).astype(np.float32)
+    labels = rng.integers(0, 10, 128).astype(np.int32)
+    np.testing.assert_allclose(Tensor(logits).sparse_categorical_crossentropy(Tensor(labels)).numpy(),
+                               torch.nn.functional.cross_entropy(torch.tensor(logits), torch.tensor(labels).long()).numpy(),
+                               rtol=1e-5)
+    x = rng.standard_normal((16, 12)).astype(np.float32)
+    x[3, 5:] = -np.inf
+    x[7, 2] = np.nan
+    np.testing.assert_allclose(Tensor(x).softmax(-1).numpy(), torch.tensor(x).softmax(-1).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_the_pass_changes_no_result():
+    # the same softmax gradient with the pass on and off (C): equal up to the order of a 12-term sum
+    code = ("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(3)\n"
+            "x = Tensor(rng.standard_normal((32, 4, 12, 12)).astype(np.float32), requires_grad=True)\n"
+            "(x.softmax(-1) * Tensor(rng.standard_normal((32, 4, 12, 12)).astype(np.float32))).sum().backward()\n"
+            "np.save(__import__('sys').argv[1], x.grad.numpy())\n")
+    results = []
+    for i, env in enumerate([{}, {"TENSORSCOPE_DISABLE_PASSES": "rows_as_lanes"}]):
+        path = f"/tmp/rows_as_lanes_{os.getpid()}_{i}.npy"
+        r = subprocess.run([sys.executable, "-c", code, path], env={**os.environ, **env}, capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        results.append(np.load(path))
+        os.remove(path)
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-6)
