@@ -83,12 +83,18 @@ void DebuggerGate::at_gate(const GateStop& stop) {
 std::string DebuggerGate::kernel_breakpoint(const GateStop& stop) {
   for (const std::string& pattern : kernel_patterns_)
     if (fnmatch(pattern.c_str(), stop.kernel.c_str(), 0) == 0) return "breakpoint on kernels " + pattern;
-  auto it = kernels_.find(stop.kernel_id);
-  if (it == kernels_.end()) return "";
-  for (const std::string& op : it->second.ops)
+  if (ops_.empty() && nodes_.empty()) return "";
+  auto it = kernel_index_.find(stop.kernel_id);
+  if (it == kernel_index_.end()) return "";
+  // a thin schedule's kernels are its structure's, whose node uids are positions in position_uids
+  const bool thin = schedule_.thin();
+  const KernelInfo& k = thin ? schedule_.structure->kernels[it->second] : schedule_.kernels[it->second];
+  for (const std::string& op : k.ops)
     if (ops_.count(op)) return "breakpoint on op " + op;
-  for (uint64_t uid : it->second.node_uids)
+  for (uint64_t u : k.node_uids) {
+    const uint64_t uid = thin ? (u < schedule_.position_uids.size() ? schedule_.position_uids[u] : u) : u;
     if (nodes_.count(uid)) return "breakpoint on node #" + std::to_string(uid);
+  }
   return "";
 }
 
@@ -96,8 +102,13 @@ void DebuggerGate::on_event(uint64_t, const Event& event) {
   const auto* schedule = std::get_if<ScheduleEvent>(&event);
   if (!schedule) return;
   std::lock_guard<std::mutex> lock(mutex_);
-  kernels_.clear();  // kept also without breakpoints: one set while paused inside this schedule applies to it
-  for (const KernelInfo& k : schedule->kernels) kernels_[k.id] = {k.name, k.ops, k.node_uids};
+  // kept also without breakpoints: one set while paused inside this schedule applies to it
+  schedule_ = *schedule;
+  kernel_index_.clear();
+  if (schedule_.thin())
+    for (size_t i = 0; i < schedule_.kernel_ids.size(); i++) kernel_index_[schedule_.kernel_ids[i]] = i;
+  else
+    for (size_t i = 0; i < schedule_.kernels.size(); i++) kernel_index_[schedule_.kernels[i].id] = i;
 }
 
 // ---- script lines ---------------------------------------------------------------------------------

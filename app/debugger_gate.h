@@ -73,12 +73,6 @@ class DebuggerGate : public GateHandler, public SessionObserver {
 
  private:
   enum class Mode { Run, NextLaunch, NextStop, EndOfSchedule };
-  struct KernelFacts {
-    std::string name;
-    std::vector<std::string> ops;
-    std::vector<uint64_t> node_uids;
-  };
-
   static int trace(PyObject* self, PyFrameObject* frame, int what, PyObject* arg);
   bool has_line_breakpoints(const std::string& file);   // mutex_ held
   bool wants_tracing() const;                           // mutex_ held: line breakpoints, run to line, Pause
@@ -123,7 +117,10 @@ class DebuggerGate : public GateHandler, public SessionObserver {
   std::vector<std::string> kernel_patterns_;
   std::set<std::string> ops_;
   std::set<uint64_t> nodes_;
-  std::unordered_map<int, KernelFacts> kernels_;  // the latest schedule's kernels by id
+  // The latest schedule, as emitted (a thin one shares its structure: no per-step copy of its kernels), and
+  // its kernels' positions by id; read at a launch only when an op or node breakpoint is set.
+  ScheduleEvent schedule_;
+  std::unordered_map<int, size_t> kernel_index_;
   bool tracing_ = false;                          // main thread only
   bool tracing_update_pending_ = false;
 };

@@ -11,8 +11,9 @@
 namespace ts {
 
 void RunRecorder::on_event(uint64_t, const Event& event) {
-  if (auto* s = std::get_if<ScheduleEvent>(&event)) {
-    schedules.push_back(*s);
+  if (auto* thin = std::get_if<ScheduleEvent>(&event)) {
+    schedules.push_back(full_schedule(*thin));
+    const ScheduleEvent* s = &schedules.back();
     for (const KernelInfo& k : s->kernels) {
       kernel_index[k.id] = kernels.size();
       kernels.push_back({k, s->schedule_id, {}});

@@ -186,6 +186,44 @@ def test_node_breakpoint_pauses_before_the_kernel_that_computes_it(tmp_path):
     assert first.finish() == 0
 
 
+STEPS = textwrap.dedent("""\
+    from tensorscope import Tensor
+    x = Tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+    for i in range(3):
+        y = (x * 2).sum()
+        print("v", y.numpy())
+        x = (x + 1).realize()
+    """)
+
+
+def test_op_and_node_breakpoints_pause_in_every_step_of_a_repeated_schedule(tmp_path):
+    # from the second step on, the schedule repeats a structure: the engine emits it thin (its structure,
+    # uids and kernel ids, ScheduleEvent::thin) and the gate reads the kernels' ops and nodes from the structure
+    (tmp_path / "ops").mkdir()
+    dbg = FakeDebugger(tmp_path / "ops", STEPS, "--breakpoints", json.dumps({"ops": ["SUM"]}))
+    for _ in range(3):
+        where = dbg.until_pause()
+        assert where["stage"] == "before launch" and where["detail"] == "breakpoint on op SUM", where
+        dbg.send(command="continue")
+    assert dbg.finish() == 0
+    assert dbg.output().count("v ") == 3
+    (tmp_path / "nodes").mkdir()
+    dbg = FakeDebugger(tmp_path / "nodes", STEPS, "--breakpoints", json.dumps({"lines": [{"file": "PATH", "line": 5}]}))
+    assert dbg.until_pause()["line"] == 5  # step 1, before y.numpy()
+    dbg.send(command="continue")
+    assert dbg.until_pause()["line"] == 5  # step 2: its schedule repeats step 1's
+    made, _ = dbg.nodes()
+    sum_uid = max(uid for uid, (op, line) in made.items() if op == "SUM")  # step 2's
+    dbg.send(command="breakpoints", nodes=[sum_uid])
+    dbg.send(command="continue")
+    where = dbg.until_pause()
+    assert where["stage"] == "before launch" and where["detail"] == f"breakpoint on node #{sum_uid}", where
+    dbg.send(command="breakpoints")
+    dbg.send(command="continue")
+    assert dbg.finish() == 0
+    assert "v 42.0" in dbg.output() and "v 66.0" in dbg.output()
+
+
 def _launch_buffers(path):
     """[(kernel name, [(role, dtype, values or None, note)])] of a recording made with --record-buffers."""
     import sqlite3

@@ -484,6 +484,27 @@ TEST(Codec, EveryKindRoundTrips) {
   }
 }
 
+// The engine emits a schedule of a cached structure thin (structure, uids and kernel ids only): it encodes
+// to the same payload as the full event would, and full_schedule gives that full event.
+TEST(Codec, AThinScheduleEncodesAsItsFullInstantiation) {
+  const auto structure = sample_structure();
+  ScheduleEvent full = structured_schedule(structure, 3);
+  full.where = {"/home/ünïcode/tränïng.py", 7};
+  ScheduleEvent thin;
+  thin.schedule_id = full.schedule_id;
+  thin.where = full.where;
+  thin.structure = structure;
+  thin.position_uids = full.position_uids;
+  thin.kernel_ids = {26, 27};  // structured_schedule's ids for step 3
+  ASSERT_TRUE(thin.thin());
+  ASSERT_FALSE(full.thin());
+  EXPECT_EQ(describe(Event(full_schedule(thin))), describe(Event(full)));
+  EventEncoder a, b;
+  std::vector<Blob> blobs_a, blobs_b;
+  EXPECT_EQ(a.encode(1, 5, thin, blobs_a).payload, b.encode(1, 5, full, blobs_b).payload);
+  EXPECT_EQ(blobs_a.size(), blobs_b.size());
+}
+
 TEST(Codec, NodesWithoutABatchReadBackAsAnEmptyBatch) {
   EventEncoder encoder;
   EventDecoder decoder;

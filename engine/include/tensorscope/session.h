@@ -96,6 +96,12 @@ struct ScheduleEvent {
   // structure once and each schedule as a list of uids. See instantiate_schedule.
   std::shared_ptr<const ScheduleEvent> structure;
   std::vector<uint64_t> position_uids;
+  // A schedule that repeats a structure (the engine's schedule cache) is emitted thin: structure,
+  // position_uids and kernel_ids (one per kernel of the structure) are set, nodes and kernels are empty.
+  // Copying the structure's nodes and kernels for every step of a watched training loop (thousands of
+  // strings) was most of what recording one cost; an observer that needs them calls full_schedule().
+  std::vector<int> kernel_ids;
+  bool thin() const { return structure && nodes.empty() && kernels.empty() && !kernel_ids.empty(); }
 };
 
 // Calls `f` on every field of `event` that holds a node uid (nodes and their sources, kernels' nodes,
@@ -108,6 +114,10 @@ void for_each_uid(ScheduleEvent& event, const std::function<void(uint64_t&)>& f)
 ScheduleEvent instantiate_schedule(const std::shared_ptr<const ScheduleEvent>& structure,
                                    std::vector<uint64_t> position_uids, const std::vector<int>& kernel_ids,
                                    int schedule_id);
+
+// `event` with its nodes and kernels: a thin event instantiated from its structure (its `where` kept), any
+// other event as it is.
+ScheduleEvent full_schedule(const ScheduleEvent& event);
 
 struct PassSnapshot {
   std::string pass;   // "lower", then one entry per pass that ran

@@ -23,7 +23,7 @@ void TraceRecorder::on_event(uint64_t, const Event& event) {
 }
 
 void TraceRecorder::add(const Event& event, double t) {
-  if (auto* s = std::get_if<ScheduleEvent>(&event)) add_schedule(*s, t);
+  if (auto* s = std::get_if<ScheduleEvent>(&event)) add_schedule(full_schedule(*s), t);
   else if (auto* r = std::get_if<KernelRunEvent>(&event)) add_launch(*r, t);
   else if (auto* n = std::get_if<NodesEvent>(&event)) add_nodes(*n, t);
   else if (auto* a = std::get_if<AutotuneTrialEvent>(&event)) add_autotune_trial(*a, t);

@@ -206,7 +206,10 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
       for (uint64_t u : s->position_uids) w.value(u);
       w.end_array();
       w.key("kernel_ids").begin_array();
-      for (const KernelInfo& k : s->kernels) w.value(k.id);
+      if (s->thin())
+        for (int id : s->kernel_ids) w.value(id);
+      else
+        for (const KernelInfo& k : s->kernels) w.value(k.id);
       w.end_array();
       w.end_object();
     }

@@ -17,7 +17,9 @@ class DebugPrinter : public SessionObserver {
  public:
   explicit DebugPrinter(int level) : level_(level) {}
   void on_event(uint64_t, const Event& event) override {
-    if (auto* s = std::get_if<ScheduleEvent>(&event); s && level_ >= 2) {
+    if (auto* thin = std::get_if<ScheduleEvent>(&event); thin && level_ >= 2) {
+      const ScheduleEvent full = full_schedule(*thin);
+      const ScheduleEvent* s = &full;
       std::fprintf(stderr, "*** schedule %d: %zu kernel(s)\n", s->schedule_id, s->kernels.size());
       if (level_ >= 5)
         for (const GraphNodeInfo& n : s->nodes) {

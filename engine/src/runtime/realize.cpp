@@ -291,9 +291,13 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
   Session& session = Session::get();
   std::vector<int> kernel_ids;
   for (size_t k = 0; k < sched.kernels.size(); k++) kernel_ids.push_back(session.next_kernel_id());
-  if (observed) {
-    ScheduleEvent ev = instantiate_schedule(sched.event, position_uids(g, key), kernel_ids, session.next_schedule_id());
+  if (observed) {  // thin: the structure and this realize's uids and ids (ScheduleEvent::thin)
+    ScheduleEvent ev;
+    ev.schedule_id = session.next_schedule_id();
     ev.where = realize_line();
+    ev.structure = sched.event;
+    ev.position_uids = position_uids(g, key);
+    ev.kernel_ids = kernel_ids;
     session.emit(std::move(ev));
   }
   std::unordered_map<uint32_t, std::shared_ptr<Buffer>> produced;  // order index → the buffer a kernel stored it in

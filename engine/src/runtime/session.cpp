@@ -123,6 +123,13 @@ ScheduleEvent instantiate_schedule(const std::shared_ptr<const ScheduleEvent>& s
   return ev;
 }
 
+ScheduleEvent full_schedule(const ScheduleEvent& event) {
+  if (!event.thin()) return event;
+  ScheduleEvent full = instantiate_schedule(event.structure, event.position_uids, event.kernel_ids, event.schedule_id);
+  full.where = event.where;
+  return full;
+}
+
 const char* trial_outcome_name(AutotuneTrialEvent::Outcome outcome) {
   switch (outcome) {
     case AutotuneTrialEvent::Timed: return "timed";
