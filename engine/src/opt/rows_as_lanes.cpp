@@ -55,7 +55,8 @@ void rows_as_lanes(ir::Kernel& k) {
   const ReduceBlock& b = blocks[0];
   const size_t g_end = end_of_range(old, g);
   // one accumulator, one reduce loop without loops inside, of 2..kMaxRow trips
-  if (old[b.first_acc + 1].op == Op::DefineAcc) return;
+  for (size_t i = b.first_acc + 1; i < b.range; i++)
+    if (old[i].op == Op::DefineAcc) return;
   const ValueId acc = static_cast<ValueId>(b.first_acc);
   const DType acc_type = old[acc].dtype;
   if (acc_type != DType::Float32 && acc_type != DType::Int32) return;
