@@ -25,8 +25,8 @@ def _final_ir(tmp_path, body, env=None):
     return {k["name"]: (out / k["ir"]).read_text().split("\n\n")[0] for k in kernels}
 
 
-def _global_loops(ir):
-    return [line for line in ir.splitlines() if "RANGE.int32" in line and "; global" in line and "END" not in line]
+def _loops(ir, kind):
+    return [line for line in ir.splitlines() if "RANGE.int32" in line and f"; {kind}" in line and "END" not in line]
 
 
 def _gated_loads(ir):
@@ -42,11 +42,12 @@ CAT = ("a = Tensor(rng.standard_normal((4, 6, 32)).astype(np.float32)).realize()
 
 def test_a_concatenation_runs_one_loop_per_input_without_masks(tmp_path):
     ir = _final_ir(tmp_path, CAT)["E_4_6_96"]
-    assert len(_global_loops(ir)) == 4, ir  # the 24 rows, then 32 + 16 + 48 columns
+    # the 24 rows, and in each row three loops one after another: 32 + 16 + 48 columns
+    assert len(_loops(ir, "global")) == 1 and len(_loops(ir, "reduce")) == 3, ir
     assert not _gated_loads(ir), ir
     assert "CMPLT" not in ir and "MAX" not in ir, ir  # the comparisons and the address clamps folded away
     masked = _final_ir(tmp_path, CAT, env={"TENSORSCOPE_DISABLE_PASSES": "split_index_set"})["E_4_6_96"]
-    assert len(_global_loops(masked)) == 2 and len(_gated_loads(masked)) == 3, masked
+    assert len(_loops(masked, "global")) == 2 and len(_gated_loads(masked)) == 3, masked
 
 
 def test_concatenations_match_numpy():

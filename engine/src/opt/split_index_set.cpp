@@ -20,8 +20,9 @@
 //
 // Applies to the innermost global loop of an elementwise kernel (no reduce loop) when it has a constant
 // bound and lies inside another global loop — the outermost one is the loop the C device's threads
-// split (TS_LO/TS_HI), and a GPU maps the nest of global loops onto its grid: kernels for devices with
-// workgroups are left alone. At most kMaxRanges ranges, and the copies stay under kMaxUnrolledInsts.
+// split (TS_LO/TS_HI). Kernels for devices with workgroups are left alone (a GPU runs one thread per
+// element; its masks cost no loop trips). At most kMaxRanges ranges, and the copies stay under
+// kMaxUnrolledInsts.
 #include <set>
 
 #include "opt/pass_manager.h"
@@ -80,7 +81,10 @@ void split_index_set(ir::Kernel& k) {
   for (size_t r = 0; r < ranges; r++) {
     const int64_t from = bounds[r], to = bounds[r + 1];
     const ValueId trips = emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(to - from)));
-    const ValueId range = emit(make_inst(Op::Range, DType::Int32, {trips}, ir::kGlobalLoop));
+    // a sequential loop (RANGE kind kReduceLoop, though nothing is reduced): the ranges run one after another
+    // in each iteration of the enclosing global loop. As sibling global loops, a GPU view of the kernel would
+    // map the first range onto the grid and run the others in every one of its threads.
+    const ValueId range = emit(make_inst(Op::Range, DType::Int32, {trips}, ir::kReduceLoop));
     const ValueId offset = emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(from)));
     remap[g] = from == 0 ? range : emit(make_inst(Op::Add, DType::Int32, {range, offset}));
     for (size_t i = g + 1; i < g_end; i++) copy(i);
