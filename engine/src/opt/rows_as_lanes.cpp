@@ -70,8 +70,10 @@ void rows_as_lanes(ir::Kernel& k) {
     worth_it = worth_it || transcendental(old[i].op);
   }
   if (!worth_it || assign + 1 != b.end) return;  // the ASSIGN ends the body: nothing reads the new value in it
-  for (size_t i = g + 1; i < g_end; i++)  // what the lanes recompute: no transcendental
+  for (size_t i = g + 1; i < g_end; i++) {  // what the lanes recompute: no transcendental, no store before the reduce
     if ((i < b.range || i > b.end) && transcendental(old[i].op)) return;
+    if (i < b.range && old[i].op == Op::Store) return;
+  }
 
   std::vector<Inst> out;
   std::vector<ValueId> remap(old.size(), ir::kNone);
