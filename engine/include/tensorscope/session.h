@@ -97,9 +97,10 @@ struct ScheduleEvent {
   std::shared_ptr<const ScheduleEvent> structure;
   std::vector<uint64_t> position_uids;
   // A schedule that repeats a structure (the engine's schedule cache) is emitted thin: structure,
-  // position_uids and kernel_ids (one per kernel of the structure) are set, nodes and kernels are empty.
-  // Copying the structure's nodes and kernels for every step of a watched training loop (thousands of
-  // strings) was most of what recording one cost; an observer that needs them calls full_schedule().
+  // position_uids and kernel_ids (one per kernel of the structure) are set, nodes and kernels are empty,
+  // so that a watched training loop does not copy the structure's nodes and kernels (thousands of strings)
+  // at every step for observers that only need the uids (the recording); one that needs them calls
+  // full_schedule().
   std::vector<int> kernel_ids;
   bool thin() const { return structure && nodes.empty() && kernels.empty() && !kernel_ids.empty(); }
 };

@@ -73,8 +73,9 @@ class Tensor {
   // ---- autograd -----------------------------------------------------------------------------
   // Builds the gradient graph (lazy tensors) from this tensor back to every leaf with requires_grad and
   // accumulates into their .grad (lazy tensors, realized when read). This tensor is realized with the next
-  // realize (realize_with_next): the forward, the backward and an optimizer's update are one schedule. Without `gradient`
-  // the tensor must have one element. Gradient conventions follow PyTorch (relu'(0)=0, ties share).
+  // realize (realize_with_next): the forward, the backward and an optimizer's update are one schedule.
+  // Without `gradient` the tensor must have one element. Gradient conventions follow PyTorch (relu'(0)=0,
+  // ties share).
   void backward(const Tensor* gradient = nullptr);
   Tensor detach() const;
   // Makes this tensor hold `value`'s data (same shape and dtype) — the in-place update of optimizers.
