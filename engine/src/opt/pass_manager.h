@@ -99,6 +99,24 @@ inline ir::Inst make_inst(ir::Op op, DType dt, std::initializer_list<ir::ValueId
   return in;
 }
 
+// A new instruction list written from an old one, for passes that restructure loops: emit() appends an
+// instruction, copy(i) appends old[i] with its operands renamed to their new ids (remap). Shared by passes.
+struct Rewrite {
+  const std::vector<ir::Inst>& old;
+  std::vector<ir::Inst> out;
+  std::vector<ir::ValueId> remap;  // old id -> new id (kNone until written)
+  explicit Rewrite(const std::vector<ir::Inst>& insts) : old(insts), remap(insts.size(), ir::kNone) {}
+  ir::ValueId emit(const ir::Inst& in) {
+    out.push_back(in);
+    return static_cast<ir::ValueId>(out.size() - 1);
+  }
+  ir::ValueId copy(size_t i) {
+    ir::Inst in = old[i];
+    for (int s = 0; s < in.num_src; s++) in.src[s] = remap[in.src[s]];
+    return remap[i] = emit(in);
+  }
+};
+
 // Rebuilds `kernel` keeping instructions in `order` (old ids), renumbering operands. Shared by passes.
 void reorder_instructions(ir::Kernel& kernel, const std::vector<ir::ValueId>& order);
 

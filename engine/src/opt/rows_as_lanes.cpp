@@ -75,17 +75,10 @@ void rows_as_lanes(ir::Kernel& k) {
     if (i < b.range && old[i].op == Op::Store) return;
   }
 
-  std::vector<Inst> out;
-  std::vector<ValueId> remap(old.size(), ir::kNone);
-  auto emit = [&](Inst in) {
-    out.push_back(in);
-    return static_cast<ValueId>(out.size() - 1);
-  };
-  auto copy = [&](size_t i) {
-    Inst in = old[i];
-    for (int s = 0; s < in.num_src; s++) in.src[s] = remap[in.src[s]];
-    remap[i] = emit(in);
-  };
+  Rewrite w(old);
+  auto emit = [&](const Inst& in) { return w.emit(in); };
+  auto copy = [&](size_t i) { w.copy(i); };
+  std::vector<ValueId>& remap = w.remap;
   auto cint = [&](int64_t v) { return emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(v))); };
   const ValueId mem = emit(make_inst(Op::DefineLocal, acc_type, {}, lanes));  // local memory: the top level
   for (size_t i = 0; i < g; i++) copy(i);
@@ -130,7 +123,7 @@ void rows_as_lanes(ir::Kernel& k) {
   barrier();  // the next rows' accumulators overwrite these
   end(r0);
   for (size_t i = g_end + 1; i < old.size(); i++) copy(i);
-  k.insts = std::move(out);
+  k.insts = std::move(w.out);
   dead_code_elimination(k);  // the prefix values a lane loop does not read
 }
 

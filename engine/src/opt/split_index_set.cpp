@@ -66,32 +66,22 @@ void split_index_set(ir::Kernel& k) {
   const size_t ranges = bounds.size() - 1;
   if (ranges < 2 || ranges > kMaxRanges || (g_end - g) * ranges > kMaxUnrolledInsts) return;
 
-  std::vector<Inst> out;
-  std::vector<ValueId> remap(old.size(), ir::kNone);
-  auto emit = [&](Inst in) {
-    out.push_back(in);
-    return static_cast<ValueId>(out.size() - 1);
-  };
-  auto copy = [&](size_t i) {
-    Inst in = old[i];
-    for (int s = 0; s < in.num_src; s++) in.src[s] = remap[in.src[s]];
-    remap[i] = emit(in);
-  };
-  for (size_t i = 0; i < g; i++) copy(i);
+  Rewrite w(old);
+  for (size_t i = 0; i < g; i++) w.copy(i);
   for (size_t r = 0; r < ranges; r++) {
     const int64_t from = bounds[r], to = bounds[r + 1];
-    const ValueId trips = emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(to - from)));
+    const ValueId trips = w.emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(to - from)));
     // a sequential loop (RANGE kind kReduceLoop, though nothing is reduced): the ranges run one after another
     // in each iteration of the enclosing global loop. As sibling global loops, a GPU view of the kernel would
     // map the first range onto the grid and run the others in every one of its threads.
-    const ValueId range = emit(make_inst(Op::Range, DType::Int32, {trips}, ir::kReduceLoop));
-    const ValueId offset = emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(from)));
-    remap[g] = from == 0 ? range : emit(make_inst(Op::Add, DType::Int32, {range, offset}));
-    for (size_t i = g + 1; i < g_end; i++) copy(i);
-    emit(make_inst(Op::EndRange, DType::Float32, {range}));
+    const ValueId range = w.emit(make_inst(Op::Range, DType::Int32, {trips}, ir::kReduceLoop));
+    const ValueId offset = w.emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(from)));
+    w.remap[g] = from == 0 ? range : w.emit(make_inst(Op::Add, DType::Int32, {range, offset}));
+    for (size_t i = g + 1; i < g_end; i++) w.copy(i);
+    w.emit(make_inst(Op::EndRange, DType::Float32, {range}));
   }
-  for (size_t i = g_end + 1; i < old.size(); i++) copy(i);
-  k.insts = std::move(out);
+  for (size_t i = g_end + 1; i < old.size(); i++) w.copy(i);
+  k.insts = std::move(w.out);
 }
 
 }  // namespace ts

@@ -210,17 +210,10 @@ static void block_transpose(ir::Kernel& k, size_t outer, size_t inner) {
   const int64_t n = static_cast<int64_t>(old[old[inner].src[0]].value);
   if (n % kBlock != 0 || n <= kBlock) return;
   const size_t inner_end = end_of_range(old, inner), outer_end = end_of_range(old, outer);
-  std::vector<Inst> out;
-  std::vector<ValueId> remap(old.size(), ir::kNone);
-  auto emit = [&](Inst in) {
-    out.push_back(in);
-    return static_cast<ValueId>(out.size() - 1);
-  };
-  auto copy = [&](size_t i) {
-    Inst in = old[i];
-    for (int s = 0; s < in.num_src; s++) in.src[s] = remap[in.src[s]];
-    remap[i] = emit(in);
-  };
+  Rewrite w(old);
+  auto emit = [&](const Inst& in) { return w.emit(in); };
+  auto copy = [&](size_t i) { w.copy(i); };
+  std::vector<ValueId>& remap = w.remap;
   auto constant = [&](int64_t v) {
     return emit(Inst{Op::Const, DType::Int32, 0, {ir::kNone, ir::kNone, ir::kNone, ir::kNone}, 0, static_cast<double>(v)});
   };
@@ -237,7 +230,7 @@ static void block_transpose(ir::Kernel& k, size_t outer, size_t inner) {
   for (size_t i = inner_end + 1; i <= outer_end; i++) copy(i);
   end(n0);
   for (size_t i = outer_end + 1; i < old.size(); i++) copy(i);
-  k.insts = std::move(out);
+  k.insts = std::move(w.out);
 }
 
 static void upcast_transpose(ir::Kernel& k, size_t inner) {
