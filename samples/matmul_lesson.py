@@ -69,9 +69,13 @@ print(f"A @ B * 0.5 + bias: {GlobalCounters.kernel_count} kernel(s)")
 # The chain rule through the primitives gives exactly these (the gradient of an expand is a sum, the
 # gradient of a sum is an expand), but in whatever layout the forward left behind; so matmul records
 # PyTorch's rule instead, and the two gradients are matmuls of their own, with the forward's fast kernels.
-# The optimizer-style realize runs them in one schedule.
+# The optimizer-style realize runs them in one schedule. backward() leaves the loss itself to the next
+# realize (in a training step: the optimizer's, one schedule for forward and backward); here it is realized
+# first, so that the count below is the gradients' alone.
 G_np = rng.standard_normal((M, N)).astype(np.float32)
-(A @ B * Tensor(G_np)).sum().backward()
+loss = (A @ B * Tensor(G_np)).sum()
+loss.backward()
+loss.realize()
 GlobalCounters.reset()
 A.grad.realize(B.grad)
 print(f"gradients of A and B: {GlobalCounters.kernel_count} kernel(s); "

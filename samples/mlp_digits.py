@@ -65,10 +65,11 @@ for step in range(STEPS):
     # test accuracy here). Szegedy et al., 2016, https://arxiv.org/abs/1512.00567.
     loss = model(x).sparse_categorical_crossentropy(y, label_smoothing=0.1)
 
-    # Backward computes the loss (a realization) and builds the gradient graph, which stays lazy.
+    # Backward builds the gradient graph, which stays lazy, and leaves the loss to the next realize.
     opt.zero_grad()
     loss.backward()
-    # step() assigns the updated weights and realizes them with the gradients: most kernels run here.
+    # step() assigns the updated weights and realizes them with the gradients and the loss: forward,
+    # backward and update are one schedule, and every kernel of the step runs here.
     opt.step()
     if step % 100 == 0 or step == STEPS - 1:
         # (With label smoothing the loss cannot reach 0: about 0.5 is a perfect fit of 0.9 / 0.1.)

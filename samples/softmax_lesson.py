@@ -65,10 +65,12 @@ print("softmax of [1000, 999, 0]:      ", np.round(big.softmax().numpy()[0], 4))
 
 # ---- 4. the backward pass -----------------------------------------------------------------------
 # The gradient of softmax is y * (g - sum(g * y)) for an upstream gradient g. backward() builds it
-# from the same primitives (lazily); reading x.grad realizes it.
+# from the same primitives (lazily); reading x.grad realizes it. The loss itself is left to the next
+# realize as well; it is realized first here, so that the count below is the gradient's alone.
 weights = Tensor(np.arange(8, dtype=np.float32))   # loss = sum_i y_i * i: "push probability to high i"
 loss = (y * weights).sum()
 loss.backward()
+loss.realize()
 GlobalCounters.reset()
 grad = x.grad.numpy()
 print(f"gradient: {GlobalCounters.kernel_count} kernel(s); first row {np.round(grad[0], 3)}")

@@ -58,6 +58,7 @@ def test_softmax_lesson():
     assert "naive softmax of [1000, 999, 0]: [nan nan" in out
     assert "0.7311 0.2689" in out
     assert "matches log(softmax): True" in out
+    assert "gradient: 2 kernel(s)" in out  # the count the lesson's text explains
 
 
 def test_matmul_lesson():
@@ -65,6 +66,7 @@ def test_matmul_lesson():
     assert "A @ B: 1 kernel(s), matches numpy: True" in out
     assert "same numbers: True" in out
     assert "dA ok: True, dB ok: True" in out
+    assert "gradients of A and B: 3 kernel(s)" in out  # the copy of B transposed and the two gradients
     assert "GFLOP/s" in out
 
 
