@@ -107,8 +107,8 @@ void ExplainPanel::explain(int kernelId, std::shared_ptr<const ts::KernelCode> c
   html += heading("Why this kernel");
   const int total = static_cast<int>(model_->kernelIds().size());
   const int scheduleIndex = model_->scheduleOfKernel(kernelId);
-  QString count = QString("The run has %1 in %2: each realize (a <code>numpy()</code>, a "
-                          "<code>backward()</code>, an explicit <code>realize()</code>) schedules the lazy graph it "
+  QString count = QString("The run has %1 in %2: each realize (a <code>numpy()</code>, an optimizer's "
+                          "<code>step()</code>, an explicit <code>realize()</code>) schedules the lazy graph it "
                           "needs, and the scheduler cuts it into kernels where a value must be stored.")
                       .arg(plural(total, "kernel"), plural(static_cast<qint64>(model_->schedules().size()), "schedule"));
   if (scheduleIndex >= 0) {
