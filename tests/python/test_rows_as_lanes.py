@@ -97,7 +97,7 @@ def test_short_row_reductions_match_pytorch():
     np.testing.assert_allclose(Tensor(x).softmax(-1).numpy(), torch.tensor(x).softmax(-1).numpy(), rtol=1e-5, atol=1e-6)
 
 
-def test_the_pass_changes_no_result():
+def test_the_pass_changes_no_result(tmp_path):
     # the same softmax gradient with the pass on and off (C): equal up to the order of a 12-term sum
     code = ("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(3)\n"
             "x = Tensor(rng.standard_normal((32, 4, 12, 12)).astype(np.float32), requires_grad=True)\n"
@@ -105,9 +105,8 @@ def test_the_pass_changes_no_result():
             "np.save(__import__('sys').argv[1], x.grad.numpy())\n")
     results = []
     for i, env in enumerate([{}, {"TENSORSCOPE_DISABLE_PASSES": "rows_as_lanes"}]):
-        path = f"/tmp/rows_as_lanes_{os.getpid()}_{i}.npy"
+        path = str(tmp_path / f"grad{i}.npy")
         r = subprocess.run([sys.executable, "-c", code, path], env={**os.environ, **env}, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         results.append(np.load(path))
-        os.remove(path)
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-6)
