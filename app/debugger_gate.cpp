@@ -105,10 +105,8 @@ void DebuggerGate::on_event(uint64_t, const Event& event) {
   // kept also without breakpoints: one set while paused inside this schedule applies to it
   schedule_ = *schedule;
   kernel_index_.clear();
-  if (schedule_.thin())
-    for (size_t i = 0; i < schedule_.kernel_ids.size(); i++) kernel_index_[schedule_.kernel_ids[i]] = i;
-  else
-    for (size_t i = 0; i < schedule_.kernels.size(); i++) kernel_index_[schedule_.kernels[i].id] = i;
+  size_t position = 0;
+  for_each_kernel(schedule_, [&](int id, const KernelInfo&) { kernel_index_[id] = position++; });
 }
 
 // ---- script lines ---------------------------------------------------------------------------------

@@ -120,6 +120,10 @@ ScheduleEvent instantiate_schedule(const std::shared_ptr<const ScheduleEvent>& s
 // other event as it is.
 ScheduleEvent full_schedule(const ScheduleEvent& event);
 
+// Calls f(id, kernel) for each kernel of `event` in launch order, without copying: a thin event's kernels are
+// its structure's (their node uids are positions into position_uids) with the event's own ids.
+void for_each_kernel(const ScheduleEvent& event, const std::function<void(int, const KernelInfo&)>& f);
+
 struct PassSnapshot {
   std::string pass;   // "lower", then one entry per pass that ran
   std::string ir;     // the IR listing after that pass

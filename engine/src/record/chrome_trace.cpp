@@ -23,7 +23,7 @@ void TraceRecorder::on_event(uint64_t, const Event& event) {
 }
 
 void TraceRecorder::add(const Event& event, double t) {
-  if (auto* s = std::get_if<ScheduleEvent>(&event)) add_schedule(full_schedule(*s), t);
+  if (auto* s = std::get_if<ScheduleEvent>(&event)) add_schedule(*s, t);
   else if (auto* r = std::get_if<KernelRunEvent>(&event)) add_launch(*r, t);
   else if (auto* n = std::get_if<NodesEvent>(&event)) add_nodes(*n, t);
   else if (auto* a = std::get_if<AutotuneTrialEvent>(&event)) add_autotune_trial(*a, t);
@@ -32,10 +32,14 @@ void TraceRecorder::add(const Event& event, double t) {
 void TraceRecorder::add_schedule(const ScheduleEvent& s, double t) {
   TraceSpan span{TraceSpan::Schedule, "schedule " + std::to_string(s.schedule_id), kSchedulesLane,
                  place(kSchedulesLane, t, 0), 0};
-  span.args["kernels"] = std::to_string(s.kernels.size());
+  size_t kernels = 0;
+  for_each_kernel(s, [&](int id, const KernelInfo& k) {
+    work_[id] = {k.flops, k.bytes};
+    kernels++;
+  });
+  span.args["kernels"] = std::to_string(kernels);
   if (!s.where.file.empty()) span.args["line"] = s.where.file + ":" + std::to_string(s.where.line);
   spans.push_back(std::move(span));
-  for (const KernelInfo& k : s.kernels) work_[k.id] = {k.flops, k.bytes};
 }
 
 void TraceRecorder::add_launch(const KernelRunEvent& r, double t) {

@@ -53,7 +53,7 @@ struct BestLaunch : SessionObserver {
   bool by_flops = true;
   void on_event(uint64_t, const Event& e) override {
     if (auto* s = std::get_if<ScheduleEvent>(&e))
-      for (const KernelInfo& k : full_schedule(*s).kernels) work[k.id] = {k.flops, k.bytes};
+      for_each_kernel(*s, [&](int id, const KernelInfo& k) { work[id] = {k.flops, k.bytes}; });
     else if (auto* r = std::get_if<KernelRunEvent>(&e)) {
       auto it = work.find(r->kernel_id);
       if (it == work.end() || r->time_ms <= 0) return;

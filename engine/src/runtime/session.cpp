@@ -130,6 +130,13 @@ ScheduleEvent full_schedule(const ScheduleEvent& event) {
   return full;
 }
 
+void for_each_kernel(const ScheduleEvent& event, const std::function<void(int, const KernelInfo&)>& f) {
+  if (event.thin())
+    for (size_t i = 0; i < event.kernel_ids.size(); i++) f(event.kernel_ids[i], event.structure->kernels[i]);
+  else
+    for (const KernelInfo& k : event.kernels) f(k.id, k);
+}
+
 const char* trial_outcome_name(AutotuneTrialEvent::Outcome outcome) {
   switch (outcome) {
     case AutotuneTrialEvent::Timed: return "timed";
