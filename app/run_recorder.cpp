@@ -104,7 +104,8 @@ void write_manifest(const RunRecorder& rec, const std::string& dir, const std::s
       f.passes.push_back({{"pass", code.ir[p].pass}, {"file", write_once(name, ".ir.txt", code.ir[p].ir)}});
     }
     f.sources = json::object();
-    for (const SourceListing& s : code.sources) {
+    for (const std::string& language : code.languages()) {  // every renderer's listing, rendered now
+      const SourceListing& s = *code.listing(language);
       const std::string ext = extension_of(s.renderer);
       f.sources[s.renderer] = write_once(stem + ext, ext, s.code);
     }

@@ -6,7 +6,10 @@
 #include <vector>
 
 #include "runtime/realize.h"
+#include "tensorscope/device.h"
+#include "tensorscope/ir.h"
 #include "tensorscope/jit.h"
+#include "tensorscope/recording.h"
 #include "tensorscope/session.h"
 #include "tensorscope/tensor.h"
 
@@ -137,4 +140,52 @@ TEST(ScheduleCache, AKernelLoweredAgainSharesItsKernelCode) {
   const std::vector<float> got = values(x);
   EXPECT_EQ(std::vector<float>(got.begin(), got.begin() + 5), (std::vector<float>{4, 5, 6, 7, 8}));
   EXPECT_EQ(got.back(), 5003.0f);
+}
+
+// A watched kernel keeps the source its device compiled and its IR; the listings in the other devices'
+// languages are rendered from that IR when someone asks for them (KernelCode::listing), and are the ones
+// the renderers give for the kernel. A recording keeps the IR (the code blob's "kernel"), and the decoded
+// IR renders the same listings.
+TEST(ScheduleCache, OtherLanguagesAreRenderedOnDemandAndReadBackFromARecording) {
+  CodeCollector collector;
+  ts::Session::get().subscribe(&collector);
+  Tensor a = filled({64, 33}, -3.0f);
+  a.realize();
+  Tensor m = a.max(std::vector<int64_t>{1}).sqrt();  // a max-reduce starts from -inf: a constant JSON has no number for
+  m.realize();
+  ts::Session::get().unsubscribe(&collector);
+  ASSERT_FALSE(collector.launches.empty());
+  const ts::KernelCode& code = *collector.launches.back().second;
+  ASSERT_TRUE(code.kernel);
+  ASSERT_EQ(code.sources.size(), 1u);  // only what the device compiled was rendered while it ran
+  EXPECT_EQ(code.sources[0].renderer, code.device_renderer);
+  const std::vector<std::string> languages = code.languages();
+  ASSERT_EQ(languages.size(), ts::DeviceRegistry::renderers().size());
+  for (const ts::Renderer* r : ts::DeviceRegistry::renderers()) {
+    const ts::SourceListing* listing = code.listing(r->language());
+    ASSERT_NE(listing, nullptr) << r->language();
+    if (r->language() == code.device_renderer) continue;
+    const ts::SourceListing direct = r->render(*code.kernel);
+    EXPECT_EQ(listing->code, direct.code) << r->language();
+    EXPECT_EQ(listing->ir_op_line, direct.ir_op_line) << r->language();
+    EXPECT_EQ(code.listing(r->language()), listing) << "rendered once";
+  }
+  EXPECT_EQ(code.listing("Fortran"), nullptr);
+
+  ts::EventEncoder encoder;
+  ts::EventDecoder decoder;
+  ts::KernelRunEvent run;
+  run.kernel_id = 1;
+  run.name = code.kernel->name;
+  run.device = "C";
+  run.code = collector.launches.back().second;
+  std::vector<ts::Blob> blobs;
+  const ts::EncodedEvent e = encoder.encode(0, 0, run, blobs);
+  for (ts::Blob& b : blobs) decoder.add_blob(std::move(b));
+  const ts::Event back = decoder.decode(e);
+  const auto& decoded = *std::get<ts::KernelRunEvent>(back).code;
+  ASSERT_TRUE(decoded.kernel);
+  EXPECT_EQ(ts::ir::print(*decoded.kernel), ts::ir::print(*code.kernel));
+  EXPECT_EQ(decoded.languages(), languages);
+  for (const std::string& language : languages) EXPECT_EQ(decoded.listing(language)->code, code.listing(language)->code) << language;
 }

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "tensorscope/ir.h"
 #include "tensorscope/recording.h"
 
 namespace ts {
@@ -104,8 +105,13 @@ std::string describe(const Event& event) {
       << " replay_of=" << r->replay_of << "\n";
     if (r->code) {
       for (const PassSnapshot& p : r->code->ir) s << " pass " << p.pass << ":\n" << p.ir << "\n";
-      for (const SourceListing& src : r->code->sources)
+      // every language: the other devices' listings rendered from the kernel IR the recording keeps, so
+      // that live and decoded agree only when that IR reads back as it was
+      for (const std::string& language : r->code->languages()) {
+        const SourceListing& src = *r->code->listing(language);
         s << " source " << src.renderer << " " << list(src.ir_op_line) << ":\n" << src.code << "\n";
+      }
+      s << " kernel:\n" << (r->code->kernel ? ir::print(*r->code->kernel) : std::string("none")) << "\n";
       s << " device_renderer " << r->code->device_renderer << " plan='" << r->code->plan << "' from='"
         << r->code->plan_from << "' applied='" << r->code->applied << "'\n";
     } else {

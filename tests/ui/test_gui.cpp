@@ -126,7 +126,9 @@ QString modelText(const tsui::RunModel& m) {
         if (digest.isEmpty()) {
           QStringList listing;
           for (const ts::PassSnapshot& p : r->code->ir) listing << QString::fromStdString(p.pass + "\n" + p.ir);
-          for (const ts::SourceListing& src : r->code->sources) listing << QString::fromStdString(src.renderer + "\n" + src.code);
+          // every language, the other devices' ones rendered from the kernel's IR (the recording's copy of it)
+          for (const std::string& language : r->code->languages())
+            listing << QString::fromStdString(language + "\n" + r->code->listing(language)->code);
           const QString text = listing.join('\n');
           digest = QCryptographicHash::hash(text.toUtf8(), QCryptographicHash::Sha1).toHex();
           if (!written.contains(digest)) {

@@ -170,7 +170,7 @@ void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts:
   for (int i = 0; i < static_cast<int>(code_->ir.size()); ++i)
     passCombo_->addItem(
         QString("%1 · %2%3").arg(i).arg(QString::fromStdString(code_->ir[i].pass), passChangedNothing(i) ? "  (no change)" : ""));
-  for (const ts::SourceListing& source : code_->sources) rendererCombo_->addItem(QString::fromStdString(source.renderer));
+  for (const std::string& language : code_->languages()) rendererCombo_->addItem(QString::fromStdString(language));
   const int preferred = rendererFor(*code_);
   // The last snapshot is the IR that was rendered, the one the source lines map to.
   passCombo_->setCurrentIndex(keepPass >= 0 ? keepPass : passCombo_->count() - 1);
@@ -183,9 +183,10 @@ void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts:
 int KernelDetailsPanel::rendererFor(const ts::KernelCode& code) const {
   // The source shown: the renderer the user picked, else the one the kernel's device compiled.
   int preferred = -1, device = 0;
-  for (int i = 0; i < static_cast<int>(code.sources.size()); ++i) {
-    if (QString::fromStdString(code.sources[i].renderer) == preferredRenderer_) preferred = i;
-    if (code.sources[i].renderer == code.device_renderer) device = i;
+  const std::vector<std::string> languages = code.languages();
+  for (int i = 0; i < static_cast<int>(languages.size()); ++i) {
+    if (QString::fromStdString(languages[i]) == preferredRenderer_) preferred = i;
+    if (languages[i] == code.device_renderer) device = i;
   }
   return preferred >= 0 ? preferred : device;
 }
@@ -204,8 +205,7 @@ KernelDetailsPanel::Listings KernelDetailsPanel::listingsOf(int kernelId, const 
     out.pass = static_cast<int>(code.ir.size()) - 1;
     out.ir = QString::fromStdString(code.ir.back().ir);
   }
-  const int renderer = rendererFor(code);
-  if (renderer < static_cast<int>(code.sources.size())) out.source = QString::fromStdString(code.sources[renderer].code);
+  if (const ts::SourceListing* source = listingFor(code)) out.source = QString::fromStdString(source->code);
   return out;
 }
 
@@ -219,9 +219,9 @@ bool KernelDetailsPanel::listingsMayHold(const ts::KernelCode& code, const QStri
       lower.begin(), lower.end(), [&](char c) { return std::hash<char>()(lowerByte(c)); },
       [&](char a, char b) { return lowerByte(a) == lowerByte(b); });
   auto has = [&](const std::string& text) { return std::search(text.begin(), text.end(), searcher) != text.end(); };
-  const int renderer = rendererFor(code);
-  return (!code.ir.empty() && has(code.ir.back().ir)) ||
-         (renderer < static_cast<int>(code.sources.size()) && has(code.sources[renderer].code));
+  if (!code.ir.empty() && has(code.ir.back().ir)) return true;
+  const ts::SourceListing* source = listingFor(code);
+  return source && has(source->code);
 }
 
 int KernelDetailsPanel::passCount() const { return static_cast<int>(code_->ir.size()); }
@@ -307,18 +307,27 @@ QString KernelDetailsPanel::diffText() const {
   return header + unifiedDiff(before, QString::fromStdString(code_->ir[index].ir)).text;
 }
 
-QString KernelDetailsPanel::sourceText() const {
+const ts::SourceListing* KernelDetailsPanel::listingFor(const ts::KernelCode& code) const {
+  const std::vector<std::string> languages = code.languages();
+  const int renderer = rendererFor(code);
+  return renderer < static_cast<int>(languages.size()) ? code.listing(languages[renderer]) : nullptr;
+}
+
+const ts::SourceListing* KernelDetailsPanel::shownListing() const {
   const int index = rendererCombo_->currentIndex();
-  return index >= 0 && index < static_cast<int>(code_->sources.size()) ? QString::fromStdString(code_->sources[index].code)
-                                                                        : QString();
+  return index >= 0 ? code_->listing(rendererCombo_->itemText(index).toStdString()) : nullptr;
+}
+
+QString KernelDetailsPanel::sourceText() const {
+  const ts::SourceListing* source = shownListing();
+  return source ? QString::fromStdString(source->code) : QString();
 }
 
 QString KernelDetailsPanel::shownRenderer() const { return rendererCombo_->currentText(); }
 
 void KernelDetailsPanel::showSource(int index) {
-  source_->setCode(index >= 0 && index < static_cast<int>(code_->sources.size())
-                       ? QString::fromStdString(code_->sources[index].code)
-                       : QString());
+  (void)index;  // the combo's current item: its language's listing, rendered now if it is another device's
+  source_->setCode(sourceText());
   updateLinking();
 }
 
@@ -326,8 +335,9 @@ void KernelDetailsPanel::updateLinking() {
   map_ = {};
   ir_->setLinkedLines({});
   source_->setLinkedLines({});
-  const int pass = passCombo_->currentIndex(), renderer = rendererCombo_->currentIndex();
-  if (pass < 0 || renderer < 0 || renderer >= static_cast<int>(code_->sources.size())) {
+  const int pass = passCombo_->currentIndex();
+  const ts::SourceListing* source = shownListing();
+  if (pass < 0 || !source) {
     linkHint_->clear();
     return;
   }
@@ -335,7 +345,7 @@ void KernelDetailsPanel::updateLinking() {
     linkHint_->setText("lines linked after the last pass only");
     return;
   }
-  map_ = IrSourceMap(QString::fromStdString(code_->ir[pass].ir), code_->sources[renderer].ir_op_line);
+  map_ = IrSourceMap(QString::fromStdString(code_->ir[pass].ir), source->ir_op_line);
   linkHint_->setText(map_.empty() ? "no line map" : "hover to link lines");
 }
 

@@ -78,6 +78,9 @@ class KernelDetailsPanel : public QWidget {
   void updateHiddenPasses();
   void showSource(int index);
   int rendererFor(const ts::KernelCode& code) const;  // the renderer user picked, else the device's
+  // that renderer's listing of `code` (rendered now when it is another device's language), or nullptr
+  const ts::SourceListing* listingFor(const ts::KernelCode& code) const;
+  const ts::SourceListing* shownListing() const;  // the listing of the language picked in the combo
   void updateLinking();
   void linkFromIr(int irLine);
   void linkFromSource(int sourceLine);

@@ -21,6 +21,9 @@
 namespace ts {
 
 struct Buffer;  // tensorscope/device.h
+namespace ir {
+struct Kernel;  // tensorscope/ir.h
+}
 
 // One node of the lazy graph as it was when a schedule was made. `uid` is unique for the whole
 // process lifetime (graph slab ids are reused; uids never are).
@@ -135,12 +138,27 @@ struct SourceListing {
   std::vector<int> ir_op_line;   // for each IR op index, the 1-based source line it maps to (0: none)
 };
 
-// What a kernel compiled to: its IR after each pass and its source in every renderer. Built once per
-// distinct kernel and shared (immutable) by every launch of it, so that watching a training loop
-// copies no listing twice; a recording stores each listing once (content-addressed blobs).
+// What a kernel compiled to: its IR after each pass, the source its device compiled, and its source in
+// every other renderer on demand. Built once per distinct kernel and shared (immutable) by every launch of
+// it, so that watching a training loop copies no listing twice; a recording stores each listing once
+// (content-addressed blobs).
+//
+// The other renderers' listings (OpenCL C, GLSL, SPIR-V, CUDA C, PTX of a kernel the C device ran) are
+// rendered from `kernel` when someone asks for one (listing()), not when the kernel runs: rendering and
+// recording all of them for every kernel of a watched run cost more than the run (issue 11's 1.2x bar).
+// The renderers are deterministic, so the listing is the one the run would have made (by this build).
 struct KernelCode {
+  KernelCode() = default;
+  KernelCode(const KernelCode& other);  // copies the listings, not the cache of rendered ones
+  KernelCode& operator=(const KernelCode&) = delete;
+
   std::vector<PassSnapshot> ir;        // IR after lowering and after every pass
-  std::vector<SourceListing> sources;  // one per renderer
+  // The listings made when the kernel was compiled: the device's own (recordings of schema version 2 and
+  // earlier: every renderer's).
+  std::vector<SourceListing> sources;
+  // The kernel the device compiled (its IR after every pass), which the other renderers render; null in
+  // recordings made before it was kept.
+  std::shared_ptr<const ir::Kernel> kernel;
   std::string device_renderer;         // the renderer of the source the device compiled (one of `sources`)
   // The kernel's optimization actions (issue 14): the plan the passes were asked for (ir::OptPlan::str; ""
   // = the heuristics' default), where it came from ("heuristics", "TENSORSCOPE_OPTS", "BEAM search",
@@ -149,6 +167,21 @@ struct KernelCode {
   std::string plan;
   std::string plan_from;
   std::string applied;
+
+  // The languages this kernel has a listing in: every registered renderer's, in the registry's order
+  // ("C", "OpenCL C", ...), when `kernel` is kept; then those of `sources` not among them.
+  std::vector<std::string> languages() const;
+  // The listing in `language` (one of languages()): from `sources`, else rendered from `kernel` on the first
+  // call and kept (thread-safe). A renderer that fails gives a listing that says why ("// could not render:
+  // ..."). nullptr for a language that is not in languages().
+  const SourceListing* listing(const std::string& language) const;
+
+ private:
+  struct Rendered {
+    std::mutex mutex;
+    std::map<std::string, std::unique_ptr<const SourceListing>> by_language;  // stable addresses
+  };
+  std::shared_ptr<Rendered> rendered_ = std::make_shared<Rendered>();
 };
 
 // The values of one buffer of a launch, kept when buffers are recorded (Session::set_record_buffers).

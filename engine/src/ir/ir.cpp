@@ -1,4 +1,7 @@
+#include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 #include <stdexcept>
 
@@ -79,18 +82,26 @@ int alu_arity(Op op) {
   return 0;
 }
 
-static std::string const_str(double v, DType dt) {
-  std::ostringstream o;
-  if (dt == DType::Bool) return v != 0 ? "true" : "false";
-  if (dt == DType::Int32) {
-    o << static_cast<int64_t>(v);
-    return o.str();
+// A constant as the listing shows it: ints in full, floats with 9 significant digits (%g: ostream's default
+// form at precision 9, which this replaced).
+static void append_const(std::string& out, double v, DType dt) {
+  if (dt == DType::Bool) {
+    out += v != 0 ? "true" : "false";
+    return;
   }
-  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
-  if (std::isnan(v)) return "nan";
-  o.precision(9);
-  o << v;
-  return o.str();
+  char buf[40];
+  int n = 0;
+  if (dt == DType::Int32) n = std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  else if (std::isinf(v)) n = std::snprintf(buf, sizeof buf, "%s", v > 0 ? "inf" : "-inf");
+  else if (std::isnan(v)) n = std::snprintf(buf, sizeof buf, "nan");
+  else n = std::snprintf(buf, sizeof buf, "%.9g", v);
+  out.append(buf, static_cast<size_t>(n));
+}
+
+static void append_int(std::string& out, int64_t v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, end);
 }
 
 std::string applied_str(const Kernel& k) {
@@ -101,34 +112,65 @@ std::string applied_str(const Kernel& k) {
 }
 
 std::string print(const Kernel& k) {
-  std::ostringstream o;
-  o << "kernel " << k.name << "(";
-  for (size_t i = 0; i < k.globals.size(); i++)
-    o << (i ? ", " : "") << (k.globals[i].is_output ? "out " : "in ") << dtype_name(k.globals[i].dtype) << "["
-      << k.globals[i].numel << "]";
-  o << ")";
-  if (!k.opts.empty()) o << "   ; opts: " << applied_str(k);
-  if (!k.plan.automatic()) o << "   ; plan: " << k.plan.str();
-  o << "\n";
+  // Appends to one string (an ostringstream was most of the cost of watching a run: the listing after
+  // every pass of every new kernel is printed).
+  std::string o;
+  o.reserve(64 + 40 * k.insts.size());
+  o += "kernel " + k.name + "(";
+  for (size_t i = 0; i < k.globals.size(); i++) {
+    o += i ? ", " : "";
+    o += k.globals[i].is_output ? "out " : "in ";
+    o += dtype_name(k.globals[i].dtype);
+    o += "[";
+    append_int(o, k.globals[i].numel);
+    o += "]";
+  }
+  o += ")";
+  if (!k.opts.empty()) o += "   ; opts: " + applied_str(k);
+  if (!k.plan.automatic()) o += "   ; plan: " + k.plan.str();
+  o += "\n";
   int depth = 0;
   for (size_t i = 0; i < k.insts.size(); i++) {
     const Inst& in = k.insts[i];
     if (in.op == Op::EndRange) depth--;
-    o << std::string(2 * (depth + 1), ' ');
+    o.append(static_cast<size_t>(std::max(0, 2 * (depth + 1))), ' ');
     bool defines = in.op != Op::Store && in.op != Op::EndRange && in.op != Op::Assign && in.op != Op::Barrier;
-    if (defines) o << "%" << i << " = ";
-    o << op_name(in.op);
-    if (defines) o << "." << dtype_name(in.dtype);
-    for (int s = 0; s < in.num_src; s++) o << (s ? ", " : " ") << "%" << in.src[s];
-    if (in.op == Op::Const || in.op == Op::DefineAcc) o << " " << const_str(in.value, in.dtype);
-    if (in.op == Op::DefineGlobal) o << " slot " << in.arg;
-    if (in.op == Op::DefineLocal) o << " [" << in.arg << "]";
-    if (in.op == Op::Range) o << (in.arg == kGlobalLoop ? "   ; global" : in.arg == kLocalLoop ? "   ; local" : "   ; reduce");
-    if (in.op == Op::EndRange) o << "   ; %" << i;
-    o << "\n";
+    if (defines) {
+      o += "%";
+      append_int(o, static_cast<int64_t>(i));
+      o += " = ";
+    }
+    o += op_name(in.op);
+    if (defines) {
+      o += ".";
+      o += dtype_name(in.dtype);
+    }
+    for (int s = 0; s < in.num_src; s++) {
+      o += s ? ", %" : " %";
+      append_int(o, in.src[s]);
+    }
+    if (in.op == Op::Const || in.op == Op::DefineAcc) {
+      o += " ";
+      append_const(o, in.value, in.dtype);
+    }
+    if (in.op == Op::DefineGlobal) {
+      o += " slot ";
+      append_int(o, in.arg);
+    }
+    if (in.op == Op::DefineLocal) {
+      o += " [";
+      append_int(o, in.arg);
+      o += "]";
+    }
+    if (in.op == Op::Range) o += in.arg == kGlobalLoop ? "   ; global" : in.arg == kLocalLoop ? "   ; local" : "   ; reduce";
+    if (in.op == Op::EndRange) {
+      o += "   ; %";
+      append_int(o, static_cast<int64_t>(i));
+    }
+    o += "\n";
     if (in.op == Op::Range) depth++;
   }
-  return o.str();
+  return o;
 }
 
 }  // namespace ts::ir

@@ -5,9 +5,13 @@
 #include <charconv>
 #include <cinttypes>
 #include <cstring>
+#include <limits>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 
 #include "record/json_writer.h"
+#include "tensorscope/dtype.h"
+#include "tensorscope/ir.h"
 #include "tensorscope/recording.h"
 
 namespace ts {
@@ -54,6 +58,43 @@ std::string EventEncoder::blob(std::string_view data, std::vector<Blob>& new_blo
 }
 
 namespace {
+
+// A float in the kernel IR: a JSON number, or "inf", "-inf", "nan" (JSON has none of them; a max-reduce
+// starts from -inf).
+void write_float(JsonWriter& w, double v) {
+  if (v != v) w.value("nan");
+  else if (v > 1e308 || v < -1e308) w.value(v > 0 ? "inf" : "-inf");
+  else w.value(v);
+}
+
+// The kernel as the device compiled it (docs/recording.md, "kernel"): what the other renderers render.
+std::string kernel_json(const ir::Kernel& k) {
+  JsonWriter w;
+  w.begin_object();
+  w.key("name").value(k.name);
+  w.key("globals").begin_array();
+  for (const ir::GlobalArg& g : k.globals) {
+    w.begin_array().value(dtype_name(g.dtype)).value(g.numel).value(g.is_output).end_array();
+  }
+  w.end_array();
+  // one array per instruction: [op, dtype, arg, value, sources...]
+  w.key("insts").begin_array();
+  for (const ir::Inst& in : k.insts) {
+    w.begin_array().value(ir::op_name(in.op)).value(dtype_name(in.dtype)).value(in.arg);
+    write_float(w, in.value);
+    for (int s = 0; s < in.num_src; s++) w.value(static_cast<int64_t>(in.src[s]));
+    w.end_array();
+  }
+  w.end_array();
+  w.key("opts").begin_array();
+  for (const ir::AppliedOpt& o : k.opts) w.begin_array().value(ir::opt_name(o.kind)).value(o.amount).end_array();
+  w.end_array();
+  w.key("plan").value(k.plan.str());
+  w.key("max_workgroup_size").value(static_cast<int64_t>(k.target.max_workgroup_size));
+  w.key("local_memory_bytes").value(static_cast<uint64_t>(k.target.local_memory_bytes));
+  w.end_object();
+  return w.take();
+}
 
 void write_shape(JsonWriter& w, const std::vector<int64_t>& shape) {
   w.begin_array();
@@ -244,6 +285,7 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
         }
         c.end_array();
         c.key("device_renderer").value(r->code->device_renderer);
+        if (r->code->kernel) c.key("kernel").value(blob(kernel_json(*r->code->kernel), new_blobs));
         c.key("plan").value(r->code->plan);
         c.key("plan_from").value(r->code->plan_from);
         c.key("applied").value(r->code->applied);
@@ -572,6 +614,69 @@ class PlainLaunch {
   size_t at_ = 0;
 };
 
+// The kernel IR of a code blob (kernel_json), checked as the passes' output is (ir::verify), so that a
+// renderer is never handed an instruction that names a value that does not exist.
+ir::Kernel read_kernel(const json& j) {
+  static const std::unordered_map<std::string, ir::Op> ops = [] {
+    std::unordered_map<std::string, ir::Op> m;
+    for (int o = 0; o <= static_cast<int>(ir::Op::MulAcc); o++) m[ir::op_name(static_cast<ir::Op>(o))] = static_cast<ir::Op>(o);
+    return m;
+  }();
+  auto dtype = [](const json& v) {
+    if (!v.is_string()) throw RecordingError("kernel IR: a dtype is not a string");
+    try {
+      return dtype_from_name(v.get<std::string>());
+    } catch (const std::invalid_argument& e) {
+      throw RecordingError(std::string("kernel IR: ") + e.what());
+    }
+  };
+  ir::Kernel k;
+  k.name = str(j, "name");
+  for (const json& g : array(j, "globals")) {
+    if (!g.is_array() || g.size() != 3 || !g[2].is_boolean()) throw RecordingError("kernel IR: a global is not [dtype, numel, output]");
+    k.globals.push_back({dtype(g[0]), integer(g[1], "numel"), g[2].get<bool>()});
+  }
+  for (const json& in : array(j, "insts")) {
+    if (!in.is_array() || in.size() < 4 || in.size() > 8 || !in[0].is_string())
+      throw RecordingError("kernel IR: instruction " + std::to_string(k.insts.size()) + " is not [op, dtype, arg, value, sources...]");
+    auto op = ops.find(in[0].get<std::string>());
+    if (op == ops.end()) throw RecordingError("kernel IR: unknown op '" + in[0].get<std::string>().substr(0, 40) + "'");
+    ir::Inst x;
+    x.op = op->second;
+    x.dtype = dtype(in[1]);
+    x.arg = integer(in[2], "arg");
+    if (in[3].is_number()) x.value = in[3].get<double>();
+    else if (in[3] == "inf" || in[3] == "-inf") x.value = (in[3] == "inf" ? 1 : -1) * std::numeric_limits<double>::infinity();
+    else if (in[3] == "nan") x.value = std::numeric_limits<double>::quiet_NaN();
+    else throw RecordingError("kernel IR: a value is not a number");
+    x.num_src = static_cast<uint8_t>(in.size() - 4);
+    for (size_t s = 4; s < in.size(); s++) {
+      const int64_t src = integer(in[s], "source");
+      if (src < 0 || src >= static_cast<int64_t>(k.insts.size()))
+        throw RecordingError("kernel IR: instruction " + std::to_string(k.insts.size()) + " reads a value defined after it");
+      x.src[s - 4] = static_cast<ir::ValueId>(src);
+    }
+    k.insts.push_back(x);
+  }
+  for (const json& o : array(j, "opts")) {
+    if (!o.is_array() || o.size() != 2 || !o[0].is_string()) throw RecordingError("kernel IR: an applied opt is not [kind, amount]");
+    int kind = -1;
+    for (int i = 0; i < ir::OptPlan::kKinds; i++)
+      if (o[0].get<std::string>() == ir::opt_name(static_cast<ir::AppliedOpt::Kind>(i))) kind = i;
+    if (kind < 0) throw RecordingError("kernel IR: unknown applied opt '" + o[0].get<std::string>().substr(0, 40) + "'");
+    k.opts.push_back({static_cast<ir::AppliedOpt::Kind>(kind), static_cast<int>(integer(o[1], "amount"))});
+  }
+  try {
+    k.plan = ir::OptPlan::parse(str(j, "plan"));
+  } catch (const std::invalid_argument& e) {
+    throw RecordingError(std::string("kernel IR: ") + e.what());
+  }
+  k.target.max_workgroup_size = static_cast<uint32_t>(integer(j, "max_workgroup_size", 0, UINT32_MAX));
+  k.target.local_memory_bytes = static_cast<uint64_t>(integer(j, "local_memory_bytes", 0, INT64_MAX));
+  if (auto errors = ir::verify(k); !errors.empty()) throw RecordingError("kernel IR of " + k.name.substr(0, 60) + ": " + errors.front());
+  return k;
+}
+
 }  // namespace
 
 std::shared_ptr<const KernelCode> EventDecoder::code(const std::string& hash) {
@@ -586,6 +691,8 @@ std::shared_ptr<const KernelCode> EventDecoder::code(const std::string& hash) {
     k->sources.push_back(std::move(l));
   }
   k->device_renderer = str(c, "device_renderer");
+  // optional: recordings of schema version 2 and earlier hold every renderer's listing instead
+  if (c.contains("kernel")) k->kernel = std::make_shared<const ir::Kernel>(read_kernel(json::parse(blob(str(c, "kernel")))));
   // optional: recordings made before the plans were recorded lack them
   if (c.contains("plan")) k->plan = str(c, "plan");
   if (c.contains("plan_from")) k->plan_from = str(c, "plan_from");

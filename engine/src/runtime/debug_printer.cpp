@@ -49,8 +49,7 @@ class DebugPrinter : public SessionObserver {
       if (!k->code) return;
       if (level_ >= 3 && !k->code->ir.empty()) std::fprintf(stderr, "%s", k->code->ir.back().ir.c_str());
       if (level_ >= 4)
-        for (auto& src : k->code->sources)
-          if (src.renderer == "C") std::fprintf(stderr, "%s\n", src.code.c_str());
+        if (const SourceListing* c = k->code->listing("C")) std::fprintf(stderr, "%s\n", c->code.c_str());
     }
   }
 

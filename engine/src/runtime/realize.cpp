@@ -46,12 +46,6 @@ std::unordered_map<std::string, std::shared_ptr<Program>>& program_cache() {
   return cache;
 }
 
-// Listings of kernels in the languages of devices that did not run them, by (language, IR text).
-std::unordered_map<std::string, SourceListing>& listing_cache() {
-  static std::unordered_map<std::string, SourceListing> cache;
-  return cache;
-}
-
 // What the watched path built for a kernel (its IR after every pass, its source in every renderer, its
 // actions), by what determines it: the device, the plan asked for, where that plan came from and the
 // lowered kernel's listing. The passes and renderers are deterministic, so a kernel lowered again in a
@@ -550,21 +544,13 @@ void realize(const std::vector<NodeId>& targets) {
     if (observed && !known) {
       auto code = std::make_shared<KernelCode>();
       code->ir = std::move(snapshots);
-      // every renderer's view of the kernel, whichever device ran it (cached: rendering for a GPU
-      // target may run a compiler, e.g. GLSL → SPIR-V or CUDA C → PTX)
-      std::string ir_text = code->ir.empty() ? ir::print(kernel) : code->ir.back().ir;
-      for (const Renderer* r : DeviceRegistry::renderers()) {
-        if (r == renderer) {
-          code->device_renderer = source.renderer;
-          code->sources.push_back(source);
-          continue;
-        }
-        auto& listings = listing_cache();
-        std::string lkey = r->language() + "\n" + ir_text;
-        auto hit = listings.find(lkey);
-        if (hit == listings.end()) hit = listings.emplace(lkey, r->render(kernel)).first;
-        code->sources.push_back(hit->second);
+      // the source the device compiled; the other renderers' views of the kernel are rendered from it
+      // when someone looks at them (KernelCode::listing)
+      if (renderer) {
+        code->device_renderer = source.renderer;
+        code->sources.push_back(source);
       }
+      code->kernel = std::make_shared<const ir::Kernel>(kernel);
       code->plan = kernel.plan.str();
       code->plan_from = plan_from;
       code->applied = ir::applied_str(kernel);
