@@ -73,8 +73,8 @@ bool walk(Visit visit) {
 }
 
 int locate_stack() {
-  std::vector<std::pair<PyCodeObject*, int>> key;
-  key.reserve(8);
+  static std::vector<std::pair<PyCodeObject*, int>> key;  // reused: called for every node, with the GIL held
+  key.clear();
   const bool found = walk([&](PyFrameObject* frame, PyCodeObject* code, bool) { key.emplace_back(code, PyFrame_GetLasti(frame)); });
   if (PyErr_Occurred()) PyErr_Clear();
   if (!found) return -1;
@@ -93,7 +93,7 @@ int locate_stack() {
   });
   if (PyErr_Occurred()) PyErr_Clear();
   const int id = ts::Session::get().add_stack(std::move(stack));
-  g_stacks.emplace(std::move(key), id);
+  g_stacks.emplace(key, id);
   return id;
 }
 

@@ -18,8 +18,11 @@ void NodeLog::created(const Node& n, const NodeId* srcs) {
   c.num_src = n.num_src;
   const Graph& g = Graph::get();
   for (int i = 0; i < n.num_src; i++) c.src[i] = g[srcs[i]].uid;
-  c.shape = n.shape;
-  c.arg = n.arg;
+  c.rank = static_cast<uint32_t>(n.shape.size());
+  c.arg_size = static_cast<uint32_t>(n.arg.size());
+  c.ints = ints_.size();
+  ints_.insert(ints_.end(), n.shape.begin(), n.shape.end());
+  ints_.insert(ints_.end(), n.arg.begin(), n.arg.end());
   c.value = n.value;
 }
 
@@ -52,12 +55,11 @@ NodesEvent NodeLog::build(size_t begin, size_t end) {
     append(key, static_cast<uint8_t>(c.op));
     append(key, static_cast<uint8_t>(c.dtype));
     append(key, c.num_src);
-    append(key, static_cast<uint8_t>(c.shape.size()));
-    append(key, static_cast<uint8_t>(c.arg.size()));
+    append(key, c.rank);
+    append(key, c.arg_size);
     append(key, c.stack);
     for (int s = 0; s < c.num_src; s++) append(key, position(c.src[s]));
-    for (int64_t d : c.shape) append(key, d);
-    for (int64_t a : c.arg) append(key, a);
+    key.append(reinterpret_cast<const char*>(ints_.data() + c.ints), (c.rank + c.arg_size) * sizeof(int64_t));
     if (c.op == Op::Const) append(key, c.value);
   }
   if (auto it = batches_.find(key); it != batches_.end()) {
@@ -73,13 +75,14 @@ NodesEvent NodeLog::build(size_t begin, size_t end) {
     info.uid = i - begin;
     info.op = op_name(c.op);
     info.op_class = op_class_name(op_class(c.op));
-    info.shape = c.shape;
+    const int64_t* ints = ints_.data() + c.ints;
+    info.shape.assign(ints, ints + c.rank);
     info.dtype = dtype_name(c.dtype);
     for (int s = 0; s < c.num_src; s++) info.srcs.push_back(position(c.src[s]));
     Node scratch;  // node_arg_str reads these fields only
     scratch.op = c.op;
     scratch.dtype = c.dtype;
-    scratch.arg = c.arg;
+    scratch.arg.assign(ints + c.rank, ints + c.rank + c.arg_size);
     scratch.value = c.value;
     info.arg = node_arg_str(scratch);
     batch->nodes.push_back(std::move(info));
@@ -111,6 +114,7 @@ std::vector<NodesEvent> NodeLog::take() {
   events.back().freed_uids = std::move(freed_);
   if (!events.back().batch) events.back().batch = kNoNodes;
   created_.clear();
+  ints_.clear();
   freed_.clear();
   return events;
 }

@@ -29,20 +29,23 @@ class NodeLog {
   std::vector<NodesEvent> take();
 
  private:
+  // A node's fields; its shape and argument are ranges of ints_ (not two vectors of their own: two
+  // allocations and two frees for every node a watched script makes).
   struct Created {
     uint64_t uid = 0;
     Op op = Op::Const;
     DType dtype = DType::Float32;
     int stack = -1;
     uint8_t num_src = 0;
+    uint32_t rank = 0, arg_size = 0;
+    size_t ints = 0;  // ints_[ints, ints + rank): the shape; then arg_size ints: the argument
     uint64_t src[3] = {0, 0, 0};
-    Shape shape;
-    std::vector<int64_t> arg;
     double value = 0;
   };
   NodesEvent build(size_t begin, size_t end);
 
   std::vector<Created> created_;
+  std::vector<int64_t> ints_;
   std::vector<uint64_t> freed_;
   // batch key (the structure's bytes) -> the batch; cleared when it grows past kMaxBatches
   std::unordered_map<std::string, std::shared_ptr<const NodeBatch>> batches_;
