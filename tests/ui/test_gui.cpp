@@ -327,6 +327,29 @@ class GuiTest : public QObject {
     int linked = 0;
     for (int l = 0; l < source->lines(); ++l) linked += source->markersAtLine(l) != 0;
     QCOMPARE(linked, 1);
+
+    // The source combo offers every renderer's language, though the run rendered only the C device's;
+    // picking another renders it from the kernel's IR (KernelCode::listing), with its line map.
+    auto* combo = window.findChild<QComboBox*>("renderer");
+    QVERIFY(combo);
+    QCOMPARE(combo->currentText(), QString("C"));
+    QStringList languages;
+    for (int i = 0; i < combo->count(); ++i) languages << combo->itemText(i);
+    for (const char* language : {"C", "OpenCL C", "GLSL", "CUDA C"}) QVERIFY2(languages.contains(language), qPrintable(languages.join(", ")));
+    combo->setCurrentIndex(languages.indexOf("OpenCL C"));
+    QVERIFY2(source->text().contains("__kernel"), qPrintable(source->text()));
+    // some IR op links to a line of the OpenCL listing (an op inlined into an expression has none)
+    linked = 0;
+    for (int l = 0; l < ir->lines() && linked == 0; ++l) {
+      if (tsui::irOpIndexOfLine(ir->text(l)) <= 0) continue;
+      ir->ensureLineVisible(l);
+      const int lineY = static_cast<int>(
+          ir->SendScintilla(QsciScintillaBase::SCI_POINTYFROMPOSITION, 0, ir->positionFromLineIndex(l, 0)));
+      QTest::mouseClick(ir->viewport(), Qt::LeftButton, {}, QPoint(60, lineY + 3));
+      for (int s = 0; s < source->lines(); ++s) linked += source->markersAtLine(s) != 0;
+    }
+    QVERIFY(linked >= 1);
+    combo->setCurrentIndex(languages.indexOf("C"));  // the next tests start from the device's language
   }
 
   void brokenScriptShowsTheErrorAndTheAppKeepsWorking() {
