@@ -33,6 +33,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -46,6 +47,7 @@
 #define TS_HAVE_SANITIZER_API 1
 #endif
 
+#include "tensorscope/ir.h"
 #include "tensorscope/recording.h"
 
 using namespace ts;
@@ -143,6 +145,26 @@ std::shared_ptr<const KernelCode> code_a() {
                 {"OpenCL C", "__kernel void E_4_4(__global float* out, __global const float* a) {\n"
                              "  int i = get_global_id(0);\n  out[i] = a[i] + 1.0f;\n}\n", {0, 2, 3, 3}}};
   k->device_renderer = "C";
+  // the kernel IR the other renderers render (docs/recording.md, "kernel"): out[i] = max(a[i], -inf) + 1
+  using ir::Inst;
+  using ir::Op;
+  auto kernel = std::make_shared<ir::Kernel>();
+  kernel->name = "E_4_4";
+  kernel->globals = {{DType::Float32, 16, true}, {DType::Float32, 16, false}};
+  kernel->insts = {Inst{Op::DefineGlobal, DType::Float32, 0, {}, 0, 0},
+                   Inst{Op::DefineGlobal, DType::Float32, 0, {}, 1, 0},
+                   Inst{Op::Const, DType::Int32, 0, {}, 0, 16},
+                   Inst{Op::Range, DType::Int32, 1, {2, ir::kNone, ir::kNone, ir::kNone}, ir::kGlobalLoop, 0},
+                   Inst{Op::Load, DType::Float32, 2, {1, 3, ir::kNone, ir::kNone}, 0, 0},
+                   Inst{Op::Const, DType::Float32, 0, {}, 0, -std::numeric_limits<double>::infinity()},
+                   Inst{Op::Max, DType::Float32, 2, {4, 5, ir::kNone, ir::kNone}, 0, 0},
+                   Inst{Op::Const, DType::Float32, 0, {}, 0, 1},
+                   Inst{Op::Add, DType::Float32, 2, {6, 7, ir::kNone, ir::kNone}, 0, 0},
+                   Inst{Op::Store, DType::Float32, 3, {0, 3, 8, ir::kNone}, 0, 0},
+                   Inst{Op::EndRange, DType::Float32, 1, {3, ir::kNone, ir::kNone, ir::kNone}, 0, 0}};
+  kernel->opts = {{ir::AppliedOpt::UpcastGlobal, 4}};
+  if (auto errors = ir::verify(*kernel); !errors.empty()) die("the seed kernel IR is invalid: " + errors.front());
+  k->kernel = kernel;
   return k;
 }
 
@@ -293,6 +315,7 @@ bool same_list(const std::vector<T>& a, const std::vector<T>& b, F eq) {
   return true;
 }
 bool same(const KernelCode& a, const KernelCode& b) {
+  if (!a.kernel != !b.kernel || (a.kernel && ir::print(*a.kernel) != ir::print(*b.kernel))) return false;
   return a.device_renderer == b.device_renderer &&
          same_list(a.ir, b.ir, [](const PassSnapshot& x, const PassSnapshot& y) { return x.pass == y.pass && x.ir == y.ir; }) &&
          same_list(a.sources, b.sources, [](const SourceListing& x, const SourceListing& y) {
@@ -487,10 +510,10 @@ Seeds write_seeds(const std::string& dir) {
   sqlite3_finalize(s);
   sqlite3_close(db);
   remove_recording(path);
-  // listings shared between passes and launches are stored once: A has 2 distinct IR listings + 2 sources,
-  // B has 1 + 1, plus one code blob each, plus the schedule structure, the node batch and the empty one,
-  // and the recorded buffers' 2 distinct byte strings
-  if (seeds.blobs.size() != 13) die("expected 13 blobs in the seed, found " + std::to_string(seeds.blobs.size()));
+  // listings shared between passes and launches are stored once: A has 2 distinct IR listings + 2 sources
+  // + its kernel IR, B has 1 + 1, plus one code blob each, plus the schedule structure, the node batch and
+  // the empty one, and the recorded buffers' 2 distinct byte strings
+  if (seeds.blobs.size() != 14) die("expected 14 blobs in the seed, found " + std::to_string(seeds.blobs.size()));
   return seeds;
 }
 
@@ -1037,6 +1060,10 @@ size_t touch(const Event& e) {
     if (r->code) {
       for (const auto& p : r->code->ir) touched += p.ir.size();
       for (const auto& s : r->code->sources) touched += s.code.size() + s.ir_op_line.size();
+      if (r->code->kernel) {  // what a renderer reads: a kernel the decoder let through passes ir::verify
+        if (auto errors = ir::verify(*r->code->kernel); !errors.empty()) throw BrokenPromise("a kernel IR that fails ir::verify: " + errors.front());
+        touched += ir::print(*r->code->kernel).size();
+      }
     }
     for (const RecordedBuffer& b : r->buffers) {
       if (b.role != "output" && b.role != "input") throw BrokenPromise("a recorded buffer of role '" + b.role + "'");
