@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <tuple>
 #include <cerrno>
 #include <cinttypes>
 #include <climits>
@@ -640,6 +641,55 @@ TEST(Codec, APlainLaunchAndAnyOtherSpellingReadTheSame) {
     } catch (const RecordingError& x) {
       EXPECT_NE(std::string(x.what()).find("event 0 (launch)"), std::string::npos) << x.what();
     }
+  }
+}
+
+// A cached schedule's and a nodes event's payloads are read without a JSON tree when written as the encoder
+// writes them; any other spelling goes through nlohmann::json, and both read the same.
+TEST(Codec, PlainSchedulesAndNodesAndAnyOtherSpellingReadTheSame) {
+  std::vector<Event> events;
+  for (int step = 0; step < 3; step++) {
+    ScheduleEvent s = structured_schedule(sample_structure(), step);
+    if (step == 1) s.where = {"/home/ünïcode/tränïng.py", 12};  // not plain ASCII: the JSON path
+    if (step == 2) s.where = {"train.py", 7};
+    events.push_back(ScheduleEvent(s));
+  }
+  NodesEvent n;
+  n.first_uid = 40;
+  n.batch = sample_batch();
+  n.external_uids = {3, UINT64_MAX / 1024};
+  n.freed_uids = {1, 2, 3};
+  events.push_back(n);
+  n.freed_uids.clear();
+  n.first_uid = 0;
+  events.push_back(n);
+  EventEncoder encoder;
+  EventDecoder decoder;
+  for (size_t i = 0; i < events.size(); i++) {
+    std::vector<Blob> blobs;
+    const EncodedEvent e = encoder.encode(i, 0, events[i], blobs);
+    for (Blob& b : blobs) decoder.add_blob(std::move(b));
+    const std::string plain = describe(decoder.decode(e));
+    EncodedEvent spaced = e;  // the same JSON with spaces: read by nlohmann::json
+    for (size_t at = spaced.payload.find(','); at != std::string::npos; at = spaced.payload.find(',', at + 2))
+      spaced.payload.insert(at + 1, " ");
+    EXPECT_EQ(describe(decoder.decode(spaced)), plain) << spaced.payload;
+    EXPECT_EQ(plain, describe(events[i])) << e.payload;
+  }
+  // what the plain readers do not take is still checked (by the JSON path)
+  std::vector<Blob> blobs;
+  const EncodedEvent schedule = encoder.encode(9, 0, events[2], blobs);
+  const EncodedEvent nodes = encoder.encode(10, 0, events[3], blobs);
+  for (const auto& [good, from, to] : std::vector<std::tuple<EncodedEvent, std::string, std::string>>{
+           {schedule, "\"schedule_id\":102", "\"schedule_id\":-1"}, {schedule, "\"line\":7", "\"line\":-7"},
+           {schedule, "\"position_uids\":[", "\"position_uids\":[-1,"}, {schedule, "\"kernel_ids\":[", "\"kernel_ids\":[7.5,"},
+           {nodes, "\"count\":5", "\"count\":4"}, {nodes, "\"external_uids\":[3,", "\"external_uids\":["},
+           {nodes, "\"freed_uids\":[1", "\"freed_uids\":[-1"}, {nodes, "\"first_uid\":40", "\"first_uid\":1e3"}}) {
+    EncodedEvent bad = good;
+    const size_t at = bad.payload.find(from);
+    ASSERT_NE(at, std::string::npos) << from << " in " << good.payload;
+    bad.payload.replace(at, from.size(), to);
+    EXPECT_THROW(decoder.decode(bad), RecordingError) << bad.payload;
   }
 }
 

@@ -114,6 +114,11 @@ class EventDecoder {
  private:
   const std::string& blob(const std::string& hash) const;
   std::shared_ptr<const KernelCode> code(const std::string& hash);  // the code blob `hash`, decoded once
+  // a cached schedule's event from its structure blob (decoded once) and what the payload adds
+  ScheduleEvent thin_schedule(const std::string& structure, std::vector<uint64_t> position_uids,
+                              const std::vector<int>& kernel_ids, int schedule_id, SourceLocation where);
+  // a nodes event with its batch blob (decoded once), checked against it
+  NodesEvent nodes(NodesEvent n, int64_t count, const std::string& batch);
   std::unordered_map<std::string, std::string> blobs_;
   std::unordered_map<std::string, std::shared_ptr<const KernelCode>> code_;  // decoded once, shared
   std::unordered_map<std::string, std::shared_ptr<const ScheduleEvent>> structures_;

@@ -524,14 +524,49 @@ NodeBatch read_node_batch(const json& j) {
   return b;
 }
 
-// Reads a launch payload written exactly as EventEncoder writes it: its keys in its order, no spaces,
-// strings of plain ASCII without escapes, no recorded buffers. Most of a run's events are launches, and
-// building a JSON tree for each cost the debugger most of its time in a run of many small kernels. Returns
-// false for anything else (another order, an escape, "buffers", a payload from elsewhere), which the JSON
-// path then reads and checks; what this accepts, that path would read the same.
-class PlainLaunch {
+// Reads the payloads a run has most of, written exactly as EventEncoder writes them: their keys in its
+// order, no spaces, strings of plain ASCII without escapes. Launches (without recorded buffers): building a
+// JSON tree for each cost the debugger most of its time in a run of many small kernels. A cached schedule
+// and a nodes event: their lists of a few thousand uids were a JSON value each, most of the debugger's
+// decoding of a training loop. Each read returns false for anything else (another order, an escape,
+// "buffers", a payload from elsewhere), which the JSON path then reads and checks; what these accept, that
+// path would read the same.
+class PlainPayload {
  public:
-  explicit PlainLaunch(std::string_view p) : p_(p) {}
+  explicit PlainPayload(std::string_view p) : p_(p) {}
+  // {"schedule_id":N,"where":{"file":"...","line":N},"structure":"<hash>","position_uids":[...],"kernel_ids":[...]}
+  bool read_schedule(int& schedule_id, SourceLocation& where, std::string& structure, std::vector<uint64_t>& uids,
+                     std::vector<int>& kernel_ids) {
+    int64_t v;
+    if (!(literal("{\"schedule_id\":") && integer(v) && v >= 0 && v <= kMaxId)) return false;
+    schedule_id = static_cast<int>(v);
+    if (literal(",\"where\":{\"file\":")) {
+      if (!(string(where.file) && literal(",\"line\":") && integer(v) && v >= 0 && v <= kMaxId && literal("}"))) return false;
+      where.line = static_cast<int>(v);
+    }
+    if (!(literal(",\"structure\":") && string(structure) && literal(",\"position_uids\":") && uid_list(uids) &&
+          literal(",\"kernel_ids\":[")))
+      return false;
+    if (!literal("]")) {
+      do {
+        if (!(integer(v) && v >= 0 && v <= kMaxId)) return false;
+        kernel_ids.push_back(static_cast<int>(v));
+      } while (literal(","));
+      if (!literal("]")) return false;
+    }
+    return literal("}") && at_ == p_.size();
+  }
+  // {"first_uid":N,"count":N,"batch":"<hash>","external_uids":[...],"freed_uids":[...]}
+  bool read_nodes(NodesEvent& n, int64_t& count, std::string& batch) {
+    int64_t v;
+    if (!(literal("{\"first_uid\":") && integer(v) && v >= 0)) return false;
+    n.first_uid = static_cast<uint64_t>(v);
+    if (!(literal(",\"count\":") && integer(count) && count >= 0 && literal(",\"batch\":") && string(batch) &&
+          literal(",\"external_uids\":") && uid_list(n.external_uids) && literal(",\"freed_uids\":") &&
+          uid_list(n.freed_uids) && literal("}")))
+      return false;
+    return at_ == p_.size();
+  }
   bool read(KernelRunEvent& r, std::string& code_hash) {
     int64_t v;
     bool null_code = false;
@@ -569,6 +604,17 @@ class PlainLaunch {
     out.assign(p_.data() + start, at_ - start);
     at_++;
     return true;
+  }
+  // [u, u, ...] of unsigned integers of at most 18 digits (a larger one goes the JSON way)
+  bool uid_list(std::vector<uint64_t>& out) {
+    if (!literal("[")) return false;
+    if (literal("]")) return true;
+    int64_t v;
+    do {
+      if (!integer(v) || v < 0) return false;
+      out.push_back(static_cast<uint64_t>(v));
+    } while (literal(","));
+    return literal("]");
   }
   bool boolean(bool& out) {
     if (literal("true")) return out = true, true;
@@ -711,24 +757,65 @@ const std::string& EventDecoder::blob(const std::string& hash) const {
   return it->second;
 }
 
+ScheduleEvent EventDecoder::thin_schedule(const std::string& structure, std::vector<uint64_t> position_uids,
+                                          const std::vector<int>& kernel_ids, int schedule_id, SourceLocation where) {
+  auto known = structures_.find(structure);
+  if (known == structures_.end())
+    known = structures_.emplace(structure, std::make_shared<const ScheduleEvent>(read_schedule(json::parse(blob(structure))))).first;
+  try {
+    ScheduleEvent s = instantiate_schedule(known->second, std::move(position_uids), kernel_ids, schedule_id);
+    s.where = std::move(where);
+    return s;
+  } catch (const std::invalid_argument& x) {
+    throw RecordingError(x.what());
+  }
+}
+
+NodesEvent EventDecoder::nodes(NodesEvent n, int64_t count, const std::string& batch) {
+  auto known = batches_.find(batch);
+  if (known == batches_.end())
+    known = batches_.emplace(batch, std::make_shared<const NodeBatch>(read_node_batch(json::parse(blob(batch))))).first;
+  n.batch = known->second;
+  if (static_cast<uint64_t>(count) != n.batch->nodes.size())
+    throw RecordingError("field 'count' differs from its batch's node count");
+  // every source position must name a node of the batch or an external uid
+  const uint64_t positions = n.batch->nodes.size() + n.external_uids.size();
+  for (const GraphNodeInfo& node : n.batch->nodes)
+    for (uint64_t p : node.srcs)
+      if (p >= positions) throw RecordingError("a node's source position " + std::to_string(p) + " is out of range");
+  return n;
+}
+
 Event EventDecoder::decode(const EncodedEvent& e) {
   try {
     if (e.kind == EventKind::Launch) {
       KernelRunEvent r;
       std::string hash;
-      if (PlainLaunch(e.payload).read(r, hash)) {
+      if (PlainPayload(e.payload).read(r, hash)) {
         if (!hash.empty()) r.code = code(hash);
         return r;
       }
+    }
+    if (e.kind == EventKind::Schedule) {
+      int schedule_id = 0;
+      SourceLocation where;
+      std::string hash;
+      std::vector<uint64_t> uids;
+      std::vector<int> kernel_ids;
+      if (PlainPayload(e.payload).read_schedule(schedule_id, where, hash, uids, kernel_ids))
+        return thin_schedule(hash, std::move(uids), kernel_ids, schedule_id, std::move(where));
+    }
+    if (e.kind == EventKind::Nodes) {
+      NodesEvent n;
+      int64_t count = 0;
+      std::string hash;
+      if (PlainPayload(e.payload).read_nodes(n, count, hash)) return nodes(std::move(n), count, hash);
     }
     json j = json::parse(e.payload);
     switch (e.kind) {
       case EventKind::Schedule: {
         if (!j.is_object() || !j.contains("structure")) return read_schedule(j);
         const std::string hash = str(j, "structure");
-        auto known = structures_.find(hash);
-        if (known == structures_.end())
-          known = structures_.emplace(hash, std::make_shared<const ScheduleEvent>(read_schedule(json::parse(blob(hash))))).first;
         std::vector<uint64_t> uids;
         for (const json& u : array(j, "position_uids")) uids.push_back(uid(u));
         std::vector<int> kernel_ids;
@@ -737,14 +824,8 @@ Event EventDecoder::decode(const EncodedEvent& e) {
           if (id < 0 || id > kMaxId) throw RecordingError("field 'kernel_ids' is out of range");
           kernel_ids.push_back(static_cast<int>(id));
         }
-        try {
-          ScheduleEvent s = instantiate_schedule(known->second, std::move(uids), kernel_ids,
-                                                 static_cast<int>(integer(j, "schedule_id", 0, kMaxId)));
-          s.where = read_where(j);
-          return s;
-        } catch (const std::invalid_argument& x) {
-          throw RecordingError(x.what());
-        }
+        const int schedule_id = static_cast<int>(integer(j, "schedule_id", 0, kMaxId));
+        return thin_schedule(hash, std::move(uids), kernel_ids, schedule_id, read_where(j));
       }
       case EventKind::Launch: {
         KernelRunEvent r;
@@ -793,21 +874,11 @@ Event EventDecoder::decode(const EncodedEvent& e) {
       case EventKind::Nodes: {
         NodesEvent n;
         const std::string hash = str(j, "batch");
-        auto known = batches_.find(hash);
-        if (known == batches_.end())
-          known = batches_.emplace(hash, std::make_shared<const NodeBatch>(read_node_batch(json::parse(blob(hash))))).first;
-        n.batch = known->second;
         n.first_uid = uid(field(j, "first_uid"));
-        if (static_cast<uint64_t>(integer(j, "count", 0, INT64_MAX)) != n.batch->nodes.size())
-          throw RecordingError("field 'count' differs from its batch's node count");
+        const int64_t count = integer(j, "count", 0, INT64_MAX);
         for (const json& u : array(j, "external_uids")) n.external_uids.push_back(uid(u));
         for (const json& u : array(j, "freed_uids")) n.freed_uids.push_back(uid(u));
-        // every source position must name a node of the batch or an external uid
-        const uint64_t positions = n.batch->nodes.size() + n.external_uids.size();
-        for (const GraphNodeInfo& node : n.batch->nodes)
-          for (uint64_t p : node.srcs)
-            if (p >= positions) throw RecordingError("a node's source position " + std::to_string(p) + " is out of range");
-        return n;
+        return nodes(std::move(n), count, hash);
       }
       case EventKind::Trial: {
         AutotuneTrialEvent t;
