@@ -153,8 +153,8 @@ struct KernelCode {
   KernelCode& operator=(const KernelCode&) = delete;
 
   std::vector<PassSnapshot> ir;        // IR after lowering and after every pass
-  // The listings made when the kernel was compiled: the device's own (recordings of schema version 2 and
-  // earlier: every renderer's).
+  // The listings made when the kernel was compiled: the device's own (none on INTERP). Recordings made
+  // before `kernel` was kept hold every renderer's here.
   std::vector<SourceListing> sources;
   // The kernel the device compiled (its IR after every pass), which the other renderers render; null in
   // recordings made before it was kept.

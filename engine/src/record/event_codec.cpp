@@ -680,7 +680,9 @@ ir::Kernel read_kernel(const json& j) {
   k.name = str(j, "name");
   for (const json& g : array(j, "globals")) {
     if (!g.is_array() || g.size() != 3 || !g[2].is_boolean()) throw RecordingError("kernel IR: a global is not [dtype, numel, output]");
-    k.globals.push_back({dtype(g[0]), integer(g[1], "numel"), g[2].get<bool>()});
+    const int64_t numel = integer(g[1], "numel");
+    if (numel < 0) throw RecordingError("kernel IR: a global of negative size");
+    k.globals.push_back({dtype(g[0]), numel, g[2].get<bool>()});
   }
   for (const json& in : array(j, "insts")) {
     if (!in.is_array() || in.size() < 4 || in.size() > 8 || !in[0].is_string())
@@ -737,7 +739,7 @@ std::shared_ptr<const KernelCode> EventDecoder::code(const std::string& hash) {
     k->sources.push_back(std::move(l));
   }
   k->device_renderer = str(c, "device_renderer");
-  // optional: recordings of schema version 2 and earlier hold every renderer's listing instead
+  // optional: recordings made before it was kept hold every renderer's listing in "sources" instead
   if (c.contains("kernel")) k->kernel = std::make_shared<const ir::Kernel>(read_kernel(json::parse(blob(str(c, "kernel")))));
   // optional: recordings made before the plans were recorded lack them
   if (c.contains("plan")) k->plan = str(c, "plan");

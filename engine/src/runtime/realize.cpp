@@ -46,12 +46,12 @@ std::unordered_map<std::string, std::shared_ptr<Program>>& program_cache() {
   return cache;
 }
 
-// What the watched path built for a kernel (its IR after every pass, its source in every renderer, its
+// What the watched path built for a kernel (its IR after every pass, the source its device compiled, its
 // actions), by what determines it: the device, the plan asked for, where that plan came from and the
 // lowered kernel's listing. The passes and renderers are deterministic, so a kernel lowered again in a
 // later schedule (each step of a training loop whose schedule the structural cache does not hold) shares
-// the KernelCode built the first time instead of printing its IR after every pass and rendering it in
-// every language again. Emptied when it holds kMaxCodes.
+// the KernelCode built the first time (and the listings it rendered since) instead of printing its IR
+// after every pass again. Emptied when it holds kMaxCodes.
 constexpr size_t kMaxCodes = 4096;
 std::unordered_map<std::string, std::shared_ptr<const KernelCode>>& code_cache() {
   static std::unordered_map<std::string, std::shared_ptr<const KernelCode>> cache;
