@@ -310,8 +310,8 @@ def test_a_short_row_is_padded_to_16_and_upcast_by_8(tmp_path):
 
 def test_a_short_reduce_keeps_four_trips_of_its_upcast_loop(tmp_path):
     # x @ Wᵀ with K = 32 and 11 outputs (the transformer sample's classifier head): each output's partial sums
-    # are combined by U - 1 scalar adds after the loop, so UPCAST_REDUCE keeps at least 4 trips where it can:
-    # U = 8 for K = 32 (head 19.3 -> 10.8 us), 16 for K = 64; a streaming sum still takes 64. Values vs NumPy.
+    # are combined by U - 1 scalar adds after the loop, so 16 accumulators need at least 4 trips: U = 8 for
+    # K = 32 (head 19.3 -> 10.8 us), 16 for K = 64; a streaming sum still takes 64. Values vs NumPy.
     ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((384, 32)).astype(np.float32)).realize()\n"
                             "w = Tensor(rng.standard_normal((11, 32)).astype(np.float32)).realize()\n"
                             "(x @ w.T).realize()\n"
