@@ -325,3 +325,34 @@ def test_a_short_reduce_keeps_four_trips_of_its_upcast_loop(tmp_path):
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((384, 32)).astype(np.float32), rng.standard_normal((11, 32)).astype(np.float32)
     np.testing.assert_allclose((Tensor(x) @ Tensor(w).T).numpy(), x @ w.T, rtol=1e-5, atol=1e-5)
+
+
+def test_a_matmul_of_odd_width_is_padded_to_16_and_register_tiled(tmp_path):
+    # Widths 16 does not divide (LeNet's 120 and 84, 100, 1000) pad to a multiple of 16 in a matmul-like
+    # reduce, so REGISTER_TILE applies (padto.cpp: (64, 400) @ 120: 381 -> 88 us); a column sum, with no operand
+    # the tile could reuse, keeps its plain upcast (padded it was slower). Values against NumPy.
+    ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((64, 400)).astype(np.float32)).realize()\n"
+                            "w = Tensor(rng.standard_normal((400, 120)).astype(np.float32)).realize()\n"
+                            "(x @ w).realize()\n"
+                            "c = Tensor(rng.standard_normal((4096, 100)).astype(np.float32)).realize()\n"
+                            "c.sum(axis=0).realize()\n")
+    head = ir["r_64_120_400"].splitlines()[0]
+    assert "PADTO(16)" in head and "REGISTER_TILE" in head, head
+    head = ir["r_100_4096"].splitlines()[0]
+    assert "PADTO" not in head and "UPCAST_GLOBAL(4)" in head, head
+    rng = np.random.default_rng(11)
+    for m, k, n in ((64, 400, 120), (64, 120, 84), (33, 50, 100)):
+        x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+        np.testing.assert_allclose((Tensor(x) @ Tensor(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+    # nn.Linear(400, 120) forward and backward (W transposed, bias, the weight gradient) against PyTorch
+    x = rng.standard_normal((64, 400)).astype(np.float32)
+    W, b = rng.standard_normal((120, 400)).astype(np.float32) * 0.05, rng.standard_normal(120).astype(np.float32)
+    tx, tW, tb = (Tensor(a, requires_grad=True) for a in (x, W, b))
+    out = (tx @ tW.T + tb).relu()
+    out.sum().backward()
+    px, pW, pb = (torch.tensor(a, requires_grad=True) for a in (x, W, b))
+    ref = (px @ pW.T + pb).relu()
+    ref.sum().backward()
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-4, atol=1e-4)
+    for t, p in ((tx, px), (tW, pW), (tb, pb)):
+        np.testing.assert_allclose(t.grad.numpy(), p.grad.numpy(), rtol=1e-4, atol=1e-3)

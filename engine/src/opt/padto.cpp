@@ -16,15 +16,15 @@
 // padded iteration reads and writes nothing outside the buffers. Loads that do not depend on the loop (x[k]
 // above) read what the loop read before and stay as they are.
 //
-// The default (kAuto) pads a row of 9 to 15 to 16 (kShortRowPad, below), and pads to 16 where the heuristics
+// The default (kAuto) pads the columns of a matmul-like reduce to a multiple of 16 (matmul_like, below), a row
+// of 9 to 15 to 16 (kShortRowPad, below), and pads to 16 where the heuristics
 // would upcast nothing else (no 4, 8, 16 or 32 divides N,
 // so the loop stays scalar, reading w down its columns) and the loop has at least 128 iterations, with
 // UPCAST_GLOBAL left to its heuristic. Measured on C (1 thread, a loaded 2-core AMD EPYC VM; x (M, K) @ w (K, N),
 // median launch, M = 128 or 64, K = 128-256): N = 255: 2.86 → 0.39 ms (7.4×), 333: 1.53 → 0.40 ms (3.9×), 785:
-// 10.9 → 4.0 ms (2.7×), 1001: 7.9 → 2.5 ms (3.2×). Not below 128 (N = 10, 65, 67, 97: 0.94-1.1×) nor where an
-// upcast of 4 or 8 applies already (N = 72, 100, 200, 1000: 0.74-0.90×; 84 and 120 gained 1.2× and 1.4×): gcc
-// compiles the masked loads and stores to branches (it may not load an element that could be out of bounds)
-// and vectorizes less of the tile, which costs about what the larger upcast gains there.
+// 10.9 → 4.0 ms (2.7×), 1001: 7.9 → 2.5 ms (3.2×). Not below 128 (N = 10, 65, 67, 97: 0.94-1.1×). Where an upcast
+// of 4 or 8 applies already (N = 72, 100, 200, 1000) padding was once slower (0.74-0.90×: gcc compiles the
+// masked loads to branches), until REGISTER_TILE applied to padded loops: a matmul-like kernel gains 4× now.
 //
 // A requested amount p (OptPlan) is applied when it is legal:
 //   - p ≥ 2, N a constant that p does not divide (otherwise there is nothing to pad);
@@ -50,6 +50,32 @@ constexpr int64_t kAutoMinTrips = 128;  // and the shortest loop it pads
 // q @ kᵀ (32, 4, 12, 8) 26.7 → 13.4 us, x (128, 64) @ w (64, N) for N = 12: 17.2 → 15.2, 10: 28.7 → 20.9,
 // 14: 38.9 → 16.5 us. Padded to 16 and upcast by 16 it was slower than the default for 12 (34.6 us).
 constexpr int kShortRowPad = 8;
+
+// A matmul-like reduce: global loop g (the output columns j) lies inside another global loop (the rows),
+// and its reduce block reads one operand that moves with j (w[k, j]) and one that does not (x[i, k]).
+// REGISTER_TILE then applies to the padded loop, which is what the padding is for: a width 16 does not
+// divide (72, 84, 100, 120, 200, 1000) otherwise gets an upcast of 4 or 8 and no tile. Measured on C
+// (1 thread, Zen 4; x (M, K) @ w (K, N), the kernel alone): (128, 256) @ N = 72: 265 → 67 us, 100: 767 →
+// 181, 200: 734 → 187, 1000: 3756 → 913; (64, 120) @ 84: 127 → 26, (64, 400) @ 120: 381 → 88, (128, 784)
+// @ 120: 1561 → 297 us. A column sum (no operand that stays) got slower padded: N = 100, 200, 1000 rows
+// of 4096: 83 → 106, 86 → 152, 107 → 180 us; it keeps the rule below.
+bool matmul_like(const std::vector<Inst>& insts, size_t g) {
+  const size_t g_end = end_of_range(insts, g);
+  bool inside_rows = false;
+  for (size_t i = 0; i < g; i++)
+    inside_rows = inside_rows || (insts[i].op == Op::Range && insts[i].arg == ir::kGlobalLoop && end_of_range(insts, i) > g_end);
+  if (!inside_rows) return false;
+  std::vector<int8_t> memo(insts.size(), -1);
+  for (const ReduceBlock& b : upcastable_body(insts, g)) {
+    bool moves = false, stays = false;
+    for (size_t x = b.range + 1; x < b.end; x++) {
+      if (insts[x].op != Op::Load) continue;
+      (depends_on(insts, static_cast<ValueId>(x), static_cast<ValueId>(g), memo) ? moves : stays) = true;
+    }
+    if (moves && stays) return true;
+  }
+  return false;
+}
 }  // namespace
 
 void padto(ir::Kernel& k) {
@@ -63,7 +89,8 @@ void padto(ir::Kernel& k) {
   const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
   if (p == ir::OptPlan::kAuto) {  // the default: see above
     const bool upcast_auto = k.plan.get(ir::AppliedOpt::UpcastGlobal) == ir::OptPlan::kAuto;
-    if (upcast_auto && n % 4 != 0 && n >= kAutoMinTrips) p = kAutoPad;
+    if (upcast_auto && n % kAutoPad != 0 && n > kAutoPad && matmul_like(old, g)) p = kAutoPad;
+    else if (upcast_auto && n % 4 != 0 && n >= kAutoMinTrips) p = kAutoPad;
     else if (upcast_auto && n > kShortRowPad && n < 2 * kShortRowPad) p = kShortRowPad;
     else return;
   }
