@@ -306,8 +306,9 @@ TEST(OptPlan, PadtoPadsOddWidthsForTheUpcastAndMasksThePaddedIterations) {
   EXPECT_GT(padded_and_upcast, 5);
 }
 
-// The default PADTO: 16 where no upcast divides a loop of at least 128 iterations (see padto.cpp's numbers).
-TEST(OptPlan, TheDefaultPadsOnlyLongLoopsThatNoUpcastDivides) {
+// The default PADTO (see padto.cpp's numbers): a matmul-like reduce's columns to a multiple of 16 when 16 does not
+// divide them (REGISTER_TILE then applies); elsewhere 16 where no upcast divides a loop of at least 128.
+TEST(OptPlan, TheDefaultPadsMatmulColumnsToSixteen) {
   auto applied_by_default = [](int64_t n) {
     ir::Kernel k = matmul(4, n, 8);
     run_passes(k, nullptr);
@@ -315,8 +316,9 @@ TEST(OptPlan, TheDefaultPadsOnlyLongLoopsThatNoUpcastDivides) {
   };
   EXPECT_EQ(applied_by_default(255), std::make_pair(16, 32));  // padded to 256
   EXPECT_EQ(applied_by_default(333), std::make_pair(16, 16));  // 336
-  EXPECT_EQ(applied_by_default(97), std::make_pair(0, 0));     // too short
-  EXPECT_EQ(applied_by_default(200), std::make_pair(0, 8));    // an upcast of 8 applies as it is
+  EXPECT_EQ(applied_by_default(97), std::make_pair(16, 16));   // 112 (was left scalar: shorter than 128)
+  EXPECT_EQ(applied_by_default(200), std::make_pair(16, 16));  // 208 (was upcast by 8, with no register tile)
+  EXPECT_EQ(applied_by_default(256), std::make_pair(0, 32));   // 16 divides it: nothing to pad
   ir::Kernel off = matmul(4, 255, 8);
   off.plan = ir::OptPlan::parse("UPCAST_GLOBAL=0");  // no upcast to pad for
   run_passes(off, nullptr);
