@@ -4,7 +4,8 @@ Rows (issue 13, item 4):
   1. samples/cnn_digits.py's CNN (conv-BN-ReLU-pool twice, linear), batch 64 of 8x8 digits, SGD momentum 0.9,
      cross-entropy with label smoothing 0.1;
   2. samples/transformer_tiny.py's 2-layer decoder (dim 32, 4 heads), batch 32 of 12 tokens, Adam 3e-3;
-  3. an MLP 784-512-256-10, batch 128, AdamW (lr 1e-3, weight decay 0.01), cross-entropy.
+  3. an MLP 784-512-256-10, batch 128, AdamW (lr 1e-3, weight decay 0.01), cross-entropy;
+  4. LeNet-5's classifier, an MLP 400-120-84-10 (widths 16 does not divide), batch 64, SGD momentum 0.9.
 The models are rebuilt here as in the samples (the sample files are not run). Every contender starts from
 the same weights: PyTorch's default initialisation, copied as NumPy arrays into each Tensorscope model
 (`nn.load_state_dict`); each contender has its own model and optimizer and sees the same batch. The losses
@@ -202,6 +203,25 @@ class MLP:
         return self.l3(self.l2(self.l1(x).relu()).relu())
 
 
+class LeNetHead:
+    """LeNet-5's fully connected layers (LeCun et al., 1998): 400 -> 120 -> 84 -> 10."""
+
+    def __init__(self):
+        self.l1, self.l2, self.l3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+
+    def __call__(self, x):
+        return self.l3(self.l2(self.l1(x).relu()).relu())
+
+
+class TorchLeNetHead(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2, self.l3 = torch.nn.Linear(400, 120), torch.nn.Linear(120, 84), torch.nn.Linear(84, 10)
+
+    def forward(self, x):
+        return self.l3(F.relu(self.l2(F.relu(self.l1(x)))))
+
+
 class TorchMLP(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -235,6 +255,8 @@ def workloads():
     tx, ty = reverse_batch(rng, 32)
     mx = rng.standard_normal((128, 784), dtype=np.float32)
     my = rng.integers(0, 10, 128).astype(np.int32)
+    lx = rng.standard_normal((64, 400), dtype=np.float32)
+    ly = rng.integers(0, 10, 64).astype(np.int32)
     return [
         dict(name="CNN digits (cnn_digits.py), b64, SGD", ts_model=CNN, torch_model=TorchCNN, x=cx, y=cy,
              ts_opt=lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
@@ -251,6 +273,11 @@ def workloads():
              torch_opt=lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01),
              ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
              torch_loss=lambda out, y: F.cross_entropy(out, y), note=""),
+        dict(name="LeNet head 400-120-84-10, b64, SGD", ts_model=LeNetHead, torch_model=TorchLeNetHead, x=lx, y=ly,
+             ts_opt=lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
+             torch_opt=lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
+             ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
+             torch_loss=lambda out, y: F.cross_entropy(out, y), note="widths 16 does not divide"),
     ]
 
 
