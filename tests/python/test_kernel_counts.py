@@ -207,14 +207,21 @@ def test_matmul_read_in_two_loops_is_stored(dev):
 
 def test_transposed_weight_is_copied_once_on_c():
     # x @ W.T (nn.Linear) on the C device: W.T is copied to a contiguous (K, N) first (one small kernel),
-    # so that the matmul register-tiles instead of summing dot products; on INTERP no copy
+    # so that the matmul register-tiles instead of summing dot products; on INTERP no copy. A width 16 does not
+    # divide (40) is copied padded to 48 and the product stored 48 wide, then cropped (a third kernel; with a
+    # bias or an activation after it, that kernel is theirs: (x @ W.T + b).relu() has as many kernels).
     rng = np.random.default_rng(0)
-    x, w = rng.standard_normal((32, 24), dtype=np.float32), rng.standard_normal((40, 24), dtype=np.float32)
-    for dev, kernels in (("C", 2), ("INTERP", 1)):
-        tx, tw = Tensor(x, device=dev).realize(), Tensor(w, device=dev).realize()
-        n, out = _count(lambda: tx @ tw.T)
-        assert n == kernels, dev
-        np.testing.assert_allclose(out.numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
+    x = rng.standard_normal((32, 24), dtype=np.float32)
+    for cols, kernels in ((48, {"C": 2, "INTERP": 1}), (40, {"C": 3, "INTERP": 1})):
+        w, b = rng.standard_normal((cols, 24), dtype=np.float32), rng.standard_normal(cols, dtype=np.float32)
+        for dev in ("C", "INTERP"):
+            tx, tw, tb = (Tensor(a, device=dev).realize() for a in (x, w, b))
+            n, out = _count(lambda: tx @ tw.T)
+            assert n == kernels[dev], (dev, cols)
+            np.testing.assert_allclose(out.numpy(), x @ w.T, rtol=1e-4, atol=1e-4)
+            n, out = _count(lambda: (tx @ tw.T + tb).relu())
+            assert n == kernels[dev], (dev, cols)  # the bias and relu join the matmul, or the crop
+            np.testing.assert_allclose(out.numpy(), np.maximum(x @ w.T + b, 0), rtol=1e-4, atol=1e-4)
 
 
 @devices

@@ -707,6 +707,7 @@ Tensor Tensor::contiguous() const { return primitive(Op::Contiguous, {*this}, sh
 // than this CPU's L2 share (1 MiB) and M is large enough to amortize it. GPUs have no use for it.
 constexpr int64_t kPanelWidth = 32;  // NR: the width upcast_global unrolls, two AVX-512 vectors
 constexpr int64_t kPanelRows = 8;    // MR: the rows register_tile upcasts
+constexpr int64_t kPaddedWidth = 16; // a transposed copy of w is padded to a multiple of this (one AVX-512 vector)
 
 namespace {
 
@@ -791,7 +792,22 @@ Tensor Tensor::matmul(const Tensor& w) const {
     });
   }
   if (n1 >= 2 && n2 == 2 && packs_panels(shape(), w.shape(), device())) return matmul_packed(w);
-  if (n1 >= 2 && n2 >= 2 && copies_transposed_w(shape(), w)) return matmul(w.contiguous());
+  if (n1 >= 2 && n2 >= 2 && copies_transposed_w(shape(), w)) {
+    // A width that 16 does not divide (LeNet's 120 and 84) is copied padded with zero columns to the next
+    // multiple of 16, as a BLAS pads its packed panels to the register tile's width: the matmul then runs
+    // unmasked and its extra columns are cropped. PADTO would mask them instead, and with the Linear's
+    // bias added in the same kernel gcc vectorized the masked tile lane by lane: (64, 400) @ 120 + b took
+    // 264 us masked, 60 us padded (+ 2 us for the bias in a kernel of its own).
+    const int64_t n = w.shape().back(), padded = (n + kPaddedWidth - 1) / kPaddedWidth * kPaddedWidth;
+    if (n2 == 2 && n > kPaddedWidth && padded != n) {
+      const Tensor wp = w.pad({{0, 0}, {0, padded - n}}).contiguous();
+      Pairs keep;
+      for (int64_t d = 0; d < n1 - 1; d++) keep.push_back({0, shape()[static_cast<size_t>(d)]});
+      keep.push_back({0, n});
+      return matmul(wp).contiguous().shrink(keep);  // stored 16-wide: fused, the crop would narrow the loop again
+    }
+    return matmul(w.contiguous());
+  }
   // tinygrad's dot: x (..., n, 1, k) * wᵀ (..., 1, m, k) broadcast, then sum over k
   int64_t ones = std::min<int64_t>({n1 - 1, n2 - 1, 1});
   Shape xs(shape().begin(), shape().end() - 1);
