@@ -117,7 +117,7 @@ KernelDetailsPanel::KernelDetailsPanel(QWidget* parent)
   connect(hideUnchanged_, &QCheckBox::toggled, this, &KernelDetailsPanel::updateHiddenPasses);
   connect(rendererCombo_, &QComboBox::currentIndexChanged, this, [this](int index) {
     if (index >= 0) preferredRenderer_ = rendererCombo_->itemText(index);
-    showSource(index);
+    showSource();
   });
   connect(ir_, &CodeView::lineHovered, this, &KernelDetailsPanel::linkFromIr);
   connect(ir_, &CodeView::lineClicked, this, &KernelDetailsPanel::linkFromIr);
@@ -177,7 +177,7 @@ void KernelDetailsPanel::showKernel(int kernelId, const QString& name, const ts:
   rendererCombo_->setCurrentIndex(preferred);
   updateHiddenPasses();
   showPass(passCombo_->currentIndex());
-  showSource(rendererCombo_->currentIndex());
+  showSource();
 }
 
 int KernelDetailsPanel::rendererFor(const ts::KernelCode& code) const {
@@ -325,8 +325,7 @@ QString KernelDetailsPanel::sourceText() const {
 
 QString KernelDetailsPanel::shownRenderer() const { return rendererCombo_->currentText(); }
 
-void KernelDetailsPanel::showSource(int index) {
-  (void)index;  // the combo's current item: its language's listing, rendered now if it is another device's
+void KernelDetailsPanel::showSource() {  // rendered now if the language is another device's
   source_->setCode(sourceText());
   updateLinking();
 }

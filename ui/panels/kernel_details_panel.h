@@ -76,7 +76,7 @@ class KernelDetailsPanel : public QWidget {
   void showPass(int index);
   void showDiff(int index);  // while the Diff tab is shown
   void updateHiddenPasses();
-  void showSource(int index);
+  void showSource();  // the listing of the language picked in the combo
   int rendererFor(const ts::KernelCode& code) const;  // the renderer user picked, else the device's
   // that renderer's listing of `code` (rendered now when it is another device's language), or nullptr
   const ts::SourceListing* listingFor(const ts::KernelCode& code) const;

@@ -665,7 +665,8 @@ class PlainPayload {
 ir::Kernel read_kernel(const json& j) {
   static const std::unordered_map<std::string, ir::Op> ops = [] {
     std::unordered_map<std::string, ir::Op> m;
-    for (int o = 0; o <= static_cast<int>(ir::Op::MulAcc); o++) m[ir::op_name(static_cast<ir::Op>(o))] = static_cast<ir::Op>(o);
+    for (int o = 0; o <= static_cast<int>(ir::Op::MulAcc); o++)  // MULACC: the last Op (tensorscope/ir.h)
+      m[ir::op_name(static_cast<ir::Op>(o))] = static_cast<ir::Op>(o);
     return m;
   }();
   auto dtype = [](const json& v) {
