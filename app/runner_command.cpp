@@ -1,6 +1,7 @@
 #include "runner_command.h"
 
 #include <Python.h>
+#include <signal.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -78,6 +79,24 @@ void read_commands(int fd, DebuggerGate* gate, std::atomic<bool>* done) {
   if (!done->load()) _exit(3);  // nobody is watching and the script does not stop
 }
 
+// A script that dies (a segfault in a kernel or in ctypes, abort()) sends the events it queued before
+// the signal ends it with its default action, so that the debugger shows what ran up to the crash and
+// still reads "ended by signal 11 (SIGSEGV)" from the exit status.
+std::atomic<EventStreamer*> g_streamer{nullptr};
+
+void send_events_then_die(int sig) {
+  if (EventStreamer* streamer = g_streamer.load()) streamer->flush_on_crash();
+  ::raise(sig);  // SA_RESETHAND put back the default action; SA_NODEFER lets it act at once
+}
+
+void send_events_on_fatal_signals() {
+  struct sigaction action {};
+  action.sa_handler = send_events_then_die;
+  action.sa_flags = SA_RESETHAND | SA_NODEFER;
+  sigemptyset(&action.sa_mask);
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT}) sigaction(sig, &action, nullptr);
+}
+
 }  // namespace
 
 int cmd_runner(int argc, char** argv) {
@@ -146,8 +165,13 @@ int cmd_runner(int argc, char** argv) {
     EventStreamer streamer(info, record, fd);
     gate->set_before_send([&streamer] { streamer.flush(); });  // the events before a pause arrive before it
     Session::get().subscribe(&streamer);
+    g_streamer = &streamer;
+    send_events_on_fatal_signals();
+    ScriptRunner::on_os_exit([&streamer] { streamer.flush(); });
     // Script output travels as events (ScriptOutputEvent); nothing is echoed to this process's stdout.
     result = ScriptRunner::run(path, info.script_text, device, {});
+    ScriptRunner::on_os_exit(nullptr);
+    g_streamer = nullptr;
     Session::get().unsubscribe(&streamer);
     gate->set_before_send(nullptr);
     streamer.finish(how_it_ended(result, path));

@@ -128,6 +128,25 @@ ScriptResult ScriptRunner::run(const std::string& path, const std::string& sourc
 
 void ScriptRunner::interrupt_main() { PyErr_SetInterrupt(); }
 
+void ScriptRunner::on_os_exit(std::function<void()> before_exit) {
+  struct GilState {  // as in run()
+    PyGILState_STATE state = PyGILState_Ensure();
+    ~GilState() { PyGILState_Release(state); }
+  } gil;
+  py::module_ os = py::module_::import("os");
+  static py::object* real_exit = new py::object(os.attr("_exit"));  // never freed: outlives the interpreter
+  if (!before_exit) {
+    os.attr("_exit") = *real_exit;
+    return;
+  }
+  os.attr("_exit") = py::cpp_function(
+      [before_exit](int status) {
+        before_exit();
+        (*real_exit)(status);
+      },
+      py::arg("status"), "os._exit, after the runner sent its queued events (tensorscope runner)");
+}
+
 RunInfo how_it_ended(const ScriptResult& result, const std::string& path) {
   RunInfo end;
   end.end_time_ns = wall_clock_ns();

@@ -49,6 +49,11 @@ class ScriptRunner {
   // and async-signal-safe; never blocks, also while the script is inside a long engine call.
   static void interrupt_main();
 
+  // Makes the script's os._exit(n), which skips every cleanup (no atexit, no destructors), call
+  // `before_exit` first: the runner sends its queued events there, so a script that realizes and then
+  // calls os._exit still shows what it realized. Call after initialize; empty restores os._exit.
+  static void on_os_exit(std::function<void()> before_exit);
+
   // Directory of the `tensorscope` Python package next to the running executable
   // (<exe>/../python), or empty when not found.
   static std::string default_python_path();

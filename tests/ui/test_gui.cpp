@@ -438,6 +438,35 @@ class GuiTest : public QObject {
     QVERIFY2(window.lastRunOk(), qPrintable(window.consoleText()));
   }
 
+  // Launches are sent to the debugger in batches; a runner that dies sends its queued batch first, so
+  // a burst of realizes right before the death all arrive (CI once lost the last launch to os._exit).
+  void aDeathSendsEveryLaunchBeforeIt_data() {
+    QTest::addColumn<QString>("death");
+    QTest::addColumn<QString>("said");
+    QTest::newRow("os._exit(3)") << "import os\nos._exit(3)\n" << "exit status 3 after kernel #";
+    QTest::newRow("abort") << "import os\nos.abort()\n" << "signal 6 (SIGABRT) after kernel #";
+    QTest::newRow("segfault") << "import ctypes\nctypes.string_at(0)\n" << "signal 11 (SIGSEGV) after kernel #";
+  }
+  void aDeathSendsEveryLaunchBeforeIt() {
+    QFETCH(QString, death);
+    QFETCH(QString, said);
+    tsui::MainWindow window;
+    window.show();
+    window.editor()->setText(
+        "from tensorscope import Tensor\n"
+        "x = Tensor([1.0, 2.0])\n"
+        "for i in range(40):\n"
+        "    x = (x + 1).realize()\n" +
+        death);
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
+    QCOMPARE(window.kernelCount(), 40);
+    const int lastKernel = window.model().kernelIds().back();
+    QVERIFY(window.model().eventOfLaunch(lastKernel) >= 0);  // every launch arrived, the last one too
+    const QString last = said + QString::number(lastKernel) + " ";
+    QVERIFY2(window.statusText().contains(last), qPrintable(window.statusText() + "\nexpected: " + last));
+  }
+
   void stopKillsAScriptStuckInNativeCode() {
     tsui::MainWindow window;
     window.show();

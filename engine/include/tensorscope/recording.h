@@ -225,6 +225,10 @@ class EventStreamer : public SessionObserver {
   // Sends the connection's queued frames now: before another frame on the same connection (the
   // debugger's pause frame), so that every event before it arrives first.
   void flush();
+  // flush() for a fatal-signal handler (SIGSEGV in a kernel, abort()) in a process that is about to die:
+  // sends the queued frames unless a thread is adding to them at this moment, in which case it sends
+  // nothing (it never waits for a lock). Touches only the queue and send(2).
+  void flush_on_crash() noexcept;
   // Sends the end (how the run ended) to both, flushes, closes the file. Idempotent.
   void finish(const RunInfo& end);
 

@@ -25,15 +25,14 @@ int64_t now_ns() {
 // The frames for the debugger, sent in batches. One send() per event cost the runner three system calls
 // per realize and woke the debugger for each frame (a loop of tiny realizes ran 8x slower streamed than
 // recorded to a file), so frames are queued and sent together:
-//   - at a launch or a line of output when nothing was sent for kMinGap: a script that realizes once
-//     and then dies (os._exit, a segfault in Python code) has sent that realize, and a crash in a
-//     kernel loses at most the launches of the last kMinGap before it;
+//   - at a launch or a line of output when nothing was sent for kMinGap;
 //   - by a flusher thread within kMaxDelay of the first frame queued: a script that goes quiet (a long
 //     kernel, time.sleep) has its events shown;
 //   - at once beyond kMaxQueued bytes (the script waits for a debugger that reads slower than it emits);
 //   - before any other frame on the connection (flush(): the gate's pause frame) and at the end.
-// What a process that dies at once loses is at most its last kMaxDelay of events (a recording file: its
-// last 100 ms). When the other end is gone, later frames are dropped; MSG_NOSIGNAL: no SIGPIPE.
+// A process that dies sends what is queued first: the runner calls flush() from os._exit and
+// flush_on_crash() from its handler of fatal signals; one killed (SIGKILL) loses at most its last
+// kMaxDelay of events (a recording file: its last 100 ms). When the other end is gone, later frames are dropped; MSG_NOSIGNAL: no SIGPIPE.
 class ConnectionWriter {
  public:
   static constexpr int64_t kMinGapNs = 1'000'000;   // 1 ms
@@ -75,6 +74,12 @@ class ConnectionWriter {
   void flush() {
     std::lock_guard<std::mutex> lock(mutex_);
     send_queued();
+  }
+  // flush() unless the queue is in use (a fatal-signal handler must not wait for a lock).
+  void flush_on_crash() noexcept {
+    if (!mutex_.try_lock()) return;
+    send_queued();
+    mutex_.unlock();
   }
 
  private:
@@ -154,6 +159,11 @@ void EventStreamer::on_event(uint64_t seq, const Event& event) {
 void EventStreamer::flush() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->connection) impl_->connection->flush();
+}
+
+void EventStreamer::flush_on_crash() noexcept {
+  // not impl_->mutex: the dying thread may hold it in on_event; the queue has its own lock
+  if (ConnectionWriter* connection = impl_->connection.get()) connection->flush_on_crash();
 }
 
 void EventStreamer::finish(const RunInfo& end) {
