@@ -101,7 +101,7 @@ int expected_amount(AppliedOpt::Kind kind, int amount, int64_t m, int64_t n, int
   switch (kind) {
     case AppliedOpt::UpcastGlobal: return divides(amount, n) ? amount : 0;
     case AppliedOpt::RegisterTile: return kUnchecked;  // needs UPCAST_GLOBAL's 16 accumulators first (see below)
-    case AppliedOpt::UpcastReduce: return divides(amount, k) && k >= 2 * amount ? amount : 0;
+    case AppliedOpt::UpcastReduce: return amount >= 2 && k >= 2 * amount ? amount : 0;  // k % amount: a tail loop
     case AppliedOpt::Threads: {  // on C: min(amount, pool size, the outer loop's trips); one thread is no action
       const int threads = static_cast<int>(std::min<int64_t>({amount, ThreadPool::get().size(), m}));
       return threads > 1 ? threads : 0;

@@ -10,6 +10,7 @@
 import json
 
 import numpy as np
+import pytest
 import torch
 
 from tensorscope import Tensor, GlobalCounters
@@ -325,6 +326,35 @@ def test_a_short_reduce_keeps_four_trips_of_its_upcast_loop(tmp_path):
     rng = np.random.default_rng(5)
     x, w = rng.standard_normal((384, 32)).astype(np.float32), rng.standard_normal((11, 32)).astype(np.float32)
     np.testing.assert_allclose((Tensor(x) @ Tensor(w).T).numpy(), x @ w.T, rtol=1e-5, atol=1e-5)
+
+
+def test_a_reduce_that_16_does_not_divide_gets_16_accumulators_and_a_tail_loop(tmp_path):
+    # LeNet's 10-output layer x @ Wᵀ reduces over K = 84: U = 16 for 5 trips and a tail loop of the last 4
+    # (was U = 4 over 21 trips, which gcc turns into in-order vector reductions: 15 -> 4.4 us).
+    ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((64, 84)).astype(np.float32)).realize()\n"
+                            "w = Tensor(rng.standard_normal((10, 84)).astype(np.float32)).realize()\n"
+                            "(x @ w.T).realize()\n")
+    text = ir["r_64_10_84"]
+    assert "UPCAST_REDUCE(16)" in text.splitlines()[0], text.splitlines()[0]
+    assert len(_reduce_loops(text)) == 2, _reduce_loops(text)  # the 5 trips of 16, then the tail of 4
+
+
+@pytest.mark.parametrize("device", ["C", "INTERP"])
+@pytest.mark.parametrize("k", [67, 84, 100, 120])
+def test_reductions_with_a_tail_loop_match_pytorch(device, k):
+    # sums, dot products and NaN-propagating maxes whose reduce loop has a tail (K % 16 != 0, K >= 64);
+    # a NaN in the tail wins the max, as in torch
+    rng = np.random.default_rng(k)
+    x, w = rng.standard_normal((48, k)).astype(np.float32), rng.standard_normal((10, k)).astype(np.float32)
+    tx, tw = Tensor(x, device=device), Tensor(w, device=device)
+    np.testing.assert_allclose((tx @ tw.T).numpy(), (torch.tensor(x) @ torch.tensor(w).T).numpy(), rtol=1e-5, atol=1e-5)
+    e = (tx * 0.5).exp()
+    np.testing.assert_allclose(e.sum(axis=1).numpy(), torch.tensor(x * 0.5).exp().sum(1).numpy(), rtol=1e-5)
+    x[3, k - 1] = np.nan
+    x[5, k - 2] = 100.0
+    got = (Tensor(x, device=device) * 2).max(axis=1).numpy()
+    np.testing.assert_array_equal(got, (torch.tensor(x) * 2).max(1).values.numpy())
+    assert np.isnan(got[3]) and got[5] == 200.0
 
 
 def test_a_matmul_of_odd_width_is_padded_to_16_and_register_tiled(tmp_path):

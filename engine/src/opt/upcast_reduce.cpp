@@ -4,6 +4,8 @@
 //   acc = 0                          acc0 = acc1 = … = acc15 = 0
 //   for r in 0..N:                   for r in 0..N/16:
 //     acc += x[r]             →        acc0 += x[16r+0]; acc1 += x[16r+1]; … acc15 += x[16r+15]
+//                                    for r in N/16*16..N:  (a tail when 16 does not divide N)
+//                                      acc0 += x[r]
 //                                    acc = (acc0 + acc1) + … (a tree)
 //
 // A single accumulator chains every addition to the previous one (4 cycles each on this CPU) and
@@ -39,13 +41,19 @@ constexpr int kMaxStreamingUpcast = 64;  // four registers, for a body that only
 // takes 8): the classifier head's x @ Wᵀ (K = 32, 4224 outputs) went 19.3 → 10.8 us, with K = 48 21.2 →
 // 13.0 us, a row sum of exp over 48 the same. Below 8 the rule does not apply: a loop of 16 with U = 4
 // instead of 8 was slower (exp-sum of 4096 rows of 16: 66 against 44 us).
+//
+// A loop that no 16 or 8 divides but that is long enough for 16 (n ≥ 64: LeNet's K = 84, 120) is upcast
+// by 16 anyway, and the n % 16 iterations left run after it in a tail loop into the first accumulator
+// (a scalar remainder, as BLAS kernels have): before, K = 84 took U = 4 over 21 trips, which gcc turns
+// into in-order vector reductions (the 10-output layer x @ Wᵀ, 64 × 10 × 84: 15 → ? us).
 int upcast_factor(int64_t n, bool streaming, int planned, size_t body) {
-  auto legal = [&](int u) { return u >= 2 && n % u == 0 && n >= 2 * u; };
+  auto divides = [&](int u) { return n % u == 0 && n >= 2 * u; };
   if (planned != ir::OptPlan::kAuto)  // a requested factor also keeps the unrolled body to a sane size
-    return legal(planned) && body * static_cast<size_t>(planned) <= kMaxUnrolledInsts ? planned : 1;
-  for (int u = streaming ? kMaxStreamingUpcast : kMaxUpcast; u >= 4; u /= 2)
-    if (legal(u) && (streaming || u <= 8 || n >= 4 * u)) return u;
-  return 1;
+    return planned >= 2 && n >= 2 * planned && body * static_cast<size_t>(planned) <= kMaxUnrolledInsts ? planned : 1;
+  for (int u = streaming ? kMaxStreamingUpcast : kMaxUpcast; u >= 8; u /= 2)
+    if (divides(u) && (streaming || u <= 8 || n >= 4 * u)) return u;
+  if (!streaming && n >= 4 * kMaxUpcast) return kMaxUpcast;  // and a tail loop for the n % 16 left
+  return divides(4) ? 4 : 1;
 }
 
 // Is the loop body old[begin, end) one LOAD plus index arithmetic, and the combine of the accumulator?
@@ -160,6 +168,29 @@ void upcast_reduce(ir::Kernel& k) {
           Inst close = old[end];
           close.src[0] = r2;
           emit(close);
+          // the tail: the last n % U iterations, once more the body, into acc[0]
+          if (const int64_t tail = n % u_count; tail > 0) {
+            Inst tail_range = old[inner];
+            tail_range.src[0] = constant(static_cast<double>(tail), DType::Int32);
+            ValueId r3 = emit(tail_range);
+            ValueId tail_idx =
+                emit(Inst{Op::Add, DType::Int32, 2, {r3, constant(static_cast<double>(n - tail), DType::Int32), ir::kNone}, 0, 0});
+            std::map<ValueId, ValueId> tail_copy;
+            for (size_t b = inner + 1; b < end; b++) {
+              Inst in = old[b];
+              for (int s = 0; s < in.num_src; s++) {
+                ValueId v = in.src[s];
+                if (v == inner) in.src[s] = tail_idx;
+                else if (v == i) in.src[s] = acc[0];
+                else if (tail_copy.count(v)) in.src[s] = tail_copy[v];
+                else in.src[s] = remap[v];
+              }
+              tail_copy[static_cast<ValueId>(b)] = emit(in);
+            }
+            Inst close_tail = old[end];
+            close_tail.src[0] = r3;
+            emit(close_tail);
+          }
           for (size_t o = outer.size(); o-- > 0;) {  // END_RANGE of each enclosing loop of the chain
             Inst close_outer = old[end + outer.size() - o];
             close_outer.src[0] = remap[outer[o]];
