@@ -203,3 +203,61 @@ TEST(Passes, MaxReduceOverAShortLoopKeepsItsFloatMax) {
   EXPECT_TRUE(std::isnan(got[1]));
   for (int r : {0, 2, 3}) EXPECT_EQ(got[r], want[r]) << "row " << r;
 }
+
+TEST(Passes, AnEpiloguesLoadsSinkBehindTheReduceLoop) {
+  // out[m, n] = 0.9·buf[m, n] + Σ_k x[m, k]·w[k, n], written as lowering writes an SGD momentum update
+  // fused into a weight gradient: buf's load and its product in front of the accumulator and its loop.
+  // sink_after_loops moves both behind the loop (they are used only by the store); the row offset
+  // m·K, which the loop uses, stays in front. The interpreter gives the same floats.
+  const int64_t M = 5, N = 7, K = 9;
+  ir::Kernel k;
+  k.name = "momentum";
+  k.globals = {{DType::Float32, M * N, true}, {DType::Float32, M * K, false}, {DType::Float32, K * N, false},
+               {DType::Float32, M * N, false}};
+  ir::Builder b(k);
+  auto out = b.global(0, DType::Float32), x = b.global(1, DType::Float32), w = b.global(2, DType::Float32),
+       buf = b.global(3, DType::Float32);
+  auto rm = b.range(M, true), rn = b.range(N, true);
+  auto at = b.add(b.mul(rm, b.cint(N)), rn);
+  auto decayed = b.alu(Op::Mul, DType::Float32, b.load(buf, at), b.constant(0.9, DType::Float32));
+  auto acc = b.acc(0, DType::Float32);
+  auto rk = b.range(K);
+  auto xv = b.load(x, b.add(b.mul(rm, b.cint(K)), rk)), wv = b.load(w, b.add(b.mul(rk, b.cint(N)), rn));
+  b.assign(acc, b.alu(Op::Add, DType::Float32, acc, b.alu(Op::Mul, DType::Float32, xv, wv)));
+  b.end_range(rk);
+  b.store(out, at, b.alu(Op::Add, DType::Float32, decayed, acc));
+  b.end_range(rn);
+  b.end_range(rm);
+  ir::Kernel plain = k;
+  sink_after_loops(k);
+  ASSERT_TRUE(ir::verify(k).empty()) << ir::print(k);
+  size_t reduce_end = 0, buf_load = 0, scale = 0;
+  for (size_t i = 0; i < k.insts.size(); i++) {
+    const ir::Inst& in = k.insts[i];
+    if (in.op == Op::EndRange && k.insts[in.src[0]].arg == ir::kReduceLoop) reduce_end = i;
+    if (in.op == Op::Load && k.insts[in.src[0]].arg == 3) buf_load = i;
+    if (in.op == Op::Mul && in.dtype == DType::Float32 && in.src[0] == buf_load) scale = i;
+  }
+  EXPECT_GT(buf_load, reduce_end) << ir::print(k);
+  EXPECT_GT(scale, buf_load) << ir::print(k);
+  std::vector<float> xs(M * K), ws(K * N), bufs(M * N), want(M * N), got(M * N);
+  for (size_t i = 0; i < xs.size(); i++) xs[i] = static_cast<float>(i % 7) - 3;
+  for (size_t i = 0; i < ws.size(); i++) ws[i] = static_cast<float>(i % 5) * 0.25f;
+  for (size_t i = 0; i < bufs.size(); i++) bufs[i] = static_cast<float>(i) * 0.1f;
+  ir::interpret(plain, {want.data(), xs.data(), ws.data(), bufs.data()});
+  ir::interpret(k, {got.data(), xs.data(), ws.data(), bufs.data()});
+  EXPECT_EQ(got, want);
+  // a loop that stores keeps what is in front of it: a load moved behind a store could read what it stored
+  ir::Kernel stores;
+  stores.globals = {{DType::Float32, 4, true}, {DType::Float32, 4, true}};
+  ir::Builder s(stores);
+  auto o = s.global(0, DType::Float32), in = s.global(1, DType::Float32);
+  auto first = s.load(o, s.cint(0));
+  auto r = s.range(4);
+  s.store(o, r, s.load(in, r));
+  s.end_range(r);
+  s.store(in, s.cint(0), first);
+  const std::string before = ir::print(stores);
+  sink_after_loops(stores);
+  EXPECT_EQ(ir::print(stores), before);
+}

@@ -45,6 +45,8 @@ const std::vector<Pass>& pipeline() {
       {"max_reduce_as_int", "a float max-reduction runs on order-preserving int32 keys (vectorizes; NaN still wins)",
        max_reduce_as_int},
       {"fuse_multiply_add", "acc = acc + a*b becomes one fused multiply-add (MULACC)", fuse_multiply_add},
+      {"sink_after_loops", "values used only after a loop (an epilogue's loads) are computed after it, not held through it",
+       sink_after_loops},
       {"local_size", "LOCAL (GPU): the number of threads per workgroup", local_size},
   };
   return passes;

@@ -48,6 +48,7 @@ void rows_as_lanes(ir::Kernel& kernel);
 void reorder_global_loops(ir::Kernel& kernel);
 void simplify(ir::Kernel& kernel);
 void fuse_multiply_add(ir::Kernel& kernel);
+void sink_after_loops(ir::Kernel& kernel);
 void max_reduce_as_int(ir::Kernel& kernel);
 void group_reduce(ir::Kernel& kernel);
 void tile_local(ir::Kernel& kernel);
