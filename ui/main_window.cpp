@@ -132,7 +132,37 @@ MainWindow::MainWindow(QWidget* parent)
   updateActions();
 }
 
-MainWindow::~MainWindow() = default;
+MainWindow::~MainWindow() {
+  deviceProbe_->waitForFinished();  // the probe's thread must not outlive the window it reports to
+}
+
+bool MainWindow::devicesProbed() const { return devicesFilled_; }
+
+void MainWindow::ensureDevicesListed() {
+  if (devicesFilled_) return;
+  deviceProbe_->waitForFinished();
+  fillDevices(deviceProbe_->result());
+}
+
+// every device the registry offers; compile-only ones (CUDA without a GPU) are listed but disabled
+void MainWindow::fillDevices(const std::vector<ts::DeviceProperties>& devices) {
+  if (devicesFilled_) return;  // ensureDevicesListed() was first
+  devicesFilled_ = true;
+  const QString current = device_->currentData().toString();
+  const QSignalBlocker blocker(device_);
+  device_->clear();
+  for (const ts::DeviceProperties& d : devices) {
+    QString label = QString::fromStdString(d.name);
+    if (!d.description.empty() && d.name != "C" && d.name != "INTERP") label += " — " + QString::fromStdString(d.description);
+    device_->addItem(label, QString::fromStdString(d.name));
+    if (!d.can_run) {
+      auto* model = qobject_cast<QStandardItemModel*>(device_->model());
+      if (model) model->item(device_->count() - 1)->setEnabled(false);
+      device_->setItemData(device_->count() - 1, QString::fromStdString("compile-only: " + d.note), Qt::ToolTipRole);
+    }
+  }
+  setDevice(current);
+}
 
 void MainWindow::buildPanels() {
   editor_ = new ScriptEditor;
@@ -406,17 +436,15 @@ void MainWindow::buildActions() {
   bar->addWidget(new QLabel(" Device "));
   device_ = new QComboBox;
   device_->setObjectName("device");
-  // every device the registry offers; compile-only ones (CUDA without a GPU) are listed but disabled
-  for (const ts::DeviceProperties& d : ts::DeviceRegistry::list()) {
-    QString label = QString::fromStdString(d.name);
-    if (!d.description.empty() && d.name != "C" && d.name != "INTERP") label += " — " + QString::fromStdString(d.description);
-    device_->addItem(label, QString::fromStdString(d.name));
-    if (!d.can_run) {
-      auto* model = qobject_cast<QStandardItemModel*>(device_->model());
-      if (model) model->item(device_->count() - 1)->setEnabled(false);
-      device_->setItemData(device_->count() - 1, QString::fromStdString("compile-only: " + d.note), Qt::ToolTipRole);
-    }
-  }
+  // C and INTERP at once; the rest of the registry's devices when their drivers have been probed on a
+  // worker thread (PoCL loads LLVM, lavapipe and NVRTC load too: ~60 ms that would delay the window and
+  // the run of a script given on the command line). A device chosen before that (the remembered one,
+  // --device) is listed by name meanwhile and keeps its place in the full list.
+  device_->addItem("C", "C");
+  device_->addItem("INTERP", "INTERP");
+  deviceProbe_ = new QFutureWatcher<std::vector<ts::DeviceProperties>>(this);
+  connect(deviceProbe_, &QFutureWatcherBase::finished, this, [this] { fillDevices(deviceProbe_->result()); });
+  deviceProbe_->setFuture(QtConcurrent::run([] { return ts::DeviceRegistry::list(); }));
   device_->setToolTip("Device the script's tensors realize on (C: compiled C kernels; INTERP: the IR interpreter; "
                       "OPENCL / VULKAN: GPU APIs, here on PoCL and lavapipe)");
   bar->addWidget(device_);
@@ -1464,6 +1492,11 @@ void MainWindow::setDevice(const QString& device) {
   QString want = device.toUpper();
   int found = device_->findData(want);
   if (found < 0) found = device_->findData(want + ":0");
+  if (found < 0 && !devicesFilled_) {
+    ensureDevicesListed();
+    found = device_->findData(want);
+    if (found < 0) found = device_->findData(want + ":0");
+  }
   if (found < 0) {
     device_->addItem(device, device);
     found = device_->count() - 1;
@@ -1517,6 +1550,7 @@ void MainWindow::restoreSettings() {
   if (theme != currentTheme()) setTheme(theme);
   else themeActions_[static_cast<int>(theme)]->setChecked(true);
   const QString device = settings.value("device", "C").toString();
+  if (!device.isEmpty() && device_->findData(device) < 0) ensureDevicesListed();  // a GPU device was remembered
   if (!device.isEmpty() && device_->findData(device) >= 0) setDevice(device);
   // the font zoom and the high contrast are process-wide (core/theme.h): set them whatever an earlier window left
   const bool presentation = settings.value("presentationMode", false).toBool();

@@ -7,7 +7,11 @@
 // events go into the RunModel (one model for a live run and a recording); panels redraw from the
 // RunModel; graph layouts run on the layout thread through the LayoutScheduler. No user code runs here.
 #pragma once
+#include <QFutureWatcher>
 #include <QMainWindow>
+#include <vector>
+
+#include "tensorscope/device.h"
 
 #include "core/graph_layout.h"
 #include "core/runner_process.h"
@@ -122,6 +126,9 @@ class MainWindow : public QMainWindow {
 
   // For tests and --screenshot: the state a person would look at.
   bool isRunning() const;
+  // Whether the device list holds every device of the registry: C and INTERP are there at once, the
+  // GPU devices once their drivers were probed (on a worker thread: PoCL loads LLVM, ~60 ms).
+  bool devicesProbed() const;
   bool isLayoutPending() const;
   bool isBusy() const { return isRunning() || isLayoutPending(); }
   int kernelCount() const;
@@ -228,6 +235,11 @@ class MainWindow : public QMainWindow {
   ConsolePanel* console_;
   ExplainPanel* explain_;
   QComboBox* device_;
+  // The registry's devices, probed on a worker thread (see the constructor); fillDevices() lists them.
+  QFutureWatcher<std::vector<ts::DeviceProperties>>* deviceProbe_ = nullptr;
+  void fillDevices(const std::vector<ts::DeviceProperties>& devices);
+  void ensureDevicesListed();  // waits for the probe: a device other than C or INTERP was asked for
+  bool devicesFilled_ = false;
   ElidedLabel* runStatus_;
   QList<QDockWidget*> docks_;
 

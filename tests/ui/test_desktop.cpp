@@ -22,6 +22,10 @@
 #include <QTemporaryDir>
 #include <QTimer>
 #include <QtTest>
+#include <QStandardItemModel>
+#include <algorithm>
+
+#include "tensorscope/device.h"
 
 #include "core/run_model.h"
 #include "core/theme.h"
@@ -151,6 +155,35 @@ class DesktopTest : public QObject {
     window.resetLayout();  // View ▸ Reset Layout
     QVERIFY(dockNamed(window, "events")->isVisible());
     QCOMPARE(window.dockWidgetArea(dockNamed(window, "properties")), Qt::RightDockWidgetArea);
+  }
+
+  // The device list: C and INTERP at once (a script given on the command line starts without waiting for
+  // the GPU drivers), then every device of the registry, compile-only ones disabled; a remembered device
+  // the first list lacks (a GPU one) is chosen after the probe.
+  void theDeviceListFillsFromTheRegistryInTheBackground() {
+    const std::vector<ts::DeviceProperties> registry = ts::DeviceRegistry::list();
+    {
+      tsui::MainWindow window;
+      auto* combo = window.findChild<QComboBox*>("device");
+      QVERIFY(combo->findData("C") >= 0);
+      QVERIFY(combo->findData("INTERP") >= 0);
+      QTRY_VERIFY_WITH_TIMEOUT(window.devicesProbed(), 30000);
+      QCOMPARE(combo->count(), static_cast<int>(registry.size()));
+      for (const ts::DeviceProperties& d : registry) {
+        const int at = combo->findData(QString::fromStdString(d.name));
+        QVERIFY2(at >= 0, d.name.c_str());
+        auto* model = qobject_cast<QStandardItemModel*>(combo->model());
+        QCOMPARE(model->item(at)->isEnabled(), d.can_run);
+      }
+      QCOMPARE(combo->currentData().toString(), QString("C"));
+    }
+    const auto gpu = std::find_if(registry.begin(), registry.end(),
+                                  [](const ts::DeviceProperties& d) { return d.name != "C" && d.name != "INTERP"; });
+    if (gpu == registry.end()) QSKIP("no device besides C and INTERP in this build");
+    QSettings().setValue("device", QString::fromStdString(gpu->name));
+    tsui::MainWindow window;  // restoreSettings waits for the probe: the remembered device is chosen
+    QCOMPARE(window.findChild<QComboBox*>("device")->currentData().toString(), QString::fromStdString(gpu->name));
+    QVERIFY(window.devicesProbed());
   }
 
   void everyToolbarButtonHasATooltipWithItsShortcut() {
