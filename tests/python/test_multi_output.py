@@ -86,6 +86,45 @@ def test_optimizer_step_is_one_kernel_per_parameter(dev, name, kwargs, outputs, 
 
 
 @devices
+def test_a_weight_gradient_kernel_also_stores_the_momentum_and_the_parameter(dev, tmp_path):
+    # One schedule per SGD step (backward realizes nothing): the weight gradient's reduce kernel computes the
+    # new momentum buffer b = 0.9·b + xᵀg; the parameter's update p - lr·b reads b at its own index, so it
+    # joins that kernel as a second output (rule 6 with a reduce kernel at its head, on devices without
+    # workgroups): one launch per parameter, b read back from memory by no one. Values against PyTorch.
+    rng = np.random.default_rng(3)
+    wv, bv = rng.standard_normal((24, 40)).astype(np.float32), rng.standard_normal(24).astype(np.float32)
+    xv = rng.standard_normal((16, 40)).astype(np.float32)
+    w = Tensor(wv.copy(), requires_grad=True, device=dev)
+    b = Tensor(bv.copy(), requires_grad=True, device=dev)
+    tw, tb = torch.tensor(wv.copy(), requires_grad=True), torch.tensor(bv.copy(), requires_grad=True)
+    opt = optim.SGD([w, b], lr=1e-2, momentum=0.9)
+    topt = torch.optim.SGD([tw, tb], lr=1e-2, momentum=0.9)
+    x = Tensor(xv, device=dev).realize()
+
+    def step():
+        opt.zero_grad()
+        (x @ w.T + b).relu().square().sum().backward()
+        opt.step()
+
+    for i in range(3):
+        if i < 2:
+            step()
+        else:
+            kernels = _recorded_kernels(step, tmp_path)
+        topt.zero_grad()
+        (torch.tensor(xv) @ tw.T + tb).relu().square().sum().backward()
+        topt.step()
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(b.numpy(), tb.detach().numpy(), rtol=1e-5, atol=1e-5)
+    updates = [k for k in kernels if [o["shape"] for o in k["outputs"]] in ([[24, 40], [24, 40]], [[24], [24]])]
+    assert sorted(k["name"] for k in updates) == ["r_24_16", "r_24_40_16"], [k["name"] for k in kernels]
+    for k in updates:
+        assert any(r.startswith("multi-output kernel: stores 2 values of one shape") for r in k["boundary_reasons"])
+    # nothing else stores a (24, 40) or (24,) value: no separate momentum or parameter kernel
+    assert not [k["name"] for k in kernels if k not in updates and [o["shape"] for o in k["outputs"]][0] in ([24, 40], [24])]
+
+
+@devices
 def test_values_read_by_each_other_are_one_kernel(dev):
     xv = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
     x = Tensor(xv, device=dev).realize()

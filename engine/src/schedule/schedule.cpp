@@ -222,18 +222,29 @@ bool reads_in_place(const Graph& g, const ScheduleItem& item, const std::set<Nod
 // order keeping groups that may still grow; a group stops growing once a kernel outside it reads one of its
 // outputs (the merged kernel runs where its last member ran, so nothing before that may need its outputs).
 // Adam's update of a parameter reads the gradient three times and the new m and v it stores: one kernel
-// computes m, v and the parameter from one read of each. Every merged kernel says so in its boundary reasons.
+// computes m, v and the parameter from one read of each. A reduce kernel may head a group (C, INTERP), which
+// then takes only kernels reading its output in place: SGD's parameter update joins the kernel that computes
+// the weight gradient and the momentum buffer it reads. Every merged kernel says so in its boundary reasons.
 void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>& targets) {
   struct Group {
     std::vector<size_t> members;  // indices into sched.items, in launch order
     std::set<NodeId> outputs, inputs;
     bool open = true;
+    bool reduce = false;  // headed by a kernel with a reduce: only kernels that read its outputs in place join
+  };
+  auto has_reduce = [&](const ScheduleItem& item) {
+    for (NodeId f : item.fused)
+      if (is_reduce(g[f].op)) return true;
+    return false;
   };
   auto elementwise = [&](const ScheduleItem& item) {
-    if (item.is_copy || shape_numel(g[item.outputs[0]].shape) == 0) return false;
-    for (NodeId f : item.fused)
-      if (is_reduce(g[f].op)) return false;
-    return true;
+    return !item.is_copy && shape_numel(g[item.outputs[0]].shape) > 0 && !has_reduce(item);
+  };
+  // A reduce kernel heads a group on devices without workgroups (C, INTERP: its outputs' loop is the
+  // kernel's loop; a GPU kernel's reduce passes expect one store)
+  auto may_head_reduce = [&](const ScheduleItem& item, int device) {
+    return !item.is_copy && shape_numel(g[item.outputs[0]].shape) > 0 && has_reduce(item) && item.outputs.size() == 1 &&
+           DeviceRegistry::properties(device).max_workgroup_size == 0;
   };
   std::vector<Group> groups;
   std::map<NodeId, size_t> group_of_output;  // a stored node → the group whose kernel stores it
@@ -265,6 +276,7 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
         const Group& group = groups[same[c]];
         if (!group.open) continue;
         const bool reads = read.count(same[c]) > 0;
+        if (group.reduce && !reads) continue;
         const bool shares = reads || std::any_of(item.inputs.begin(), item.inputs.end(),
                                                  [&](NodeId in) { return group.inputs.count(in) > 0; });
         if (!(shares || small) || (reads && !reads_in_place(g, item, group.outputs, targets))) continue;
@@ -280,6 +292,12 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
         groups.emplace_back();
         same.push_back(*join);
       }
+    }
+    if (!join && may_head_reduce(item, device)) {
+      join = groups.size();
+      groups.emplace_back();
+      groups.back().reduce = true;
+      same.push_back(*join);
     }
     for (size_t r : read)
       if (r != join) groups[r].open = false;

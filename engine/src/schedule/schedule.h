@@ -40,7 +40,10 @@
 //     shared shape: the common buffer is read once, a value read in place is computed once, and one launch
 //     does the work of several (up to kMaxMultiOutputBuffers buffers, fewer where the device binds fewer:
 //     DeviceProperties::max_kernel_buffers). An optimizer's step() stores a parameter and its state (Adam's
-//     m, v and the parameter all read the gradient; the parameter reads m and v) in one kernel. No kernel
+//     m, v and the parameter all read the gradient; the parameter reads m and v) in one kernel. On devices
+//     without workgroups (C, INTERP) a kernel with a reduce heads such a group too, joined only by kernels
+//     that read its output at their own index: SGD's weight gradient with its momentum update stores the new
+//     buffer b and, from b still in registers, the parameter p - lr·b (one launch per parameter). No kernel
 //     launched between the merged ones may read what the earlier ones store (the merged kernel runs where the
 //     last of them ran), and a value stored for contiguous() keeps its kernel boundary.
 #pragma once
