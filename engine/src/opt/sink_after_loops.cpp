@@ -76,12 +76,19 @@ void sink_after_loops(ir::Kernel& k) {
   if (k.target.workgroups()) return;
   // each loop once, first to last (the outer ones first: what sinks past an outer loop is not in front
   // of its inner ones)
-  for (size_t r = 0; r < k.insts.size(); r++) {
-    if (k.insts[r].op != Op::Range) continue;
-    std::vector<std::vector<ValueId>> users(k.insts.size());
+  std::vector<std::vector<ValueId>> users;
+  auto find_users = [&] {
+    users.assign(k.insts.size(), {});
     for (size_t i = 0; i < k.insts.size(); i++)
       for (int s = 0; s < k.insts[i].num_src; s++) users[k.insts[i].src[s]].push_back(static_cast<ValueId>(i));
-    r -= sink_past(k, r, users);  // what moved was in front of the RANGE, which is now that much earlier
+  };
+  find_users();
+  for (size_t r = 0; r < k.insts.size(); r++) {
+    if (k.insts[r].op != Op::Range) continue;
+    if (const size_t moved = sink_past(k, r, users); moved > 0) {
+      r -= moved;  // what moved was in front of the RANGE, which is now that much earlier
+      find_users();  // and every value after it has a new number
+    }
   }
 }
 
