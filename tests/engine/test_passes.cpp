@@ -260,4 +260,19 @@ TEST(Passes, AnEpiloguesLoadsSinkBehindTheReduceLoop) {
   const std::string before = ir::print(stores);
   sink_after_loops(stores);
   EXPECT_EQ(ir::print(stores), before);
+  // ... and a load in front of a store outside the loop stays in front of that store
+  ir::Kernel stored_first;
+  stored_first.globals = {{DType::Float32, 4, true}, {DType::Float32, 4, false}};
+  ir::Builder f(stored_first);
+  auto out2 = f.global(0, DType::Float32), in2 = f.global(1, DType::Float32);
+  auto old_value = f.load(out2, f.cint(0));
+  f.store(out2, f.cint(0), f.load(in2, f.cint(1)));
+  auto sum = f.acc(0, DType::Float32);
+  auto r2 = f.range(4);
+  f.assign(sum, f.alu(Op::Add, DType::Float32, sum, f.load(in2, r2)));
+  f.end_range(r2);
+  f.store(out2, f.cint(1), f.alu(Op::Add, DType::Float32, sum, old_value));
+  const std::string unsunk = ir::print(stored_first);
+  sink_after_loops(stored_first);
+  EXPECT_EQ(ir::print(stored_first), unsunk);
 }

@@ -17,7 +17,7 @@
 // where only the tile's accumulators are live.
 //
 // Moves loads and ALU instructions, never constants (hoist_constants keeps those at the top), and only
-// past loops that store nothing (a load moved past a store could read the stored value). Kernels for
+// past loops that store nothing, and no load past a store (it could read the stored value). Kernels for
 // devices with workgroups are left alone: their loops may hold barriers, and a GPU's registers are
 // allocated per kernel anyway.
 #include <vector>
@@ -46,15 +46,20 @@ size_t sink_past(ir::Kernel& k, size_t range, const std::vector<std::vector<Valu
       break;
     }
   // walk back over the block (nested loops are skipped whole): users come after their operands, so
-  // when an instruction is reached, whether each of its users moves is known
+  // when an instruction is reached, whether each of its users moves is known. A load in front of a store
+  // (in the block or in a nested loop) stays in front of it: it could read what the store writes.
   std::vector<bool> sinks(insts.size(), false);
-  bool any = false;
+  bool any = false, store_behind = false;
   for (size_t i = range; i-- > block_begin;) {
     if (insts[i].op == Op::EndRange) {  // a whole nested loop stays
-      i = insts[i].src[0];
+      const size_t begin = insts[i].src[0];
+      for (size_t j = begin; j < i && !store_behind; j++)
+        store_behind = insts[j].op == Op::Store || insts[j].op == Op::Barrier;
+      i = begin;
       continue;
     }
-    const bool movable = insts[i].op == Op::Load || ir::is_alu(insts[i].op);
+    if (insts[i].op == Op::Store || insts[i].op == Op::Barrier) store_behind = true;
+    const bool movable = (insts[i].op == Op::Load && !store_behind) || ir::is_alu(insts[i].op);
     if (!movable) continue;
     bool used_only_behind = !users[i].empty();
     for (ValueId u : users[i]) used_only_behind = used_only_behind && (u > end || sinks[u]);
