@@ -252,6 +252,41 @@ class TestGraphScale : public QObject {
   Q_OBJECT
 
  private slots:
+  // dot's work is the nodes it places: its own and one per rank a long edge crosses. A graph of few boxes
+  // whose edges span many ranks (a training run's whole graph: each parameter flows from one step to the
+  // next) gets the capped simplex and straight edges too; LeNet's head over 30 steps took dot minutes.
+  void longEdgesCountAsTheNodesDotPlaces() {
+    tsui::GraphSpec chain;
+    for (int i = 0; i < 10; ++i) {
+      tsui::GraphSpecNode n;
+      n.key = QString("n%1").arg(i);
+      n.label = "ADD";
+      chain.keyIndex.insert(n.key, i);
+      chain.nodes.push_back(std::move(n));
+      if (i > 0) chain.edges.emplace_back(i - 1, i);
+    }
+    chain.edges.emplace_back(0, 9);  // ranks 0 -> 9: eight virtual nodes
+    QCOMPARE(tsui::layoutNodes(chain), 18);
+    QVERIFY(!tsui::toDot(chain).contains("splines=line"));
+    QVERIFY(!tsui::toDot(chain).contains("nslimit"));
+    // 300 boxes in a chain, each also fed by the first: 300 + the ranks those 298 edges cross
+    tsui::GraphSpec fan;
+    for (int i = 0; i < 300; ++i) {
+      tsui::GraphSpecNode n;
+      n.key = QString("n%1").arg(i);
+      n.label = "ADD";
+      fan.keyIndex.insert(n.key, i);
+      fan.nodes.push_back(std::move(n));
+      if (i > 0) fan.edges.emplace_back(i - 1, i);
+      if (i > 1) fan.edges.emplace_back(0, i);
+    }
+    QCOMPARE(tsui::layoutNodes(fan), 300 + 298 * 299 / 2);  // the edge 0 -> i crosses i - 1 ranks
+    QVERIFY(tsui::layoutNodes(fan) > tsui::kStraightEdgesAbove);
+    const QByteArray dot = tsui::toDot(fan);
+    QVERIFY(dot.contains("nslimit=0.02"));
+    QVERIFY(dot.contains("splines=line"));
+  }
+
   void collapseMakesOneBoxPerKernel() {
     tsui::GraphSpec spec = syntheticGraph(40, 24);
     const size_t full = spec.nodes.size();

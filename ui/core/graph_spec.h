@@ -70,9 +70,17 @@ constexpr int kWholeRunBoxLimit = 1500;
 // realizes (one box each) kept dot busy for minutes and the window with it.
 constexpr int kOverviewMaxSchedules = 500;
 
-// Above this many nodes toDot asks dot for straight edges and a shorter crossing minimisation
-// (graph_spec.cpp says what it saves); smaller graphs keep their splines.
+// Above this many nodes *as dot places them* (layoutNodes) toDot caps dot's network simplex; above
+// kStraightEdgesAbove it also asks for straight edges and a shorter crossing minimisation (graph_spec.cpp
+// says what each saves); smaller graphs keep their splines.
+constexpr int kCappedSimplexAbove = 1500;
 constexpr int kStraightEdgesAbove = 5000;
+
+// The nodes dot places for `spec`: its own, and one "virtual" node on each rank an edge crosses (an edge
+// from rank r to rank r + k adds k - 1). Ranks are longest-path layers here, at least as far apart as dot's.
+// A training run's whole graph has a few hundred boxes, but each parameter's edge from one step to the next
+// crosses hundreds of ranks: LeNet's head over 30 steps is 644 boxes and 48,000 nodes for dot.
+int layoutNodes(const GraphSpec& spec);
 
 // Merges schedules [first, last) by node uid. A node computed by a kernel stays one node per
 // kernel (recomputation shows as a copy inside each kernel); a uid that later appears as an input
