@@ -226,8 +226,9 @@ class EventStreamer : public SessionObserver {
   // debugger's pause frame), so that every event before it arrives first.
   void flush();
   // flush() for a fatal-signal handler (SIGSEGV in a kernel, abort()) in a process that is about to die:
-  // sends the queued frames unless a thread is adding to them at this moment, in which case it sends
-  // nothing (it never waits for a lock). Touches only the queue and send(2).
+  // sends the queued frames once no other thread is adding to them or sending them, waiting at most
+  // 0.1 s for that (the dying thread may hold the lock itself). Touches only the queue, send(2) and
+  // nanosleep(2).
   void flush_on_crash() noexcept;
   // Sends the end (how the run ended) to both, flushes, closes the file. Idempotent.
   void finish(const RunInfo& end);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <ctime>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
@@ -75,11 +76,19 @@ class ConnectionWriter {
     std::lock_guard<std::mutex> lock(mutex_);
     send_queued();
   }
-  // flush() unless the queue is in use (a fatal-signal handler must not wait for a lock).
+  // flush() for a fatal-signal handler: the flusher thread may be sending at this moment (then the lock
+  // comes free within microseconds), or the dying thread may hold the lock itself (then it never does):
+  // tries for at most 0.1 s, sleeping with nanosleep (async-signal-safe) in between.
   void flush_on_crash() noexcept {
-    if (!mutex_.try_lock()) return;
-    send_queued();
-    mutex_.unlock();
+    const timespec pause{0, 1'000'000};
+    for (int attempt = 0; attempt < 100; attempt++) {
+      if (mutex_.try_lock()) {
+        send_queued();
+        mutex_.unlock();
+        return;
+      }
+      nanosleep(&pause, nullptr);
+    }
   }
 
  private:
