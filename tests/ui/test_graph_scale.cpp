@@ -256,15 +256,16 @@ class TestGraphScale : public QObject {
   // whose edges span many ranks (a training run's whole graph: each parameter flows from one step to the
   // next) gets the capped simplex and straight edges too; LeNet's head over 30 steps took dot minutes.
   void longEdgesCountAsTheNodesDotPlaces() {
-    tsui::GraphSpec chain;
-    for (int i = 0; i < 10; ++i) {
+    auto addBox = [](tsui::GraphSpec& spec, int i) {  // box i, fed by box i - 1
       tsui::GraphSpecNode n;
       n.key = QString("n%1").arg(i);
       n.label = "ADD";
-      chain.keyIndex.insert(n.key, i);
-      chain.nodes.push_back(std::move(n));
-      if (i > 0) chain.edges.emplace_back(i - 1, i);
-    }
+      spec.keyIndex.insert(n.key, i);
+      spec.nodes.push_back(std::move(n));
+      if (i > 0) spec.edges.emplace_back(i - 1, i);
+    };
+    tsui::GraphSpec chain;
+    for (int i = 0; i < 10; ++i) addBox(chain, i);
     chain.edges.emplace_back(0, 9);  // ranks 0 -> 9: eight virtual nodes
     QCOMPARE(tsui::layoutNodes(chain), 18);
     QVERIFY(!tsui::toDot(chain).contains("splines=line"));
@@ -272,12 +273,7 @@ class TestGraphScale : public QObject {
     // 300 boxes in a chain, each also fed by the first: 300 + the ranks those 298 edges cross
     tsui::GraphSpec fan;
     for (int i = 0; i < 300; ++i) {
-      tsui::GraphSpecNode n;
-      n.key = QString("n%1").arg(i);
-      n.label = "ADD";
-      fan.keyIndex.insert(n.key, i);
-      fan.nodes.push_back(std::move(n));
-      if (i > 0) fan.edges.emplace_back(i - 1, i);
+      addBox(fan, i);
       if (i > 1) fan.edges.emplace_back(0, i);
     }
     QCOMPARE(tsui::layoutNodes(fan), 300 + 298 * 299 / 2);  // the edge 0 -> i crosses i - 1 ranks

@@ -147,22 +147,27 @@ void upcast_reduce(ir::Kernel& k) {
           ValueId scaled = emit(Inst{Op::Mul, DType::Int32, 2, {r2, constant(u_count, DType::Int32), ir::kNone}, 0, 0});
           for (int u = 0; u < u_count; u++)
             idx[u] = emit(Inst{Op::Add, DType::Int32, 2, {scaled, constant(u, DType::Int32), ir::kNone}, 0, 0});
+          // One copy of body instruction old[b] whose loop index is `index` and accumulator `accumulator`;
+          // `copied(v)` is this copy's value of the body's v (kNone: v comes from before the loop).
+          auto copy_of = [&](size_t b, ValueId index, ValueId accumulator, auto&& copied) {
+            Inst in = old[b];
+            for (int s = 0; s < in.num_src; s++) {
+              const ValueId v = in.src[s];
+              const ValueId c = copied(v);
+              in.src[s] = v == inner ? index : v == i ? accumulator : c != ir::kNone ? c : remap[v];
+            }
+            return emit(in);
+          };
           // the body, instruction by instruction, U copies side by side (so the compiler sees U
           // isomorphic statements next to each other)
           std::map<ValueId, std::vector<ValueId>> copies;
           for (size_t b = inner + 1; b < end; b++) {
             std::vector<ValueId> ids(u_count);
-            for (int u = 0; u < u_count; u++) {
-              Inst in = old[b];
-              for (int s = 0; s < in.num_src; s++) {
-                ValueId v = in.src[s];
-                if (v == inner) in.src[s] = idx[u];
-                else if (v == i) in.src[s] = acc[u];
-                else if (copies.count(v)) in.src[s] = copies[v][u];
-                else in.src[s] = remap[v];
-              }
-              ids[u] = emit(in);
-            }
+            for (int u = 0; u < u_count; u++)
+              ids[u] = copy_of(b, idx[u], acc[u], [&](ValueId v) {
+                auto it = copies.find(v);
+                return it == copies.end() ? ir::kNone : it->second[u];
+              });
             copies[static_cast<ValueId>(b)] = ids;
           }
           Inst close = old[end];
@@ -176,17 +181,11 @@ void upcast_reduce(ir::Kernel& k) {
             ValueId tail_idx =
                 emit(Inst{Op::Add, DType::Int32, 2, {r3, constant(static_cast<double>(n - tail), DType::Int32), ir::kNone}, 0, 0});
             std::map<ValueId, ValueId> tail_copy;
-            for (size_t b = inner + 1; b < end; b++) {
-              Inst in = old[b];
-              for (int s = 0; s < in.num_src; s++) {
-                ValueId v = in.src[s];
-                if (v == inner) in.src[s] = tail_idx;
-                else if (v == i) in.src[s] = acc[0];
-                else if (tail_copy.count(v)) in.src[s] = tail_copy[v];
-                else in.src[s] = remap[v];
-              }
-              tail_copy[static_cast<ValueId>(b)] = emit(in);
-            }
+            for (size_t b = inner + 1; b < end; b++)
+              tail_copy[static_cast<ValueId>(b)] = copy_of(b, tail_idx, acc[0], [&](ValueId v) {
+                auto it = tail_copy.find(v);
+                return it == tail_copy.end() ? ir::kNone : it->second;
+              });
             Inst close_tail = old[end];
             close_tail.src[0] = r3;
             emit(close_tail);

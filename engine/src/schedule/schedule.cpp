@@ -242,9 +242,14 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
   };
   // A reduce kernel heads a group on devices without workgroups (C, INTERP: its outputs' loop is the
   // kernel's loop; a GPU kernel's reduce passes expect one store)
+  std::map<int, bool> without_workgroups;  // device → its properties say so (looked up once per device)
   auto may_head_reduce = [&](const ScheduleItem& item, int device) {
-    return !item.is_copy && shape_numel(g[item.outputs[0]].shape) > 0 && has_reduce(item) && item.outputs.size() == 1 &&
-           DeviceRegistry::properties(device).max_workgroup_size == 0;
+    if (item.is_copy || shape_numel(g[item.outputs[0]].shape) == 0 || item.outputs.size() != 1 || !has_reduce(item))
+      return false;
+    auto known = without_workgroups.find(device);
+    if (known == without_workgroups.end())
+      known = without_workgroups.emplace(device, DeviceRegistry::properties(device).max_workgroup_size == 0).first;
+    return known->second;
   };
   std::vector<Group> groups;
   std::map<NodeId, size_t> group_of_output;  // a stored node → the group whose kernel stores it
