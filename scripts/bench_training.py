@@ -21,7 +21,7 @@ tensorscope, is what sizes its thread pool, engine/src/runtime/thread_pool.cpp; 
 
 Per Tensorscope step: the kernel count (GlobalCounters.kernel_count over a step), the time spent in kernels
 (GlobalCounters.time_ms), and the slowest kernel of an eager step recorded with the engine's recorder
-(docs/recording.md; started in-process around 3 steps, the median time of each launch), with its GFLOP/s
+(docs/recording.md; started in-process around 6 steps, each launch's median time over the last 5), with its GFLOP/s
 where the kernel is matmul-like: a SUM over a MUL (through movement ops) of two different non-constant
 operands, both broadcast (EXPAND), counted as 2 * the MUL's element count = 2*M*N*K (a conv: its
 multiply-adds), read from the schedule's node shapes; "n/a" otherwise. The same recording shows work done
@@ -309,11 +309,15 @@ def race(fns, n):
 
 
 # ---- one recorded step: per-kernel times, FLOPs and work done twice ---------------------------------------
-def record_step(step, path, steps=3):
+def record_step(step, path, steps=6):
     """Runs `step` `steps` times with the engine's recorder on; returns (schedules, launches) of the first
     step, the schedules with kernel ids and node uids resolved (docs/recording.md, 'A schedule that repeats a
-    structure'), each launch's time_ms the median over the steps of the launch at its position (one launch
-    on this shared 2-core machine can take several times its usual time)."""
+    structure'), each launch's time_ms the median over the steps after the first of the launch at its
+    position (one launch on this shared 2-core machine can take several times its usual time). The first
+    recorded step's times are not used: while it runs, the recorder's writer thread encodes and stores every
+    kernel's listings (each pass's IR, five sources) on the machine's other core, and that slowed the step's
+    kernels by up to 4x (LeNet's 0.011 ms weight copy measured 0.049 ms), which the later steps, repeating a
+    recorded structure, do not pay."""
     _C.start_recording(path, os.path.abspath(__file__), "", list(sys.argv), sys.version)
     try:
         for _ in range(steps):
@@ -349,7 +353,7 @@ def record_step(step, path, steps=3):
         raise SystemExit(f"bench_training: the {steps} recorded steps launched different kernels")
     first_ids = {e["kernel_id"] for e in runs[0]}
     schedules = [s for s in schedules if any(k["id"] in first_ids for k in s["kernels"])]
-    return schedules, [dict(e, time_ms=statistics.median(r[i]["time_ms"] for r in runs)) for i, e in enumerate(runs[0])]
+    return schedules, [dict(e, time_ms=statistics.median(r[i]["time_ms"] for r in runs[1:])) for i, e in enumerate(runs[0])]
 
 
 MOVEMENT = {"RESHAPE", "EXPAND", "PERMUTE", "PAD", "SHRINK", "FLIP"}
@@ -643,7 +647,7 @@ print(f"\nTraining steps — 1 thread each: Tensorscope via TENSORSCOPE_THREADS=
       f"(set before import), PyTorch {torch.__version__} via torch.set_num_threads({torch.get_num_threads()}); "
       f"medians in ms after {WARMUP} warm-up steps{' (--quick)' if QUICK else ''}")
 print("ratio = PyTorch / Tensorscope (> 1: Tensorscope is faster); slowest kernel: of a recorded eager step "
-      "(median of 3 recorded steps per launch)")
+      "(per launch: the median over 5 recorded steps, after one that records the kernels)")
 head = (f"{'model':38} | {'TS eager':>8} | {'TS jit':>8} | {'PyTorch':>7} | {'ratio eager':>11} | {'ratio jit':>9} | "
         f"{'kernels/step':>12} | {'kernel ms/step':>14} | slowest kernel (name, ms, GFLOP/s)")
 print(head)

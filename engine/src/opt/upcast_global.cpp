@@ -166,15 +166,6 @@ void upcast_loop(ir::Kernel& k, size_t g, int u_count, bool side_by_side) {
   k.insts = std::move(out);
 }
 
-// An elementwise kernel that reads a transposed view (a weight copied contiguous for x @ Wᵀ, a
-// permute().contiguous()): the load is contiguous along the loop around the innermost one and strided
-// along the innermost (out[k, n] = w[n, k]). Every element of the innermost loop reads another cache
-// line, and with a stride of 2 KiB the lines fall into the same few L1 sets and evict each other before
-// the next k reads their neighbours: each line is loaded 16 times. Upcasting the outer loop by U (its U
-// copies side by side inside the innermost loop) reads U contiguous floats per line and writes U output
-// rows in step: a U×1 tile of the transpose, each line loaded once (E_512_256 of an MLP: 0.27 → 0.04 ms).
-// Only where the lines conflict: with a stride of 784 floats they spread over every set and stay cached
-// (and the untiled loop, which the compiler vectorizes, is faster: 0.06 against 0.19 ms tiled).
 // The UPCAST_GLOBAL amount for loop `loop`: the plan's, when it is legal (it divides the trip count and
 // the unrolled body stays under kMaxUnrolledInsts), or with kAuto the largest of largest, largest/2, …, 4
 // that is; 0 for none.
@@ -194,45 +185,52 @@ static int upcast_amount(const ir::Kernel& k, size_t loop, int largest) {
 // to 12 (48 KiB, Intel since Ice Lake); the fewer ways, to be safe
 constexpr int64_t kL1LineBytes = 64, kL1Sets = 64, kL1Ways = 8;
 
-// After the U×1 tile: the inner loop (n, N trips) split into (n0, n1) of 16 and n0 moved around the upcast
-// loop (k0), so that the transpose goes in 16×U blocks:
-//
-//   for k0: for n: lanes k0·U + u               for n0: for k0: for n1: lanes k0·U + u   (n = 16·n0 + n1)
-//
-// One k0 pass of the plain tile reads one cache line from each of the N rows (N lines 2 KiB apart for the
-// MLP's 256×512 weight); a block reads 16 of them, and the next k0 reads the lines beside those, which the
-// hardware prefetchers fetch along each row. From the L3 (the weight was written by the last step's
-// optimizer, then the first layer's packing pushed it out of the L2) the MLP's E_512_256 went 158 → 88 us
-// alone, and 0.21–0.26 → 0.17–0.21 ms inside the training step (medians over 30 steps, two runs each).
-static void block_transpose(ir::Kernel& k, size_t outer, size_t inner) {
-  constexpr int64_t kBlock = 16;
+// Swaps two perfectly nested loops (`outer` holds only index arithmetic before `inner`, and ends right after
+// it): for o: for i: body  →  for i: for o: body.
+static void interchange(ir::Kernel& k, size_t outer, size_t inner) {
   const std::vector<Inst> old = k.insts;
-  const int64_t n = static_cast<int64_t>(old[old[inner].src[0]].value);
-  if (n % kBlock != 0 || n <= kBlock) return;
   const size_t inner_end = end_of_range(old, inner), outer_end = end_of_range(old, outer);
   Rewrite w(old);
-  auto emit = [&](const Inst& in) { return w.emit(in); };
-  auto copy = [&](size_t i) { w.copy(i); };
-  std::vector<ValueId>& remap = w.remap;
-  auto constant = [&](int64_t v) {
-    return emit(Inst{Op::Const, DType::Int32, 0, {ir::kNone, ir::kNone, ir::kNone, ir::kNone}, 0, static_cast<double>(v)});
+  auto range_of = [&](size_t loop) {  // the loop's RANGE with its constant bound written before it
+    Inst in = old[loop];
+    const Inst& bound = old[in.src[0]];
+    in.src[0] = w.emit(Inst{Op::Const, DType::Int32, 0, {ir::kNone, ir::kNone, ir::kNone, ir::kNone}, 0, bound.value});
+    return w.emit(in);
   };
-  auto range = [&](ValueId bound) { return emit(Inst{Op::Range, DType::Int32, 1, {bound, ir::kNone, ir::kNone, ir::kNone}, ir::kGlobalLoop, 0}); };
-  auto end = [&](ValueId r) { emit(Inst{Op::EndRange, DType::Float32, 1, {r, ir::kNone, ir::kNone, ir::kNone}, 0, 0}); };
-  for (size_t i = 0; i < outer; i++) copy(i);
-  const ValueId block = constant(kBlock);
-  const ValueId n0 = range(constant(n / kBlock));
-  for (size_t i = outer; i < inner; i++) copy(i);  // the upcast loop and its index arithmetic
-  const ValueId n1 = range(block);
-  remap[inner] = emit(Inst{Op::Add, DType::Int32, 2, {emit(Inst{Op::Mul, DType::Int32, 2, {n0, block, ir::kNone, ir::kNone}, 0, 0}), n1, ir::kNone, ir::kNone}, 0, 0});
-  for (size_t i = inner + 1; i < inner_end; i++) copy(i);
-  end(n1);
-  for (size_t i = inner_end + 1; i <= outer_end; i++) copy(i);
-  end(n0);
-  for (size_t i = outer_end + 1; i < old.size(); i++) copy(i);
+  auto end = [&](ValueId r) { w.emit(Inst{Op::EndRange, DType::Float32, 1, {r, ir::kNone, ir::kNone, ir::kNone}, 0, 0}); };
+  for (size_t i = 0; i < outer; i++) w.copy(i);
+  const ValueId i_loop = range_of(inner);
+  const ValueId o_loop = range_of(outer);
+  w.remap[outer] = o_loop;
+  for (size_t i = outer + 1; i < inner; i++) w.copy(i);  // the index arithmetic of the outer loop
+  w.remap[inner] = i_loop;
+  for (size_t i = inner + 1; i < inner_end; i++) w.copy(i);
+  end(o_loop);
+  end(i_loop);
+  for (size_t i = outer_end + 1; i < old.size(); i++) w.copy(i);
   k.insts = std::move(w.out);
 }
 
+// An elementwise kernel that reads a transposed view (a weight copied contiguous for x @ Wᵀ, a
+// permute().contiguous()): out[k, n] = w[n, k], the load contiguous along the loop around the innermost one
+// (k) and strided along the innermost (n), whose elements the stores write one after another. Every element
+// of the innermost loop reads another cache line, and with a stride of 2 KiB the lines fall into the same
+// few L1 sets and evict each other before the next k reads their neighbours: each line is loaded 16 times.
+//
+// The tile of a transpose (the packing step of a BLAS does the same): the innermost loop is upcast by U (U
+// outputs side by side, read from U rows), and moved outside the k loop:
+//
+//   for k: for n: out[k,n] = w[n,k]     →     for n0: for k: out[k, U·n0+0 … U·n0+U-1] = w[U·n0+0 … +U-1, k]
+//
+// The U lines one n0 pass reads (one from each of U rows) serve the 16 k beside each other before the next
+// lines, which the hardware prefetchers fetch along each row; the U stores of a k go to one output row side
+// by side, which gcc packs into one vector store (U = 16 floats: a whole cache line). The lanes stored in
+// step and read from U lines are what makes it fast: the earlier tile, lanes along k (U contiguous loads,
+// U stores to U output rows, 1 KiB apart), wrote 16 partial lines per k and left its scalar stores waiting
+// on the lines' reads from memory (the MLP's E_512_256, with the weight in DRAM after the optimizer's
+// step: 0.2 ms alone; this tile 0.12 ms, and 46 → 23 us with everything in the caches).
+// Only where the lines conflict: with a stride of 784 floats they spread over every set and stay cached
+// (and the untiled loop, which the compiler vectorizes, is faster: 0.06 against 0.19 ms tiled).
 static void upcast_transpose(ir::Kernel& k, size_t inner) {
   const std::vector<Inst>& insts = k.insts;
   for (const Inst& in : insts)
@@ -257,35 +255,40 @@ static void upcast_transpose(ir::Kernel& k, size_t inner) {
     if (bytes < kL1LineBytes || bytes % kL1LineBytes) return 0;
     return kL1Sets / std::gcd(bytes / kL1LineBytes, kL1Sets);
   };
+  const int64_t trips = static_cast<int64_t>(insts[insts[inner].src[0]].value);
   bool transposed = false;  // some load, contiguous along the outer loop, reads one pass of the inner loop
   for (size_t x = inner + 1; x < inner_end; x++) {  // from fewer L1 sets than it has lines
+    if (insts[x].op == Op::Store && step(x, inner) != 1) return;  // the lanes' stores would not be side by side
     if (insts[x].op != Op::Load || step(x, outer) != 1) continue;
     const int64_t sets = sets_of(x, step(x, inner));
-    const int64_t trips = static_cast<int64_t>(insts[insts[inner].src[0]].value);
     if (sets && insts[insts[inner].src[0]].op == Op::Const && trips > sets * kL1Ways) transposed = true;
   }
   if (!transposed) return;
   // The heuristic: a cache line of floats, or less where it does not divide, and no more lanes than the L1
-  // keeps apart. Each lane is a stream of its own in every load and store whose index moves with the upcast
-  // loop; when those streams are a multiple of 4 KiB apart (a channels-last gradient written back to
-  // (N, C, H·W) with H·W = 1024) they all fall into one L1 set, and more than half its ways of them evict
-  // each other at every access (32×1024×16 copy: 16 lanes 1.5 ms, 4 lanes 0.16 ms on Zen 4).
+  // keeps apart. Each lane reads a stream of its own, `step` elements from the next lane's; when those
+  // streams are a multiple of 4 KiB apart they all fall into one L1 set, and more lanes than its ways
+  // evict each other before the k beside them reads them again.
   int largest = 16;
   for (size_t x = inner + 1; x < inner_end; x++) {
-    if (insts[x].op != Op::Load && insts[x].op != Op::Store) continue;
-    const int64_t sets = sets_of(x, step(x, outer));  // the sets the lanes spread over
-    while (sets && largest > 4 && (largest + sets - 1) / sets > kL1Ways / 2) largest /= 2;
+    if (insts[x].op != Op::Load) continue;
+    const int64_t sets = sets_of(x, step(x, inner));  // the sets the lanes spread over
+    while (sets && largest > 4 && (largest + sets - 1) / sets > kL1Ways) largest /= 2;
   }
-  const int chosen = upcast_amount(k, outer, largest);
+  const int chosen = upcast_amount(k, inner, largest);
   if (!chosen) return;
-  upcast_loop(k, outer, chosen, /*side_by_side=*/true);
+  upcast_loop(k, inner, chosen, /*side_by_side=*/true);
   k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
-  // the loops after the upcast: the outer one (if it stayed a loop) and the innermost
+  if (trips == chosen) return;  // unrolled completely: the k loop is the innermost one left
+  // the two global loops after the upcast: the k loop and, inside it, the n0 loop of the lanes
   std::vector<size_t> loops;
   for (size_t i = 0; i < k.insts.size(); i++)
     if (k.insts[i].op == Op::Range && k.insts[i].arg == ir::kGlobalLoop) loops.push_back(i);
-  if (loops.size() >= 2 && end_of_range(k.insts, loops[loops.size() - 2]) == end_of_range(k.insts, loops.back()) + 1)
-    block_transpose(k, loops[loops.size() - 2], loops.back());
+  if (loops.size() >= 2 && end_of_range(k.insts, loops[loops.size() - 2]) == end_of_range(k.insts, loops.back()) + 1) {
+    bool nested = true;  // only index arithmetic between them
+    for (size_t i = loops[loops.size() - 2] + 1; i < loops.back(); i++)
+      nested = nested && (is_alu(k.insts[i].op) || k.insts[i].op == Op::Const);
+    if (nested) interchange(k, loops[loops.size() - 2], loops.back());
+  }
 }
 
 // An elementwise kernel whose innermost loop (at most kMaxUpcast trips) is taken apart by a division: a
