@@ -71,12 +71,13 @@ py::dict device_properties(const std::string& name) {
 }
 
 // The operand a python scalar becomes next to `like` (tensor.py's _wrap, in C++ for the hot path
-// `x + 1.0`): a 0-d constant of like's dtype on its device; a python float next to a non-float tensor
-// is a float32 constant (so int_tensor + 0.5 promotes), and a bool tensor's scalars are float32. Next
+// `x + 1.0`): a constant of like's dtype and shape on its device (what the 0-d constant broadcasts to);
+// a python float next to a non-float tensor is a 0-d float32 constant (so int_tensor + 0.5 promotes), and
+// a bool tensor's scalars are float32. Next
 // to a float16 tensor it is float16 (torch: a python scalar does not promote within the float category).
 Tensor scalar_operand(const Tensor& like, double value, bool is_float) {
   if (is_float && !ts::is_float(like.dtype())) return Tensor::scalar(value, DType::Float32, like.device());
-  return like.scalar_like(value);
+  return like.const_like(value);
 }
 
 // tensor ∘ python scalar (or scalar ∘ tensor with `reversed`). float16 follows PyTorch's CPU rule in

@@ -100,10 +100,10 @@ class Tensor {
   Tensor copysign(const Tensor& x) const;   // |self| with x's sign bit (-0.0 counts as negative)
   Tensor logaddexp(const Tensor& x) const;  // log(e^self + e^x), stable for large inputs
   Tensor lerp(const Tensor& end, const Tensor& weight) const;  // self + weight·(end − self)
-  Tensor add(double x) const { return add(scalar_like(x)); }
-  Tensor sub(double x) const { return sub(scalar_like(x)); }
-  Tensor mul(double x) const { return mul(scalar_like(x)); }
-  Tensor div(double x) const { return div(scalar_like(x)); }
+  Tensor add(double x) const { return add(const_like(x)); }
+  Tensor sub(double x) const { return sub(const_like(x)); }
+  Tensor mul(double x) const { return mul(const_like(x)); }
+  Tensor div(double x) const { return div(const_like(x)); }
   Tensor neg() const;
   Tensor exp() const;
   Tensor exp2() const;
@@ -161,6 +161,9 @@ class Tensor {
   Tensor cast(DType dtype) const;
   // A 0-d constant of this tensor's dtype (float for bool) on its device.
   Tensor scalar_like(double value) const;
+  // scalar_like(value) broadcast to this tensor's shape: the one constant node that `*this ∘ scalar` reads
+  // (binary ops fold a broadcast constant into it anyway; this skips making the 0-d node first).
+  Tensor const_like(double value) const;
   static Tensor scalar(double value, DType dtype, const std::string& device);
 
   // ---- activations (ops_activation.cpp; PyTorch definitions and gradient conventions) -------------

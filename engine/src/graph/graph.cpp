@@ -3,6 +3,8 @@
 #include "graph/node_log.h"
 
 #include <sstream>
+#include <stdexcept>
+#include <string>
 
 #include "tensorscope/session.h"
 
@@ -30,8 +32,10 @@ Graph::Graph() {
   Session::get().set_pending_nodes([] { return NodeLog::get().take(); });
 }
 
-NodeId Graph::add(Op op, DType dtype, const Shape& shape, std::vector<NodeId> srcs, std::vector<int64_t> arg,
+NodeId Graph::add(Op op, DType dtype, const Shape& shape, const NodeId* srcs, int num_srcs, std::vector<int64_t> arg,
                   double value, int device) {
+  if (num_srcs < 0 || num_srcs > 3)
+    throw std::invalid_argument(std::string("Graph::add: a ") + op_name(op) + " node takes at most 3 sources, got " + std::to_string(num_srcs));
   NodeId id;
   if (!free_.empty()) {
     id = free_.back();
@@ -40,17 +44,16 @@ NodeId Graph::add(Op op, DType dtype, const Shape& shape, std::vector<NodeId> sr
     id = static_cast<NodeId>(nodes_.size());
     nodes_.emplace_back();
   }
-  Node& n = nodes_[id];
-  n = Node{};
+  Node& n = nodes_[id];  // a fresh or a freed node (release() left its fields at their defaults)
   n.op = op;
   n.dtype = dtype;
-  n.shape = shape;
+  n.shape.assign(shape.begin(), shape.end());
   n.arg = std::move(arg);
   n.value = value;
   n.device = device;
   n.uid = next_uid_++;
-  n.num_src = static_cast<uint8_t>(srcs.size());
-  for (size_t i = 0; i < srcs.size(); i++) {
+  n.num_src = static_cast<uint8_t>(num_srcs);
+  for (int i = 0; i < num_srcs; i++) {
     n.src[i] = srcs[i];
     nodes_[srcs[i]].refcount++;
   }
@@ -70,8 +73,18 @@ NodeId Graph::add_buffer(std::shared_ptr<Buffer> buffer, const Shape& shape) {
 }
 
 void Graph::release(NodeId id) {
-  // iterative, so that freeing a long chain cannot overflow the stack
-  std::vector<NodeId> stack{id};
+  if (nodes_[id].refcount > 1) {  // the common case: still referenced, nothing to free
+    nodes_[id].refcount--;
+    return;
+  }
+  // iterative, so that freeing a long chain cannot overflow the stack; the graph's own stack (no allocation
+  // per call) unless this runs inside another release (a buffer's deleter making and dropping nodes)
+  std::vector<NodeId> nested;
+  std::vector<NodeId>& stack = releasing_ ? nested : release_stack_;
+  const bool outermost = !releasing_;
+  releasing_ = true;
+  stack.clear();
+  stack.push_back(id);
   const bool logging = Session::get().logging_nodes();
   while (!stack.empty()) {
     NodeId cur = stack.back();
@@ -80,13 +93,23 @@ void Graph::release(NodeId id) {
     if (--n.refcount > 0) continue;
     for (int i = 0; i < n.num_src; i++) stack.push_back(n.src[i]);
     if (logging) NodeLog::get().freed(n.uid);
+    // back to Node{}'s values, keeping the memory of the shape and argument for the slot's next node
+    Shape shape = std::move(n.shape);
+    std::vector<int64_t> arg = std::move(n.arg);
     n = Node{};
+    shape.clear();
+    arg.clear();
+    n.shape = std::move(shape);
+    n.arg = std::move(arg);
     free_.push_back(cur);
   }
+  if (outermost) releasing_ = false;
 }
 
 void Graph::set_realized(NodeId id, std::shared_ptr<Buffer> buffer) {
   Node& n = nodes_[id];
+  // a freed slot would keep the buffer for the next node made in it
+  if (n.refcount == 0) throw std::logic_error("Graph::set_realized: node " + std::to_string(id) + " is not referenced (freed)");
   std::vector<NodeId> old(n.src, n.src + n.num_src);
   n.op = Op::Buffer;
   n.num_src = 0;

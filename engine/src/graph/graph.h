@@ -43,10 +43,15 @@ class Graph {
  public:
   static Graph& get();
 
-  // Creates a node; takes one reference on each source. The new node starts with refcount 0:
-  // wrap it in a NodeRef.
-  NodeId add(Op op, DType dtype, const Shape& shape, std::vector<NodeId> srcs, std::vector<int64_t> arg = {},
-             double value = 0, int device = 0);
+  // Creates a node; takes one reference on each of its `num_srcs` sources (at most 3; std::invalid_argument
+  // otherwise). The new node starts with refcount 0: wrap it in a NodeRef. A freed slot is reused with the
+  // memory of its shape, so that most nodes cost no allocation of their own (a training step makes hundreds).
+  NodeId add(Op op, DType dtype, const Shape& shape, const NodeId* srcs, int num_srcs, std::vector<int64_t> arg,
+             double value, int device);
+  NodeId add(Op op, DType dtype, const Shape& shape, const std::vector<NodeId>& srcs, std::vector<int64_t> arg = {},
+             double value = 0, int device = 0) {
+    return add(op, dtype, shape, srcs.data(), static_cast<int>(srcs.size()), std::move(arg), value, device);
+  }
   NodeId add_buffer(std::shared_ptr<Buffer> buffer, const Shape& shape);
 
   Node& operator[](NodeId id) { return nodes_[id]; }
@@ -68,6 +73,8 @@ class Graph {
   // shape) stay valid while new nodes are built from it.
   std::deque<Node> nodes_;
   std::vector<NodeId> free_;
+  std::vector<NodeId> release_stack_;  // release()'s work list, kept between calls
+  bool releasing_ = false;
   uint64_t next_uid_ = 1;
 };
 

@@ -165,6 +165,17 @@ ScheduleCache& schedule_cache() {
   return cache;
 }
 
+// Makes every node a schedule stored into a Buffer leaf holding its buffer. Each is held by a reference
+// until all have their buffers: realizing one drops its sources, and a stored node that only it read (an
+// intermediate the kernelizer stored for it) would be freed before getting its own buffer, which then
+// stayed in the freed slot.
+void set_stored_realized(Graph& g, const std::vector<std::pair<NodeId, std::shared_ptr<Buffer>>>& stored) {
+  std::vector<NodeRef> held;
+  held.reserve(stored.size());
+  for (const auto& [id, buffer] : stored) held.emplace_back(id);
+  for (const auto& [id, buffer] : stored) g.set_realized(id, buffer);
+}
+
 // device → host → device; synchronous, so the source is complete before the copy reads it. Returns ms.
 double copy_buffer(Buffer& src, Buffer& dst) {
   auto t0 = std::chrono::steady_clock::now();
@@ -329,7 +340,9 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
       for (int o = 0; o < outputs; o++) check_finite(*bufs[o], g[key.order[ck.outputs[o].index]], kernel_id, ck.name);
     session.gate(GateStop::AfterLaunch, kernel_id, ck.name, {}, &bufs, outputs);
   }
-  for (const auto& [index, buffer] : produced) g.set_realized(key.order[index], buffer);
+  std::vector<std::pair<NodeId, std::shared_ptr<Buffer>>> stored;
+  for (const auto& [index, buffer] : produced) stored.push_back({key.order[index], buffer});
+  set_stored_realized(g, stored);
   session.gate(GateStop::AfterSchedule);
 }
 
@@ -575,7 +588,7 @@ void realize(const std::vector<NodeId>& targets) {
       for (int o = 0; o < outputs; o++) check_finite(*bufs[o], g[item.outputs[o]], kernel_ids[k], kernel.name);
     session.gate(GateStop::AfterLaunch, kernel_ids[k], kernel.name, {}, &bufs, outputs);
   }
-  for (auto& [id, buf] : out_buffers) g.set_realized(id, buf);
+  set_stored_realized(g, std::vector<std::pair<NodeId, std::shared_ptr<Buffer>>>(out_buffers.begin(), out_buffers.end()));
 
   if (cache.words + key.words.size() > ScheduleCache::kMaxWords) clear_schedule_cache();
   cache.words += key.words.size();

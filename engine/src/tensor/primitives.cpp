@@ -42,10 +42,10 @@ const Node& node(const Tensor& t) { return t.impl()->node.node(); }
 Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DType dtype, std::vector<int64_t> arg,
                  int device_override) {
   Graph& g = Graph::get();
-  // copies, not references: adding a node may move the slab
+  // (the graph is a deque: adding a node moves no other, so these references stay valid)
   const Node& first_node = node(srcs.at(0));
   const int device = first_node.device;
-  const Shape first_shape = first_node.shape;
+  const Shape& first_shape = first_node.shape;
   const bool first_is_const = first_node.op == Op::Const;
   const double first_value = first_node.value;
   for (const Tensor& s : srcs)
@@ -71,9 +71,10 @@ Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DTy
       id = g.add(Op::Const, dtype, shape, {}, {}, value, device);
     }
   } else {
-    std::vector<NodeId> ids;
-    for (const Tensor& s : srcs) ids.push_back(node_of(s));
-    id = g.add(op, dtype, shape, ids, arg, 0, device_override >= 0 ? device_override : device);
+    if (srcs.size() > 3) throw std::invalid_argument(std::string(op_name(op)) + ": a node takes at most 3 sources");
+    NodeId ids[3];
+    for (size_t i = 0; i < srcs.size(); i++) ids[i] = node_of(srcs[i]);
+    id = g.add(op, dtype, shape, ids, static_cast<int>(srcs.size()), arg, 0, device_override >= 0 ? device_override : device);
   }
   Tensor out = tensor_from_node(id);
   if (g_grad_enabled) {
@@ -82,10 +83,12 @@ Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DTy
     if (needs) {
       auto fn = std::make_shared<Function>();
       fn->op = op;
+      fn->parents.reserve(srcs.size());
       for (const Tensor& s : srcs) fn->parents.push_back(s.impl());
       fn->arg = std::move(arg);
       fn->in_shape = first_shape;
       // what the rules need: the inputs for most ops, the output for exp2/sqrt/recip/max-reduce
+      fn->saved.reserve(srcs.size() + 1);
       for (const Tensor& s : srcs) fn->saved.emplace_back(node_of(s));
       fn->saved.emplace_back(id);
       out.impl()->ctx = fn;
@@ -115,6 +118,11 @@ Tensor Tensor::scalar(double value, DType dtype, const std::string& device) {
 Tensor Tensor::scalar_like(double value) const {
   DType dt = dtype() == DType::Bool ? DType::Float32 : dtype();
   return tensor_from_node(Graph::get().add(Op::Const, dt, {}, {}, {}, value, node(*this).device));
+}
+
+Tensor Tensor::const_like(double value) const {
+  DType dt = dtype() == DType::Bool ? DType::Float32 : dtype();
+  return tensor_from_node(Graph::get().add(Op::Const, dt, shape(), {}, {}, value, node(*this).device));
 }
 
 Tensor Tensor::full(const Shape& shape, double value, DType dtype, const std::string& device) {
