@@ -93,14 +93,7 @@ void Graph::release(NodeId id) {
     if (--n.refcount > 0) continue;
     for (int i = 0; i < n.num_src; i++) stack.push_back(n.src[i]);
     if (logging) NodeLog::get().freed(n.uid);
-    // back to Node{}'s values, keeping the memory of the shape and argument for the slot's next node
-    Shape shape = std::move(n.shape);
-    std::vector<int64_t> arg = std::move(n.arg);
-    n = Node{};
-    shape.clear();
-    arg.clear();
-    n.shape = std::move(shape);
-    n.arg = std::move(arg);
+    n.reset();
     free_.push_back(cur);
   }
   if (outermost) releasing_ = false;

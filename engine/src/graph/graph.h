@@ -37,6 +37,22 @@ struct Node {
   std::shared_ptr<Buffer> buffer;  // set once realized (op is then Buffer)
 
   bool realized() const { return buffer != nullptr; }
+  // Back to a default-constructed node's values, keeping the memory of `shape` and `arg` for the next node
+  // made in this slot (Graph::release; a new field needs its default here too).
+  void reset() {
+    op = Op::Const;
+    dtype = DType::Float32;
+    num_src = 0;
+    src[0] = src[1] = src[2] = kNoNode;
+    refcount = 0;
+    uid = 0;
+    device = 0;
+    shape.clear();
+    arg.clear();
+    value = 0;
+    stack = -1;
+    buffer.reset();
+  }
 };
 
 class Graph {

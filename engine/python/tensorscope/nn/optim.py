@@ -125,11 +125,13 @@ class LAMB(Optimizer):
     def schedule_step(self) -> list[Tensor]:
         self.b1_t.assign(self.b1_t * self.b1)
         self.b2_t.assign(self.b2_t * self.b2)
+        # the bias corrections 1 - b^t, built once per step for all parameters (each kernel computes its own)
+        correction1, correction2 = 1.0 - self.b1_t, 1.0 - self.b2_t
         for p, g, m, v in zip(self.params, self._grads(), self.m, self.v):
             m.assign(self.b1 * m + (1.0 - self.b1) * g)
             v.assign(self.b2 * v + (1.0 - self.b2) * (g * g))
-            m_hat = m / (1.0 - self.b1_t)
-            v_hat = v / (1.0 - self.b2_t)
+            m_hat = m / correction1
+            v_hat = v / correction2
             up = m_hat / (v_hat.sqrt() + self.eps)
             if self.wd:
                 up = up + self.wd * p.detach()
