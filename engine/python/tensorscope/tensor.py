@@ -415,28 +415,40 @@ class Tensor:
     # ---- elementwise ---------------------------------------------------------------------------
     # Binary ops broadcast (NumPy rules) and accept a Tensor or a python scalar on either side; they are
     # also callable as `Tensor.add(a, b)`. ValueError when the shapes do not broadcast.
-    # (a python int or float operand takes a shortcut into the engine: `x + 1.0` is the hot path of
-    # small-tensor code; the result is the one _wrap would give)
+    # (a Tensor operand, and a python int or float one, take shortcuts into the engine: `x + y` and `x + 1.0`
+    # are the hot path of small-tensor code, where this layer's own cost shows; the results are _wrap's)
     def add(self, x) -> "Tensor":
-        if type(x) is float or type(x) is int:
-            return Tensor(self._t.add_scalar(x, type(x) is float))
+        tx = type(x)
+        if tx is Tensor:
+            return Tensor(self._t.add(x._t))
+        if tx is float or tx is int:
+            return Tensor(self._t.add_scalar(x, tx is float))
         return Tensor(self._t.add(_wrap(x, self)._t))
 
     def sub(self, x) -> "Tensor":
-        if type(x) is float or type(x) is int:
-            return Tensor(self._t.sub_scalar(x, type(x) is float))
+        tx = type(x)
+        if tx is Tensor:
+            return Tensor(self._t.sub(x._t))
+        if tx is float or tx is int:
+            return Tensor(self._t.sub_scalar(x, tx is float))
         return Tensor(self._t.sub(_wrap(x, self)._t))
 
     def mul(self, x) -> "Tensor":
-        if type(x) is float or type(x) is int:
-            return Tensor(self._t.mul_scalar(x, type(x) is float))
+        tx = type(x)
+        if tx is Tensor:
+            return Tensor(self._t.mul(x._t))
+        if tx is float or tx is int:
+            return Tensor(self._t.mul_scalar(x, tx is float))
         return Tensor(self._t.mul(_wrap(x, self)._t))
 
     def div(self, x, rounding_mode: Optional[str] = None) -> "Tensor":
         """True division (float result); rounding_mode "trunc" or "floor" rounds the quotient (torch.div)."""
         if rounding_mode is None:
-            if type(x) is float or type(x) is int:
-                return Tensor(self._t.div_scalar(x, type(x) is float))
+            tx = type(x)
+            if tx is Tensor:
+                return Tensor(self._t.div(x._t))
+            if tx is float or tx is int:
+                return Tensor(self._t.div_scalar(x, tx is float))
             return Tensor(self._t.div(_wrap(x, self)._t))
         return Tensor(self._t.div_mode(_wrap(x, self)._t, str(rounding_mode)))
 
@@ -564,7 +576,7 @@ class Tensor:
             return Tensor(self._t.mul_scalar(x, type(x) is float))
         return _wrap(x, self).mul(self)
 
-    def __truediv__(self, x): return self.div(x)
+    __truediv__ = div
 
     def __rtruediv__(self, x):
         if type(x) is float or type(x) is int:
