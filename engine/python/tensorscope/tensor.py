@@ -316,7 +316,7 @@ class Tensor:
         return len(self._t.shape)
 
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
     @property
     def dtype(self) -> str:
