@@ -38,20 +38,15 @@ struct Node {
 
   bool realized() const { return buffer != nullptr; }
   // Back to a default-constructed node's values, keeping the memory of `shape` and `arg` for the next node
-  // made in this slot (Graph::release; a new field needs its default here too).
+  // made in this slot (Graph::release).
   void reset() {
-    op = Op::Const;
-    dtype = DType::Float32;
-    num_src = 0;
-    src[0] = src[1] = src[2] = kNoNode;
-    refcount = 0;
-    uid = 0;
-    device = 0;
-    shape.clear();
-    arg.clear();
-    value = 0;
-    stack = -1;
-    buffer.reset();
+    Shape kept_shape = std::move(shape);
+    std::vector<int64_t> kept_arg = std::move(arg);
+    *this = Node{};
+    kept_shape.clear();
+    kept_arg.clear();
+    shape = std::move(kept_shape);
+    arg = std::move(kept_arg);
   }
 };
 
