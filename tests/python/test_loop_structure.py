@@ -377,12 +377,19 @@ def test_a_matmul_of_odd_width_is_padded_to_16_and_register_tiled(tmp_path):
     # Widths 16 does not divide (LeNet's 120 and 84, 100, 1000) pad to a multiple of 16 in a matmul-like
     # reduce, so REGISTER_TILE applies (padto.cpp: (64, 400) @ 120: 381 -> 88 us); a column sum, with no operand
     # the tile could reuse, keeps its plain upcast (padded it was slower). Values against NumPy.
+    # From 16 rows of x on, the C device copies w once padded with zero columns instead (E_400_128, as a BLAS
+    # pads its packed panels; Tensor::matmul) and the tile runs unmasked; below, PADTO masks the extra lanes.
     ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((64, 400)).astype(np.float32)).realize()\n"
                             "w = Tensor(rng.standard_normal((400, 120)).astype(np.float32)).realize()\n"
                             "(x @ w).realize()\n"
+                            "x8 = Tensor(rng.standard_normal((8, 400)).astype(np.float32)).realize()\n"
+                            "(x8 @ w).realize()\n"
                             "c = Tensor(rng.standard_normal((4096, 100)).astype(np.float32)).realize()\n"
                             "c.sum(axis=0).realize()\n")
-    head = ir["r_64_120_400"].splitlines()[0]
+    assert "E_400_128" in ir, sorted(ir)
+    head = ir["r_64_128_400"].splitlines()[0]
+    assert "PADTO" not in head and "UPCAST_GLOBAL(32)" in head and "REGISTER_TILE(8)" in head, head
+    head = ir["r_8_120_400"].splitlines()[0]
     assert "PADTO(16)" in head and "REGISTER_TILE" in head, head
     head = ir["r_100_4096"].splitlines()[0]
     assert "PADTO" not in head and "UPCAST_GLOBAL(4)" in head, head

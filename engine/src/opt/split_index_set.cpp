@@ -30,7 +30,7 @@
 namespace ts {
 
 namespace {
-constexpr size_t kMaxRanges = 8;
+constexpr size_t kMaxRanges = 12;
 }
 
 void split_index_set(ir::Kernel& k) {

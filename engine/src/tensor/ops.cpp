@@ -709,6 +709,15 @@ constexpr int64_t kPanelWidth = 32;  // NR: the width upcast_global unrolls, two
 constexpr int64_t kPanelRows = 8;    // MR: the rows register_tile upcasts
 constexpr int64_t kPaddedWidth = 16; // a transposed copy of w is padded to a multiple of this (one AVX-512 vector)
 
+// The width a padded copy of w (K, N) gets, when 16 does not divide N: N rounded up to one vector (16), or
+// to two from 64 on, so that upcast_global takes 32 outputs per trip (a 300-wide layer padded to 304 ran 16
+// at a time: 43 GFLOP/s for (100, 784) @ (784, 304); padded to 320, 32 at a time: 63 GFLOP/s).
+int64_t padded_width(int64_t n) {
+  if (n % kPaddedWidth == 0) return n;  // whole vectors already: no copy
+  const int64_t multiple = n >= 64 ? kPanelWidth : kPaddedWidth;
+  return (n + multiple - 1) / multiple * multiple;
+}
+
 namespace {
 
 // True when matmul(x, w) on `device` packs w into panels (N/32, K, 32) first: device "C", w (K, N)
@@ -743,6 +752,17 @@ bool copies_transposed_w(const Shape& x, const Tensor& w) {
   int64_t rows = 1;  // x's rows with its batch dims folded in: (B, T, K) @ (K, N) is a (B·T, K) @ (K, N)
   for (size_t d = 0; d + 1 < x.size(); d++) rows *= x[d];
   return transposed && w.shape()[nd - 1] >= (nd == 2 ? 16 : 8) && rows >= 16;
+}
+
+// True when matmul(x, w) on the C device copies a w (K, N) that is not a transpose padded to a multiple of 16
+// columns (see Tensor::matmul): N over 16 and no multiple of it, x with at least 16 rows. A w of 1 MiB or
+// more that packs_panels takes is packed instead (N a multiple of 32 there).
+bool pads_width(const Shape& x, const Tensor& w) {
+  if (w.device() != "C" || w.ndim() != 2 || x.size() < 2) return false;
+  const int64_t n = w.shape()[1];
+  int64_t rows = 1;  // x's rows with its batch dims folded in
+  for (size_t d = 0; d + 1 < x.size(); d++) rows *= x[d];
+  return n > kPaddedWidth && padded_width(n) != n && rows >= 16;
 }
 
 // Shapes whose backward is written as two matmuls (Tensor::matmul): x (..., M, K) @ w (K, N), or x and w
@@ -798,7 +818,7 @@ Tensor Tensor::matmul(const Tensor& w) const {
     // unmasked and its extra columns are cropped. PADTO would mask them instead, and with the Linear's
     // bias added in the same kernel gcc vectorized the masked tile lane by lane: (64, 400) @ 120 + b took
     // 264 us masked, 60 us padded (+ 2 us for the bias in a kernel of its own).
-    const int64_t n = w.shape().back(), padded = (n + kPaddedWidth - 1) / kPaddedWidth * kPaddedWidth;
+    const int64_t n = w.shape().back(), padded = padded_width(n);
     if (n2 == 2 && n > kPaddedWidth && padded != n) {
       const Tensor wp = w.pad({{0, 0}, {0, padded - n}}).contiguous();
       Pairs keep;
@@ -807,6 +827,17 @@ Tensor Tensor::matmul(const Tensor& w) const {
       return matmul(wp).contiguous().shrink(keep);  // stored 16-wide: fused, the crop would narrow the loop again
     }
     return matmul(w.contiguous());
+  }
+  if (n1 >= 2 && n2 == 2 && pads_width(shape(), w)) {
+    // The same padding for a w that is not a transpose (a layer's input in its weight gradient, a 300-wide
+    // activation; a convolution's weight in its col2im input gradient): copied once, padded with zero
+    // columns, the matmul unmasked, its extra columns cropped. A convolution's weight gradient into 50
+    // channels (Caffe's LeNet: (500, 4096) @ (4096, 50)) ran masked at 24 GFLOP/s.
+    const int64_t n = w.shape()[1], padded = padded_width(n);
+    Pairs keep;
+    for (int64_t d = 0; d < n1 - 1; d++) keep.push_back({0, shape()[static_cast<size_t>(d)]});
+    keep.push_back({0, n});
+    return matmul(w.pad({{0, 0}, {0, padded - n}}).contiguous()).contiguous().shrink(keep);
   }
   // tinygrad's dot: x (..., n, 1, k) * wᵀ (..., 1, m, k) broadcast, then sum over k
   int64_t ones = std::min<int64_t>({n1 - 1, n2 - 1, 1});

@@ -331,8 +331,8 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
   return p.reshape(ps).expand(full).mul(g.reshape(gs).expand(full)).sum(axes).reshape(wshape);
 }
 
-// dL/dx of a strided convolution as a matmul and a col2im (PyTorch's slow_conv2d backward does the same; Caffe's
-// col2im): dcols (N·O, C_in·K) = g (N·O, C_out) @ W (C_out, C_in·K), then each input element sums the
+// dL/dx of a strided convolution (or one whose output is much smaller than its input) as a matmul and a col2im (PyTorch's slow_conv2d backward does the same; Caffe's
+// col2im): dcols (C_in·K, N·O) = Wᵀ (C_in·K, C_out) @ g (C_out, N·O), then each input element sums the
 // entries of dcols that its windows put it in. The transposed convolution of the stride-s gradient would
 // instead insert s−1 zeros between its elements and convolve that: s² times the multiply-adds (most with a
 // zero) and an im2col s² times larger (a stride-2 3×3 input gradient, 32×64×8×8 → 32×32×16×16: 10 ms to copy,
@@ -351,17 +351,19 @@ Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g, const Tensor
   int64_t positions = bs, taps = 1;
   for (int64_t d : o) positions *= d;
   for (int64_t d : k) taps *= d;
-  std::vector<int64_t> nhwc{0};  // (N, *o, C_out)
-  for (size_t i = 0; i < n; i++) nhwc.push_back(static_cast<int64_t>(2 + i));
-  nhwc.push_back(1);
-  const Tensor g_cl = g.permute(nhwc).contiguous().reshape({positions, cout});
-  Shape cols_shape{bs};  // (N, *o, C_in, *k)
-  cols_shape.insert(cols_shape.end(), o.begin(), o.end());
-  cols_shape.push_back(cin);
+  // dcols laid out (C_in, *k, N, *o): a tap's slice is then contiguous along the last output axis, the axis
+  // the col2im's loop runs along (laid out (N, *o, C_in, *k) its loads were C_in·K apart: a gather per
+  // element, 2.7 ms for Caffe's LeNet's second layer). Computed as Wᵀ (C_in·K, C_out) @ g (C_out, N·O).
+  std::vector<int64_t> channels_first{1, 0};  // (C_out, N, *o)
+  for (size_t i = 0; i < n; i++) channels_first.push_back(static_cast<int64_t>(2 + i));
+  const Tensor g_cm = g.permute(channels_first).contiguous().reshape({cout, positions});
+  Shape cols_shape{cin};  // (C_in, *k, N, *o)
   cols_shape.insert(cols_shape.end(), k.begin(), k.end());
-  const Tensor dcols = g_cl.matmul(weight.reshape({cout, cin * taps})).contiguous().reshape(cols_shape);
-  std::vector<int64_t> to_nchw{0, static_cast<int64_t>(n + 1)};  // a tap's slice (N, *o, C_in) → (N, C_in, *o)
-  for (size_t i = 0; i < n; i++) to_nchw.push_back(static_cast<int64_t>(1 + i));
+  cols_shape.push_back(bs);
+  cols_shape.insert(cols_shape.end(), o.begin(), o.end());
+  const Tensor dcols = weight.reshape({cout, cin * taps}).transpose(0, 1).matmul(g_cm).contiguous().reshape(cols_shape);
+  std::vector<int64_t> to_nchw{1, 0};  // a tap's slice (C_in, N, *o) → (N, C_in, *o)
+  for (size_t i = 0; i < n; i++) to_nchw.push_back(static_cast<int64_t>(2 + i));
   std::vector<int64_t> q(n);  // input positions per phase, rounded up: the input is cut to size at the end
   for (size_t i = 0; i < n; i++) q[i] = (xshape[2 + i] + stride[i] - 1) / stride[i];
   auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
@@ -374,8 +376,10 @@ Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g, const Tensor
     }
     Pairs at;
     for (int64_t d : cols_shape) at.push_back({0, d});
-    for (size_t i = 0; i < n; i++) at[n + 2 + i] = {tap[i], tap[i] + 1};
-    Tensor slice = dcols.shrink(at).reshape(Shape(cols_shape.begin(), cols_shape.begin() + n + 2)).permute(to_nchw);
+    for (size_t i = 0; i < n; i++) at[1 + i] = {tap[i], tap[i] + 1};
+    Shape slice_shape{cin, bs};  // (C_in, N, *o)
+    slice_shape.insert(slice_shape.end(), o.begin(), o.end());
+    Tensor slice = dcols.shrink(at).reshape(slice_shape).permute(to_nchw);
     // output position j of this tap reads input position h = j·s + off, off = tap·dilation − padding: phase
     // a = off mod s, and within the phase, position q = j + floor(off / s). Shift the slice there (pad/cut
     // to Q), then give it its place on the phase axis: (.., Q, 1) padded to (.., Q, s) at a.
@@ -445,7 +449,17 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t g
         for (int64_t s : stride) strided = strided || s > 1;
         const Shape k(weight.shape().begin() + 2, weight.shape().end());
         const Shape o(g.shape().begin() + 2, g.shape().end());
-        Tensor dx = strided && groups == 1 && conv_flops(x.shape()[0], o, weight.shape()[0], x.shape()[1], k) >= kIm2colMinFlops
+        // Without padding the output is smaller than the input, and the transposed convolution pads the
+        // gradient back to the input's size plus the kernel's: its multiply-adds and its im2col grow with the
+        // input (Caffe's LeNet, 20 -> 50 channels 5x5 on 12x12: 2.25x the work of the forward, a 46 MB
+        // im2col; 11 ms), while the col2im's matmul does the forward's work (3 ms with its sums).
+        int64_t in_positions = 1, out_positions = 1;
+        for (size_t i = 0; i < o.size(); i++) {
+          in_positions *= x.shape()[2 + i];
+          out_positions *= o[i];
+        }
+        const bool shrinks = 2 * in_positions >= 3 * out_positions;  // the input at least 1.5x the output
+        Tensor dx = (strided || shrinks) && groups == 1 && conv_flops(x.shape()[0], o, weight.shape()[0], x.shape()[1], k) >= kIm2colMinFlops
                         ? conv_input_grad_col2im(x.shape(), g, weight, stride, dilation, pads)
                         : g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
         Tensor db;
