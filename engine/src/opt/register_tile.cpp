@@ -5,7 +5,7 @@
 // After upcast_global, each trip of the reduce loop loads one row of w (NR = 16 or 32 contiguous
 // floats) and one element of x, and does NR multiply-adds: two loads per two FLOPs, so the loop waits
 // on memory. This pass takes the next global loop out (the rows i of x), moves it inside (loop
-// interchange), and upcasts it by MR = 8 (or 4, or the largest divisor of M up to 7):
+// interchange), and upcasts it by MR = 8 (or the largest divisor of M below 8):
 //
 //   for i in 0..M:                       for j0 in 0..N/NR:             (w's panel stays in cache)
 //     for j0 in 0..N/NR:                   for i0 in 0..M/8:
@@ -65,11 +65,10 @@ void register_tile(ir::Kernel& k) {
     const int64_t m = static_cast<int64_t>(insts[insts[loop].src[0]].value);
     auto legal = [&](int u) { return u >= 2 && u <= m && m % u == 0 && (inner_end - inner) * u <= kMaxUnrolledInsts; };
     if (planned != ir::OptPlan::kAuto) return legal(planned) ? planned : 0;
-    for (int u : {8, 4})  // the heuristic: MR = 8 rows where they divide
-      if (legal(u)) return u;
-    // otherwise the most rows up to 8 that divide M: a convolution into 6 channels (LeNet-5's first layer)
-    // computes its 6 output rows from each load of the positions, not 3 times 2 (28 -> 60 GFLOP/s)
-    for (int u = 7; u >= 2; u--)
+    // the heuristic: the most rows up to MR = 8 that divide M. A convolution into 6 channels (LeNet-5's first
+    // layer) computes its 6 output rows from each load of the positions, not 3 times 2 (28 -> 60 GFLOP/s);
+    // a batch of 100 rows goes 5 at a time, not 4.
+    for (int u = 8; u >= 2; u--)
       if (legal(u)) return u;
     return 0;
   };
