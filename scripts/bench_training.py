@@ -5,7 +5,13 @@ Rows (issue 13, item 4):
      cross-entropy with label smoothing 0.1;
   2. samples/transformer_tiny.py's 2-layer decoder (dim 32, 4 heads), batch 32 of 12 tokens, Adam 3e-3;
   3. an MLP 784-512-256-10, batch 128, AdamW (lr 1e-3, weight decay 0.01), cross-entropy;
-  4. LeNet-5's classifier, an MLP 400-120-84-10 (widths 16 does not divide), batch 64, SGD momentum 0.9.
+  4. LeNet-5's classifier, an MLP 400-120-84-10 (widths 16 does not divide), batch 64, SGD momentum 0.9;
+and models whose shapes no heuristic was written for (rows added in the fifteenth session, when they ran at
+0.6-0.9x PyTorch):
+  5. LeNet-5 whole (LeCun et al., 1998): 3x32x32 images, conv 5x5 into 6 and 16 channels without padding,
+     ReLU, 2x2 max-pool, 400-120-84-10, batch 32, SGD momentum 0.9;
+  6. Caffe's MNIST LeNet: 1x28x28, conv 5x5 into 20 and 50 channels, max-pool, 800-500-10, batch 64, SGD;
+  7. an MLP 784-300-100-10 (LeCun et al.'s classic widths), batch 100, Adam.
 The models are rebuilt here as in the samples (the sample files are not run). Every contender starts from
 the same weights: PyTorch's default initialisation, copied as NumPy arrays into each Tensorscope model
 (`nn.load_state_dict`); each contender has its own model and optimizer and sees the same batch. The losses
@@ -48,6 +54,7 @@ time.
 Run: PYTHONPATH=build/python TENSORSCOPE_CACHE=build/kernel-cache /usr/bin/python3 scripts/bench_training.py [--quick]
      [--all-kernels]      (lists every launch of each step against its target, the most time lost first)
      [--record-dir DIR]   (keeps the recorded steps as DIR/step0.tsrec ...: open them with `tensorscope FILE`)
+     [--only TEXT]        (only the rows whose name contains TEXT, e.g. --only LeNet)
 """
 import os
 import sys
@@ -222,6 +229,71 @@ class TorchLeNetHead(torch.nn.Module):
         return self.l3(F.relu(self.l2(F.relu(self.l1(x)))))
 
 
+class LeNet5:
+    """LeNet-5 (LeCun et al., 1998) on 3x32x32 images: two 5x5 convolutions without padding (6, 16 channels)."""
+
+    def __init__(self):
+        self.c1, self.c2 = nn.Conv2d(3, 6, 5), nn.Conv2d(6, 16, 5)
+        self.f1, self.f2, self.f3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+
+    def __call__(self, x):
+        x = self.c1(x).relu().max_pool2d(kernel_size=(2, 2))
+        x = self.c2(x).relu().max_pool2d(kernel_size=(2, 2))
+        return self.f3(self.f2(self.f1(x.flatten(1)).relu()).relu())
+
+
+class TorchLeNet5(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = torch.nn.Conv2d(3, 6, 5), torch.nn.Conv2d(6, 16, 5)
+        self.f1, self.f2, self.f3 = torch.nn.Linear(400, 120), torch.nn.Linear(120, 84), torch.nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.c1(x)), 2)
+        x = F.max_pool2d(F.relu(self.c2(x)), 2)
+        return self.f3(F.relu(self.f2(F.relu(self.f1(x.flatten(1))))))
+
+
+class CaffeLeNet:
+    """Caffe's MNIST example (examples/mnist/lenet.prototxt): conv 5x5 20, pool, conv 5x5 50, pool, 500, 10."""
+
+    def __init__(self):
+        self.c1, self.c2 = nn.Conv2d(1, 20, 5), nn.Conv2d(20, 50, 5)
+        self.f1, self.f2 = nn.Linear(800, 500), nn.Linear(500, 10)
+
+    def __call__(self, x):
+        x = self.c2(self.c1(x).max_pool2d(kernel_size=(2, 2))).max_pool2d(kernel_size=(2, 2))
+        return self.f2(self.f1(x.flatten(1)).relu())
+
+
+class TorchCaffeLeNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c1, self.c2 = torch.nn.Conv2d(1, 20, 5), torch.nn.Conv2d(20, 50, 5)
+        self.f1, self.f2 = torch.nn.Linear(800, 500), torch.nn.Linear(500, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(self.c2(F.max_pool2d(self.c1(x), 2)), 2)
+        return self.f2(F.relu(self.f1(x.flatten(1))))
+
+
+class MLP300:
+    def __init__(self):
+        self.l1, self.l2, self.l3 = nn.Linear(784, 300), nn.Linear(300, 100), nn.Linear(100, 10)
+
+    def __call__(self, x):
+        return self.l3(self.l2(self.l1(x).relu()).relu())
+
+
+class TorchMLP300(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2, self.l3 = torch.nn.Linear(784, 300), torch.nn.Linear(300, 100), torch.nn.Linear(100, 10)
+
+    def forward(self, x):
+        return self.l3(F.relu(self.l2(F.relu(self.l1(x)))))
+
+
 class TorchMLP(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -257,6 +329,16 @@ def workloads():
     my = rng.integers(0, 10, 128).astype(np.int32)
     lx = rng.standard_normal((64, 400), dtype=np.float32)
     ly = rng.integers(0, 10, 64).astype(np.int32)
+    l5x = rng.standard_normal((32, 3, 32, 32), dtype=np.float32)
+    l5y = rng.integers(0, 10, 32).astype(np.int32)
+    cx28 = rng.standard_normal((64, 1, 28, 28), dtype=np.float32)
+    cy28 = rng.integers(0, 10, 64).astype(np.int32)
+    m3x = rng.standard_normal((100, 784), dtype=np.float32)
+    m3y = rng.integers(0, 10, 100).astype(np.int32)
+    sgd = dict(ts_opt=lambda p: optim.SGD(p, lr=0.01, momentum=0.9),
+               torch_opt=lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
+               ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
+               torch_loss=lambda out, y: F.cross_entropy(out, y))
     return [
         dict(name="CNN digits (cnn_digits.py), b64, SGD", ts_model=CNN, torch_model=TorchCNN, x=cx, y=cy,
              ts_opt=lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
@@ -278,6 +360,14 @@ def workloads():
              torch_opt=lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
              ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
              torch_loss=lambda out, y: F.cross_entropy(out, y), note="widths 16 does not divide"),
+        dict(name="LeNet-5 3x32x32, b32, SGD", ts_model=LeNet5, torch_model=TorchLeNet5, x=l5x, y=l5y, **sgd,
+             note="6 and 16 channels, 5x5 without padding; random images"),
+        dict(name="Caffe LeNet 1x28x28, b64, SGD", ts_model=CaffeLeNet, torch_model=TorchCaffeLeNet, x=cx28, y=cy28,
+             **sgd, note="20 and 50 channels, 5x5 without padding, 800-500-10; random images"),
+        dict(name="MLP 784-300-100-10, b100, Adam", ts_model=MLP300, torch_model=TorchMLP300, x=m3x, y=m3y,
+             ts_opt=lambda p: optim.Adam(p, lr=1e-3), torch_opt=lambda p: torch.optim.Adam(p, lr=1e-3),
+             ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
+             torch_loss=lambda out, y: F.cross_entropy(out, y), note="widths 16 does not divide, batch 100"),
     ]
 
 
@@ -631,7 +721,10 @@ rows = []
 with tempfile.TemporaryDirectory(prefix="tensorscope-bench-training-") as tmp:
     rec_dir = sys.argv[sys.argv.index("--record-dir") + 1] if "--record-dir" in sys.argv else tmp
     os.makedirs(rec_dir, exist_ok=True)
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else ""
     for w in workloads():
+        if only not in w["name"]:
+            continue
         rows.append(run_row(w, rec_dir))
         print(f"  {rows[-1]['name']}: done ({time.perf_counter() - start:.0f} s)", file=sys.stderr, flush=True)
 mm_ts, mm_torch = matmul_reference()

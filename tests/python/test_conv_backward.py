@@ -148,6 +148,7 @@ BIAS_GRID = [
     ((2, 4, 7, 9), (6, 4, 3, 3), dict(padding=1)),  # direct (small)
     ((8, 3, 12, 12), (6, 3, 5, 5), dict()),  # im2col, 6 output channels: positions as the vector axis
     ((4, 16, 9, 11), (32, 16, 3, 3), dict(padding=1)),  # im2col, 32 output channels: channels last
+    ((2, 4, 12, 12), (20, 4, 5, 5), dict()),  # 20 channels (16 does not divide), 128 positions: channel-major
     ((2, 32, 10, 9), (64, 8, 3, 3), dict(groups=4, padding=1)),  # grouped
     ((2, 16, 11, 13), (16, 16, 3, 3), dict(stride=2, padding=1)),  # strided: col2im input gradient
 ]
