@@ -69,6 +69,19 @@ def test_transposing_copy_with_conflicting_stride_is_tiled(tmp_path):
         np.testing.assert_array_equal(Tensor(a).T.contiguous().numpy(), a.T)
 
 
+def test_a_transposing_copy_into_rows_no_lane_count_divides_is_tiled_along_its_loads(tmp_path):
+    # (50, 4096) -> (4096, 50): rows of 50 outputs take no 16, 8 or 4 lanes; 16 neighbouring rows do, each
+    # lane reading along the source's contiguous axis and storing into its own output row (a block of 16
+    # rows, 3.2 KB, filled before the next): 585 -> 127 us. The loop over those blocks goes outside.
+    ir = _kernels(tmp_path, "g = Tensor(rng.standard_normal((50, 4096)).astype(np.float32)).realize()\n"
+                            "g.T.contiguous().realize()\n")
+    assert "UPCAST_GLOBAL(16)" in ir["E_4096_50"].splitlines()[0], ir["E_4096_50"].splitlines()[0]
+    assert _global_loops(ir["E_4096_50"]) == ["256", "50"], ir["E_4096_50"]
+    for shape in [(50, 4096), (20, 36864), (11, 48)]:
+        a = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+        np.testing.assert_array_equal(Tensor(a).T.contiguous().numpy(), a.T)
+
+
 def test_gelu_after_a_matmul_runs_in_its_own_kernel():
     rng = np.random.default_rng(4)
     x, w = rng.standard_normal((384, 32)).astype(np.float32), rng.standard_normal((32, 128)).astype(np.float32)

@@ -276,7 +276,32 @@ static void upcast_transpose(ir::Kernel& k, size_t inner) {
     while (sets && largest > 4 && (largest + sets - 1) / sets > kL1Ways) largest /= 2;
   }
   const int chosen = upcast_amount(k, inner, largest);
-  if (!chosen) return;
+  if (!chosen) {
+    // No lane count divides the rows (a channels-first gradient copied channels-last for 50 channels:
+    // (50, 4096) → (4096, 50), 585 µs with each element 16 KiB from the last). The lanes go along the loads
+    // instead: U neighbouring k read side by side (one vector load per n), each lane stores into its own
+    // output row, and the rows of one block (U × 50 floats) stay in L1 while the n loop fills them (127 µs).
+    const int64_t k_trips = static_cast<int64_t>(insts[insts[outer].src[0]].value);
+    int lanes = 0;
+    for (int u : {16, 8, 4})
+      if (k_trips % u == 0 && k_trips > u && (inner_end - inner) * u <= kMaxUnrolledInsts) {
+        lanes = u;
+        break;
+      }
+    if (!lanes || k.plan.get(ir::AppliedOpt::UpcastGlobal) != ir::OptPlan::kAuto) return;
+    auto global_loops = [&] {
+      std::vector<size_t> loops;
+      for (size_t i = 0; i < k.insts.size(); i++)
+        if (k.insts[i].op == Op::Range && k.insts[i].arg == ir::kGlobalLoop) loops.push_back(i);
+      return loops;
+    };
+    interchange(k, outer, inner);  // for n: for k
+    upcast_loop(k, global_loops().back(), lanes, /*side_by_side=*/true);
+    k.opts.push_back({ir::AppliedOpt::UpcastGlobal, lanes});
+    const std::vector<size_t> loops = global_loops();  // for n: for k0  →  for k0: for n
+    interchange(k, loops[loops.size() - 2], loops.back());
+    return;
+  }
   upcast_loop(k, inner, chosen, /*side_by_side=*/true);
   k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
   if (trips == chosen) return;  // unrolled completely: the k loop is the innermost one left
