@@ -147,6 +147,9 @@ def test_convolution_backward_is_matmuls_over_im2col(tmp_path):
 BIAS_GRID = [
     ((2, 4, 7, 9), (6, 4, 3, 3), dict(padding=1)),  # direct (small)
     ((8, 3, 12, 12), (6, 3, 5, 5), dict()),  # im2col, 6 output channels: positions as the vector axis
+    # an im2col over 1 MiB with 6 output channels: the weight gradient split along the positions (split-K,
+    # 14 chunks of 448) and the chunks summed
+    ((8, 3, 32, 32), (6, 3, 5, 5), dict()),
     ((4, 16, 9, 11), (32, 16, 3, 3), dict(padding=1)),  # im2col, 32 output channels: channels last
     ((2, 4, 12, 12), (20, 4, 5, 5), dict()),  # 20 channels (16 does not divide), 128 positions: channel-major
     ((2, 32, 10, 9), (64, 8, 3, 3), dict(groups=4, padding=1)),  # grouped
