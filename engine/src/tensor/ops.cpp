@@ -707,7 +707,7 @@ Tensor Tensor::contiguous() const { return primitive(Op::Contiguous, {*this}, sh
 // than this CPU's L2 share (1 MiB) and M is large enough to amortize it. GPUs have no use for it.
 constexpr int64_t kPanelWidth = 32;  // NR: the width upcast_global unrolls, two AVX-512 vectors
 constexpr int64_t kPanelRows = 8;    // MR: the rows register_tile upcasts
-constexpr int64_t kPaddedWidth = 16; // a transposed copy of w is padded to a multiple of this (one AVX-512 vector)
+constexpr int64_t kPaddedWidth = 16; // a padded copy of w has a multiple of this many columns (one AVX-512 vector)
 
 // The width a padded copy of w (K, N) gets, when 16 does not divide N: N rounded up to one vector (16), or
 // to two from 64 on, so that upcast_global takes 32 outputs per trip (a 300-wide layer padded to 304 ran 16
@@ -754,8 +754,8 @@ bool copies_transposed_w(const Shape& x, const Tensor& w) {
   return transposed && w.shape()[nd - 1] >= (nd == 2 ? 16 : 8) && rows >= 16;
 }
 
-// True when matmul(x, w) on the C device copies a w (K, N) that is not a transpose padded to a multiple of 16
-// columns (see Tensor::matmul): N over 16 and no multiple of it, x with at least 16 rows, and at least
+// True when matmul(x, w) on the C device copies a w (K, N) that is not a transpose padded to whole vectors
+// (padded_width; see Tensor::matmul): N over 16 and no multiple of it, x with at least 16 rows, and at least
 // kPadMinMacs multiply-adds. Below that the masked tile (PADTO) costs less than two more launches, the copy
 // and the crop (LeNet's 64 × 84 × 120 gradients: 20 → 26 kernels a step for 0.02 ms less kernel time).
 constexpr int64_t kPadMinMacs = int64_t{1} << 21;

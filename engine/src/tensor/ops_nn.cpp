@@ -3,9 +3,9 @@
 // transposed convolution is a conv over a zero-stuffed input with a flipped kernel; interpolation is a
 // per-axis weighted selection (host-computed weights, as torch's upsample kernels compute them).
 // Semantics: torch.nn.functional. Shapes: input (N, C, *spatial) with 1-3 spatial dims.
-#include <optional>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "tensor/ops_common.h"
 
@@ -374,8 +374,9 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
   return p.reshape(ps).expand(full).mul(g.reshape(gs).expand(full)).sum(axes).reshape(wshape);
 }
 
-// dL/dx of a strided convolution (or one whose output is much smaller than its input) as a matmul and a col2im (PyTorch's slow_conv2d backward does the same; Caffe's
-// col2im): dcols (C_in·K, N·O) = Wᵀ (C_in·K, C_out) @ g (C_out, N·O), then each input element sums the
+// dL/dx of a strided convolution, or of one whose output is much smaller than its input, as a matmul and a
+// col2im (PyTorch's slow_conv2d backward does the same; Caffe's col2im): dcols (C_in·K, N·O) =
+// Wᵀ (C_in·K, C_out) @ g (C_out, N·O), then each input element sums the
 // entries of dcols that its windows put it in. The transposed convolution of the stride-s gradient would
 // instead insert s−1 zeros between its elements and convolve that: s² times the multiply-adds (most with a
 // zero) and an im2col s² times larger (a stride-2 3×3 input gradient, 32×64×8×8 → 32×32×16×16: 10 ms to copy,
@@ -486,8 +487,8 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t g
   auto cols_t = std::make_shared<std::optional<Tensor>>();  // the forward's transposed im2col, if it made one
   return with_custom_backward(
       inputs, [&] { return add_bias(conv_direct(x, weight, groups, stride, dilation, pads, cols_t.get())); },
-      [x, weight, has_bias = bias != nullptr, groups, stride, dilation, pads, padding, output_padding, cols_t](const Tensor&,
-                                                                                                             const Tensor& g) {
+      [x, weight, has_bias = bias != nullptr, groups, stride, dilation, pads, padding, output_padding,
+       cols_t](const Tensor&, const Tensor& g) {
         bool strided = false;
         for (int64_t s : stride) strided = strided || s > 1;
         const Shape k(weight.shape().begin() + 2, weight.shape().end());
