@@ -203,27 +203,20 @@ class TorchTinyTransformer(torch.nn.Module):
 
 
 class MLP:
-    def __init__(self):
-        self.l1, self.l2, self.l3 = nn.Linear(784, 512), nn.Linear(512, 256), nn.Linear(256, 10)
+    """Linear-ReLU-Linear-ReLU-Linear with the given widths: (784, 512, 256, 10); LeNet-5's classifier
+    (LeCun et al., 1998) is (400, 120, 84, 10)."""
+
+    def __init__(self, d0, d1, d2, d3):
+        self.l1, self.l2, self.l3 = nn.Linear(d0, d1), nn.Linear(d1, d2), nn.Linear(d2, d3)
 
     def __call__(self, x):
         return self.l3(self.l2(self.l1(x).relu()).relu())
 
 
-class LeNetHead:
-    """LeNet-5's fully connected layers (LeCun et al., 1998): 400 -> 120 -> 84 -> 10."""
-
-    def __init__(self):
-        self.l1, self.l2, self.l3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
-
-    def __call__(self, x):
-        return self.l3(self.l2(self.l1(x).relu()).relu())
-
-
-class TorchLeNetHead(torch.nn.Module):
-    def __init__(self):
+class TorchMLP(torch.nn.Module):
+    def __init__(self, d0, d1, d2, d3):
         super().__init__()
-        self.l1, self.l2, self.l3 = torch.nn.Linear(400, 120), torch.nn.Linear(120, 84), torch.nn.Linear(84, 10)
+        self.l1, self.l2, self.l3 = torch.nn.Linear(d0, d1), torch.nn.Linear(d1, d2), torch.nn.Linear(d2, d3)
 
     def forward(self, x):
         return self.l3(F.relu(self.l2(F.relu(self.l1(x)))))
@@ -277,32 +270,6 @@ class TorchCaffeLeNet(torch.nn.Module):
         return self.f2(F.relu(self.f1(x.flatten(1))))
 
 
-class MLP300:
-    def __init__(self):
-        self.l1, self.l2, self.l3 = nn.Linear(784, 300), nn.Linear(300, 100), nn.Linear(100, 10)
-
-    def __call__(self, x):
-        return self.l3(self.l2(self.l1(x).relu()).relu())
-
-
-class TorchMLP300(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.l1, self.l2, self.l3 = torch.nn.Linear(784, 300), torch.nn.Linear(300, 100), torch.nn.Linear(100, 10)
-
-    def forward(self, x):
-        return self.l3(F.relu(self.l2(F.relu(self.l1(x)))))
-
-
-class TorchMLP(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.l1, self.l2, self.l3 = torch.nn.Linear(784, 512), torch.nn.Linear(512, 256), torch.nn.Linear(256, 10)
-
-    def forward(self, x):
-        return self.l3(F.relu(self.l2(F.relu(self.l1(x)))))
-
-
 # ---- the workloads ----------------------------------------------------------------------------------------
 def digits_batch(rng, n):
     try:
@@ -350,12 +317,14 @@ def workloads():
              ts_opt=lambda p: optim.Adam(p, lr=3e-3), torch_opt=lambda p: torch.optim.Adam(p, lr=3e-3),
              ts_loss=lambda out, y: out[:, L:].sparse_categorical_crossentropy(y),
              torch_loss=lambda out, y: F.cross_entropy(out[:, L:].reshape(-1, VOCAB), y.reshape(-1)), note=""),
-        dict(name="MLP 784-512-256-10, b128, AdamW", ts_model=MLP, torch_model=TorchMLP, x=mx, y=my,
+        dict(name="MLP 784-512-256-10, b128, AdamW", ts_model=lambda: MLP(784, 512, 256, 10),
+             torch_model=lambda: TorchMLP(784, 512, 256, 10), x=mx, y=my,
              ts_opt=lambda p: optim.AdamW(p, lr=1e-3, weight_decay=0.01),
              torch_opt=lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01),
              ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
              torch_loss=lambda out, y: F.cross_entropy(out, y), note=""),
-        dict(name="LeNet head 400-120-84-10, b64, SGD", ts_model=LeNetHead, torch_model=TorchLeNetHead, x=lx, y=ly,
+        dict(name="LeNet head 400-120-84-10, b64, SGD", ts_model=lambda: MLP(400, 120, 84, 10),
+             torch_model=lambda: TorchMLP(400, 120, 84, 10), x=lx, y=ly,
              ts_opt=lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
              torch_opt=lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9),
              ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
@@ -364,7 +333,8 @@ def workloads():
              note="6 and 16 channels, 5x5 without padding; random images"),
         dict(name="Caffe LeNet 1x28x28, b64, SGD", ts_model=CaffeLeNet, torch_model=TorchCaffeLeNet, x=cx28, y=cy28,
              **sgd, note="20 and 50 channels, 5x5 without padding, 800-500-10; random images"),
-        dict(name="MLP 784-300-100-10, b100, Adam", ts_model=MLP300, torch_model=TorchMLP300, x=m3x, y=m3y,
+        dict(name="MLP 784-300-100-10, b100, Adam", ts_model=lambda: MLP(784, 300, 100, 10),
+             torch_model=lambda: TorchMLP(784, 300, 100, 10), x=m3x, y=m3y,
              ts_opt=lambda p: optim.Adam(p, lr=1e-3), torch_opt=lambda p: torch.optim.Adam(p, lr=1e-3),
              ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
              torch_loss=lambda out, y: F.cross_entropy(out, y), note="widths 16 does not divide, batch 100"),

@@ -814,20 +814,23 @@ Tensor Tensor::matmul(const Tensor& w) const {
     });
   }
   if (n1 >= 2 && n2 == 2 && packs_panels(shape(), w.shape(), device())) return matmul_packed(w);
+  // x @ (w copied with zero columns up to padded_width, contiguous), its extra columns cropped
+  auto matmul_padded = [&](const Tensor& w2d) {
+    const int64_t n = w2d.shape()[1];
+    Pairs keep;
+    for (int64_t d = 0; d < n1 - 1; d++) keep.push_back({0, shape()[static_cast<size_t>(d)]});
+    keep.push_back({0, n});
+    const Tensor wp = w2d.pad({{0, 0}, {0, padded_width(n) - n}}).contiguous();
+    return matmul(wp).contiguous().shrink(keep);  // stored whole-width: fused, the crop would narrow the loop again
+  };
   if (n1 >= 2 && n2 >= 2 && copies_transposed_w(shape(), w)) {
     // A width that 16 does not divide (LeNet's 120 and 84) is copied padded with zero columns to the next
     // multiple of 16, as a BLAS pads its packed panels to the register tile's width: the matmul then runs
     // unmasked and its extra columns are cropped. PADTO would mask them instead, and with the Linear's
     // bias added in the same kernel gcc vectorized the masked tile lane by lane: (64, 400) @ 120 + b took
     // 264 us masked, 60 us padded (+ 2 us for the bias in a kernel of its own).
-    const int64_t n = w.shape().back(), padded = padded_width(n);
-    if (n2 == 2 && n > kPaddedWidth && padded != n) {
-      const Tensor wp = w.pad({{0, 0}, {0, padded - n}}).contiguous();
-      Pairs keep;
-      for (int64_t d = 0; d < n1 - 1; d++) keep.push_back({0, shape()[static_cast<size_t>(d)]});
-      keep.push_back({0, n});
-      return matmul(wp).contiguous().shrink(keep);  // stored 16-wide: fused, the crop would narrow the loop again
-    }
+    const int64_t n = w.shape().back();
+    if (n2 == 2 && n > kPaddedWidth && padded_width(n) != n) return matmul_padded(w);
     return matmul(w.contiguous());
   }
   if (n1 >= 2 && n2 == 2 && pads_width(shape(), w)) {
@@ -835,11 +838,7 @@ Tensor Tensor::matmul(const Tensor& w) const {
     // activation; a convolution's weight in its col2im input gradient): copied once, padded with zero
     // columns, the matmul unmasked, its extra columns cropped. A convolution's weight gradient into 50
     // channels (Caffe's LeNet: (500, 4096) @ (4096, 50)) ran masked at 24 GFLOP/s.
-    const int64_t n = w.shape()[1], padded = padded_width(n);
-    Pairs keep;
-    for (int64_t d = 0; d < n1 - 1; d++) keep.push_back({0, shape()[static_cast<size_t>(d)]});
-    keep.push_back({0, n});
-    return matmul(w.pad({{0, 0}, {0, padded - n}}).contiguous()).contiguous().shrink(keep);
+    return matmul_padded(w);
   }
   // tinygrad's dot: x (..., n, 1, k) * wᵀ (..., 1, m, k) broadcast, then sum over k
   int64_t ones = std::min<int64_t>({n1 - 1, n2 - 1, 1});

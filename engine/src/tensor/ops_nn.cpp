@@ -304,30 +304,26 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     // (C_in·K, N·O): the forward's when it made one with the same windows (few output channels)
     const bool reuses_forward_cols = cols_t && cols_t->shape() == Shape{taps, positions};
     const Tensor cols = reuses_forward_cols ? *cols_t : im2col(p, n, /*transposed=*/true);
+    std::vector<int64_t> channels_first{1, 0};  // g as (C_out, N, *o)
+    for (size_t i = 0; i < n; i++) channels_first.push_back(static_cast<int64_t>(2 + i));
     if (cout >= kIm2colMinWidth) {
-      std::vector<int64_t> nhwc{0};  // (N, *o, C_out)
-      for (size_t i = 0; i < n; i++) nhwc.push_back(static_cast<int64_t>(2 + i));
-      nhwc.push_back(1);
-      Tensor g_nhwc;
       if (reuses_forward_cols) {
         // The forward was channel-major (conv_direct), and so is g: computed in its own order first, then
         // transposed by a plain 2-D copy. Computed straight into (N, *o, C_out), the ops that produce g (a
         // max-pool's backward) read their inputs C_out·… apart in every trip (0.56 ms for Caffe's LeNet's
         // 64 × 50 × 8 × 8, a few µs each this way).
-        std::vector<int64_t> channels_first{1, 0};
-        for (size_t i = 0; i < n; i++) channels_first.push_back(static_cast<int64_t>(2 + i));
         const Tensor gm = g.permute(channels_first).contiguous().reshape({cout, positions});
         if (dbias) *dbias = gm.sum(std::vector<int64_t>{1});
-        g_nhwc = gm.transpose(0, 1).contiguous();
-        return cols.matmul(g_nhwc).contiguous().transpose(0, 1).reshape(wshape);
+        return cols.matmul(gm.transpose(0, 1).contiguous()).contiguous().transpose(0, 1).reshape(wshape);
       }
-      g_nhwc = g.permute(nhwc).contiguous().reshape({positions, cout});
+      std::vector<int64_t> nhwc{0};  // (N, *o, C_out)
+      for (size_t i = 0; i < n; i++) nhwc.push_back(static_cast<int64_t>(2 + i));
+      nhwc.push_back(1);
+      const Tensor g_nhwc = g.permute(nhwc).contiguous().reshape({positions, cout});
       if (dbias) *dbias = g_nhwc.sum(std::vector<int64_t>{0});
       return cols.matmul(g_nhwc).contiguous().transpose(0, 1).reshape(wshape);
     }
-    std::vector<int64_t> g_order{1, 0};  // (C_out, N, *o)
-    for (size_t i = 0; i < n; i++) g_order.push_back(static_cast<int64_t>(2 + i));
-    Tensor gm = g.permute(g_order).contiguous().reshape({cout, 1, positions});
+    Tensor gm = g.permute(channels_first).contiguous().reshape({cout, 1, positions});
     if (dbias) *dbias = gm.reshape({cout, positions}).sum(std::vector<int64_t>{1});
     const int64_t chunk = split_k_chunk(taps, positions);
     if (chunk) {
