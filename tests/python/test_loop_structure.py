@@ -386,6 +386,23 @@ def test_reductions_with_a_tail_loop_match_pytorch(device, k):
     assert np.isnan(got[3]) and got[5] == 200.0
 
 
+def test_a_row_count_8_does_not_divide_is_tiled_ten_rows_at_a_time(tmp_path):
+    # register_tile.cpp: 8 rows when 8 divides M, else 10 or 9, else the most rows below 8 that divide M. A batch
+    # of 100 (the 784-300-100 MLP) and Caffe's 50 and 500 go 10 at a time (five rows: 7 loads for 10
+    # multiply-adds), 64 rows 8 at a time, 6 channels 6 at a time. Values against NumPy.
+    rng = np.random.default_rng(3)
+    shapes = ((100, 784, 320), (50, 500, 64), (64, 96, 64), (6, 75, 256), (18, 40, 32))
+    script = "".join(f"x{i} = Tensor(rng.standard_normal(({m}, {k})).astype(np.float32)).realize()\n"
+                     f"w{i} = Tensor(rng.standard_normal(({k}, {n})).astype(np.float32)).realize()\n"
+                     f"(x{i} @ w{i}).realize()\n" for i, (m, k, n) in enumerate(shapes))
+    ir = _kernels(tmp_path, script)
+    for (m, k, n), rows in zip(shapes, (10, 10, 8, 6, 9)):
+        head = ir[f"r_{m}_{n}_{k}"].splitlines()[0]
+        assert f"REGISTER_TILE({rows})" in head, head
+        x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((k, n)).astype(np.float32)
+        np.testing.assert_allclose((Tensor(x) @ Tensor(w)).numpy(), x @ w, rtol=1e-4, atol=1e-4)
+
+
 def test_a_matmul_of_odd_width_is_padded_to_16_and_register_tiled(tmp_path):
     # Widths 16 does not divide (LeNet's 120 and 84, 100, 1000) pad to a multiple of 16 in a matmul-like
     # reduce, so REGISTER_TILE applies (padto.cpp: (64, 400) @ 120: 381 -> 88 us); a column sum, with no operand
