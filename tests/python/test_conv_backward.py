@@ -7,7 +7,9 @@ import json
 import os
 import subprocess
 
+import numpy as np
 import pytest
+import torch
 import torch.nn.functional as F
 
 from ops_helper import check
@@ -119,6 +121,47 @@ def test_linear_weight_gradient_is_register_tiled(tmp_path):
     assert "UPCAST_GLOBAL" in header and "REGISTER_TILE" in header, header
 
 
+def test_a_large_linear_weight_gradient_is_stored_before_the_update(tmp_path):
+    # Tensor::matmul: a Linear's weight gradient fused into the optimizer's update walks W and its state in the
+    # register tile's order (32-column strips); from 1 MiB of weight it is stored by its matmul and the update
+    # (SGD with momentum: W and the momentum buffer, one multi-output kernel) streams it. A small layer keeps
+    # the update fused into the matmul. Values against PyTorch.
+    script = tmp_path / "step.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from tensorscope import Tensor, nn\n"
+        "from tensorscope.nn import optim\n"
+        "rng = np.random.default_rng(0)\n"
+        "big, small = nn.Linear(800, 500), nn.Linear(400, 120)\n"
+        "opt = optim.SGD([big.weight, small.weight], lr=0.1, momentum=0.9)\n"
+        "x, x2 = (Tensor(rng.standard_normal(s).astype(np.float32)) for s in ((64, 800), (64, 400)))\n"
+        "(big(x).relu().sum() + small(x2).relu().sum()).backward()\n"
+        "opt.step()\n"
+        "Tensor.realize(big.weight, small.weight)\n")
+    out = run_cli_out(script, tmp_path / "out")
+    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    shapes = {k["name"]: [o["shape"] for o in k["outputs"]] for k in kernels}
+    assert shapes.get("r_500_800_64") == [[500, 800]], shapes  # dW alone
+    updates = [n for n, s in shapes.items() if s == [[500, 800], [500, 800]] and n.startswith("E_")]
+    assert len(updates) == 1, shapes  # the new momentum and W, from the stored dW
+    assert shapes.get("r_120_400_64") == [[120, 400], [120, 400]], shapes  # dW fused into the small update
+    from tensorscope import Tensor
+    from tensorscope.nn import optim
+    rng = np.random.default_rng(1)
+    W = rng.standard_normal((500, 800)).astype(np.float32) * 0.05
+    x = rng.standard_normal((64, 800)).astype(np.float32)
+    tW, pW = Tensor(W, requires_grad=True), torch.tensor(W, requires_grad=True)
+    opt, popt = optim.SGD([tW], lr=0.1, momentum=0.9), torch.optim.SGD([pW], lr=0.1, momentum=0.9)
+    for _ in range(2):
+        opt.zero_grad()
+        popt.zero_grad()
+        (Tensor(x) @ tW.T).relu().sum().backward()
+        (torch.tensor(x) @ pW.T).relu().sum().backward()
+        opt.step()
+        popt.step()
+    np.testing.assert_allclose(tW.numpy(), pW.detach().numpy(), rtol=1e-4, atol=1e-4)
+
+
 def test_convolution_backward_is_matmuls_over_im2col(tmp_path):
     # cnn_digits' second convolution (8 -> 16 channels, 3x3, 64 images of 4x4): the forward, the input
     # gradient and the weight gradient each read the windows copied once (im2col) and run as register-tiled
@@ -152,6 +195,9 @@ BIAS_GRID = [
     ((8, 3, 32, 32), (6, 3, 5, 5), dict()),
     ((4, 16, 9, 11), (32, 16, 3, 3), dict(padding=1)),  # im2col, 32 output channels: channels last
     ((2, 4, 12, 12), (20, 4, 5, 5), dict()),  # 20 channels (16 does not divide), 128 positions: channel-major
+    # channel-major over 1 MiB of im2col: the forward reads it in column panels, the weight gradient a row-major
+    # copy of its own, the col2im input gradient g in column panels
+    ((16, 12, 12, 12), (20, 12, 5, 5), dict()),
     ((2, 32, 10, 9), (64, 8, 3, 3), dict(groups=4, padding=1)),  # grouped
     ((2, 16, 11, 13), (16, 16, 3, 3), dict(stride=2, padding=1)),  # strided: col2im input gradient
 ]
@@ -163,6 +209,41 @@ def test_conv_with_bias_forward_and_backward(case, dev):
     xs, ws, kw = case
     check([xs, ws, (ws[0],)], lambda x, w, b: F.conv2d(x, w, b, **kw), lambda x, w, b: x.conv2d(w, b, **kw), dev=dev,
           atol=1e-4, grad_atol=2e-4)
+
+
+def test_a_convolution_into_20_channels_reads_column_panels(tmp_path):
+    # Caffe's LeNet's second layer, smaller: 12 -> 20 channels 5x5 on 16 images of 12x12 (1024 positions, 300
+    # taps, 1.2 MB of im2col). Channel-major, (20, 300) @ (300, 1024): the forward's im2col is written in
+    # column panels (1024/32, 300, 32), so that a register tile's 32 columns of all 300 rows lie together; the
+    # weight gradient copies the windows row-major for itself (it reads rows along the positions); the output
+    # gradient is stored channel-major once, for the weight gradient and the col2im input gradient, whose
+    # matmul reads a column-panel copy of it. Values against PyTorch in BIAS_GRID.
+    script = tmp_path / "conv.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from tensorscope import Tensor, nn\n"
+        "c = nn.Conv2d(12, 20, 5)\n"
+        "x = Tensor(np.random.default_rng(0).standard_normal((16, 12, 12, 12)).astype(np.float32), requires_grad=True)\n"
+        "c(x).max_pool2d(kernel_size=(2, 2)).relu().sum().backward()\n"
+        "Tensor.realize(x.grad, c.weight.grad, c.bias.grad)\n")
+    out = run_cli_out(script, tmp_path / "out")
+    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    names = [k["name"] for k in kernels]
+    assert "E_32_12_5_5_32" in names, names  # the forward's im2col, in column panels
+    assert "E_12_5_5_16_8_8" in names, names  # the weight gradient's, row-major
+    assert names.count("E_20_16_8_8") == 1, names  # g channel-major, once
+    assert "E_32_20_32" in names, names  # its column panels for the input gradient's matmul
+    forward = next(k for k in kernels if k["name"] == "r_20_1024_300")
+    header = (out / forward["ir"]).read_text().splitlines()[0]
+    assert "UPCAST_GLOBAL(32)" in header and "REGISTER_TILE(10)" in header, header
+    # the col2im's (300, 20) @ (20, 1024): w's panels (80 KB) fit in L2, so the groups of 10 rows are the outer
+    # loop and the tiles store along the output's rows (register_tile.cpp)
+    dcols = next(k for k in kernels if k["name"] == "r_300_1024_20")
+    code = (out / dcols["ir"]).read_text()
+    loops = [line for line in code.splitlines() if "RANGE" in line and "global" in line]
+    assert "%" in loops[0] and len(loops) == 2, loops
+    first_bound = code.split(loops[0].split("RANGE.int32 ")[1].split()[0] + " = CONST.int32 ")[1].split()[0]
+    assert first_bound == "30", (first_bound, loops)
 
 
 def test_few_channel_convolution_copies_its_windows_once(tmp_path):

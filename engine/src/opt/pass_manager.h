@@ -77,6 +77,10 @@ size_t upcast_global_loop(const std::vector<ir::Inst>& insts);
 // in a row. With u = the bound the loop disappears. Shared by upcast_global and register_tile.
 void upcast_loop(ir::Kernel& kernel, size_t g, int u, bool side_by_side);
 
+// Swaps two perfectly nested loops (`outer` holds only index arithmetic before `inner`, and ends right after
+// it): for o: for i: body  →  for i: for o: body. Shared by upcast_global and register_tile.
+void interchange(ir::Kernel& kernel, size_t outer, size_t inner);
+
 // Index of the END_RANGE that closes the RANGE at `range` (insts.size() if unbalanced). Shared by passes.
 size_t end_of_range(const std::vector<ir::Inst>& insts, size_t range);
 

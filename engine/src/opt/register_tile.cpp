@@ -19,6 +19,14 @@
 // interchange puts the loop that does not change w's panel innermost, so the panel (K·NR floats) is
 // reused from cache by every group of rows.
 //
+// When w's panels and a group's MR rows of x fit in a core's L2 ((N + MR)·K floats: a short reduce, or a narrow
+// w), the interchange is undone after the upcast: the groups of rows outside, w's panels inside, each read again
+// from L2 by every group. The
+// tiles then store (and a fused epilogue reads) along the output's rows, from MR streams that the prefetchers
+// follow, instead of in strips of NR columns in which every row is in a page of its own. (Caffe's LeNet's
+// col2im input gradient (500, 50) @ (50, 4096), 8 MB of output: 2.6 -> 2.3 ms from cold caches; its weight
+// gradient (500, 4096) @ (4096, 64), 1.2 MB a group, 2.4 -> 3.0 ms with the groups outside.)
+//
 // It applies when the two innermost global loops are perfectly nested (only index arithmetic between
 // them), the inner one was upcast (its reduce block has at least 16 accumulators) and some load in the
 // reduce loop does not depend on the outer loop (that is the operand the tile reuses). When upcast_global
@@ -34,6 +42,14 @@ using ir::Op;
 using ir::ValueId;
 
 constexpr int kMinAccumulators = 16;  // the inner loop must already be a vector's worth of outputs
+constexpr int64_t kL2Bytes = int64_t{1} << 20;  // a core's L2 (AMD Zen 4: 1 MiB; Intel since Ice Lake: 1.25-2)
+
+std::vector<size_t> global_loops(const std::vector<Inst>& insts) {
+  std::vector<size_t> loops;
+  for (size_t i = 0; i < insts.size(); i++)
+    if (insts[i].op == Op::Range && insts[i].arg == ir::kGlobalLoop) loops.push_back(i);
+  return loops;
+}
 
 }  // namespace
 
@@ -90,6 +106,15 @@ void register_tile(ir::Kernel& k) {
   if (reused_loads(outer) == 0) return;
   const int mr = row_factor(outer);
   if (!mr) return;
+  // What one group of rows reads (assuming 4-byte elements): the operand the rows share, N outputs (the inner
+  // loop's trips × its accumulators) × K, and the group's own MR rows of K
+  int64_t accumulators = 0, reduce_trips = 1;
+  for (size_t x = blocks[0].first_acc; x < blocks[0].end; x++) {
+    accumulators += insts[x].op == Op::DefineAcc;
+    if (insts[x].op == Op::Range) reduce_trips *= static_cast<int64_t>(insts[insts[x].src[0]].value);
+  }
+  const int64_t group_bytes = (static_cast<int64_t>(insts[insts[inner].src[0]].value) * accumulators + mr) * reduce_trips * 4;
+  const size_t global_loop_count = global_loops(insts).size();
 
   // 1. loop interchange: (constants), RANGE inner, RANGE outer, (index arithmetic), inner's body,
   //    END outer, END inner. Constants between the loops move up: inner's bound may be one of them.
@@ -111,6 +136,10 @@ void register_tile(ir::Kernel& k) {
   //    multiply-adds over contiguous w), which is the order gcc's SLP vectorizer packs into vectors
   upcast_loop(k, new_outer, mr, /*side_by_side=*/false);
   k.opts.push_back({ir::AppliedOpt::RegisterTile, mr});
+  // 3. the groups of rows back outside when w's panels fit in L2 (and a loop of them is left)
+  const std::vector<size_t> loops = global_loops(k.insts);
+  if (group_bytes < kL2Bytes && loops.size() == global_loop_count && loops.size() >= 2)
+    interchange(k, loops[loops.size() - 2], loops.back());
 }
 
 }  // namespace ts

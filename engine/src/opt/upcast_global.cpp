@@ -185,9 +185,7 @@ static int upcast_amount(const ir::Kernel& k, size_t loop, int largest) {
 // to 12 (48 KiB, Intel since Ice Lake); the fewer ways, to be safe
 constexpr int64_t kL1LineBytes = 64, kL1Sets = 64, kL1Ways = 8;
 
-// Swaps two perfectly nested loops (`outer` holds only index arithmetic before `inner`, and ends right after
-// it): for o: for i: body  →  for i: for o: body.
-static void interchange(ir::Kernel& k, size_t outer, size_t inner) {
+void interchange(ir::Kernel& k, size_t outer, size_t inner) {
   const std::vector<Inst> old = k.insts;
   const size_t inner_end = end_of_range(old, inner), outer_end = end_of_range(old, outer);
   Rewrite w(old);

@@ -89,7 +89,13 @@ constexpr int64_t kIm2colPanelRows = 8, kIm2colPackMinBytes = int64_t{1} << 20;
 //
 // With groups G > 1 each group is a matmul of its own: the windows' channels split into (G, C_in/G) and the
 // result is (G, N·O, C_in/G·K) — or (G, C_in/G·K, N·O) — for a batched matmul over the groups.
-Tensor im2col(const Tensor& windows, size_t spatial_dims, bool transposed = false, int64_t groups = 1) {
+//
+// `column_panels` (transposed only): written as (G, N·O/32, C_in/G·K, 32) and read back as (G, C_in/G·K, N·O), see
+// below; N·O must be a multiple of kIm2colPanelColumns.
+constexpr int64_t kIm2colPanelColumns = 32;  // the outputs upcast_global takes per trip (kPanelWidth in ops.cpp)
+constexpr int64_t kPageBytes = 4096;         // from this row length every row of a matrix is in a page of its own
+Tensor im2col(const Tensor& windows, size_t spatial_dims, bool transposed = false, int64_t groups = 1,
+              bool column_panels = false) {
   Shape s = windows.shape();  // (N, C_in, *o, *k)
   int64_t positions = s[0], taps = s[1] / groups;
   for (size_t i = 0; i < spatial_dims; i++) {
@@ -112,6 +118,26 @@ Tensor im2col(const Tensor& windows, size_t spatial_dims, bool transposed = fals
   Shape matrix = transposed ? Shape{taps, positions} : Shape{positions, taps};
   if (groups > 1) matrix.insert(matrix.begin(), groups);
   const Tensor view = windows.reshape(split).permute(order);
+  if (transposed && column_panels) {
+    // The transposed matrix as the right operand of (C_out, C_in·K) @ (C_in·K, N·O) (a convolution into a
+    // channel count 16 does not divide): each register tile reads 32 neighbouring columns of every row, and
+    // rows N·O floats apart are each in a page of their own, which no hardware prefetcher crosses (Caffe's
+    // LeNet's second layer, (50, 500) @ (500, 4096): 54 GFLOP/s). Written in column panels, the 500 × 32
+    // floats one tile reads lie one after another: 98 GFLOP/s. (The packing of ops.cpp's matmul_packed, made
+    // by the im2col's own copy.) The tap axes stay apart in the copy's loops, as for the row panels below.
+    Shape split_columns{groups, s[1] / groups};  // (G, C_in/G, *k, N·O/32, 32)
+    split_columns.insert(split_columns.end(), s.end() - spatial_dims, s.end());
+    split_columns.push_back(positions / kIm2colPanelColumns);
+    split_columns.push_back(kIm2colPanelColumns);
+    const int64_t last = static_cast<int64_t>(split_columns.size()) - 1;
+    std::vector<int64_t> to_panels{0, last - 1};  // (G, N·O/32, C_in/G, *k, 32)
+    for (int64_t i = 1; i < last - 1; i++) to_panels.push_back(i);
+    to_panels.push_back(last);
+    const Tensor panels = view.reshape(split_columns).permute(to_panels).contiguous();
+    return panels.reshape({groups, positions / kIm2colPanelColumns, taps, kIm2colPanelColumns})
+        .permute({0, 2, 1, 3})
+        .reshape(matrix);
+  }
   if (transposed || positions % kIm2colPanelRows || positions * taps * 4 < kIm2colPackMinBytes)
     return view.contiguous().reshape(matrix);
   // Written in the matmul's row panels (G, N·O/8, C_in/G·K, 8) and read back as (G, N·O, C_in/G·K) through a
@@ -164,10 +190,19 @@ Tensor padded_windows(const Tensor& x, const Pairs& pads, const std::vector<int6
   return pool(padded ? xp.contiguous() : xp, k, stride, dilation);
 }
 
-// `cols_t`, when given, receives the transposed im2col (C_in·K, N·O) if the convolution was computed over one
-// (few output channels), so that the weight gradient reads the same stored matrix instead of copying it again.
+// What a convolution's forward tells its weight gradient (conv_direct → conv_weight_grad).
+struct ForwardIm2col {
+  // the forward computed (C_out, N·O) (few output channels, or a count 16 does not divide): the output gradient
+  // arrives in that order too
+  bool channel_major = false;
+  // its transposed im2col (C_in·K, N·O), stored row-major, for the weight gradient to read instead of copying
+  // the windows again; empty when the forward wrote it in column panels
+  std::optional<Tensor> cols;
+};
+
+// `forward`, when given, receives what the weight gradient can reuse (ForwardIm2col).
 Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const std::vector<int64_t>& stride_,
-                   const std::vector<int64_t>& dilation_, const Pairs& pads, std::optional<Tensor>* cols_t = nullptr) {
+                   const std::vector<int64_t>& dilation_, const Pairs& pads, ForwardIm2col* forward = nullptr) {
   size_t n = weight.ndim() - 2;
   if (weight.ndim() < 3 || x.ndim() != weight.ndim())
     throw std::runtime_error("conv2d: input " + shape_text(x.shape()) + " and weight " + shape_text(weight.shape()) +
@@ -227,8 +262,16 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
       // few output channels (a convolution's input gradient into 8 channels), or a count 16 does not divide:
       // (C_out, C_in·K) @ (C_in·K, N·O), vectorized along the positions, stored as (C_out, N·O), read as
       // (N, C_out, *o)
-      const Tensor cols = im2col(p, n, /*transposed=*/true);
-      if (cols_t) *cols_t = cols;
+      // In column panels when the weight gradient will not read it (it reads C_in·K rows along N·O, which
+      // in panels jump a panel (C_in·K × 32 floats) every 32 steps: Caffe's (500, 4096) @ (4096, 64) 2.5 -> 5.4
+      // ms): from C_out 16 on it makes a row-major copy of its own, and fewer channels share this one.
+      const bool panels = cout >= kIm2colMinWidth && (bs * o_size) % kIm2colPanelColumns == 0 &&
+                          bs * o_size * cin * k_size * 4 >= kIm2colPackMinBytes;
+      const Tensor cols = im2col(p, n, /*transposed=*/true, 1, panels);
+      if (forward) {
+        forward->channel_major = true;
+        if (!panels) forward->cols = cols;
+      }
       y = w2.matmul(cols).contiguous();
       ys = {cout, bs};
       ys.insert(ys.end(), o.begin(), o.end());
@@ -271,17 +314,27 @@ int64_t split_k_chunk(int64_t taps, int64_t positions) {
   return 0;
 }
 
+// The output gradient g (N, C_out, *o) stored channel-major, as (C_out, N·O): what the col2im input gradient's
+// matmul and a channel-major weight gradient read. conv() makes it once for both (two copies of a max-pool's
+// backward into the same layout cost 0.2-0.5 ms in Caffe's LeNet's step).
+Tensor channel_major_gradient(const Tensor& g) {
+  std::vector<int64_t> channels_first{1, 0};  // (C_out, N, *o)
+  for (int64_t i = 2; i < g.ndim(); i++) channels_first.push_back(i);
+  return g.permute(channels_first).contiguous().reshape({g.shape()[1], g.numel() / g.shape()[1]});
+}
+
 // dL/dweight of conv_direct(x, weight): for each weight element, the sum over the batch and the output
 // positions of the output gradient times the input element that weight element met (PyTorch's
 // convolution_backward for the weight). g: (N, C_out, *o); returns the weight's shape (C_out, C_in/groups, *k).
-// `cols_t`: the forward's transposed im2col of x when it made one (conv_direct), else null.
+// `forward`: what conv_direct's forward left (its order, its transposed im2col of x), else null.
+// `g_cm`: channel_major_gradient(g) when the caller has it, else null.
 // `dbias`, when given, receives dL/dbias (C_out): the sum of g over the batch and the output positions, read
 // from the copy of g the weight gradient stores (contiguous per channel) where it makes one. Summed
 // through g's own view, the reduction recomputed g's producers (a ReLU's and a max-pool's backward) in a
 // loop nest over 6 channels with 28-wide rows: 0.8 ms for LeNet-5's first layer, 0.02 ms from the copy.
 Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, int64_t groups, const std::vector<int64_t>& stride,
-                        const std::vector<int64_t>& dilation, const Pairs& pads, const Tensor* cols_t = nullptr,
-                        Tensor* dbias = nullptr) {
+                        const std::vector<int64_t>& dilation, const Pairs& pads, const ForwardIm2col* forward = nullptr,
+                        const Tensor* g_cm = nullptr, Tensor* dbias = nullptr) {
   const size_t n = wshape.size() - 2;
   const std::vector<int64_t> HW(wshape.begin() + 2, wshape.end());
   const int64_t bs = x.shape()[0], cin = wshape[1], rcout = wshape[0] / groups;
@@ -302,17 +355,17 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     for (int64_t d : o) o_size *= d;
     const int64_t cout = wshape[0], taps = shape_numel(wshape) / cout, positions = bs * o_size;
     // (C_in·K, N·O): the forward's when it made one with the same windows (few output channels)
-    const bool reuses_forward_cols = cols_t && cols_t->shape() == Shape{taps, positions};
-    const Tensor cols = reuses_forward_cols ? *cols_t : im2col(p, n, /*transposed=*/true);
+    const bool reuses_forward_cols = forward && forward->cols && forward->cols->shape() == Shape{taps, positions};
+    const Tensor cols = reuses_forward_cols ? *forward->cols : im2col(p, n, /*transposed=*/true);
     std::vector<int64_t> channels_first{1, 0};  // g as (C_out, N, *o)
     for (size_t i = 0; i < n; i++) channels_first.push_back(static_cast<int64_t>(2 + i));
     if (cout >= kIm2colMinWidth) {
-      if (reuses_forward_cols) {
+      if (forward && forward->channel_major) {
         // The forward was channel-major (conv_direct), and so is g: computed in its own order first, then
         // transposed by a plain 2-D copy. Computed straight into (N, *o, C_out), the ops that produce g (a
         // max-pool's backward) read their inputs C_out·… apart in every trip (0.56 ms for Caffe's LeNet's
         // 64 × 50 × 8 × 8, a few µs each this way).
-        const Tensor gm = g.permute(channels_first).contiguous().reshape({cout, positions});
+        const Tensor gm = g_cm ? *g_cm : channel_major_gradient(g);
         if (dbias) *dbias = gm.sum(std::vector<int64_t>{1});
         return cols.matmul(gm.transpose(0, 1).contiguous()).contiguous().transpose(0, 1).reshape(wshape);
       }
@@ -323,7 +376,7 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
       if (dbias) *dbias = g_nhwc.sum(std::vector<int64_t>{0});
       return cols.matmul(g_nhwc).contiguous().transpose(0, 1).reshape(wshape);
     }
-    Tensor gm = g.permute(channels_first).contiguous().reshape({cout, 1, positions});
+    Tensor gm = (g_cm ? *g_cm : channel_major_gradient(g)).reshape({cout, 1, positions});
     if (dbias) *dbias = gm.reshape({cout, positions}).sum(std::vector<int64_t>{1});
     const int64_t chunk = split_k_chunk(taps, positions);
     if (chunk) {
@@ -383,26 +436,37 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
 // shifted by a constant. So the result is built as (N, C_in, Q_1, s_1, Q_2, s_2, ...): every phase a sum of
 // shifted slices, padded into its place on the phase axes, all phases summed (they do not overlap), then
 // merged to (N, C_in, Q·s, ...) and cut to the input's size. No index in it needs more than a shift.
-// Groups 1; x: (N, C_in, *in), g: (N, C_out, *o), weight (C_out, C_in, *k).
-Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g, const Tensor& weight, const std::vector<int64_t>& stride,
-                              const std::vector<int64_t>& dilation, const Pairs& pads) {
+// Groups 1; x: (N, C_in, *in), g_cm: channel_major_gradient(g) of g (N, C_out, *o), o: g's output positions,
+// weight (C_out, C_in, *k).
+Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g_cm, const Tensor& weight, const std::vector<int64_t>& stride,
+                              const std::vector<int64_t>& dilation, const Pairs& pads, const Shape& o) {
   const size_t n = weight.ndim() - 2;
   const int64_t bs = xshape[0], cin = xshape[1], cout = weight.shape()[0];
-  const Shape o(g.shape().begin() + 2, g.shape().end()), k(weight.shape().begin() + 2, weight.shape().end());
+  const Shape k(weight.shape().begin() + 2, weight.shape().end());
   int64_t positions = bs, taps = 1;
   for (int64_t d : o) positions *= d;
   for (int64_t d : k) taps *= d;
   // dcols laid out (C_in, *k, N, *o): a tap's slice is then contiguous along the last output axis, the axis
   // the col2im's loop runs along (laid out (N, *o, C_in, *k) its loads were C_in·K apart: a gather per
   // element, 2.7 ms for Caffe's LeNet's second layer). Computed as Wᵀ (C_in·K, C_out) @ g (C_out, N·O).
-  std::vector<int64_t> channels_first{1, 0};  // (C_out, N, *o)
-  for (size_t i = 0; i < n; i++) channels_first.push_back(static_cast<int64_t>(2 + i));
-  const Tensor g_cm = g.permute(channels_first).contiguous().reshape({cout, positions});
+  Tensor g_right = g_cm;
+  if (positions % kIm2colPanelColumns == 0 && positions * 4 >= kPageBytes) {
+    // g as the matmul's right operand, copied into column panels (N·O/32, C_out, 32) for the reason im2col's
+    // column_panels gives: its rows, N·O floats apart, are each in a page of their own. From the stored
+    // g_cm, not from g's producers: a max-pool's backward written straight into panels splits every
+    // 32-position run into image rows with a div and a mod (LeNet-5: 0.05 -> 0.46 ms). (Caffe's LeNet's
+    // second layer, (500, 50) @ (50, 4096): 2.6 -> 2.3 ms from cold caches, with register_tile's order.)
+    g_right = g_cm.reshape({cout, positions / kIm2colPanelColumns, kIm2colPanelColumns})
+                  .permute({1, 0, 2})
+                  .contiguous()
+                  .permute({1, 0, 2})
+                  .reshape({cout, positions});
+  }
   Shape cols_shape{cin};  // (C_in, *k, N, *o)
   cols_shape.insert(cols_shape.end(), k.begin(), k.end());
   cols_shape.push_back(bs);
   cols_shape.insert(cols_shape.end(), o.begin(), o.end());
-  const Tensor dcols = weight.reshape({cout, cin * taps}).transpose(0, 1).matmul(g_cm).contiguous().reshape(cols_shape);
+  const Tensor dcols = weight.reshape({cout, cin * taps}).transpose(0, 1).matmul(g_right).contiguous().reshape(cols_shape);
   std::vector<int64_t> to_nchw{1, 0};  // a tap's slice (C_in, N, *o) → (N, C_in, *o)
   for (size_t i = 0; i < n; i++) to_nchw.push_back(static_cast<int64_t>(2 + i));
   std::vector<int64_t> q(n);  // input positions per phase, rounded up: the input is cut to size at the end
@@ -481,15 +545,16 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t g
   if (!transposable) return add_bias(conv_direct(x, weight, groups, stride, dilation, pads));
   std::vector<Tensor> inputs{x, weight};
   if (bias) inputs.push_back(*bias);
-  auto cols_t = std::make_shared<std::optional<Tensor>>();  // the forward's transposed im2col, if it made one
+  auto forward = std::make_shared<ForwardIm2col>();
   return with_custom_backward(
-      inputs, [&] { return add_bias(conv_direct(x, weight, groups, stride, dilation, pads, cols_t.get())); },
+      inputs, [&] { return add_bias(conv_direct(x, weight, groups, stride, dilation, pads, forward.get())); },
       [x, weight, has_bias = bias != nullptr, groups, stride, dilation, pads, padding, output_padding,
-       cols_t](const Tensor&, const Tensor& g) {
+       forward](const Tensor&, const Tensor& g) {
         bool strided = false;
         for (int64_t s : stride) strided = strided || s > 1;
         const Shape k(weight.shape().begin() + 2, weight.shape().end());
         const Shape o(g.shape().begin() + 2, g.shape().end());
+        const Tensor g_cm = channel_major_gradient(g);  // lazy: stored only if one of the gradients reads it
         // Without padding the output is smaller than the input, and the transposed convolution pads the
         // gradient back to the input's size plus the kernel's: its multiply-adds and its im2col grow with the
         // input (Caffe's LeNet, 20 -> 50 channels 5x5 on 12x12: 2.25x the work of the forward, a 46 MB
@@ -501,11 +566,11 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t g
         }
         const bool shrinks = 2 * in_positions >= 3 * out_positions;  // the input at least 1.5x the output
         Tensor dx = (strided || shrinks) && groups == 1 && conv_flops(x.shape()[0], o, weight.shape()[0], x.shape()[1], k) >= kIm2colMinFlops
-                        ? conv_input_grad_col2im(x.shape(), g, weight, stride, dilation, pads)
+                        ? conv_input_grad_col2im(x.shape(), g_cm, weight, stride, dilation, pads, o)
                         : g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
         Tensor db;
         Tensor dw = conv_weight_grad(x, g, weight.shape(), groups, stride, dilation, pads,
-                                     *cols_t ? &**cols_t : nullptr, has_bias ? &db : nullptr);
+                                     forward.get(), &g_cm, has_bias ? &db : nullptr);
         std::vector<Tensor> grads{dx, dw};
         if (has_bias) grads.push_back(db);
         return grads;
