@@ -268,3 +268,11 @@ def test_few_channel_convolution_copies_its_windows_once(tmp_path):
     forward = next(k for k in kernels if k["name"] == "r_6_1152_75")
     header = (out / forward["ir"]).read_text().splitlines()[0]
     assert "UPCAST_GLOBAL(32)" in header and "REGISTER_TILE(6)" in header, header
+    # At LeNet-5's size (8 images of 32x32 here: 6272 positions, 1.9 MB of im2col) the copy is written in column
+    # panels (6272/32, 75, 32) for the forward, and the weight gradient's dot products read the same copy in
+    # 14 chunks of 14 panels (split-K), each summed over two reduce axes (the panels, the 32 in each)
+    script.write_text(script.read_text().replace("(8, 3, 16, 16)", "(8, 3, 32, 32)"))
+    out = run_cli_out(script, tmp_path / "out32")
+    names = [k["name"] for k in json.loads((out / "kernels.json").read_text())["kernels"]]
+    assert names.count("E_196_3_5_5_32") == 1 and not any(n.startswith("E_3_5_5") for n in names), names
+    assert "r_6_6272_75" in names and "r_14_6_75_14_32" in names and "r_6_75_14" in names, names

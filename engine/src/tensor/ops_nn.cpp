@@ -195,9 +195,10 @@ struct ForwardIm2col {
   // the forward computed (C_out, N·O) (few output channels, or a count 16 does not divide): the output gradient
   // arrives in that order too
   bool channel_major = false;
-  // its transposed im2col (C_in·K, N·O), stored row-major, for the weight gradient to read instead of copying
-  // the windows again; empty when the forward wrote it in column panels
+  // its transposed im2col (C_in·K, N·O), for the weight gradient to read instead of copying the windows again
   std::optional<Tensor> cols;
+  // cols is a view of column panels (N·O/32, C_in·K, 32) (see im2col)
+  bool cols_in_panels = false;
 };
 
 // `forward`, when given, receives what the weight gradient can reuse (ForwardIm2col).
@@ -262,15 +263,17 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
       // few output channels (a convolution's input gradient into 8 channels), or a count 16 does not divide:
       // (C_out, C_in·K) @ (C_in·K, N·O), vectorized along the positions, stored as (C_out, N·O), read as
       // (N, C_out, *o)
-      // In column panels when the weight gradient will not read it (it reads C_in·K rows along N·O, which
-      // in panels jump a panel (C_in·K × 32 floats) every 32 steps: Caffe's (500, 4096) @ (4096, 64) 2.5 -> 5.4
-      // ms): from C_out 16 on it makes a row-major copy of its own, and fewer channels share this one.
-      const bool panels = cout >= kIm2colMinWidth && (bs * o_size) % kIm2colPanelColumns == 0 &&
-                          bs * o_size * cin * k_size * 4 >= kIm2colPackMinBytes;
+      // Beyond a core's L2, in column panels (LeNet-5's first layer, (6, 75) @ (75, 25088): 1.2 -> 0.4 ms from
+      // cold caches). The weight gradient reads the same copy when C_out is under 16 (its dot products sum
+      // chunks of whole panels); from 16 on it makes a row-major copy of its own (it reads C_in·K rows
+      // along N·O, 8 or 10 at a time, which in panels jump a panel every 32 steps: Caffe's (500, 4096) @
+      // (4096, 64) 2.5 -> 5.4 ms).
+      const bool panels = (bs * o_size) % kIm2colPanelColumns == 0 && bs * o_size * cin * k_size * 4 >= kIm2colPackMinBytes;
       const Tensor cols = im2col(p, n, /*transposed=*/true, 1, panels);
       if (forward) {
         forward->channel_major = true;
-        if (!panels) forward->cols = cols;
+        forward->cols = cols;
+        forward->cols_in_panels = panels;
       }
       y = w2.matmul(cols).contiguous();
       ys = {cout, bs};
@@ -304,12 +307,12 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
 
 // The chunk of positions the weight gradient's dot products are split into (split-K, see conv_weight_grad)
 // when its im2col (taps × positions floats) is beyond a core's L2: the smallest multiple of 16 from 256 to
-// 2048 that divides `positions`, so that a chunk's rows of the im2col (taps × chunk floats) stay in cache;
+// 2048 (or of `multiple_of`) that divides `positions`, so that a chunk's rows of the im2col (taps × chunk floats) stay in cache;
 // 0 for no split. (LeNet-5's first layer, alone: chunks of 128 positions 851 µs, 256 587, 512 691, 1568 801 —
 // shorter chunks more partial sums, longer ones fewer cache hits.)
-int64_t split_k_chunk(int64_t taps, int64_t positions) {
+int64_t split_k_chunk(int64_t taps, int64_t positions, int64_t multiple_of = 16) {
   if (taps * positions * 4 < kIm2colPackMinBytes) return 0;
-  for (int64_t c = 256; c <= 2048 && c < positions; c += 16)
+  for (int64_t c = 256; c <= 2048 && c < positions; c += multiple_of)
     if (positions % c == 0) return c;
   return 0;
 }
@@ -355,7 +358,9 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     for (int64_t d : o) o_size *= d;
     const int64_t cout = wshape[0], taps = shape_numel(wshape) / cout, positions = bs * o_size;
     // (C_in·K, N·O): the forward's when it made one with the same windows (few output channels)
-    const bool reuses_forward_cols = forward && forward->cols && forward->cols->shape() == Shape{taps, positions};
+    const bool reuses_forward_cols = forward && forward->cols && forward->cols->shape() == Shape{taps, positions} &&
+                                     (!forward->cols_in_panels || cout < kIm2colMinWidth);
+    const bool panels = reuses_forward_cols && forward->cols_in_panels;
     const Tensor cols = reuses_forward_cols ? *forward->cols : im2col(p, n, /*transposed=*/true);
     std::vector<int64_t> channels_first{1, 0};  // g as (C_out, N, *o)
     for (size_t i = 0; i < n; i++) channels_first.push_back(static_cast<int64_t>(2 + i));
@@ -378,7 +383,19 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     }
     Tensor gm = (g_cm ? *g_cm : channel_major_gradient(g)).reshape({cout, 1, positions});
     if (dbias) *dbias = gm.reshape({cout, positions}).sum(std::vector<int64_t>{1});
-    const int64_t chunk = split_k_chunk(taps, positions);
+    const int64_t chunk = split_k_chunk(taps, positions, panels ? kIm2colPanelColumns : 16);
+    if (panels) {
+      // The forward's im2col in column panels (N·O/32, C_in·K, 32): a chunk of positions (all of them when
+      // there is no split) is chunk/32 runs of 32 in neighbouring panels, summed over two reduce axes (the
+      // runs, the 32 in each), every index affine.
+      const int64_t chunks = chunk ? positions / chunk : 1, runs = (chunk ? chunk : positions) / kIm2colPanelColumns;
+      const Tensor g_runs = gm.reshape({cout, chunks, runs, kIm2colPanelColumns}).permute({1, 0, 2, 3})
+                                .reshape({chunks, cout, 1, runs, kIm2colPanelColumns});
+      const Tensor c_runs = cols.reshape({taps, chunks, runs, kIm2colPanelColumns}).permute({1, 0, 2, 3})
+                                .reshape({chunks, 1, taps, runs, kIm2colPanelColumns});
+      const Tensor partial = g_runs.mul(c_runs).sum(std::vector<int64_t>{-2, -1}).contiguous();  // (chunks, C_out, C_in·K)
+      return chunks == 1 ? partial.reshape(wshape) : partial.sum(std::vector<int64_t>{0}).contiguous().reshape(wshape);
+    }
     if (chunk) {
       // Beyond a core's L2 each dot product streams its im2col row from memory again for every output
       // channel (LeNet-5's first layer: 6 passes over 7.5 MB, 1.1-1.8 ms). Split along the positions
