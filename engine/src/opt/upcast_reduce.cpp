@@ -46,12 +46,15 @@ constexpr int kMaxStreamingUpcast = 64;  // four registers, for a body that only
 // by 16 anyway, and the n % 16 iterations left run after it in a tail loop into the first accumulator
 // (a scalar remainder, as BLAS kernels have): before, K = 84 took U = 4 over 21 trips, which gcc turns
 // into in-order vector reductions (the 10-output layer x @ Wᵀ, 64 × 10 × 84: 15 → 4.4 us alone).
-int upcast_factor(int64_t n, bool streaming, int planned, size_t body) {
+// `outer_trips`: the trips of the reduce loops around this one (a reduce over several axes), over which the
+// partial sums live on: they count towards the 4 trips (LeNet-5's weight gradient sums chunks of 8 runs of
+// 32 positions: 16 lanes over 2 × 8 trips, not 8 lanes).
+int upcast_factor(int64_t n, int64_t outer_trips, bool streaming, int planned, size_t body) {
   auto divides = [&](int u) { return n % u == 0 && n >= 2 * u; };
   if (planned != ir::OptPlan::kAuto)  // a requested factor also keeps the unrolled body to a sane size
     return planned >= 2 && n >= 2 * planned && body * static_cast<size_t>(planned) <= kMaxUnrolledInsts ? planned : 1;
   for (int u = streaming ? kMaxStreamingUpcast : kMaxUpcast; u >= 8; u /= 2)
-    if (divides(u) && (streaming || u <= 8 || n >= 4 * u)) return u;
+    if (divides(u) && (streaming || u <= 8 || n * outer_trips >= 4 * u)) return u;
   if (!streaming && n >= 4 * kMaxUpcast) return kMaxUpcast;  // and a tail loop for the n % 16 left
   return divides(4) ? 4 : 1;
 }
@@ -122,8 +125,10 @@ void upcast_reduce(ir::Kernel& k) {
         simple = at < old.size() && old[at].op == Op::EndRange && old[at].src[0] == outer[outer.size() - 1 - o];
       }
       const int64_t n = static_cast<int64_t>(old[old[inner].src[0]].value);
-      const int u_count =
-          upcast_factor(n, is_streaming_body(old, inner + 1, end), k.plan.get(ir::AppliedOpt::UpcastReduce), end - inner);
+      int64_t outer_trips = 1;
+      for (size_t o : outer) outer_trips *= static_cast<int64_t>(old[old[o].src[0]].value);
+      const int u_count = upcast_factor(n, outer_trips, is_streaming_body(old, inner + 1, end),
+                                        k.plan.get(ir::AppliedOpt::UpcastReduce), end - inner);
       simple = simple && end < old.size() && old[end].src[0] == inner && assigns == 1 && old[end - 1].op == Op::Assign &&
                old[end - 1].src[0] == i && u_count > 1;
       if (simple) {
