@@ -19,13 +19,15 @@
 // interchange puts the loop that does not change w's panel innermost, so the panel (K·NR floats) is
 // reused from cache by every group of rows.
 //
-// When w's panels and a group's MR rows of x fit in a core's L2 ((N + MR)·K floats: a short reduce, or a narrow
-// w), the interchange is undone after the upcast: the groups of rows outside, w's panels inside, each read again
-// from L2 by every group. The
-// tiles then store (and a fused epilogue reads) along the output's rows, from MR streams that the prefetchers
-// follow, instead of in strips of NR columns in which every row is in a page of its own. (Caffe's LeNet's
-// col2im input gradient (500, 50) @ (50, 4096), 8 MB of output: 2.6 -> 2.3 ms from cold caches; its weight
-// gradient (500, 4096) @ (4096, 64), 1.2 MB a group, 2.4 -> 3.0 ms with the groups outside.)
+// A short reduce (K ≤ 64) does few multiply-adds per output, and storing the output (and a fused epilogue's
+// loads) is much of its work. When w's panels and a group's MR rows of x fit in a core's L2 ((N + MR)·K
+// floats), such a kernel undoes the interchange after the upcast: the groups of rows outside, w's panels
+// inside, each read again from L2 by every group. The tiles then store (and a fused epilogue reads) along the
+// output's rows, from MR streams that the prefetchers follow, instead of in strips of NR columns in which
+// every row is in a page of its own. (Caffe's LeNet's col2im input gradient (500, 50) @ (50, 4096), 8 MB of
+// output: 2.6 -> 2.3 ms from cold caches; its weight gradient (500, 4096) @ (4096, 64), 1.2 MB a group, 2.4 ->
+// 3.0 ms with the groups outside. A longer reduce keeps its panel in L1 with the groups inside: (256, 256) @
+// (256, 256) 105 -> 99 GFLOP/s with them outside, (128, 784) @ (784, 512) 100 -> 90.)
 //
 // It applies when the two innermost global loops are perfectly nested (only index arithmetic between
 // them), the inner one was upcast (its reduce block has at least 16 accumulators) and some load in the
@@ -43,6 +45,7 @@ using ir::ValueId;
 
 constexpr int kMinAccumulators = 16;  // the inner loop must already be a vector's worth of outputs
 constexpr int64_t kL2Bytes = int64_t{1} << 20;  // a core's L2 (AMD Zen 4: 1 MiB; Intel since Ice Lake: 1.25-2)
+constexpr int64_t kShortReduce = 64;            // K up to this: the groups of rows go back outside (see above)
 
 std::vector<size_t> global_loops(const std::vector<Inst>& insts) {
   std::vector<size_t> loops;
@@ -138,7 +141,7 @@ void register_tile(ir::Kernel& k) {
   k.opts.push_back({ir::AppliedOpt::RegisterTile, mr});
   // 3. the groups of rows back outside when w's panels fit in L2 (and a loop of them is left)
   const std::vector<size_t> loops = global_loops(k.insts);
-  if (group_bytes < kL2Bytes && loops.size() == global_loop_count && loops.size() >= 2)
+  if (reduce_trips <= kShortReduce && group_bytes < kL2Bytes && loops.size() == global_loop_count && loops.size() >= 2)
     interchange(k, loops[loops.size() - 2], loops.back());
 }
 
