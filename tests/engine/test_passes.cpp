@@ -48,6 +48,23 @@ TEST(Builder, DivModOfAFlatIndexFoldToLoopIndices) {
   EXPECT_EQ(b.alu(Op::IDiv, DType::Int32, row, b.cint(8192)), m);
 }
 
+TEST(Builder, AddingZeroFoldsOnlyWhereTheSumCannotBeNegativeZero) {
+  // x + 0 is x except for x = -0 (-0 + +0 = +0); a sum is -0 only when both of its terms are
+  ir::Kernel k;
+  k.globals = {{DType::Float32, 4, false}};
+  ir::Builder b(k);
+  const DType F = DType::Float32;
+  auto buf = b.global(0, F);
+  auto x = b.load(buf, b.cint(0)), y = b.load(buf, b.cint(1)), zero = b.constant(0.0, F);
+  auto first = b.alu(Op::Add, F, x, zero);  // x may be -0: kept
+  EXPECT_NE(first, x);
+  EXPECT_EQ(b.alu(Op::Add, F, first, zero), first);  // first is never -0
+  EXPECT_EQ(b.alu(Op::Add, F, zero, b.alu(Op::Add, F, first, y)), b.alu(Op::Add, F, first, y));
+  EXPECT_NE(b.alu(Op::Add, F, b.alu(Op::Add, F, x, y), zero), b.alu(Op::Add, F, x, y));  // x + y may be -0
+  // adding -0 is never folded by this rule
+  EXPECT_NE(b.alu(Op::Add, F, first, b.constant(-0.0, F)), first);
+}
+
 TEST(Builder, DivModKeepWhatTheyCannotProve) {
   ir::Kernel k;
   k.globals = {{DType::Int32, 1, true}};

@@ -57,6 +57,9 @@ class Builder {
   ValueId recombine_div_mod(ValueId a, ValueId b);
   // The largest constant known to divide v (1 when nothing is known).
   int64_t const_factor(ValueId v) const;
+  // True when the float value v can never be -0.0: a constant other than -0, or a sum with such a term (a sum
+  // is -0 only when both terms are), looked through up to `depth` sums.
+  bool never_negative_zero(ValueId v, int depth = 8) const;
   Kernel& k_;
   // the value enters the key as its bit pattern: NaN != NaN would break the map's ordering
   using Key = std::tuple<int, int, ValueId, ValueId, ValueId, ValueId, int64_t, uint64_t>;
