@@ -215,9 +215,10 @@ def test_a_convolution_into_20_channels_reads_column_panels(tmp_path):
     # Caffe's LeNet's second layer, smaller: 12 -> 20 channels 5x5 on 16 images of 12x12 (1024 positions, 300
     # taps, 1.2 MB of im2col). Channel-major, (20, 300) @ (300, 1024): the forward's im2col is written in
     # column panels (1024/32, 300, 32), so that a register tile's 32 columns of all 300 rows lie together; the
-    # weight gradient copies the windows row-major for itself (it reads rows along the positions); the output
-    # gradient is stored channel-major once, for the weight gradient and the col2im input gradient, whose
-    # matmul reads a column-panel copy of it. Values against PyTorch in BIAS_GRID.
+    # weight gradient dW = g (20, 1024) @ im2col (1024, 300) copies the windows for itself, its taps padded to
+    # 320 in column panels (10, 16, 8, 8, 32); the output gradient is stored channel-major once, for the weight
+    # gradient and the col2im input gradient, whose matmul reads a column-panel copy of it. Values against
+    # PyTorch in BIAS_GRID.
     script = tmp_path / "conv.py"
     script.write_text(
         "import numpy as np\n"
@@ -230,7 +231,7 @@ def test_a_convolution_into_20_channels_reads_column_panels(tmp_path):
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
     names = [k["name"] for k in kernels]
     assert "E_32_12_5_5_32" in names, names  # the forward's im2col, in column panels
-    assert "E_12_5_5_16_8_8" in names, names  # the weight gradient's, row-major
+    assert "E_10_16_8_8_32" in names and "r_20_320_1024" in names, names  # the weight gradient's, and its matmul
     assert names.count("E_20_16_8_8") == 1, names  # g channel-major, once
     assert "E_32_20_32" in names, names  # its column panels for the input gradient's matmul
     forward = next(k for k in kernels if k["name"] == "r_20_1024_300")
