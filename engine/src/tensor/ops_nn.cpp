@@ -299,9 +299,9 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
       // (N, C_out, *o)
       // Beyond a core's L2, in column panels (LeNet-5's first layer, (6, 75) @ (75, 25088): 1.2 -> 0.4 ms from
       // cold caches). The weight gradient reads the same copy when C_out is under 16 (its dot products sum
-      // chunks of whole panels); from 16 on it makes a row-major copy of its own (it reads C_in·K rows
-      // along N·O, 8 or 10 at a time, which in panels jump a panel every 32 steps: Caffe's (500, 4096) @
-      // (4096, 64) 2.5 -> 5.4 ms).
+      // chunks of whole panels); from 16 on it copies the windows for itself with the taps as the vector
+      // axis (im2col_tap_panels; read as dWᵀ = cols @ gᵀ, 8 or 10 rows of taps at a time along N·O, these
+      // panels jumped a panel every 32 steps: Caffe's (500, 4096) @ (4096, 64) 2.5 -> 5.4 ms).
       const bool panels = (bs * o_size) % kIm2colPanelColumns == 0 && bs * o_size * cin * k_size * 4 >= kIm2colPackMinBytes;
       const Tensor cols = im2col(p, n, /*transposed=*/true, 1, panels);
       if (forward) {
@@ -383,6 +383,8 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     // positions. Which operand is the matmul's "w" decides which axis gets the vector registers:
     //  * C_out >= kIm2colMinWidth: dWᵀ = cols @ g_nhwc, g copied to (N·O, C_out) (channels last), so the
     //    C_out outputs of a tap are contiguous (upcast_global) and the taps are the register tile's rows;
+    //    after a channel-major forward (C_out 16 does not divide), dW = g (C_out, N·O) @ im2col (N·O, C_in·K)
+    //    instead, the taps the vector axis and C_out the tile's rows (see below);
     //  * fewer output channels (a first layer with 8): every output is a dot product of two rows that
     //    are contiguous over N·O, summed with a vector of partial sums (upcast_reduce).
     // The result is stored by its own kernel: fused into the optimizer's update, the kernel would loop
@@ -400,10 +402,9 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     for (size_t i = 0; i < n; i++) channels_first.push_back(static_cast<int64_t>(2 + i));
     if (cout >= kIm2colMinWidth) {
       if (forward && forward->channel_major) {
-        // The forward was channel-major (conv_direct), and so is g: computed in its own order first, then
-        // transposed by a plain 2-D copy. Computed straight into (N, *o, C_out), the ops that produce g (a
-        // max-pool's backward) read their inputs C_out·… apart in every trip (0.56 ms for Caffe's LeNet's
-        // 64 × 50 × 8 × 8, a few µs each this way).
+        // The forward was channel-major (conv_direct), and so is g: stored in its own order (computed
+        // straight into (N, *o, C_out), the ops that produce g, a max-pool's backward, read their inputs
+        // C_out·… apart in every trip: 0.56 ms for Caffe's LeNet's 64 × 50 × 8 × 8).
         const Tensor gm = g_cm ? *g_cm : channel_major_gradient(g);
         if (dbias) *dbias = gm.sum(std::vector<int64_t>{1});
         // dW (C_out, C_in·K) = g (C_out, N·O) @ the im2col (N·O, C_in·K) with its taps in padded column panels:
