@@ -100,6 +100,15 @@ def run_cli_out(script, out, env=None):
     return out
 
 
+def script_kernels(tmp_path, body, out_name="out"):
+    """Runs `body` (after numpy, Tensor, nn and optim are imported) under the CLI; returns its --out folder and
+    the kernels of kernels.json."""
+    script = tmp_path / f"{out_name}.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor, nn\nfrom tensorscope.nn import optim\n" + body)
+    out = run_cli_out(script, tmp_path / out_name)
+    return out, json.loads((out / "kernels.json").read_text())["kernels"]
+
+
 def test_linear_weight_gradient_is_register_tiled(tmp_path):
     # The MLP 784-512 layer: the forward packs x into panels; its weight gradient used to be a reduction over
     # the batch read through that packing (2.6 GFLOP/s, no UPCAST). Now it is a matmul of its own.
@@ -126,20 +135,13 @@ def test_a_large_linear_weight_gradient_is_stored_before_the_update(tmp_path):
     # register tile's order (32-column strips); from 1 MiB of weight it is stored by its matmul and the update
     # (SGD with momentum: W and the momentum buffer, one multi-output kernel) streams it. A small layer keeps
     # the update fused into the matmul. Values against PyTorch.
-    script = tmp_path / "step.py"
-    script.write_text(
-        "import numpy as np\n"
-        "from tensorscope import Tensor, nn\n"
-        "from tensorscope.nn import optim\n"
-        "rng = np.random.default_rng(0)\n"
-        "big, small = nn.Linear(800, 500), nn.Linear(400, 120)\n"
-        "opt = optim.SGD([big.weight, small.weight], lr=0.1, momentum=0.9)\n"
-        "x, x2 = (Tensor(rng.standard_normal(s).astype(np.float32)) for s in ((64, 800), (64, 400)))\n"
-        "(big(x).relu().sum() + small(x2).relu().sum()).backward()\n"
-        "opt.step()\n"
-        "Tensor.realize(big.weight, small.weight)\n")
-    out = run_cli_out(script, tmp_path / "out")
-    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    _, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(0)\n"
+                                          "big, small = nn.Linear(800, 500), nn.Linear(400, 120)\n"
+                                          "opt = optim.SGD([big.weight, small.weight], lr=0.1, momentum=0.9)\n"
+                                          "x, x2 = (Tensor(rng.standard_normal(s).astype(np.float32)) for s in ((64, 800), (64, 400)))\n"
+                                          "(big(x).relu().sum() + small(x2).relu().sum()).backward()\n"
+                                          "opt.step()\n"
+                                          "Tensor.realize(big.weight, small.weight)\n")
     shapes = {k["name"]: [o["shape"] for o in k["outputs"]] for k in kernels}
     assert shapes.get("r_500_800_64") == [[500, 800]], shapes  # dW alone
     updates = [n for n, s in shapes.items() if s == [[500, 800], [500, 800]] and n.startswith("E_")]
@@ -219,16 +221,11 @@ def test_a_convolution_into_20_channels_reads_column_panels(tmp_path):
     # 320 in column panels (10, 16, 8, 8, 32); the output gradient is stored channel-major once, for the weight
     # gradient and the col2im input gradient, whose matmul reads a column-panel copy of it. Values against
     # PyTorch in BIAS_GRID.
-    script = tmp_path / "conv.py"
-    script.write_text(
-        "import numpy as np\n"
-        "from tensorscope import Tensor, nn\n"
-        "c = nn.Conv2d(12, 20, 5)\n"
-        "x = Tensor(np.random.default_rng(0).standard_normal((16, 12, 12, 12)).astype(np.float32), requires_grad=True)\n"
-        "c(x).max_pool2d(kernel_size=(2, 2)).relu().sum().backward()\n"
-        "Tensor.realize(x.grad, c.weight.grad, c.bias.grad)\n")
-    out = run_cli_out(script, tmp_path / "out")
-    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    out, kernels = script_kernels(
+        tmp_path, "c = nn.Conv2d(12, 20, 5)\n"
+                  "x = Tensor(np.random.default_rng(0).standard_normal((16, 12, 12, 12)).astype(np.float32), requires_grad=True)\n"
+                  "c(x).max_pool2d(kernel_size=(2, 2)).relu().sum().backward()\n"
+                  "Tensor.realize(x.grad, c.weight.grad, c.bias.grad)\n")
     names = [k["name"] for k in kernels]
     assert "E_32_12_5_5_32" in names, names  # the forward's im2col, in column panels
     assert "E_10_16_8_8_32" in names and "r_20_320_1024" in names, names  # the weight gradient's, and its matmul

@@ -340,10 +340,10 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
 }
 
 // The chunk of positions the weight gradient's dot products are split into (split-K, see conv_weight_grad)
-// when its im2col (taps × positions floats) is beyond a core's L2: the smallest multiple of 16 from 256 to
-// 2048 (or of `multiple_of`) that divides `positions`, so that a chunk's rows of the im2col (taps × chunk floats) stay in cache;
-// 0 for no split. (LeNet-5's first layer, alone: chunks of 128 positions 851 µs, 256 587, 512 691, 1568 801 —
-// shorter chunks more partial sums, longer ones fewer cache hits.)
+// when its im2col (taps × positions floats) is beyond a core's L2: the smallest multiple of 16 (or of
+// `multiple_of`) from 256 to 2048 that divides `positions`, so that a chunk's rows of the im2col (taps × chunk
+// floats) stay in cache; 0 for no split. (LeNet-5's first layer, alone: chunks of 128 positions 851 µs, 256
+// 587, 512 691, 1568 801 — shorter chunks more partial sums, longer ones fewer cache hits.)
 int64_t split_k_chunk(int64_t taps, int64_t positions, int64_t multiple_of = 16) {
   if (taps * positions * 4 < kIm2colPackMinBytes) return 0;
   for (int64_t c = 256; c <= 2048 && c < positions; c += multiple_of)
@@ -398,8 +398,6 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
                                      (!forward->cols_in_panels || cout < kIm2colMinWidth);
     const bool panels = reuses_forward_cols && forward->cols_in_panels;
     const Tensor cols = reuses_forward_cols ? *forward->cols : im2col(p, n, /*transposed=*/true);
-    std::vector<int64_t> channels_first{1, 0};  // g as (C_out, N, *o)
-    for (size_t i = 0; i < n; i++) channels_first.push_back(static_cast<int64_t>(2 + i));
     if (cout >= kIm2colMinWidth) {
       if (forward && forward->channel_major) {
         // The forward was channel-major (conv_direct), and so is g: stored in its own order (computed
