@@ -244,6 +244,21 @@ def test_a_convolution_into_20_channels_reads_column_panels(tmp_path):
     assert first_bound == "30", (first_bound, loops)
 
 
+def test_a_channels_last_weight_gradient_transposes_the_stored_channel_major_gradient(tmp_path):
+    # LeNet-5's second layer (6 -> 16 channels, 5x5 on 14x14, then a max-pool): the weight gradient reads g
+    # channels last (N*O, 16), the col2im input gradient channel-major (16, N*O). The max-pool's backward is
+    # computed once, channel-major, and the weight gradient's copy is a 2-D transpose of it (E_3200_16), not
+    # the max-pool's backward again in channels-last order (E_32_10_10_16: 0.15 ms against 0.03). Values
+    # against PyTorch in BIAS_GRID and test_training_vs_torch.
+    _, kernels = script_kernels(
+        tmp_path, "c = nn.Conv2d(6, 16, 5)\n"
+                  "x = Tensor(np.random.default_rng(0).standard_normal((32, 6, 14, 14)).astype(np.float32), requires_grad=True)\n"
+                  "c(x).relu().max_pool2d(kernel_size=(2, 2)).sum().backward()\n"
+                  "Tensor.realize(x.grad, c.weight.grad, c.bias.grad)\n")
+    names = [k["name"] for k in kernels]
+    assert "E_16_32_10_10" in names and "E_3200_16" in names and "E_32_10_10_16" not in names, names
+
+
 def test_few_channel_convolution_copies_its_windows_once(tmp_path):
     # LeNet-5's first layer (3 -> 6 channels, 5x5): the forward computes over the transposed im2col (C_in*K,
     # N*O) and the weight gradient reads the same stored copy, not a second one (0.5 ms each at 32x32x32);

@@ -364,14 +364,15 @@ Tensor channel_major_gradient(const Tensor& g) {
 // positions of the output gradient times the input element that weight element met (PyTorch's
 // convolution_backward for the weight). g: (N, C_out, *o); returns the weight's shape (C_out, C_in/groups, *k).
 // `forward`: what conv_direct's forward left (its order, its transposed im2col of x), else null.
-// `g_cm`: channel_major_gradient(g) when the caller has it, else null.
+// `g_cm`: channel_major_gradient(g) when the caller has it, else null; `g_cm_stored`: the caller's other
+// gradients read g_cm too, so it is stored whichever layout this one picks.
 // `dbias`, when given, receives dL/dbias (C_out): the sum of g over the batch and the output positions, read
 // from the copy of g the weight gradient stores (contiguous per channel) where it makes one. Summed
 // through g's own view, the reduction recomputed g's producers (a ReLU's and a max-pool's backward) in a
 // loop nest over 6 channels with 28-wide rows: 0.8 ms for LeNet-5's first layer, 0.02 ms from the copy.
 Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, int64_t groups, const std::vector<int64_t>& stride,
                         const std::vector<int64_t>& dilation, const Pairs& pads, const ForwardIm2col* forward = nullptr,
-                        const Tensor* g_cm = nullptr, Tensor* dbias = nullptr) {
+                        const Tensor* g_cm = nullptr, bool g_cm_stored = false, Tensor* dbias = nullptr) {
   const size_t n = wshape.size() - 2;
   const std::vector<int64_t> HW(wshape.begin() + 2, wshape.end());
   const int64_t bs = x.shape()[0], cin = wshape[1], rcout = wshape[0] / groups;
@@ -416,7 +417,11 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
       std::vector<int64_t> nhwc{0};  // (N, *o, C_out)
       for (size_t i = 0; i < n; i++) nhwc.push_back(static_cast<int64_t>(2 + i));
       nhwc.push_back(1);
-      const Tensor g_nhwc = g.permute(nhwc).contiguous().reshape({positions, cout});
+      // (N·O, C_out): a 2-D transpose of the channel-major g when the input gradient stores that anyway; g's
+      // producers (a max-pool's backward) computed channels-last read their inputs C_out·… apart in every
+      // trip (LeNet-5's second layer, 32 × 16 × 10 × 10: 0.10-0.14 ms, a few µs as a transpose)
+      const Tensor g_nhwc = g_cm && g_cm_stored ? g_cm->transpose(0, 1).contiguous()
+                                                : g.permute(nhwc).contiguous().reshape({positions, cout});
       if (dbias) *dbias = g_nhwc.sum(std::vector<int64_t>{0});
       return cols.matmul(g_nhwc).contiguous().transpose(0, 1).reshape(wshape);
     }
@@ -621,12 +626,13 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t g
           out_positions *= o[i];
         }
         const bool shrinks = 2 * in_positions >= 3 * out_positions;  // the input at least 1.5x the output
-        Tensor dx = (strided || shrinks) && groups == 1 && conv_flops(x.shape()[0], o, weight.shape()[0], x.shape()[1], k) >= kIm2colMinFlops
-                        ? conv_input_grad_col2im(x.shape(), g_cm, weight, stride, dilation, pads, o)
-                        : g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
+        const bool col2im = (strided || shrinks) && groups == 1 &&
+                            conv_flops(x.shape()[0], o, weight.shape()[0], x.shape()[1], k) >= kIm2colMinFlops;
+        Tensor dx = col2im ? conv_input_grad_col2im(x.shape(), g_cm, weight, stride, dilation, pads, o)
+                           : g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
         Tensor db;
-        Tensor dw = conv_weight_grad(x, g, weight.shape(), groups, stride, dilation, pads,
-                                     forward.get(), &g_cm, has_bias ? &db : nullptr);
+        Tensor dw = conv_weight_grad(x, g, weight.shape(), groups, stride, dilation, pads, forward.get(), &g_cm,
+                                     /*g_cm_stored=*/col2im, has_bias ? &db : nullptr);
         std::vector<Tensor> grads{dx, dw};
         if (has_bias) grads.push_back(db);
         return grads;
