@@ -109,6 +109,16 @@ def script_kernels(tmp_path, body, out_name="out"):
     return out, json.loads((out / "kernels.json").read_text())["kernels"]
 
 
+def conv_backward_kernels(tmp_path, conv, x_shape, after):
+    """script_kernels for one convolution `nn.Conv2d(*conv)` on a random input of `x_shape`, `after` applied to
+    its output, summed, backward, and the input, weight and bias gradients realized."""
+    return script_kernels(tmp_path, f"c = nn.Conv2d{tuple(conv)}\n"
+                                    f"x = Tensor(np.random.default_rng(0).standard_normal({tuple(x_shape)}).astype(np.float32), "
+                                    "requires_grad=True)\n"
+                                    f"c(x){after}.sum().backward()\n"
+                                    "Tensor.realize(x.grad, c.weight.grad, c.bias.grad)\n")
+
+
 def test_linear_weight_gradient_is_register_tiled(tmp_path):
     # The MLP 784-512 layer: the forward packs x into panels; its weight gradient used to be a reduction over
     # the batch read through that packing (2.6 GFLOP/s, no UPCAST). Now it is a matmul of its own.
@@ -221,11 +231,7 @@ def test_a_convolution_into_20_channels_reads_column_panels(tmp_path):
     # 320 in column panels (10, 16, 8, 8, 32); the output gradient is stored channel-major once, for the weight
     # gradient and the col2im input gradient, whose matmul reads a column-panel copy of it. Values against
     # PyTorch in BIAS_GRID.
-    out, kernels = script_kernels(
-        tmp_path, "c = nn.Conv2d(12, 20, 5)\n"
-                  "x = Tensor(np.random.default_rng(0).standard_normal((16, 12, 12, 12)).astype(np.float32), requires_grad=True)\n"
-                  "c(x).max_pool2d(kernel_size=(2, 2)).relu().sum().backward()\n"
-                  "Tensor.realize(x.grad, c.weight.grad, c.bias.grad)\n")
+    out, kernels = conv_backward_kernels(tmp_path, (12, 20, 5), (16, 12, 12, 12), ".max_pool2d(kernel_size=(2, 2)).relu()")
     names = [k["name"] for k in kernels]
     assert "E_32_12_5_5_32" in names, names  # the forward's im2col, in column panels
     assert "E_10_16_8_8_32" in names and "r_20_320_1024" in names, names  # the weight gradient's, and its matmul
@@ -250,11 +256,7 @@ def test_a_channels_last_weight_gradient_transposes_the_stored_channel_major_gra
     # computed once, channel-major, and the weight gradient's copy is a 2-D transpose of it (E_3200_16), not
     # the max-pool's backward again in channels-last order (E_32_10_10_16: 0.15 ms against 0.03). Values
     # against PyTorch in BIAS_GRID and test_training_vs_torch.
-    _, kernels = script_kernels(
-        tmp_path, "c = nn.Conv2d(6, 16, 5)\n"
-                  "x = Tensor(np.random.default_rng(0).standard_normal((32, 6, 14, 14)).astype(np.float32), requires_grad=True)\n"
-                  "c(x).relu().max_pool2d(kernel_size=(2, 2)).sum().backward()\n"
-                  "Tensor.realize(x.grad, c.weight.grad, c.bias.grad)\n")
+    _, kernels = conv_backward_kernels(tmp_path, (6, 16, 5), (32, 6, 14, 14), ".relu().max_pool2d(kernel_size=(2, 2))")
     names = [k["name"] for k in kernels]
     assert "E_16_32_10_10" in names and "E_3200_16" in names and "E_32_10_10_16" not in names, names
 

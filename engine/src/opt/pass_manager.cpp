@@ -112,6 +112,13 @@ void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots, int ke
   }
 }
 
+std::vector<size_t> global_loops(const std::vector<ir::Inst>& insts) {
+  std::vector<size_t> loops;
+  for (size_t i = 0; i < insts.size(); i++)
+    if (insts[i].op == ir::Op::Range && insts[i].arg == ir::kGlobalLoop) loops.push_back(i);
+  return loops;
+}
+
 size_t end_of_range(const std::vector<ir::Inst>& insts, size_t range) {
   int depth = 0;
   for (size_t i = range; i < insts.size(); i++) {

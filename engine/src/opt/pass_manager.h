@@ -81,6 +81,9 @@ void upcast_loop(ir::Kernel& kernel, size_t g, int u, bool side_by_side);
 // it): for o: for i: body  →  for i: for o: body. Shared by upcast_global and register_tile.
 void interchange(ir::Kernel& kernel, size_t outer, size_t inner);
 
+// The global loops' RANGEs, outermost first. Shared by passes.
+std::vector<size_t> global_loops(const std::vector<ir::Inst>& insts);
+
 // Index of the END_RANGE that closes the RANGE at `range` (insts.size() if unbalanced). Shared by passes.
 size_t end_of_range(const std::vector<ir::Inst>& insts, size_t range);
 

@@ -47,13 +47,6 @@ constexpr int kMinAccumulators = 16;  // the inner loop must already be a vector
 constexpr int64_t kL2Bytes = int64_t{1} << 20;  // a core's L2 (AMD Zen 4: 1 MiB; Intel since Ice Lake: 1.25-2)
 constexpr int64_t kShortReduce = 64;            // K up to this: the groups of rows go back outside (see above)
 
-std::vector<size_t> global_loops(const std::vector<Inst>& insts) {
-  std::vector<size_t> loops;
-  for (size_t i = 0; i < insts.size(); i++)
-    if (insts[i].op == Op::Range && insts[i].arg == ir::kGlobalLoop) loops.push_back(i);
-  return loops;
-}
-
 }  // namespace
 
 void register_tile(ir::Kernel& k) {
@@ -117,7 +110,7 @@ void register_tile(ir::Kernel& k) {
     if (insts[x].op == Op::Range) reduce_trips *= static_cast<int64_t>(insts[insts[x].src[0]].value);
   }
   const int64_t group_bytes = (static_cast<int64_t>(insts[insts[inner].src[0]].value) * accumulators + mr) * reduce_trips * 4;
-  const size_t global_loop_count = global_loops(insts).size();
+  const bool rows_loop_left = mr < static_cast<int64_t>(insts[insts[outer].src[0]].value);  // not unrolled completely
 
   // 1. loop interchange: (constants), RANGE inner, RANGE outer, (index arithmetic), inner's body,
   //    END outer, END inner. Constants between the loops move up: inner's bound may be one of them.
@@ -140,9 +133,10 @@ void register_tile(ir::Kernel& k) {
   upcast_loop(k, new_outer, mr, /*side_by_side=*/false);
   k.opts.push_back({ir::AppliedOpt::RegisterTile, mr});
   // 3. the groups of rows back outside when w's panels fit in L2 (and a loop of them is left)
-  const std::vector<size_t> loops = global_loops(k.insts);
-  if (reduce_trips <= kShortReduce && group_bytes < kL2Bytes && loops.size() == global_loop_count && loops.size() >= 2)
+  if (reduce_trips <= kShortReduce && group_bytes < kL2Bytes && rows_loop_left) {
+    const std::vector<size_t> loops = global_loops(k.insts);
     interchange(k, loops[loops.size() - 2], loops.back());
+  }
 }
 
 }  // namespace ts

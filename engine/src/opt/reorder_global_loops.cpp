@@ -32,9 +32,7 @@ using ir::ValueId;
 void reorder_global_loops(ir::Kernel& k) {
   const std::vector<Inst>& insts = k.insts;
   // the global loops, outermost first; they must form a perfect nest of constant-bound loops
-  std::vector<size_t> loops;
-  for (size_t i = 0; i < insts.size(); i++)
-    if (insts[i].op == Op::Range && insts[i].arg == 1) loops.push_back(i);
+  const std::vector<size_t> loops = global_loops(insts);
   if (loops.size() < 2) return;
   for (size_t j = 0; j < loops.size(); j++) {
     if (insts[insts[loops[j]].src[0]].op != Op::Const) return;

@@ -287,16 +287,10 @@ static void upcast_transpose(ir::Kernel& k, size_t inner) {
         break;
       }
     if (!lanes || k.plan.get(ir::AppliedOpt::UpcastGlobal) != ir::OptPlan::kAuto) return;
-    auto global_loops = [&] {
-      std::vector<size_t> loops;
-      for (size_t i = 0; i < k.insts.size(); i++)
-        if (k.insts[i].op == Op::Range && k.insts[i].arg == ir::kGlobalLoop) loops.push_back(i);
-      return loops;
-    };
     interchange(k, outer, inner);  // for n: for k
-    upcast_loop(k, global_loops().back(), lanes, /*side_by_side=*/true);
+    upcast_loop(k, global_loops(k.insts).back(), lanes, /*side_by_side=*/true);
     k.opts.push_back({ir::AppliedOpt::UpcastGlobal, lanes});
-    const std::vector<size_t> loops = global_loops();  // for n: for k0  →  for k0: for n
+    const std::vector<size_t> loops = global_loops(k.insts);  // for n: for k0  →  for k0: for n
     interchange(k, loops[loops.size() - 2], loops.back());
     return;
   }
@@ -304,9 +298,7 @@ static void upcast_transpose(ir::Kernel& k, size_t inner) {
   k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
   if (trips == chosen) return;  // unrolled completely: the k loop is the innermost one left
   // the two global loops after the upcast: the k loop and, inside it, the n0 loop of the lanes
-  std::vector<size_t> loops;
-  for (size_t i = 0; i < k.insts.size(); i++)
-    if (k.insts[i].op == Op::Range && k.insts[i].arg == ir::kGlobalLoop) loops.push_back(i);
+  const std::vector<size_t> loops = global_loops(k.insts);
   if (loops.size() >= 2 && end_of_range(k.insts, loops[loops.size() - 2]) == end_of_range(k.insts, loops.back()) + 1) {
     bool nested = true;  // only index arithmetic between them
     for (size_t i = loops[loops.size() - 2] + 1; i < loops.back(); i++)

@@ -848,7 +848,8 @@ Tensor Tensor::matmul(const Tensor& w) const {
     // The same padding for a w that is not a transpose (a layer's input in its weight gradient, a 300-wide
     // activation; a convolution's weight in its col2im input gradient): copied once, padded with zero
     // columns, the matmul unmasked, its extra columns cropped. A convolution's weight gradient into 50
-    // channels (Caffe's LeNet: (500, 4096) @ (4096, 50)) ran masked at 24 GFLOP/s.
+    // channels (Caffe's LeNet: (500, 4096) @ (4096, 50)) ran masked at 24 GFLOP/s (conv_weight_grad now
+    // computes that one the other way round, with the taps as the vector axis).
     return matmul_padded(w);
   }
   // tinygrad's dot: x (..., n, 1, k) * wᵀ (..., 1, m, k) broadcast, then sum over k

@@ -398,7 +398,8 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     const bool reuses_forward_cols = forward && forward->cols && forward->cols->shape() == Shape{taps, positions} &&
                                      (!forward->cols_in_panels || cout < kIm2colMinWidth);
     const bool panels = reuses_forward_cols && forward->cols_in_panels;
-    const Tensor cols = reuses_forward_cols ? *forward->cols : im2col(p, n, /*transposed=*/true);
+    // not built where a branch below makes a copy of its own (im2col_tap_panels): the graph's nodes are host work
+    auto transposed_cols = [&] { return reuses_forward_cols ? *forward->cols : im2col(p, n, /*transposed=*/true); };
     if (cout >= kIm2colMinWidth) {
       if (forward && forward->channel_major) {
         // The forward was channel-major (conv_direct), and so is g: stored in its own order (computed
@@ -423,10 +424,11 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
       const Tensor g_nhwc = g_cm && g_cm_stored ? g_cm->transpose(0, 1).contiguous()
                                                 : g.permute(nhwc).contiguous().reshape({positions, cout});
       if (dbias) *dbias = g_nhwc.sum(std::vector<int64_t>{0});
-      return cols.matmul(g_nhwc).contiguous().transpose(0, 1).reshape(wshape);
+      return transposed_cols().matmul(g_nhwc).contiguous().transpose(0, 1).reshape(wshape);
     }
     Tensor gm = (g_cm ? *g_cm : channel_major_gradient(g)).reshape({cout, 1, positions});
     if (dbias) *dbias = gm.reshape({cout, positions}).sum(std::vector<int64_t>{1});
+    const Tensor cols = transposed_cols();
     const int64_t chunk = split_k_chunk(taps, positions, panels ? kIm2colPanelColumns : 16);
     if (panels) {
       // The forward's im2col in column panels (N·O/32, C_in·K, 32): a chunk of positions (all of them when
