@@ -93,3 +93,44 @@ def test_the_interpreter_agrees_with_and_without_the_pass():
     for dev, env in [("INTERP", {}), ("C", {"TENSORSCOPE_DISABLE_PASSES": "split_index_set"})]:
         r = subprocess.run([sys.executable, "-c", code, dev], env={**os.environ, **env}, capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
+
+
+COL2IM = ("from tensorscope import nn\nc = nn.Conv2d(20, 50, 5)\n"
+          "x = Tensor(rng.standard_normal((8, 20, 12, 12)).astype(np.float32), requires_grad=True)\n"
+          "g = Tensor(rng.standard_normal((8, 50, 8, 8)).astype(np.float32))\n"
+          "(c(x) * g).sum().backward()\n"
+          "x.grad.realize()\n")
+
+
+def test_a_col2im_splits_its_rows_and_its_columns(tmp_path):
+    # Caffe's LeNet's second layer (20 -> 50 channels, 5x5 on 12x12, no padding): its input gradient is a
+    # matmul and a col2im (ops_nn.cpp), an elementwise kernel that sums the taps reaching each input element.
+    # Which taps reach it depends on its row and on its column: both loops are split (9 ranges each), and no
+    # load is masked any more. Built channel-major (C_in, N, H, W), the stores run along the batch of a channel.
+    irs = _final_ir(tmp_path, COL2IM)
+    name = next(n for n in irs if n.startswith("E_20_8_12_12"))
+    ir = irs[name]
+    assert len(_loops(ir, "global")) == 2 and len(_loops(ir, "reduce")) == 9 + 9 * 9, ir
+    assert not _gated_loads(ir) and "CMPLT" not in ir, ir
+    # without the pass: the two loops, every one of the 25 taps a masked load
+    masked = _final_ir(tmp_path, COL2IM, env={"TENSORSCOPE_DISABLE_PASSES": "split_index_set"})[name]
+    assert len(_loops(masked, "global")) == 4 and len(_gated_loads(masked)) == 25, masked
+
+
+def test_col2im_gradients_match_pytorch_on_c_and_interp():
+    # the col2im input gradient (each case has the work and the shrink that pick it) against torch: LeNet-5's
+    # and Caffe's second layers, a strided and a dilated one; both loops split on C and INTERP
+    rng = np.random.default_rng(5)
+    for (n, cin, h, cout, k, stride, dilation) in [(8, 20, 12, 50, 5, 1, 1), (2, 6, 14, 16, 5, 1, 1),
+                                                   (4, 16, 17, 32, 3, 2, 1), (4, 16, 13, 32, 3, 1, 2)]:
+        x = rng.standard_normal((n, cin, h, h)).astype(np.float32)
+        w = rng.standard_normal((cout, cin, k, k)).astype(np.float32) * 0.1
+        px, pw = torch.tensor(x, requires_grad=True), torch.tensor(w)
+        py = torch.nn.functional.conv2d(px, pw, stride=stride, dilation=dilation)
+        g = rng.standard_normal(py.shape).astype(np.float32)
+        (py * torch.tensor(g)).sum().backward()
+        for dev in ("C", "INTERP"):
+            tx = Tensor(x, requires_grad=True, device=dev)
+            ty = tx.conv2d(Tensor(w, device=dev), stride=stride, dilation=dilation)
+            (ty * Tensor(g, device=dev)).sum().backward()
+            np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-4, err_msg=f"{dev} {x.shape} k{k} s{stride} d{dilation}")

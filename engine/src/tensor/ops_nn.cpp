@@ -530,8 +530,6 @@ Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g_cm, const Ten
   cols_shape.push_back(bs);
   cols_shape.insert(cols_shape.end(), o.begin(), o.end());
   const Tensor dcols = weight.reshape({cout, cin * taps}).transpose(0, 1).matmul(g_right).contiguous().reshape(cols_shape);
-  std::vector<int64_t> to_nchw{1, 0};  // a tap's slice (C_in, N, *o) → (N, C_in, *o)
-  for (size_t i = 0; i < n; i++) to_nchw.push_back(static_cast<int64_t>(2 + i));
   std::vector<int64_t> q(n);  // input positions per phase, rounded up: the input is cut to size at the end
   for (size_t i = 0; i < n; i++) q[i] = (xshape[2 + i] + stride[i] - 1) / stride[i];
   auto floor_div = [](int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); };
@@ -547,12 +545,12 @@ Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g_cm, const Ten
     for (size_t i = 0; i < n; i++) at[1 + i] = {tap[i], tap[i] + 1};
     Shape slice_shape{cin, bs};  // (C_in, N, *o)
     slice_shape.insert(slice_shape.end(), o.begin(), o.end());
-    Tensor slice = dcols.shrink(at).reshape(slice_shape).permute(to_nchw);
+    Tensor slice = dcols.shrink(at).reshape(slice_shape);
     // output position j of this tap reads input position h = j·s + off, off = tap·dilation − padding: phase
     // a = off mod s, and within the phase, position q = j + floor(off / s). Shift the slice there (pad/cut
     // to Q), then give it its place on the phase axis: (.., Q, 1) padded to (.., Q, s) at a.
-    Pairs shift{{0, 0}, {0, 0}}, cut{{0, bs}, {0, cin}};
-    Shape with_phase{bs, cin};
+    Pairs shift{{0, 0}, {0, 0}}, cut{{0, cin}, {0, bs}};
+    Shape with_phase{cin, bs};
     Pairs place{{0, 0}, {0, 0}};
     for (size_t i = 0; i < n; i++) {
       const int64_t off = tap[i] * dilation[i] - pads[i].first, a = off - stride[i] * floor_div(off, stride[i]);
@@ -564,16 +562,18 @@ Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g_cm, const Ten
       place.push_back({0, 0});
       place.push_back({a, stride[i] - 1 - a});
     }
-    slice = slice.pad(shift).shrink(cut).reshape(with_phase).pad(place);  // (N, C_in, Q_1, s_1, ...)
+    slice = slice.pad(shift).shrink(cut).reshape(with_phase).pad(place);  // (C_in, N, Q_1, s_1, ...)
     dx = t == 0 ? slice : dx.add(slice);
   }
-  Shape merged{bs, cin};
-  Pairs to_input{{0, bs}, {0, cin}};
+  Shape merged{cin, bs};
+  Pairs to_input{{0, cin}, {0, bs}};
+  std::vector<int64_t> to_nchw{1, 0};  // (C_in, N, *in) → (N, C_in, *in)
   for (size_t i = 0; i < n; i++) {
     merged.push_back(q[i] * stride[i]);
     to_input.push_back({0, xshape[2 + i]});
+    to_nchw.push_back(static_cast<int64_t>(2 + i));
   }
-  return dx.contiguous().reshape(merged).shrink(to_input);
+  return dx.contiguous().reshape(merged).shrink(to_input).permute(to_nchw);
 }
 
 // conv_direct with PyTorch's backward, plus the bias (C_out, or null) broadcast over the batch and the output
