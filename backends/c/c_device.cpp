@@ -25,6 +25,7 @@
 #include <stdexcept>
 
 #include "c/c_renderer.h"
+#include "opt/pass_manager.h"
 #include "runtime/cache_file.h"
 #include "runtime/host_memory.h"
 #include "ts_math_source.h"
@@ -135,13 +136,12 @@ using KernelFn = void (*)(void**, int, int);
 // (kAuto) is the heuristic below. The split loop is the kernel's first RANGE, when it is global (the one the
 // renderer splits); a kernel without one runs on one thread.
 //
-// The heuristic: the work of a kernel in loop iterations (ALU and memory instructions times the trip counts of
-// their loops); below kMinParallelWork, waking threads costs more than it saves. 8M is about 0.1 ms of one
+// The heuristic: the work of a kernel in loop iterations (loop_work, opt/pass_manager.h); below
+// kMinParallelWork, waking threads costs more than it saves. 8M is about 0.1 ms of one
 // core: a sleeping worker takes tens of µs to wake on a 2-core VM, and at 64k (the former limit) the
 // samples' 20 µs kernels went to two threads: cnn_digits took 1.83 s with 2 threads against 0.59 s with
 // one (now 0.56-0.59 s either way), the MLP 64-128-10 step 0.44 ms against 0.25 ms; the large kernels
 // of scripts/bench.py (matmul 1024/2048, softmax 4096², 16M elementwise) still use every thread.
-constexpr double kMinParallelWork = 1 << 23;
 
 // The trip count of the kernel's outermost loop when that loop is global (the rows TS_LO/TS_HI split among
 // threads), else 0.
@@ -158,21 +158,7 @@ int plan_threads(const ir::Kernel& k) {
   const int64_t most = std::min<int64_t>(ThreadPool::get().size(), split_trips);
   const int planned = k.plan.get(ir::AppliedOpt::Threads);
   if (planned != ir::OptPlan::kAuto) return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(planned, most)));
-  double work = 0, trips = 1;
-  std::vector<double> stack;
-  for (const ir::Inst& in : k.insts) {
-    if (in.op == ir::Op::Range) {
-      double bound = k.insts[in.src[0]].value;
-      stack.push_back(bound);
-      trips *= bound;
-    } else if (in.op == ir::Op::EndRange) {
-      trips /= stack.back();
-      stack.pop_back();
-    } else if (in.op != ir::Op::Const && in.op != ir::Op::DefineGlobal) {
-      work += trips;
-    }
-  }
-  return work >= kMinParallelWork ? static_cast<int>(most) : 1;
+  return loop_work(k) >= kMinParallelWork ? static_cast<int>(most) : 1;
 }
 
 // The thread count plan_launch recorded in the kernel's applied opts; the plan's when it did not run.

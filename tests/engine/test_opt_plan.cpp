@@ -330,7 +330,10 @@ TEST(OptPlan, TheDefaultPadsMatmulColumnsToSixteen) {
 TEST(OptPlan, APaddedLoopStoresAndLoadsOnlyUnderItsMask) {
   ir::Kernel k = matmul(3, 10, 5);
   k.plan = ir::OptPlan::parse("PADTO=16,UPCAST_GLOBAL=0,REGISTER_TILE=0,UPCAST_REDUCE=0");
-  run_passes(k, nullptr);
+  // every pass but split_index_set, which would run the padded loop as two ranges, [0, 10) with no gate left
+  // and [10, 16) with nothing left to do (tests/python/test_split_index_set.py)
+  for (const Pass& p : pipeline())
+    if (std::string(p.name) != "split_index_set") p.run(k);
   ASSERT_EQ(applied(k, AppliedOpt::Padto), 16) << ir::print(k);
   int gated_stores = 0, gated_loads = 0, plain_loads = 0;
   for (const ir::Inst& in : k.insts) {

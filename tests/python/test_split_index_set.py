@@ -134,3 +134,35 @@ def test_col2im_gradients_match_pytorch_on_c_and_interp():
             ty = tx.conv2d(Tensor(w, device=dev), stride=stride, dilation=dilation)
             (ty * Tensor(g, device=dev)).sum().backward()
             np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-4, err_msg=f"{dev} {x.shape} k{k} s{stride} d{dilation}")
+
+
+PADDED_TILE = ("a = Tensor(rng.standard_normal((10, 100)).astype(np.float32)).realize()\n"
+               "b = Tensor(rng.standard_normal((100, 100)).astype(np.float32)).realize()\n"
+               "(a @ b).realize()\n")
+
+
+def test_a_padded_register_tile_runs_its_whole_blocks_unmasked(tmp_path):
+    # (10, 100) @ (100, 100): PADTO pads the 100 columns to 112, the register tile takes 10 rows x 16 columns,
+    # and the 7 blocks of 16 columns gate their loads of b and their stores with 16·j0 + c < 100. Split at
+    # j0 = 6: 6 blocks without a gate, then one whose 4 real lanes are all it computes (10 + 4 loads).
+    ir = _final_ir(tmp_path, PADDED_TILE)["r_10_100_100"]
+    assert not _gated_loads(ir) and "CMPLT" not in ir, ir
+    assert ir.count("= LOAD.") == (10 + 16) + (10 + 4), ir
+    assert ir.count("STORE ") == 10 * 16 + 10 * 4, ir
+    masked = _final_ir(tmp_path, PADDED_TILE, env={"TENSORSCOPE_DISABLE_PASSES": "split_index_set"})["r_10_100_100"]
+    assert len(_gated_loads(masked)) == 12, masked  # the 12 lanes past column 100 - 16·6 = 4
+
+
+def test_padded_tiles_match_numpy_on_c_and_interp():
+    # tiles whose last block of columns is partly padding, with an epilogue (bias, ReLU) and a transposed operand
+    rng = np.random.default_rng(6)
+    for m, k, n in [(10, 100, 100), (10, 64, 500), (8, 84, 10), (5, 120, 84), (3, 33, 300), (10, 100, 17)]:
+        a = rng.standard_normal((m, k)).astype(np.float32)
+        b = rng.standard_normal((k, n)).astype(np.float32)
+        bias = rng.standard_normal(n).astype(np.float32)
+        want = np.maximum(a @ b + bias, 0)
+        for dev in ("C", "INTERP"):
+            got = (Tensor(a, device=dev) @ Tensor(b, device=dev) + Tensor(bias, device=dev)).relu().numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4, err_msg=f"{dev} {m}x{k}x{n}")
+            got = (Tensor(np.ascontiguousarray(a.T), device=dev).T @ Tensor(b, device=dev)).numpy()
+            np.testing.assert_allclose(got, a @ b, rtol=1e-4, atol=1e-4, err_msg=f"{dev} transposed {m}x{k}x{n}")

@@ -141,6 +141,24 @@ void reorder_instructions(ir::Kernel& kernel, const std::vector<ir::ValueId>& or
   kernel.insts = std::move(out);
 }
 
+double loop_work(const ir::Kernel& k) {
+  double work = 0, trips = 1;
+  std::vector<double> stack;
+  for (const ir::Inst& in : k.insts) {
+    if (in.op == ir::Op::Range) {
+      const double bound = k.insts[in.src[0]].value;
+      stack.push_back(bound);
+      trips *= bound;
+    } else if (in.op == ir::Op::EndRange) {
+      trips /= stack.back();
+      stack.pop_back();
+    } else if (in.op != ir::Op::Const && in.op != ir::Op::DefineGlobal) {
+      work += trips;
+    }
+  }
+  return work;
+}
+
 int64_t eval_index(const std::vector<ir::Inst>& insts, ir::ValueId v, ir::ValueId var, int64_t at, int depth) {
   const ir::Inst& in = insts[v];
   if (v == var) return at;

@@ -81,6 +81,13 @@ void upcast_loop(ir::Kernel& kernel, size_t g, int u, bool side_by_side);
 // it): for o: for i: body  →  for i: for o: body. Shared by upcast_global and register_tile.
 void interchange(ir::Kernel& kernel, size_t outer, size_t inner);
 
+// The work of a kernel in loop iterations: its ALU and memory instructions, each times the trip counts of the
+// loops around it (constant bounds; a loop without one counts its bound's value, 0).
+double loop_work(const ir::Kernel& kernel);
+// Below this much loop_work the C device runs a kernel on one thread (waking a worker costs more than it
+// saves; see plan_threads in backends/c/c_device.cpp, which uses it). 8M is about 0.1 ms of one core.
+constexpr double kMinParallelWork = 1 << 23;
+
 // The global loops' RANGEs, outermost first. Shared by passes.
 std::vector<size_t> global_loops(const std::vector<ir::Inst>& insts);
 

@@ -36,6 +36,22 @@ using ir::Inst;
 using ir::Op;
 using ir::ValueId;
 
+constexpr int64_t kMaxScannedTrips = 1 << 14;  // the longest loop whose comparisons are evaluated at every index
+
+// Whether int32 value v is computed from loop g and constants only (no other loop, no load): eval_index
+// then gives its value at any g.
+bool of_loop_only(const std::vector<Inst>& insts, ValueId v, size_t g, int depth = 0) {
+  const Inst& in = insts[v];
+  if (v == static_cast<ValueId>(g) || in.op == Op::Const) return true;
+  if (depth > 32 || in.dtype != DType::Int32) return false;
+  switch (in.op) {
+    case Op::Add: case Op::Mul: case Op::IDiv: case Op::Mod:
+      return of_loop_only(insts, in.src[0], g, depth + 1) && of_loop_only(insts, in.src[1], g, depth + 1);
+    case Op::Neg: return of_loop_only(insts, in.src[0], g, depth + 1);
+    default: return false;
+  }
+}
+
 // Splits global loop g (constant bound) into one sequential loop per range between the constants its
 // body compares it with; false (the kernel unchanged) when there are fewer than 2 ranges, more than
 // kMaxRanges, or the copies would exceed `max_insts`.
@@ -43,13 +59,25 @@ bool split_loop(ir::Kernel& k, size_t g, size_t max_insts) {
   const std::vector<Inst> old = k.insts;
   const size_t g_end = end_of_range(old, g);
   const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
-  // where the answers change: j < c changes at c, c < j at c + 1
+  // Where the answers change: each comparison of two values computed from g and constants alone (j < c,
+  // 16·j0 + c < 100: PADTO's mask of a padded tile) is evaluated at every g, and a range ends where its answer
+  // flips. n is a loop's trip count (thousands at most), each evaluation a walk of a short expression.
   std::set<int64_t> cuts;
+  std::vector<int8_t> memo(old.size(), -1);
   for (size_t i = g + 1; i < g_end; i++) {
     const Inst& in = old[i];
-    if (in.op != Op::CmpLt) continue;
-    if (in.src[0] == static_cast<ValueId>(g) && old[in.src[1]].op == Op::Const) cuts.insert(static_cast<int64_t>(old[in.src[1]].value));
-    if (in.src[1] == static_cast<ValueId>(g) && old[in.src[0]].op == Op::Const) cuts.insert(static_cast<int64_t>(old[in.src[0]].value) + 1);
+    if (in.op != Op::CmpLt || !of_loop_only(old, in.src[0], g) || !of_loop_only(old, in.src[1], g) ||
+        !depends_on(old, static_cast<ValueId>(i), static_cast<ValueId>(g), memo) || n > kMaxScannedTrips)
+      continue;
+    auto answer = [&](int64_t at) {
+      return eval_index(old, in.src[0], static_cast<ValueId>(g), at) < eval_index(old, in.src[1], static_cast<ValueId>(g), at);
+    };
+    bool last = answer(0);
+    for (int64_t at = 1; at < n && cuts.size() <= kMaxRanges; at++)
+      if (const bool now = answer(at); now != last) {
+        cuts.insert(at);
+        last = now;
+      }
   }
   std::vector<int64_t> bounds = {0};
   for (int64_t c : cuts)
@@ -90,10 +118,39 @@ size_t inner_global_loop(const std::vector<Inst>& insts) {
 }
 }  // namespace
 
+// A register tile over columns PADTO padded (padto.cpp): out (10, 100) = a (10, 100) @ b (100, 100) runs 7
+// blocks of 16 columns, and in every block the loads of b and the stores are gated with 16·j0 + c < 100.
+// gcc compiles the gated loads of the 16 lanes to branches and leaves the tile scalar (27 us; 2 us unmasked).
+// Split at j0 = 6, the first 6 blocks have no mask left and the last keeps 4 lanes: the 12 padded lanes'
+// loads read 0 and their stores, gated false, are dropped, and with them everything they computed.
+// Every comparison in the loop must be a function of its index alone (otherwise some mask would stay and the
+// copy would only add code). The loop is the innermost global loop; when it is the kernel's outermost (the
+// tile took all rows), the ranges leave the kernel without a loop to run on several threads, so only a
+// kernel below the work for which the C device uses threads is split.
+static void split_padded_tile(ir::Kernel& k) {
+  const std::vector<size_t> loops = global_loops(k.insts);
+  if (loops.empty()) return;
+  const size_t g = loops.back();
+  if (k.insts[k.insts[g].src[0]].op != Op::Const) return;
+  if (loops.size() == 1 && loop_work(k) >= kMinParallelWork) return;
+  const size_t g_end = end_of_range(k.insts, g);
+  std::vector<int8_t> memo(k.insts.size(), -1);
+  bool compares = false;
+  for (size_t i = g + 1; i < g_end; i++) {
+    const Inst& in = k.insts[i];
+    if (in.op != Op::CmpLt || !depends_on(k.insts, static_cast<ValueId>(i), static_cast<ValueId>(g), memo)) continue;
+    if (!of_loop_only(k.insts, in.src[0], g) || !of_loop_only(k.insts, in.src[1], g)) return;
+    compares = true;
+  }
+  if (compares) split_loop(k, g, kMaxUnrolledInsts);
+}
+
 void split_index_set(ir::Kernel& k) {
   if (k.target.workgroups()) return;
   for (const Inst& in : k.insts)
-    if (in.op == Op::DefineAcc || (in.op == Op::Range && in.arg != ir::kGlobalLoop)) return;  // elementwise only
+    if (in.op == Op::DefineAcc) return split_padded_tile(k);
+  for (const Inst& in : k.insts)
+    if (in.op == Op::Range && in.arg != ir::kGlobalLoop) return;  // elementwise: global loops only
   // the innermost loop: the one whose comparisons are evaluated most often
   const size_t g = inner_global_loop(k.insts);
   if (g == k.insts.size() || !split_loop(k, g, kMaxUnrolledInsts)) return;
