@@ -129,20 +129,29 @@ size_t inner_global_loop(const std::vector<Inst>& insts) {
 // kernel below the work for which the C device uses threads is split.
 static void split_padded_tile(ir::Kernel& k) {
   const std::vector<size_t> loops = global_loops(k.insts);
-  if (loops.empty()) return;
-  const size_t g = loops.back();
-  if (k.insts[k.insts[g].src[0]].op != Op::Const) return;
-  if (loops.size() == 1 && loop_work(k) >= kMinParallelWork) return;
-  const size_t g_end = end_of_range(k.insts, g);
-  std::vector<int8_t> memo(k.insts.size(), -1);
-  bool compares = false;
-  for (size_t i = g + 1; i < g_end; i++) {
-    const Inst& in = k.insts[i];
-    if (in.op != Op::CmpLt || !depends_on(k.insts, static_cast<ValueId>(i), static_cast<ValueId>(g), memo)) continue;
-    if (!of_loop_only(k.insts, in.src[0], g) || !of_loop_only(k.insts, in.src[1], g)) return;
-    compares = true;
+  // from the innermost out, the first global loop that some comparison depends on (register_tile may have
+  // put the padded columns outside the tile's groups of rows)
+  for (size_t l = loops.size(); l-- > 0;) {
+    const size_t g = loops[l];
+    if (k.insts[k.insts[g].src[0]].op != Op::Const) return;
+    const size_t g_end = end_of_range(k.insts, g);
+    std::vector<int8_t> memo(k.insts.size(), -1);
+    bool compares = false;
+    for (size_t i = g + 1; i < g_end; i++) {
+      const Inst& in = k.insts[i];
+      // comparisons of indices (a ReLU compares floats: data, not a mask)
+      if (in.op != Op::CmpLt || k.insts[in.src[0]].dtype != DType::Int32 ||
+          !depends_on(k.insts, static_cast<ValueId>(i), static_cast<ValueId>(g), memo))
+        continue;
+      if (!of_loop_only(k.insts, in.src[0], g) || !of_loop_only(k.insts, in.src[1], g)) return;
+      compares = true;
+    }
+    if (!compares) continue;
+    if (l == 0 && loop_work(k) >= kMinParallelWork) return;
+    // each range's copy of the tile stays under the limit (the tile did); the kernel holds two of them
+    split_loop(k, g, 2 * kMaxUnrolledInsts);
+    return;
   }
-  if (compares) split_loop(k, g, kMaxUnrolledInsts);
 }
 
 void split_index_set(ir::Kernel& k) {
