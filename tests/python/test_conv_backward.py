@@ -50,6 +50,13 @@ GRID = [
     ((2, 16, 11, 13), (16, 16, 3, 3), dict(stride=2, padding=1)),
     ((2, 16, 14, 10), (16, 16, 5, 3), dict(stride=(3, 2), padding=(2, 1), dilation=(2, 1))),
     ((1, 16, 17, 9), (24, 16, 3, 3), dict(stride=3, padding=2)),
+    # implicit GEMM (conv_direct): unit stride, rows of 32 output positions, >= 8 output channels per group: the
+    # register tile reads the stored padded input at each tap; its input gradient is such a convolution too
+    ((2, 16, 6, 32), (16, 16, 3, 3), dict(padding=1)),
+    ((2, 8, 5, 36), (12, 8, 5, 5), dict()),  # no padding: 36 - 4 = 32 positions a row, 12 channels
+    ((1, 8, 4, 64), (16, 4, 3, 3), dict(groups=2, padding=1)),  # per group
+    ((2, 64, 8, 8), (32, 64, 1, 1), dict()),  # 1x1 without padding: the 64 positions of an image are one row
+    ((4, 8, 64), (16, 8, 5), dict(padding=2)),  # 1-d
 ]
 
 
@@ -194,6 +201,25 @@ def test_convolution_backward_is_matmuls_over_im2col(tmp_path):
         assert name in kernels, sorted(kernels)
         header = (out / kernels[name]["ir"]).read_text().splitlines()[0]
         assert "UPCAST" in header, header
+
+
+def test_a_convolution_over_rows_of_32_reads_its_input_in_place(tmp_path):
+    # Implicit GEMM: 16 -> 16 channels 3x3 on 32x32 images is the padded input (one small kernel) and one
+    # register-tiled kernel reading it at every tap, 8 output channels x 32 positions a tile; no im2col (K times
+    # the input) is stored. The tile's loads overlap from one tap to the next, so the C source turns gcc's
+    # predictive commoning off for it (which assembled the lanes from scalars: 2.8x slower).
+    out, kernels = script_kernels(tmp_path, "x = Tensor(np.random.default_rng(0).standard_normal((4, 16, 32, 32)).astype(np.float32))\n"
+                                            "w = Tensor(np.random.default_rng(1).standard_normal((16, 16, 3, 3)).astype(np.float32))\n"
+                                            "x.conv2d(w, padding=1).realize()\n")
+    names = [k["name"] for k in kernels]
+    assert names == ["E_4_16_34_34", "r_4_16_32_32_16_3_3"], names
+    conv = kernels[1]
+    header = (out / conv["ir"]).read_text().splitlines()[0]
+    assert "UPCAST_GLOBAL(32)" in header and "REGISTER_TILE(8)" in header, header
+    assert "no-predictive-commoning" in (out / conv["sources"]["C"]).read_text()
+    # a matmul (no overlapping loads) keeps gcc's default
+    out, kernels = script_kernels(tmp_path, "a = Tensor(np.ones((64, 64), np.float32)).realize()\n(a @ a).realize()\n", "mm")
+    assert "no-predictive-commoning" not in (out / kernels[0]["sources"]["C"]).read_text()
 
 
 # A convolution with a bias: its gradient is summed from the copy of the output gradient the weight gradient
