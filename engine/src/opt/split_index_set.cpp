@@ -20,9 +20,10 @@
 //
 // Applies to the innermost global loop of an elementwise kernel (no reduce loop) when it has a constant
 // bound and lies inside another global loop — the outermost one is the loop the C device's threads
-// split (TS_LO/TS_HI). Kernels for devices with workgroups are left alone (a GPU runs one thread per
-// element; its masks cost no loop trips). At most kMaxRanges ranges, and the copies stay under
-// kMaxUnrolledInsts.
+// split (TS_LO/TS_HI) — and then to the loop around it (a 2-D col2im). In a kernel with reductions, to the
+// loop PADTO padded (split_padded_tile, below). Kernels for devices with workgroups are left alone (a GPU
+// runs one thread per element; its masks cost no loop trips). At most kMaxRanges ranges, and the copies
+// stay under kMaxUnrolledInsts.
 #include <set>
 
 #include "opt/pass_manager.h"
@@ -52,9 +53,9 @@ bool of_loop_only(const std::vector<Inst>& insts, ValueId v, size_t g, int depth
   }
 }
 
-// Splits global loop g (constant bound) into one sequential loop per range between the constants its
-// body compares it with; false (the kernel unchanged) when there are fewer than 2 ranges, more than
-// kMaxRanges, or the copies would exceed `max_insts`.
+// Splits global loop g (constant bound) into one sequential loop per range of indices over which every
+// comparison of its index in its body keeps its answer; false (the kernel unchanged) when there are fewer
+// than 2 ranges, more than kMaxRanges, or the copies would exceed `max_insts`.
 bool split_loop(ir::Kernel& k, size_t g, size_t max_insts) {
   const std::vector<Inst> old = k.insts;
   const size_t g_end = end_of_range(old, g);
