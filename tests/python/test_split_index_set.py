@@ -112,7 +112,7 @@ def test_a_col2im_splits_its_rows_and_its_columns(tmp_path):
     ir = irs[name]
     assert len(_loops(ir, "global")) == 2 and len(_loops(ir, "reduce")) == 9 + 9 * 9, ir
     assert not _gated_loads(ir) and "CMPLT" not in ir, ir
-    # without the pass: the two loops, every one of the 25 taps a masked load
+    # without the pass: the four loops of (C_in, N, H, W), every one of the 25 taps a masked load
     masked = _final_ir(tmp_path, COL2IM, env={"TENSORSCOPE_DISABLE_PASSES": "split_index_set"})[name]
     assert len(_loops(masked, "global")) == 4 and len(_gated_loads(masked)) == 25, masked
 
