@@ -88,13 +88,14 @@ static bool loads_overlap_across_trips(const ir::Kernel& k) {
 // (Adam's update of one parameter in one kernel) needs more and stayed scalar (1.03 ms, 0.16 vectorized).
 std::string CRenderer::signature(const ir::Kernel& k) const {
   std::string s;
-  if (has_upcast_outputs(k) && loads_overlap_across_trips(k))
-    s += "/* UPCAST kernel: SLP-vectorized by gcc; its loop vectorizer would gather across the reduce loop, and its\n"
-         "   predictive commoning would keep the loads one trip shares with the next in scalar registers */\n"
-         "__attribute__((optimize(\"no-tree-loop-vectorize\", \"no-predictive-commoning\")))\n";
-  else if (has_upcast_outputs(k))
-    s += "/* UPCAST kernel: SLP-vectorized by gcc; its loop vectorizer would gather across the reduce loop */\n"
-         "__attribute__((optimize(\"no-tree-loop-vectorize\")))\n";
+  if (has_upcast_outputs(k)) {
+    const bool overlap = loads_overlap_across_trips(k);
+    s += "/* UPCAST kernel: SLP-vectorized by gcc; its loop vectorizer would gather across the reduce loop";
+    s += overlap ? ", and its\n   predictive commoning would keep the loads one trip shares with the next in scalar registers */\n"
+                 : " */\n";
+    s += std::string("__attribute__((optimize(\"no-tree-loop-vectorize\"") + (overlap ? ", \"no-predictive-commoning\"" : "") +
+         ")))\n";
+  }
   s += "static void " + k.name + "_kernel(\n";
   for (size_t i = 0; i < k.globals.size(); i++) {
     std::string t = buffer_type(k.globals[i].dtype);

@@ -79,22 +79,19 @@ bool matmul_like(const std::vector<Inst>& insts, size_t g) {
   }
   return false;
 }
-// Whether split_index_set will split padded loop g at its last block (split_padded_tile): g inside another
-// global loop, or a kernel small enough to run on one thread. Then the padded blocks but the last run
-// unmasked, and a column sum padded to 16 (a bias gradient over 300 or 500 columns: otherwise upcast by 4)
-// loses nothing to the masks that made it slower padded.
-// The loop must compare its index nowhere yet (a padded view's mask along it could keep split_padded_tile from
-// splitting, and the masked blocks would be slower than the plain upcast).
+// Whether split_index_set will split padded loop g at its last block (split_padded_tile, split_keeps_threads).
+// Then the padded blocks but the last run unmasked, and a column sum padded to 16 (a bias gradient over 300 or
+// 500 columns: otherwise upcast by 4) loses nothing to the masks that made it slower padded. The loop must
+// compare its index nowhere yet (a padded view's mask along it could keep split_padded_tile from splitting, and
+// the masked blocks would be slower than the plain upcast).
 bool split_will_unmask(const std::vector<Inst>& insts, const ir::Kernel& k, size_t g) {
   if (k.target.workgroups()) return false;
   std::vector<int8_t> memo(insts.size(), -1);
-  for (size_t i = g + 1; i < end_of_range(insts, g); i++)
+  for (size_t i = g + 1, g_end = end_of_range(insts, g); i < g_end; i++)
     if (insts[i].op == Op::CmpLt && insts[insts[i].src[0]].dtype == DType::Int32 &&
         depends_on(insts, static_cast<ValueId>(i), static_cast<ValueId>(g), memo))
       return false;
-  for (size_t i = 0; i < g; i++)
-    if (insts[i].op == Op::Range && insts[i].arg == ir::kGlobalLoop) return true;
-  return loop_work(k) < kMinParallelWork;
+  return split_keeps_threads(k, g);
 }
 }  // namespace
 

@@ -88,6 +88,11 @@ double loop_work(const ir::Kernel& kernel);
 // saves; see plan_threads in backends/c/c_device.cpp, which uses it). 8M is about 0.1 ms of one core.
 constexpr double kMinParallelWork = 1 << 23;
 
+// Whether split_index_set may split global loop g of a kernel with reductions (split_padded_tile): g lies
+// inside another global loop (the outermost one stays for the C device's threads), or the kernel is below
+// kMinParallelWork and runs on one thread anyway. Shared with padto, which pads a column sum only for the split.
+bool split_keeps_threads(const ir::Kernel& kernel, size_t g);
+
 // The global loops' RANGEs, outermost first. Shared by passes.
 std::vector<size_t> global_loops(const std::vector<ir::Inst>& insts);
 

@@ -108,16 +108,20 @@ bool split_loop(ir::Kernel& k, size_t g, size_t max_insts) {
 
 // The innermost global loop with a constant bound that lies inside another global loop; insts.size() if none.
 size_t inner_global_loop(const std::vector<Inst>& insts) {
-  size_t g = insts.size();
-  for (size_t i = 0; i < insts.size(); i++)
-    if (insts[i].op == Op::Range && insts[i].arg == ir::kGlobalLoop) g = i;
-  if (g == insts.size() || insts[insts[g].src[0]].op != Op::Const) return insts.size();
-  const size_t g_end = end_of_range(insts, g);
-  for (size_t i = 0; i < g; i++)
-    if (insts[i].op == Op::Range && insts[i].arg == ir::kGlobalLoop && end_of_range(insts, i) > g_end) return g;
+  const std::vector<size_t> loops = global_loops(insts);
+  if (loops.size() < 2 || insts[insts[loops.back()].src[0]].op != Op::Const) return insts.size();
+  const size_t g_end = end_of_range(insts, loops.back());
+  for (size_t l = 0; l + 1 < loops.size(); l++)
+    if (end_of_range(insts, loops[l]) > g_end) return loops.back();
   return insts.size();
 }
 }  // namespace
+
+bool split_keeps_threads(const ir::Kernel& k, size_t g) {
+  for (size_t i = 0; i < g; i++)
+    if (k.insts[i].op == Op::Range && k.insts[i].arg == ir::kGlobalLoop) return true;
+  return loop_work(k) < kMinParallelWork;
+}
 
 // A register tile over columns PADTO padded (padto.cpp): out (10, 100) = a (10, 100) @ b (100, 100) runs 7
 // blocks of 16 columns, and in every block the loads of b and the stores are gated with 16·j0 + c < 100.
@@ -148,7 +152,7 @@ static void split_padded_tile(ir::Kernel& k) {
       compares = true;
     }
     if (!compares) continue;
-    if (l == 0 && loop_work(k) >= kMinParallelWork) return;
+    if (!split_keeps_threads(k, g)) return;
     // each range's copy of the tile stays under the limit (the tile did); the kernel holds two of them
     split_loop(k, g, 2 * kMaxUnrolledInsts);
     return;
