@@ -14,12 +14,14 @@ from __future__ import annotations
 
 import numpy as np
 
-from tensorscope import Tensor
+from tensorscope import Tensor, _C
 
 
 def _zeros_like(t: Tensor) -> Tensor:
-    """A realized float32 buffer of zeros on t's device (optimizer state starts as a real buffer)."""
-    return Tensor(np.zeros(t.shape, dtype=np.float32), device=t.device, requires_grad=False)
+    """A realized buffer of zeros of t's shape, float dtype and device (optimizer state starts as a real buffer;
+    in the parameter's dtype, as PyTorch keeps it: float32 state assigned to a float16 parameter was an error)."""
+    return Tensor(np.zeros(t.shape, dtype=np.float16 if t.dtype == "float16" else np.float32), device=t.device,
+                  requires_grad=False)
 
 
 def _dedup(tensors: list[Tensor]) -> list[Tensor]:
@@ -85,13 +87,13 @@ class SGD(Optimizer):
         self.b = [_zeros_like(p) for p in self.params] if momentum else []
 
     def schedule_step(self) -> list[Tensor]:
-        for i, (p, g) in enumerate(zip(self.params, self._grads())):
-            if self.wd:
-                g = g + self.wd * p.detach()
-            if self.momentum:
-                self.b[i].assign(self.momentum * self.b[i] + g)
-                g = g + self.momentum * self.b[i] if self.nesterov else self.b[i]
-            p.assign(p.detach() - self.lr * g)
+        # the formula above, for every parameter, built by the engine in one call (tensorscope/optim.h: the
+        # same ops in the same order as these lines would build them one Python call per op)
+        #   if wd: g = g + wd * p.detach()
+        #   if momentum: b.assign(momentum * b + g); g = g + momentum * b if nesterov else b
+        #   p.assign(p.detach() - lr * g)
+        _C.sgd_update([p._t for p in self.params], [g._t for g in self._grads()], [b._t for b in self.b],
+                      float(self.lr), float(self.momentum), float(self.wd), bool(self.nesterov))
         return self.b
 
 
@@ -123,6 +125,13 @@ class LAMB(Optimizer):
         self.v = [_zeros_like(p) for p in self.params]
 
     def schedule_step(self) -> list[Tensor]:
+        if self.adam:
+            # Adam / AdamW: the lines below without the trust ratio, for every parameter, built by the engine in
+            # one call (tensorscope/optim.h: the same ops in the same order)
+            _C.adam_update([p._t for p in self.params], [g._t for g in self._grads()], [m._t for m in self.m],
+                           [v._t for v in self.v], self.b1_t._t, self.b2_t._t, float(self.lr), float(self.b1),
+                           float(self.b2), float(self.eps), float(self.wd))
+            return [self.b1_t, self.b2_t] + self.m + self.v
         self.b1_t.assign(self.b1_t * self.b1)
         self.b2_t.assign(self.b2_t * self.b2)
         # the bias corrections 1 - b^t, built once per step for all parameters (each kernel computes its own)

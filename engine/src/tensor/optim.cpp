@@ -1,0 +1,61 @@
+// The optimizers' updates (see tensorscope/optim.h). Each line builds the op the Python formula in
+// nn/optim.py names, in the same order, so the schedule and its kernels are the same whichever side built them.
+#include "tensorscope/optim.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace ts::optim {
+
+namespace {
+
+void check_lengths(const char* what, size_t params, size_t other, const char* other_name) {
+  if (params != other)
+    throw std::invalid_argument(std::string(what) + ": " + std::to_string(params) + " parameters but " +
+                                std::to_string(other) + " " + other_name);
+}
+
+}  // namespace
+
+void sgd_update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& momentum_buffers, double lr, double momentum, double weight_decay,
+                bool nesterov) {
+  check_lengths("sgd_update", params.size(), grads.size(), "gradients");
+  if (momentum != 0) check_lengths("sgd_update", params.size(), momentum_buffers.size(), "momentum buffers");
+  for (size_t i = 0; i < params.size(); i++) {
+    Tensor p = params[i], g = grads[i];
+    if (weight_decay != 0) g = g.add(p.detach().mul(weight_decay));
+    if (momentum != 0) {
+      Tensor b = momentum_buffers[i];
+      b.assign(b.mul(momentum).add(g));
+      g = nesterov ? g.add(b.mul(momentum)) : b;
+    }
+    p.assign(p.detach().sub(g.mul(lr)));
+  }
+}
+
+void adam_update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
+                 const std::vector<Tensor>& v, const Tensor& b1_t, const Tensor& b2_t, double lr, double b1, double b2,
+                 double eps, double weight_decay) {
+  check_lengths("adam_update", params.size(), grads.size(), "gradients");
+  check_lengths("adam_update", params.size(), m.size(), "first moments");
+  check_lengths("adam_update", params.size(), v.size(), "second moments");
+  Tensor b1_power = b1_t, b2_power = b2_t;
+  b1_power.assign(b1_power.mul(b1));
+  b2_power.assign(b2_power.mul(b2));
+  // the bias corrections 1 - b^t, built once per step for all parameters (each kernel computes its own)
+  const Tensor correction1 = b1_power.const_like(1.0).sub(b1_power);
+  const Tensor correction2 = b2_power.const_like(1.0).sub(b2_power);
+  for (size_t i = 0; i < params.size(); i++) {
+    Tensor p = params[i], g = grads[i], mi = m[i], vi = v[i];
+    mi.assign(mi.mul(b1).add(g.mul(1.0 - b1)));
+    vi.assign(vi.mul(b2).add(g.mul(g).mul(1.0 - b2)));
+    const Tensor m_hat = mi.div(correction1);
+    const Tensor v_hat = vi.div(correction2);
+    Tensor up = m_hat.div(v_hat.sqrt().add(eps));
+    if (weight_decay != 0) up = up.add(p.detach().mul(weight_decay));
+    p.assign(p.detach().sub(up.mul(lr)));
+  }
+}
+
+}  // namespace ts::optim
