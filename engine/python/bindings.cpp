@@ -295,9 +295,9 @@ PYBIND11_MODULE(_C, m) {
   // the optimizers' updates of all parameters in one call (tensorscope/optim.h; nn/optim.py calls them)
   m.def("sgd_update", &ts::optim::sgd_update, py::arg("params"), py::arg("grads"), py::arg("momentum_buffers"),
         py::arg("lr"), py::arg("momentum"), py::arg("weight_decay"), py::arg("nesterov"));
-  m.def("adam_update", &ts::optim::adam_update, py::arg("params"), py::arg("grads"), py::arg("m"), py::arg("v"),
+  m.def("lamb_update", &ts::optim::lamb_update, py::arg("params"), py::arg("grads"), py::arg("m"), py::arg("v"),
         py::arg("b1_t"), py::arg("b2_t"), py::arg("lr"), py::arg("b1"), py::arg("b2"), py::arg("eps"),
-        py::arg("weight_decay"));
+        py::arg("weight_decay"), py::arg("adam"));
   m.def("kernel_count", &ts::kernel_count);
   m.def("reset_kernel_count", &ts::reset_kernel_count);
   m.def("counters", [] {

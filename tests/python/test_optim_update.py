@@ -1,5 +1,5 @@
 # The optimizers' updates are built by the engine in one call (engine/src/tensor/optim.cpp, _C.sgd_update and
-# _C.adam_update), from the formulas nn/optim.py documents. These tests build the same formulas one Python op at a
+# _C.lamb_update), from the formulas nn/optim.py documents. These tests build the same formulas one Python op at a
 # time (the way nn/optim.py did before) and check that the parameters and the state come out bitwise equal step
 # after step (the same ops in the same order give the same kernels), and that the result matches PyTorch's
 # optimizers; test_training_vs_torch.py checks whole training runs.
@@ -34,7 +34,7 @@ def _reference_sgd(params, bufs, grads, lr, momentum, wd, nesterov):
     (params + bufs)[0].realize(*(params + bufs)[1:])
 
 
-def _reference_adam(params, m, v, b_t, grads, lr, b1, b2, eps, wd):
+def _reference_lamb(params, m, v, b_t, grads, lr, b1, b2, eps, wd, adam):
     b_t[0].assign(b_t[0] * b1)
     b_t[1].assign(b_t[1] * b2)
     c1, c2 = 1.0 - b_t[0], 1.0 - b_t[1]
@@ -44,6 +44,9 @@ def _reference_adam(params, m, v, b_t, grads, lr, b1, b2, eps, wd):
         up = (mi / c1) / ((vi / c2).sqrt() + eps)
         if wd:
             up = up + wd * p.detach()
+        if not adam:
+            r1, r2 = p.detach().square().sum().sqrt(), up.square().sum().sqrt()
+            up = up * ((r1 > 0) & (r2 > 0)).where(r1 / r2, 1.0)
         p.assign(p.detach() - lr * up)
     everything = params + m + v + b_t
     everything[0].realize(*everything[1:])
@@ -66,10 +69,14 @@ def test_sgd_update_is_the_formula_op_by_op(momentum, wd, nesterov):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
-@pytest.mark.parametrize("make,wd", [(optim.Adam, 0.0), (optim.AdamW, 0.01)])
-def test_adam_update_is_the_formula_op_by_op(make, wd):
+@pytest.mark.parametrize("make,wd,adam", [(optim.Adam, 0.0, True), (optim.AdamW, 0.01, True), (optim.LAMB, 0.0, False),
+                                         (optim.LAMB, 0.01, False)])
+def test_lamb_and_adam_updates_are_the_formula_op_by_op(make, wd, adam):
     params, ref = _params(1), _params(1)
-    opt = make(params, lr=3e-3) if wd == 0 else make(params, lr=3e-3, weight_decay=wd)
+    if make is optim.LAMB:
+        opt = make(params, lr=3e-3, eps=1e-8, weight_decay=wd)
+    else:
+        opt = make(params, lr=3e-3) if wd == 0 else make(params, lr=3e-3, weight_decay=wd)
     m = [Tensor(np.zeros(s, np.float32)) for s in SHAPES]
     v = [Tensor(np.zeros(s, np.float32)) for s in SHAPES]
     b_t = [Tensor(np.array(1.0, np.float32)), Tensor(np.array(1.0, np.float32))]
@@ -78,7 +85,7 @@ def test_adam_update_is_the_formula_op_by_op(make, wd):
         for p, g in zip(params, gs):
             p.grad = Tensor(g)
         opt.step()
-        _reference_adam(ref, m, v, b_t, [Tensor(g) for g in gs], 3e-3, 0.9, 0.999, 1e-8, wd)
+        _reference_lamb(ref, m, v, b_t, [Tensor(g) for g in gs], 3e-3, 0.9, 0.999, 1e-8, wd, adam)
         for a, b in zip(params + opt.m + opt.v, ref + m + v):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
 
@@ -130,5 +137,5 @@ def test_mismatched_lists_name_what_is_missing():
         _C.sgd_update([p._t for p in params], [p.detach()._t for p in params], [], 0.1, 0.9, 0.0, False)
     b = Tensor(np.array(1.0, np.float32))._t
     with pytest.raises(ValueError, match="3 parameters but 2 first moments"):
-        _C.adam_update([p._t for p in params], [p.detach()._t for p in params], grads, grads, b, b, 1e-3, 0.9, 0.999,
-                       1e-8, 0.0)
+        _C.lamb_update([p._t for p in params], [p.detach()._t for p in params], grads, grads, b, b, 1e-3, 0.9, 0.999,
+                       1e-8, 0.0, True)

@@ -27,15 +27,16 @@ void sgd_update(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                 const std::vector<Tensor>& momentum_buffers, double lr, double momentum, double weight_decay,
                 bool nesterov);
 
-// Adam / AdamW (Kingma & Ba, 2015; Loshchilov & Hutter, 2019), torch.optim.Adam / AdamW's numerics written as
-// tinygrad's LAMB with adam=True:
+// LAMB (You et al., 2019, https://arxiv.org/abs/1904.00962) and, with adam = true, Adam / AdamW (Kingma & Ba,
+// 2015; Loshchilov & Hutter, 2019: torch.optim.Adam / AdamW's numerics), as tinygrad's LAMB:
 //   b1_t = b1_t · b1, b2_t = b2_t · b2     (the powers b^t, kept on the device: a replayed jit step stays right)
 //   m = b1 · m + (1 - b1) · g
 //   v = b2 · v + (1 - b2) · g · g
 //   u = (m / (1 - b1_t)) / (sqrt(v / (1 - b2_t)) + eps) + weight_decay · p
-//   p = p - lr · u
-void adam_update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
+//   r = ||p|| / ||u||                      (LAMB's trust ratio; 1 for Adam, or when either norm is 0)
+//   p = p - lr · r · u
+void lamb_update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
                  const std::vector<Tensor>& v, const Tensor& b1_t, const Tensor& b2_t, double lr, double b1, double b2,
-                 double eps, double weight_decay);
+                 double eps, double weight_decay, bool adam);
 
 }  // namespace ts::optim

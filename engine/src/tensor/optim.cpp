@@ -34,12 +34,12 @@ void sgd_update(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
   }
 }
 
-void adam_update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
+void lamb_update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
                  const std::vector<Tensor>& v, const Tensor& b1_t, const Tensor& b2_t, double lr, double b1, double b2,
-                 double eps, double weight_decay) {
-  check_lengths("adam_update", params.size(), grads.size(), "gradients");
-  check_lengths("adam_update", params.size(), m.size(), "first moments");
-  check_lengths("adam_update", params.size(), v.size(), "second moments");
+                 double eps, double weight_decay, bool adam) {
+  check_lengths("lamb_update", params.size(), grads.size(), "gradients");
+  check_lengths("lamb_update", params.size(), m.size(), "first moments");
+  check_lengths("lamb_update", params.size(), v.size(), "second moments");
   Tensor b1_power = b1_t, b2_power = b2_t;
   b1_power.assign(b1_power.mul(b1));
   b2_power.assign(b2_power.mul(b2));
@@ -54,6 +54,12 @@ void adam_update(const std::vector<Tensor>& params, const std::vector<Tensor>& g
     const Tensor v_hat = vi.div(correction2);
     Tensor up = m_hat.div(v_hat.sqrt().add(eps));
     if (weight_decay != 0) up = up.add(p.detach().mul(weight_decay));
+    if (!adam) {  // the trust ratio ||p|| / ||u||, 1 where either norm is 0
+      const Tensor r1 = p.detach().square().sum().sqrt(), r2 = up.square().sum().sqrt();
+      const Tensor both_positive = r1.gt(r1.scalar_like(0)).logical_and(r2.gt(r2.scalar_like(0)));
+      const Tensor ratio = r1.div(r2);
+      up = up.mul(both_positive.where(ratio, ratio.scalar_like(1.0)));
+    }
     p.assign(p.detach().sub(up.mul(lr)));
   }
 }

@@ -125,29 +125,17 @@ class LAMB(Optimizer):
         self.v = [_zeros_like(p) for p in self.params]
 
     def schedule_step(self) -> list[Tensor]:
-        if self.adam:
-            # Adam / AdamW: the lines below without the trust ratio, for every parameter, built by the engine in
-            # one call (tensorscope/optim.h: the same ops in the same order)
-            _C.adam_update([p._t for p in self.params], [g._t for g in self._grads()], [m._t for m in self.m],
-                           [v._t for v in self.v], self.b1_t._t, self.b2_t._t, float(self.lr), float(self.b1),
-                           float(self.b2), float(self.eps), float(self.wd))
-            return [self.b1_t, self.b2_t] + self.m + self.v
-        self.b1_t.assign(self.b1_t * self.b1)
-        self.b2_t.assign(self.b2_t * self.b2)
-        # the bias corrections 1 - b^t, built once per step for all parameters (each kernel computes its own)
-        correction1, correction2 = 1.0 - self.b1_t, 1.0 - self.b2_t
-        for p, g, m, v in zip(self.params, self._grads(), self.m, self.v):
-            m.assign(self.b1 * m + (1.0 - self.b1) * g)
-            v.assign(self.b2 * v + (1.0 - self.b2) * (g * g))
-            m_hat = m / correction1
-            v_hat = v / correction2
-            up = m_hat / (v_hat.sqrt() + self.eps)
-            if self.wd:
-                up = up + self.wd * p.detach()
-            if not self.adam:
-                r1, r2 = p.detach().square().sum().sqrt(), up.square().sum().sqrt()
-                up = up * ((r1 > 0) & (r2 > 0)).where(r1 / r2, 1.0)
-            p.assign(p.detach() - self.lr * up)
+        # the formula above, for every parameter, built by the engine in one call (tensorscope/optim.h: the
+        # same ops in the same order as these lines would build them one Python call per op)
+        #   b1_t.assign(b1_t * b1); b2_t.assign(b2_t * b2); c1, c2 = 1.0 - b1_t, 1.0 - b2_t
+        #   m.assign(b1 * m + (1.0 - b1) * g); v.assign(b2 * v + (1.0 - b2) * (g * g))
+        #   up = (m / c1) / ((v / c2).sqrt() + eps);  if wd: up = up + wd * p.detach()
+        #   if not adam: r1, r2 = p.detach().square().sum().sqrt(), up.square().sum().sqrt()
+        #                up = up * ((r1 > 0) & (r2 > 0)).where(r1 / r2, 1.0)
+        #   p.assign(p.detach() - lr * up)
+        _C.lamb_update([p._t for p in self.params], [g._t for g in self._grads()], [m._t for m in self.m],
+                       [v._t for v in self.v], self.b1_t._t, self.b2_t._t, float(self.lr), float(self.b1),
+                       float(self.b2), float(self.eps), float(self.wd), bool(self.adam))
         return [self.b1_t, self.b2_t] + self.m + self.v
 
 
