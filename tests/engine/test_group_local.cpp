@@ -49,6 +49,27 @@ ir::Kernel row_reduce(int64_t M, int64_t N, Reduce r, bool epilogue) {
   return k;
 }
 
+// out[i, j] = x[i, j] - max_j' x[i, j'] for i < M, j < N: a softmax's shape, whose row's outputs are a global
+// loop inside the row's loop, after the reduction.
+ir::Kernel sub_row_max(int64_t M, int64_t N) {
+  ir::Kernel k;
+  k.name = "r_sub_max_" + std::to_string(M) + "_" + std::to_string(N);
+  k.globals = {{F, M * N, true}, {F, M * N, false}};
+  ir::Builder b(k);
+  ValueId out = b.global(0, F), x = b.global(1, F);
+  ValueId i = b.range(M, true);
+  ValueId acc = b.acc(-INFINITY, F);
+  ValueId j = b.range(N);
+  b.assign(acc, b.alu(Op::Max, F, acc, b.load(x, b.add(b.mul(i, b.cint(N)), j))));
+  b.end_range(j);
+  ValueId j2 = b.range(N, true);
+  ValueId idx = b.add(b.mul(i, b.cint(N)), j2);
+  b.store(out, idx, b.alu(Op::Add, F, b.load(x, idx), b.alu(Op::Neg, F, acc)));
+  b.end_range(j2);
+  b.end_range(i);
+  return k;
+}
+
 // out[i, j] = x[i, j] * 2 + 1: an elementwise kernel for LOCAL.
 ir::Kernel elementwise(int64_t M, int64_t N) {
   ir::Kernel k;
@@ -152,6 +173,10 @@ ir::Target target_of(const std::string& device) {
 
 // A GPU-like target for tests that need no device: 256 threads, 32 KiB of local memory.
 constexpr ir::Target kGpuTarget{256, 32768};
+// The same with warps of 32 threads, as an NVIDIA GPU reports (the default plan's GPU rules apply), and with
+// lavapipe's subgroups of 8 (a CPU: they do not).
+constexpr ir::Target kWarpTarget{1024, 49152, 32};
+constexpr ir::Target kLavapipeTarget{1024, 32768, 8};
 
 // `k` through the pass pipeline for `target` with `kind` = `amount` in its plan.
 ir::Kernel optimized(ir::Kernel k, ir::Target target, ir::AppliedOpt::Kind kind, int amount) {
@@ -385,6 +410,40 @@ TEST(Group, NotAppliedWithoutWorkgroupsOrWhenOff) {
       << ir::print(optimized(k, kGpuTarget, ir::AppliedOpt::Group, 64));
 }
 
+TEST(Group, DefaultPlanGroupsKernelsOfFewThreadsOnALockstepGpu) {
+  const auto auto_group = [](const ir::Kernel& k, ir::Target t) {
+    return applied(optimized(k, t, ir::AppliedOpt::Group, ir::OptPlan::kAuto), ir::AppliedOpt::Group);
+  };
+  const ir::Kernel full_sum = row_reduce(0, 1 << 16, Reduce::Sum, false);
+  EXPECT_EQ(auto_group(full_sum, kWarpTarget), 256);
+  EXPECT_EQ(auto_group(row_reduce(7, 1024, Reduce::Max, true), kWarpTarget), 256);
+  EXPECT_EQ(auto_group(row_reduce(7, 48, Reduce::Sum, false), kWarpTarget), 16) << "48 is no multiple of 256";
+  EXPECT_EQ(auto_group(row_reduce(7, 97, Reduce::Sum, false), kWarpTarget), 0) << "a prime length";
+  EXPECT_EQ(auto_group(row_reduce(1 << 20, 256, Reduce::Sum, false), kWarpTarget), 0)
+      << "a million threads fill the GPU without it";
+  EXPECT_EQ(auto_group(sub_row_max(4096, 4096), kWarpTarget), 256)
+      << "4096 threads reduce; the 16M outputs after the reduction do not count";
+  EXPECT_EQ(auto_group(sub_row_max(32768, 256), kWarpTarget), 0);
+  const ir::Kernel tiled = optimized(matmul(128, 128, 64), kWarpTarget, ir::AppliedOpt::Group, ir::OptPlan::kAuto);
+  EXPECT_GT(applied(tiled, ir::AppliedOpt::RegisterTile), 0);
+  EXPECT_EQ(applied(tiled, ir::AppliedOpt::Group), 0) << "a register tile's many accumulators: parallel enough";
+  EXPECT_EQ(auto_group(full_sum, kGpuTarget), 0) << "no subgroup size: PoCL, where GROUP lost";
+  EXPECT_EQ(auto_group(full_sum, kLavapipeTarget), 0) << "subgroups of 8: a CPU";
+  EXPECT_EQ(applied(optimized(full_sum, kWarpTarget, ir::AppliedOpt::Group, 0), ir::AppliedOpt::Group), 0)
+      << "GROUP=0 turns it off";
+  // what the default plan applied only reassociates the sum
+  const ir::Kernel grouped = optimized(full_sum, kWarpTarget, ir::AppliedOpt::Group, ir::OptPlan::kAuto);
+  ASSERT_TRUE(ir::verify(grouped).empty()) << ir::verify(grouped).front();
+  std::vector<Floats> bufs = random_buffers(full_sum, 3);
+  EXPECT_TRUE(close(interpret(grouped, bufs), interpret(optimized(full_sum, kWarpTarget, ir::AppliedOpt::Group, 0), bufs), 1e-4));
+  const ir::Kernel rows = sub_row_max(5, 512);
+  const ir::Kernel rows_grouped = optimized(rows, kWarpTarget, ir::AppliedOpt::Group, ir::OptPlan::kAuto);
+  ASSERT_EQ(applied(rows_grouped, ir::AppliedOpt::Group), 256);
+  ASSERT_TRUE(ir::verify(rows_grouped).empty()) << ir::verify(rows_grouped).front();
+  bufs = random_buffers(rows, 4);
+  EXPECT_TRUE(close(interpret(rows_grouped, bufs), interpret(rows, bufs), 0)) << "a max is exact in any order";
+}
+
 TEST(Group, EveryRendererWritesTheBarrierAndTheSharedArray) {
   const ir::Kernel k = optimized(row_reduce(5, 1024, Reduce::Sum, true), kGpuTarget, ir::AppliedOpt::Group, 64);
   ASSERT_EQ(applied(k, ir::AppliedOpt::Group), 64);
@@ -444,6 +503,19 @@ TEST(Local, LegalOnlyWithWorkgroupsAndGlobalLoops) {
     if (r->language() != "OpenCL C") continue;
     EXPECT_NE(r->render(k).code, r->render(optimized(elementwise(8, 8), kGpuTarget, ir::AppliedOpt::Local, 16)).code);
   }
+}
+
+TEST(Local, DefaultPlanGivesElementwiseKernels256ThreadsOnALockstepGpu) {
+  const auto auto_local = [](const ir::Kernel& k, ir::Target t) {
+    return applied(optimized(k, t, ir::AppliedOpt::Local, ir::OptPlan::kAuto), ir::AppliedOpt::Local);
+  };
+  EXPECT_EQ(auto_local(elementwise(37, 129), kWarpTarget), 256);
+  EXPECT_EQ(auto_local(elementwise(37, 129), kGpuTarget), 0) << "PoCL keeps the grid's 64";
+  EXPECT_EQ(auto_local(elementwise(37, 129), kLavapipeTarget), 0);
+  EXPECT_EQ(auto_local(row_reduce(1 << 20, 256, Reduce::Sum, false), kWarpTarget), 0) << "a reduction keeps 64";
+  EXPECT_EQ(auto_local(elementwise(37, 129), ir::Target{128, 49152, 32}), 0) << "more than the device's workgroup";
+  EXPECT_EQ(applied(optimized(elementwise(37, 129), kWarpTarget, ir::AppliedOpt::Local, 32), ir::AppliedOpt::Local), 32)
+      << "the plan's amount wins";
 }
 
 TEST(Local, OpenCLAgreesWithTheInterpreter) { expect_local_agrees("OPENCL"); }

@@ -148,7 +148,12 @@ struct OptPlan {
 struct Target {
   uint32_t max_workgroup_size = 0;  // threads per workgroup; 0: the device runs no workgroups
   uint64_t local_memory_bytes = 0;  // DEFINE_LOCAL bytes a workgroup may use; 0: none
+  // Threads the device runs in lockstep (a warp: 32 on NVIDIA GPUs, 32 or 64 on AMD's); 0 where unknown or
+  // none (the C device, PoCL). The default plan's GPU rules (group_reduce, local_size) hold from 32 up:
+  // below it the "GPU" is a CPU (lavapipe reports 8), where they were measured to lose.
+  uint32_t subgroup_size = 0;
   bool workgroups() const { return max_workgroup_size > 0; }
+  bool lockstep_gpu() const { return workgroups() && subgroup_size >= 32; }
 };
 
 struct Kernel {

@@ -41,11 +41,18 @@
 //
 // The pass runs after the UPCAST passes of the output loops (whose partial outputs it takes as they are:
 // one local array per accumulator) and before upcast_reduce, max_reduce_as_int and fuse_multiply_add,
-// which then work on each lane's loop (and on the combine loop) as on any reduce loop. The default plan
-// (kAuto) leaves it off, and the BEAM search (TENSORSCOPE_BEAM) tries the amounts autotune.cpp lists: the
-// devices here run on the CPU, and on PoCL GROUP made every reduction 3-7x slower while GROUPTOP paid only
-// for sums over a few long rows (8 rows of 2M: about 1.5-2x), so no rule of thumb would be right for both
-// them and a GPU, where GROUP is what a full sum or a softmax over few rows needs.
+// which then work on each lane's loop (and on the combine loop) as on any reduce loop. The BEAM search
+// (TENSORSCOPE_BEAM) tries the amounts autotune.cpp lists.
+//
+// The default plan (kAuto) applies GROUP on a GPU whose lanes run in lockstep (Target::lockstep_gpu: warps
+// of 32 or more) to a kernel whose reductions run on at most kAutoGroupThreads threads and have at most
+// kAutoGroupMaxAccs accumulators each: 256 lanes where legal, else 16. This is tinygrad's hand-coded rule
+// (GROUPTOP 256, else 16, for at most 2048 outputs) with a higher bound, since a GPU holds hundreds of
+// thousands of threads. Measured on an H100 (CUDA, kernel times): a sum of 16M 4.41 -> 0.046 ms (PyTorch
+// 0.046), a softmax over 4096 rows of 4096 0.95 -> 0.10 ms (PyTorch 0.07); register-tiled matmuls were
+// 2-3x slower grouped, hence the accumulator bound. Elsewhere it stays off: on PoCL (the lanes of a
+// workgroup run one after another on a CPU core) GROUP made every reduction 3-7x slower and GROUPTOP paid
+// only for sums over a few long rows (8 rows of 2M: about 1.5-2x); lavapipe's subgroups of 8 are a CPU's too.
 #include <algorithm>
 #include <optional>
 
@@ -64,6 +71,11 @@ constexpr int kMaxGroup = 256;
 // accumulators (a register-tiled matmul: 256 of them), whose outputs keep the GPU busy without GROUP; on
 // PoCL such a kernel with GROUP(256) ran 42 s per launch and stalled the search.
 constexpr uint64_t kMaxPartialBytes = 16384;
+// The default plan groups a kernel on a lockstep GPU when it has at most this many threads ungrouped.
+constexpr int64_t kAutoGroupThreads = 16384;
+// ... and when each reduce it groups has at most this many accumulators: a register-tiled matmul's (64) is
+// parallel enough across its outputs, and grouped it ran 2-3x slower on an H100 (1024^2: 1.05 -> 2.11 ms).
+constexpr size_t kAutoGroupMaxAccs = 4;
 
 struct Block {
   size_t range, end;      // the outermost reduce RANGE and its END_RANGE
@@ -136,17 +148,38 @@ std::optional<Block> groupable(const ir::Kernel& k, size_t range, int lanes) {
   return b;
 }
 
-}  // namespace
+// The threads that run the kernel's reductions without GROUP: the most, over its reduce loops, of the
+// product of the trip counts of the global loops around one (a softmax's row loop, not the loop over the
+// row's outputs after its reductions); -1 when one of those is not a constant.
+int64_t reducing_threads(const ir::Kernel& k) {
+  int64_t most = 0;
+  std::vector<size_t> open;  // RANGEs open at i
+  for (size_t i = 0; i < k.insts.size(); i++) {
+    const Inst& in = k.insts[i];
+    if (in.op == Op::EndRange) open.pop_back();
+    if (in.op != Op::Range) continue;
+    if (in.arg == ir::kReduceLoop) {
+      int64_t threads = 1;
+      for (size_t r : open) {
+        if (k.insts[r].arg != ir::kGlobalLoop) continue;
+        const Inst& bound = k.insts[k.insts[r].src[0]];
+        if (bound.op != Op::Const) return -1;
+        threads *= static_cast<int64_t>(bound.value);
+      }
+      most = std::max(most, threads);
+    }
+    open.push_back(i);
+  }
+  return most;
+}
 
-void group_reduce(ir::Kernel& k) {
-  // GROUP, else GROUPTOP; off unless asked for (see the header)
-  const bool top = !(k.plan.get(ir::AppliedOpt::Group) > 0) && k.plan.get(ir::AppliedOpt::GroupTop) > 0;
-  const int lanes = k.plan.get(top ? ir::AppliedOpt::GroupTop : ir::AppliedOpt::Group);
-  if (lanes <= 0) return;
+// Splits every legal reduce block of `k` across `lanes` lanes (GROUPTOP's order when `top`); false when
+// nothing was applied, or when a block would have more than `max_accs` accumulators.
+bool apply_group(ir::Kernel& k, int lanes, bool top, size_t max_accs = SIZE_MAX) {
   const ir::Target& t = k.target;
   if (!t.workgroups() || t.local_memory_bytes == 0 || lanes < 2 || lanes > kMaxGroup || (lanes & (lanes - 1)) != 0 ||
       static_cast<uint32_t>(lanes) > t.max_workgroup_size || ir::local_loop_lanes(k) > 0)
-    return;
+    return false;
 
   // the reduce blocks directly inside global loops (or at the top level)
   const std::vector<Inst>& old = k.insts;
@@ -161,14 +194,15 @@ void group_reduce(ir::Kernel& k) {
     if (old[i].arg != ir::kReduceLoop || !in_globals) continue;
     std::optional<Block> b = groupable(k, i, lanes);
     if (!b) continue;
+    if (b->accs.size() > max_accs) return false;
     // the accumulators are defined inside the innermost global loop, where the combined ones will be
     const size_t scope = open.size() >= 2 ? open[open.size() - 2] : 0;
     if (open.size() >= 2 && std::any_of(b->accs.begin(), b->accs.end(), [&](ValueId a) { return a < scope; })) continue;
     local_bytes += b->accs.size() * static_cast<uint64_t>(lanes) * 4;
-    if (local_bytes > std::min<uint64_t>(t.local_memory_bytes, kMaxPartialBytes)) return;  // nothing is applied
+    if (local_bytes > std::min<uint64_t>(t.local_memory_bytes, kMaxPartialBytes)) return false;  // nothing is applied
     blocks.push_back(*b);
   }
-  if (blocks.empty()) return;
+  if (blocks.empty()) return false;
 
   // Rebuild the kernel. `remap`: old id → new id (an accumulator's changes: its lane's, then the combined).
   std::vector<Inst> out;
@@ -242,6 +276,25 @@ void group_reduce(ir::Kernel& k) {
   }
   k.insts = std::move(out);
   k.opts.push_back({top ? ir::AppliedOpt::GroupTop : ir::AppliedOpt::Group, lanes});
+  return true;
+}
+
+}  // namespace
+
+void group_reduce(ir::Kernel& k) {
+  // GROUP wins when both are asked for; 0 is off
+  const int group = k.plan.get(ir::AppliedOpt::Group), top = k.plan.get(ir::AppliedOpt::GroupTop);
+  if (group > 0) {
+    apply_group(k, group, /*top=*/false);
+  } else if (top > 0) {
+    apply_group(k, top, /*top=*/true);
+  } else if (group == ir::OptPlan::kAuto && top == ir::OptPlan::kAuto && k.target.lockstep_gpu()) {
+    // the default plan on a GPU (see the header): few threads, so each output's reduce gets a workgroup
+    const int64_t threads = reducing_threads(k);
+    if (threads < 0 || threads > kAutoGroupThreads) return;
+    for (int lanes : {256, 16})
+      if (apply_group(k, lanes, /*top=*/false, kAutoGroupMaxAccs)) return;
+  }
 }
 
 }  // namespace ts

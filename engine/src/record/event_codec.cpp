@@ -92,6 +92,7 @@ std::string kernel_json(const ir::Kernel& k) {
   w.key("plan").value(k.plan.str());
   w.key("max_workgroup_size").value(static_cast<int64_t>(k.target.max_workgroup_size));
   w.key("local_memory_bytes").value(static_cast<uint64_t>(k.target.local_memory_bytes));
+  w.key("subgroup_size").value(static_cast<int64_t>(k.target.subgroup_size));
   w.end_object();
   return w.take();
 }
@@ -725,6 +726,8 @@ ir::Kernel read_kernel(const json& j) {
   }
   k.target.max_workgroup_size = static_cast<uint32_t>(integer(j, "max_workgroup_size", 0, UINT32_MAX));
   k.target.local_memory_bytes = static_cast<uint64_t>(integer(j, "local_memory_bytes", 0, INT64_MAX));
+  // recordings made before the field existed have none: 0, as for a device that reports no subgroups
+  if (j.contains("subgroup_size")) k.target.subgroup_size = static_cast<uint32_t>(integer(j, "subgroup_size", 0, 1024));
   if (auto errors = ir::verify(k); !errors.empty()) throw RecordingError("kernel IR of " + k.name.substr(0, 60) + ": " + errors.front());
   return k;
 }
