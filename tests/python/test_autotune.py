@@ -289,12 +289,16 @@ def test_a_candidate_far_slower_than_a_long_best_is_dropped_from_a_part_of_its_r
     e.pop("TENSORSCOPE_RANDOM_PASSES", None)
     p = subprocess.run([sys.executable, "long.py"], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, f"exit {p.returncode}\n{p.stdout}\n{p.stderr}"
-    probed = [ln for ln in p.stdout.splitlines() if re.match(r"BEAM r_1024_1024_1024: 'UPCAST_GLOBAL=\d+' dropped-slow ", ln)]
-    assert probed and "1/32 of its rows took" in probed[0] and "not launched" in probed[0], p.stdout
-    # the estimate is the part's time scaled to all rows: well over the 4x of a default that takes tens of ms
+    # which of the small upcasts is dropped from its part and which from a whole first launch depends on the
+    # machine (a part read from cache can look fast): one of them is dropped from its part
+    probed = [ln for ln in p.stdout.splitlines() if re.match(r"BEAM r_1024_1024_1024: 'UPCAST_GLOBAL=\d+' dropped-slow ", ln)
+              and "1/32 of its rows took" in ln]
+    assert probed and "not launched" in probed[0], p.stdout
+    # the estimate is the part's time scaled to all rows: over 4x the best plan timed before it (the default,
+    # tens of ms, or a candidate that beat it: compared with the default's time, the test failed now and then)
     estimate_ms = float(re.search(r"dropped-slow ([\d.]+) ms", probed[0]).group(1))
-    default_ms = float(re.search(r"BEAM r_1024_1024_1024: '' \w+ ([\d.]+) ms", p.stdout).group(1))
-    assert estimate_ms > 4 * default_ms, p.stdout
+    best_ms = float(re.search(r"over 4x the best \(([\d.]+) ms\)", probed[0]).group(1))
+    assert estimate_ms > 4 * best_ms, p.stdout
     rng = np.random.default_rng(2)
     a, b = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), a @ b, rtol=1e-3, atol=1e-3)
