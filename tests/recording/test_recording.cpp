@@ -18,6 +18,7 @@
 #include <sstream>
 #include <thread>
 
+#include "ir/builder.h"
 #include "tensorscope/ir.h"
 #include "tensorscope/recording.h"
 
@@ -976,6 +977,57 @@ TEST(Codec, KernelPlanIsOptionalAndTrialsAreChecked) {
     ASSERT_NE(bad.payload, trial.payload) << from;
     EXPECT_NE(rejection(decoder, bad), "") << bad.payload;
   }
+}
+
+// The kernel IR a launch keeps carries the device's abilities the passes used (ir::Target); a blob written
+// before subgroup_size existed reads as 0 (no subgroups: the default plan's GPU rules stay off).
+TEST(Codec, KernelTargetRoundTripsAndAnOlderBlobReadsNoSubgroups) {
+  auto kernel = std::make_shared<ir::Kernel>();
+  kernel->name = "E_4";
+  kernel->globals = {{DType::Float32, 4, true}, {DType::Float32, 4, false}};
+  {
+    ir::Builder b(*kernel);
+    const ir::ValueId out = b.global(0, DType::Float32), x = b.global(1, DType::Float32), i = b.range(4, true);
+    b.store(out, i, b.load(x, i));
+    b.end_range(i);
+  }
+  kernel->target = {1024, 49152, 32};
+  auto code = std::make_shared<KernelCode>(*sample_code("target"));
+  code->kernel = kernel;
+  EventEncoder encoder;
+  std::vector<Blob> blobs;
+  EncodedEvent launch = encoder.encode(1, 0, sample_launch(0, code), blobs);
+  EventDecoder decoder;
+  for (const Blob& b : blobs) decoder.add_blob(b);
+  const KernelRunEvent back = std::get<KernelRunEvent>(decoder.decode(launch));
+  ASSERT_NE(back.code, nullptr);
+  ASSERT_NE(back.code->kernel, nullptr);
+  EXPECT_EQ(back.code->kernel->target.max_workgroup_size, 1024u);
+  EXPECT_EQ(back.code->kernel->target.local_memory_bytes, 49152u);
+  EXPECT_EQ(back.code->kernel->target.subgroup_size, 32u);
+  // the kernel blob as an older build wrote it: its new hash goes into the code blob, whose new hash goes
+  // into the launch
+  Blob* kernel_blob = nullptr;
+  Blob* code_blob = nullptr;
+  for (Blob& b : blobs) {
+    if (b.data.find(R"("subgroup_size")") != std::string::npos) kernel_blob = &b;
+    if (b.data.find("device_renderer") != std::string::npos) code_blob = &b;
+  }
+  ASSERT_TRUE(kernel_blob && code_blob);
+  kernel_blob->data = replaced(kernel_blob->data, R"(,"subgroup_size":32)", "");
+  const std::string kernel_hash = content_hash(kernel_blob->data);
+  code_blob->data = replaced(code_blob->data, kernel_blob->hash, kernel_hash);
+  kernel_blob->hash = kernel_hash;
+  const std::string code_hash = content_hash(code_blob->data);
+  launch.payload = replaced(launch.payload, code_blob->hash, code_hash);
+  code_blob->hash = code_hash;
+  EventDecoder old_decoder;
+  for (const Blob& b : blobs) old_decoder.add_blob(b);
+  const KernelRunEvent old = std::get<KernelRunEvent>(old_decoder.decode(launch));
+  ASSERT_NE(old.code, nullptr);
+  ASSERT_NE(old.code->kernel, nullptr);
+  EXPECT_EQ(old.code->kernel->target.max_workgroup_size, 1024u);
+  EXPECT_EQ(old.code->kernel->target.subgroup_size, 0u);
 }
 
 TEST(Codec, RunInfoJsonRoundTrips) {
