@@ -295,7 +295,7 @@ def test_a_candidate_far_slower_than_a_long_best_is_dropped_from_a_part_of_its_r
               and "1/32 of its rows took" in ln]
     assert probed and "not launched" in probed[0], p.stdout
     # the estimate is the part's time scaled to all rows: over 4x the best plan timed before it (the default,
-    # tens of ms, or a candidate that beat it: compared with the default's time, the test failed now and then)
+    # tens of ms, or a candidate that beat it)
     estimate_ms = float(re.search(r"dropped-slow ([\d.]+) ms", probed[0]).group(1))
     best_ms = float(re.search(r"over 4x the best \(([\d.]+) ms\)", probed[0]).group(1))
     assert estimate_ms > 4 * best_ms, p.stdout
