@@ -709,12 +709,16 @@ constexpr int64_t kPanelWidth = 32;  // NR: the width upcast_global unrolls, two
 constexpr int64_t kPanelRows = 8;    // MR: the rows register_tile upcasts
 constexpr int64_t kPaddedWidth = 16; // a padded copy of w has a multiple of this many columns (one AVX-512 vector)
 
-// The width a padded copy of w (K, N) gets, when 16 does not divide N: N rounded up to one vector (16), or
-// to two from 64 on, so that upcast_global takes 32 outputs per trip (a 300-wide layer padded to 304 ran 16
-// at a time: 43 GFLOP/s for (100, 784) @ (784, 304); padded to 320, 32 at a time: 63 GFLOP/s).
-int64_t padded_width(int64_t n) {
+// The width a padded copy of w (K, N) gets, when 16 does not divide N: N rounded up to one vector (16), or,
+// from 64 columns on and for K below kWidePanelMaxK, to two (32), so that upcast_global takes 32 outputs per
+// trip. Measured with 1 thread (2026-11-27, M = 64 or 100, N = 100 to 1000): for K of 300 and 400 the
+// 32-wide tiles ran 26-37% faster than the 16-wide ones in spite of their extra columns ((100, 300) @ 300 →
+// 320: 164 us against 260 for 304), for K of 512 to 2048 they ran 5-38% slower ((100, 784) @ 784 → 300: 427
+// us padded to 320, 408 to 304; (64, 1000) @ 1000 → 1000: 1777 us against 1291).
+constexpr int64_t kWidePanelMaxK = 512;
+int64_t padded_width(int64_t n, int64_t k) {
   if (n % kPaddedWidth == 0) return n;  // whole vectors already: no copy
-  const int64_t multiple = n >= 64 ? kPanelWidth : kPaddedWidth;
+  const int64_t multiple = n >= 64 && k < kWidePanelMaxK ? kPanelWidth : kPaddedWidth;
   return (n + multiple - 1) / multiple * multiple;
 }
 
@@ -767,7 +771,7 @@ bool pads_width(const Shape& x, const Tensor& w) {
   const int64_t k = w.shape()[0], n = w.shape()[1];
   int64_t rows = 1;  // x's rows with its batch dims folded in
   for (size_t d = 0; d + 1 < x.size(); d++) rows *= x[d];
-  return n > kPaddedWidth && padded_width(n) != n && rows >= 16 && rows * k * n >= kPadMinMacs;
+  return n > kPaddedWidth && padded_width(n, k) != n && rows >= 16 && rows * k * n >= kPadMinMacs;
 }
 
 // Shapes whose backward is written as two matmuls (Tensor::matmul): x (..., M, K) @ w (K, N), or x and w
@@ -831,7 +835,7 @@ Tensor Tensor::matmul(const Tensor& w) const {
     Pairs keep;
     for (int64_t d = 0; d < n1 - 1; d++) keep.push_back({0, shape()[static_cast<size_t>(d)]});
     keep.push_back({0, n});
-    const Tensor wp = w2d.pad({{0, 0}, {0, padded_width(n) - n}}).contiguous();
+    const Tensor wp = w2d.pad({{0, 0}, {0, padded_width(n, w2d.shape()[0]) - n}}).contiguous();
     return matmul(wp).contiguous().shrink(keep);  // stored whole-width: fused, the crop would narrow the loop again
   };
   if (n1 >= 2 && n2 >= 2 && copies_transposed_w(shape(), w)) {
@@ -841,7 +845,7 @@ Tensor Tensor::matmul(const Tensor& w) const {
     // bias added in the same kernel gcc vectorized the masked tile lane by lane: (64, 400) @ 120 + b took
     // 264 us masked, 60 us padded (+ 2 us for the bias in a kernel of its own).
     const int64_t n = w.shape().back();
-    if (n2 == 2 && n > kPaddedWidth && padded_width(n) != n) return matmul_padded(w);
+    if (n2 == 2 && n > kPaddedWidth && padded_width(n, w.shape()[0]) != n) return matmul_padded(w);
     return matmul(w.contiguous());
   }
   if (n1 >= 2 && n2 == 2 && pads_width(shape(), w)) {
