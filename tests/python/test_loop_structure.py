@@ -468,3 +468,24 @@ def test_a_padded_copy_of_w_is_32_wide_for_short_k_and_16_wide_for_long_k(tmp_pa
         np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-4, atol=1e-4)
         np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-3)
         np.testing.assert_allclose(tW.grad.numpy(), pW.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+def test_a_padded_weight_that_is_packed_into_panels_is_copied_once(tmp_path):
+    # x @ Wᵀ with W (500, 800) (Caffe's LeNet's first Linear): Wᵀ (800, 500) is padded to 512 columns and
+    # packed into panels (16, 800, 32). Both happen in one copy kernel (pad, transpose and panels), not in
+    # a padded copy E_800_512 and then the panels (0.43 + 0.17 -> 0.47 ms in the step). Values against PyTorch.
+    ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((64, 800)).astype(np.float32)).realize()\n"
+                            "w = Tensor(rng.standard_normal((500, 800)).astype(np.float32)).realize()\n"
+                            "(x @ w.T).realize()\n")
+    assert sorted(ir) == ["E_16_800_32", "E_64_500", "E_8_800_8", "r_64_512_800"], sorted(ir)
+    rng = np.random.default_rng(13)
+    x, W = rng.standard_normal((64, 800)).astype(np.float32), rng.standard_normal((500, 800)).astype(np.float32) * 0.05
+    tx, tW = Tensor(x, requires_grad=True), Tensor(W, requires_grad=True)
+    out = (tx @ tW.T).relu()
+    out.sum().backward()
+    px, pW = torch.tensor(x, requires_grad=True), torch.tensor(W, requires_grad=True)
+    ref = (px @ pW.T).relu()
+    ref.sum().backward()
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(tW.grad.numpy(), pW.grad.numpy(), rtol=1e-4, atol=1e-3)
