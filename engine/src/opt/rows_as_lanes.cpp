@@ -19,6 +19,9 @@
 // stores contiguous. Measured on C (1 thread, Zen 4), the transformer sample's softmax denominators
 // (1,536 rows of 12): 21.5 → 10.9 us; the row reduce kept as it was (UPCAST_REDUCE: 4 lanes of one row
 // at a time) leaves 3 trips of a 4-wide loop per row.
+// (Since then attention's exponentials are stored by the kernel that computes the row max, see
+// is_row_local_expand in schedule.cpp, and its sums read them: no transcendental, no lanes. The
+// transformer's loss, a log-softmax over 11 classes, still runs this way.)
 //
 // Applies on devices without workgroups (C, INTERP) to the innermost global loop (constant bound, a
 // multiple of 16 or 8) whose body is one reduce block with one accumulator (float32 or int32) over a

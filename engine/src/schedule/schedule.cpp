@@ -48,7 +48,54 @@ std::vector<NodeId> toposort(const Graph& g, const std::vector<NodeId>& targets)
 // this way fuses into its consumer: in the consumer's loop nest the reduce depends only on the outer
 // (row) loops, so loop-invariant code motion computes it once per row, before the loop over the row
 // (softmax, log_softmax and layernorm become one kernel per row: beyond tinygrad's default fusion).
-bool is_row_local_expand(const Graph& g, const std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id) {
+//
+// The walk stops at a value the kernelizer stores anyway, whatever it reads: one with an EXP2, LOG2, SIN or
+// SQRT on the way from the expand (the walk passed one) that a consumer reads through a broadcast of
+// kBroadcastRecomputeLimit or more (`stored_broadcast`: rule 3 in schedule.h stores it). What reads it reads
+// memory, so its loops do not matter. Attention's softmax is read that way by `p @ v` (and its gradient by
+// the matmuls of the backward): without the stop, its max and sum were stored by kernels of their own.
+// `stored_broadcast`: for each value, the largest broadcast a consumer reads it through, counting no
+// expand that could be row-local (a lower bound of the factor the storing rule sees).
+int64_t trailing_broadcast_start(const Graph& g, NodeId id);
+bool is_row_local_expand(const Graph& g, const std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id,
+                         const std::map<NodeId, int64_t>& stored_broadcast) {
+  const int64_t first_broadcast_dim = trailing_broadcast_start(g, id);
+  if (first_broadcast_dim == 0) return false;
+  // Downstream, the broadcast value may only meet elementwise ops and reduces over the broadcast dims
+  // themselves: then the row stays innermost in the consumer's loops. A reduce over another axis (a
+  // matmul's backward summing over rows) would put the row loop outside the reduce and recompute the
+  // broadcast reduction in every iteration; a movement op could reorder the loops.
+  std::vector<std::pair<NodeId, bool>> stack{{id, false}};  // (node, an EXP2/LOG2/SIN/SQRT on the way)
+  std::set<NodeId> seen{id};
+  while (!stack.empty()) {
+    const auto [cur, transcendental] = stack.back();
+    stack.pop_back();
+    if (transcendental) {
+      auto b = stored_broadcast.find(cur);
+      if (b != stored_broadcast.end() && b->second >= kBroadcastRecomputeLimit) continue;  // stored: see above
+    }
+    auto it = consumers.find(cur);
+    if (it == consumers.end()) continue;
+    for (NodeId c : it->second) {
+      if (!seen.insert(c).second) continue;
+      if (seen.size() > 256) return false;
+      const Node& n = g[c];
+      if (is_reduce(n.op)) {
+        for (int64_t a : n.arg)
+          if (a < first_broadcast_dim) return false;
+        continue;  // the reduce's own output is judged by its own expand
+      }
+      if (!is_alu(n.op)) return false;
+      const bool t = transcendental || n.op == Op::Exp2 || n.op == Op::Log2 || n.op == Op::Sin || n.op == Op::Sqrt;
+      stack.push_back({c, t});
+    }
+  }
+  return true;
+}
+
+// The first broadcast dim of an expand that broadcasts a value only along trailing dims and keeps at least
+// one leading dim of size > 1 (the shape test of is_row_local_expand); 0 for any other expand.
+int64_t trailing_broadcast_start(const Graph& g, NodeId id) {
   const Node& e = g[id];
   const Shape& in = g[e.src[0]].shape;
   const Shape& out = e.shape;
@@ -58,37 +105,12 @@ bool is_row_local_expand(const Graph& g, const std::map<NodeId, std::vector<Node
       first_broadcast = d;
       break;
     }
-  if (first_broadcast == 0 || first_broadcast == out.size()) return false;
+  if (first_broadcast == 0 || first_broadcast == out.size()) return 0;
   for (size_t d = first_broadcast; d < out.size(); d++)
-    if (in[d] != 1) return false;  // every trailing dim broadcast (a matmul operand's middle dim is not)
+    if (in[d] != 1) return 0;  // every trailing dim broadcast (a matmul operand's middle dim is not)
   int64_t rows = 1;
   for (size_t d = 0; d < first_broadcast; d++) rows *= out[d];
-  if (rows <= 1) return false;
-  // Downstream, the broadcast value may only meet elementwise ops and reduces over the broadcast dims
-  // themselves: then the row stays innermost in the consumer's loops. A reduce over another axis (a
-  // matmul's backward summing over rows) would put the row loop outside the reduce and recompute the
-  // broadcast reduction in every iteration; a movement op could reorder the loops.
-  std::vector<NodeId> stack{id};
-  std::set<NodeId> seen{id};
-  while (!stack.empty()) {
-    NodeId cur = stack.back();
-    stack.pop_back();
-    auto it = consumers.find(cur);
-    if (it == consumers.end()) continue;
-    for (NodeId c : it->second) {
-      if (!seen.insert(c).second) continue;
-      if (seen.size() > 256) return false;
-      const Node& n = g[c];
-      if (is_reduce(n.op)) {
-        for (int64_t a : n.arg)
-          if (a < static_cast<int64_t>(first_broadcast)) return false;
-        continue;  // the reduce's own output is judged by its own expand
-      }
-      if (!is_alu(n.op)) return false;
-      stack.push_back(c);
-    }
-  }
-  return true;
+  return rows > 1 ? static_cast<int64_t>(first_broadcast) : 0;
 }
 
 // Do the consumers of `id` all feed, each through a chain of single-consumer ops, into one common node?
@@ -416,9 +438,27 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
   }
 
   // Row-local expands (see is_row_local_expand), decided once per expand: both walks below ask.
+  // First, for the walks' stop (see is_row_local_expand), the broadcasts values are read through counting
+  // no expand that passes the row-local shape test.
+  std::map<NodeId, int64_t> stored_broadcast;
+  for (NodeId id : sched.nodes) {
+    const Node& n = g[id];
+    if (n.realized() || is_movement(n.op)) continue;
+    for (int i = 0; i < n.num_src; i++) {
+      NodeId cur = n.src[i];
+      int64_t factor = 1;
+      while (!g[cur].realized() && is_movement(g[cur].op)) {
+        const int64_t in = shape_numel(g[g[cur].src[0]].shape), out = shape_numel(g[cur].shape);
+        if (g[cur].op == Op::Expand && out > in && trailing_broadcast_start(g, cur) == 0) factor *= in > 0 ? out / in : 1;
+        cur = g[cur].src[0];
+      }
+      stored_broadcast[cur] = std::max(stored_broadcast[cur], factor);
+    }
+  }
   std::set<NodeId> row_local;
   for (NodeId id : sched.nodes)
-    if (!g[id].realized() && g[id].op == Op::Expand && is_row_local_expand(g, consumers, id)) row_local.insert(id);
+    if (!g[id].realized() && g[id].op == Op::Expand && is_row_local_expand(g, consumers, id, stored_broadcast))
+      row_local.insert(id);
 
   // Which values are read through an expand (broadcast)? Walk each consumer's operand down its chain
   // of movement ops to the value underneath. A row-local expand (see is_row_local_expand) does not
