@@ -309,17 +309,66 @@ def test_few_channel_convolution_copies_its_windows_once(tmp_path):
     forward = next(k for k in kernels if k["name"] == "r_6_1152_75")
     header = (out / forward["ir"]).read_text().splitlines()[0]
     assert "UPCAST_GLOBAL(32)" in header and "REGISTER_TILE(6)" in header, header
-    # At LeNet-5's size (8 images of 32x32 here: 6272 positions, 1.9 MB of im2col) the copy is written in column
-    # panels (6272/32, 75, 32) for the forward, and the weight gradient's dot products read the same copy in
-    # 14 chunks of 14 panels (split-K), each summed over two reduce axes (the panels, the 32 in each)
-    script.write_text(script.read_text().replace("(8, 3, 16, 16)", "(8, 3, 32, 32)"))
-    out = run_cli_out(script, tmp_path / "out32")
+    # From 1 MiB of im2col on (8 images of 30x30 here: 5408 positions, 1.6 MB) the copy is written in column
+    # panels (5408/32, 75, 32) for the forward, and the weight gradient's dot products read the same copy in
+    # 13 chunks of 13 panels (split-K), each summed over two reduce axes (the panels, the 32 in each). (Rows of
+    # 28 to 31 positions, LeNet-5's 32x32 images, take the widened rows of the next test instead.)
+    script.write_text(script.read_text().replace("(8, 3, 16, 16)", "(8, 3, 30, 30)"))
+    out = run_cli_out(script, tmp_path / "out30")
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
     names = [k["name"] for k in kernels]
-    assert names.count("E_196_3_5_5_32") == 1 and not any(n.startswith("E_3_5_5") for n in names), names
-    # a panel's 32 positions cross image rows of 28: each lane's div/mods by 28 and 784 are computed once per
-    # panel, not once per tap (upcast_global.cpp, upcast_divided_index: 720 -> 440 us for LeNet-5's copy)
-    copy = next(k for k in kernels if k["name"] == "E_196_3_5_5_32")
+    assert names.count("E_169_3_5_5_32") == 1 and not any(n.startswith("E_3_5_5") for n in names), names
+    # a panel's 32 positions cross image rows of 26: each lane's div/mods by 26 and 676 are computed once per
+    # panel, not once per tap (upcast_global.cpp, upcast_divided_index: 720 -> 440 us for LeNet-5's copy when
+    # it still had one)
+    copy = next(k for k in kernels if k["name"] == "E_169_3_5_5_32")
     header = (out / copy["ir"]).read_text().splitlines()[0]
     assert "UPCAST_GLOBAL(32)" in header, header
-    assert "r_6_6272_75" in names and "r_14_6_75_14_32" in names and "r_6_75_14" in names, names
+    assert "r_6_5408_75" in names and "r_13_6_75_13_32" in names and "r_6_75_13" in names, names
+
+
+def test_a_few_channel_convolution_with_rows_of_28_widens_them_to_32_and_copies_no_windows(tmp_path):
+    # LeNet-5's first layer at its size (3 -> 6 channels 5x5 on 32x32 images: output rows of 28; ops_nn.cpp,
+    # widened_row): the input is stored padded to rows of 36 (E_8_3_32_36), the forward is a register tile of
+    # the 6 channels x 32 positions reading it in place (r_8_6_28_32_75), the output gradient is stored as
+    # (N, OH, C_out, 32) (E_8_28_6_32) and the weight gradient keeps the 32 positions as an output axis
+    # (r_3_5_5_6_32_8_28, the same tile), summed afterwards (r_6_3_5_5_32). No im2col: in the step,
+    # 1.7 -> 1.0 ms of kernels for this layer.
+    script = tmp_path / "conv.py"
+    script.write_text(
+        "import numpy as np\n"
+        "from tensorscope import Tensor, nn\n"
+        "c = nn.Conv2d(3, 6, 5)\n"
+        "x = Tensor(np.random.default_rng(0).standard_normal((8, 3, 32, 32)).astype(np.float32))\n"
+        "c(x).relu().sum().backward()\n"
+        "Tensor.realize(c.weight.grad, c.bias.grad)\n")
+    out = run_cli_out(script, tmp_path / "out")
+    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    names = [k["name"] for k in kernels]
+    assert {"E_8_3_32_36", "r_8_6_28_32_75", "E_8_28_6_32", "r_3_5_5_6_32_8_28", "r_6_3_5_5_32"} <= set(names), names
+    assert not [n for n in names if "_5_5_32" in n and n.startswith("E_")], names  # no im2col
+    for name in ("r_8_6_28_32_75", "r_3_5_5_6_32_8_28"):
+        header = (out / next(k for k in kernels if k["name"] == name)["ir"]).read_text().splitlines()[0]
+        assert "UPCAST_GLOBAL(32)" in header and "REGISTER_TILE(6)" in header, header
+
+
+@pytest.mark.parametrize("n,ci,h,w,co,k,pad", [(32, 3, 32, 32, 6, 5, 0), (3, 4, 31, 32, 8, 4, 0), (2, 3, 28, 30, 5, 3, 1),
+                                               (4, 2, 30, 33, 5, 3, 1)])
+def test_widened_rows_match_pytorch(n, ci, h, w, co, k, pad):
+    # output rows of 28 to 31 positions take the widened rows (the first three), 32 or more the other paths;
+    # forward, input, weight and bias gradients against PyTorch
+    from tensorscope import Tensor
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
+    wt = rng.standard_normal((co, ci, k, k)).astype(np.float32) * 0.2
+    b = rng.standard_normal(co).astype(np.float32)
+    g = rng.standard_normal((n, co, h + 2 * pad - k + 1, w + 2 * pad - k + 1)).astype(np.float32)
+    tx, tw, tb = (Tensor(a, requires_grad=True) for a in (x, wt, b))
+    out = tx.conv2d(tw, tb, padding=pad)
+    (out * Tensor(g)).sum().backward()
+    px, pw, pb = (torch.tensor(a, requires_grad=True) for a in (x, wt, b))
+    ref = torch.nn.functional.conv2d(px, pw, pb, padding=pad)
+    (ref * torch.tensor(g)).sum().backward()
+    for got, want in ((out, ref), (tx.grad, px.grad), (tw.grad, pw.grad), (tb.grad, pb.grad)):
+        want = want.detach().numpy()
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
