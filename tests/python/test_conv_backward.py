@@ -287,19 +287,25 @@ def test_a_channels_last_weight_gradient_transposes_the_stored_channel_major_gra
     assert "E_16_32_10_10" in names and "E_3200_16" in names and "E_32_10_10_16" not in names, names
 
 
-def test_few_channel_convolution_copies_its_windows_once(tmp_path):
-    # LeNet-5's first layer (3 -> 6 channels, 5x5): the forward computes over the transposed im2col (C_in*K,
-    # N*O) and the weight gradient reads the same stored copy, not a second one (0.5 ms each at 32x32x32);
-    # the bias gradient sums the channel-major output gradient the weight gradient stores
-    script = tmp_path / "conv.py"
+def _lenet5_first_layer_script(tmp_path, size):
+    """A script running LeNet-5's first layer (nn.Conv2d(3, 6, 5), ReLU) forward and backward on 8 images of
+    size x size, its weight and bias gradients realized."""
+    script = tmp_path / f"conv{size}.py"
     script.write_text(
         "import numpy as np\n"
         "from tensorscope import Tensor, nn\n"
         "c = nn.Conv2d(3, 6, 5)\n"
-        "x = Tensor(np.random.default_rng(0).standard_normal((8, 3, 16, 16)).astype(np.float32))\n"
+        f"x = Tensor(np.random.default_rng(0).standard_normal((8, 3, {size}, {size})).astype(np.float32))\n"
         "c(x).relu().sum().backward()\n"
         "Tensor.realize(c.weight.grad, c.bias.grad)\n")
-    out = run_cli_out(script, tmp_path / "out")
+    return script
+
+
+def test_few_channel_convolution_copies_its_windows_once(tmp_path):
+    # LeNet-5's first layer (3 -> 6 channels, 5x5): the forward computes over the transposed im2col (C_in*K,
+    # N*O) and the weight gradient reads the same stored copy, not a second one (0.5 ms each at 32x32x32);
+    # the bias gradient sums the channel-major output gradient the weight gradient stores
+    out = run_cli_out(_lenet5_first_layer_script(tmp_path, 16), tmp_path / "out")
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
     names = [k["name"] for k in kernels]
     # the im2col (3*5*5 taps, 8*12*12 positions) once; the forward, weight and bias gradients read it or g
@@ -313,8 +319,7 @@ def test_few_channel_convolution_copies_its_windows_once(tmp_path):
     # panels (5408/32, 75, 32) for the forward, and the weight gradient's dot products read the same copy in
     # 13 chunks of 13 panels (split-K), each summed over two reduce axes (the panels, the 32 in each). (Rows of
     # 28 to 31 positions, LeNet-5's 32x32 images, take the widened rows of the next test instead.)
-    script.write_text(script.read_text().replace("(8, 3, 16, 16)", "(8, 3, 30, 30)"))
-    out = run_cli_out(script, tmp_path / "out30")
+    out = run_cli_out(_lenet5_first_layer_script(tmp_path, 30), tmp_path / "out30")
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
     names = [k["name"] for k in kernels]
     assert names.count("E_169_3_5_5_32") == 1 and not any(n.startswith("E_3_5_5") for n in names), names
@@ -334,15 +339,7 @@ def test_a_few_channel_convolution_with_rows_of_28_widens_them_to_32_and_copies_
     # (N, OH, C_out, 32) (E_8_28_6_32) and the weight gradient keeps the 32 positions as an output axis
     # (r_3_5_5_6_32_8_28, the same tile), summed afterwards (r_6_3_5_5_32). No im2col: in the step,
     # 1.7 -> 1.0 ms of kernels for this layer.
-    script = tmp_path / "conv.py"
-    script.write_text(
-        "import numpy as np\n"
-        "from tensorscope import Tensor, nn\n"
-        "c = nn.Conv2d(3, 6, 5)\n"
-        "x = Tensor(np.random.default_rng(0).standard_normal((8, 3, 32, 32)).astype(np.float32))\n"
-        "c(x).relu().sum().backward()\n"
-        "Tensor.realize(c.weight.grad, c.bias.grad)\n")
-    out = run_cli_out(script, tmp_path / "out")
+    out = run_cli_out(_lenet5_first_layer_script(tmp_path, 32), tmp_path / "out")
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
     names = [k["name"] for k in kernels]
     assert {"E_8_3_32_36", "r_8_6_28_32_75", "E_8_28_6_32", "r_3_5_5_6_32_8_28", "r_6_3_5_5_32"} <= set(names), names

@@ -458,16 +458,21 @@ def test_a_padded_copy_of_w_is_32_wide_for_short_k_and_16_wide_for_long_k(tmp_pa
     assert not {"r_100_320_784", "r_64_1024_1000"} & set(ir), sorted(ir)
     rng = np.random.default_rng(12)
     for m, k, n in ((100, 784, 300), (64, 1000, 1000), (20, 520, 70)):
-        x, W = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32) * 0.05
-        tx, tW = Tensor(x, requires_grad=True), Tensor(W, requires_grad=True)
-        out = (tx @ tW.T).relu()
-        out.sum().backward()
-        px, pW = torch.tensor(x, requires_grad=True), torch.tensor(W, requires_grad=True)
-        ref = (px @ pW.T).relu()
-        ref.sum().backward()
-        np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-4, atol=1e-4)
-        np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-3)
-        np.testing.assert_allclose(tW.grad.numpy(), pW.grad.numpy(), rtol=1e-4, atol=1e-3)
+        _linear_relu_matches_pytorch(rng, m, k, n)
+
+
+def _linear_relu_matches_pytorch(rng, m, k, n):
+    """relu(x @ Wᵀ) for x (m, k), W (n, k): the output and both gradients against PyTorch."""
+    x, W = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32) * 0.05
+    tx, tW = Tensor(x, requires_grad=True), Tensor(W, requires_grad=True)
+    out = (tx @ tW.T).relu()
+    out.sum().backward()
+    px, pW = torch.tensor(x, requires_grad=True), torch.tensor(W, requires_grad=True)
+    ref = (px @ pW.T).relu()
+    ref.sum().backward()
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(tW.grad.numpy(), pW.grad.numpy(), rtol=1e-4, atol=1e-3)
 
 
 def test_a_padded_weight_that_is_packed_into_panels_is_copied_once(tmp_path):
@@ -478,14 +483,4 @@ def test_a_padded_weight_that_is_packed_into_panels_is_copied_once(tmp_path):
                             "w = Tensor(rng.standard_normal((500, 800)).astype(np.float32)).realize()\n"
                             "(x @ w.T).realize()\n")
     assert sorted(ir) == ["E_16_800_32", "E_64_500", "E_8_800_8", "r_64_512_800"], sorted(ir)
-    rng = np.random.default_rng(13)
-    x, W = rng.standard_normal((64, 800)).astype(np.float32), rng.standard_normal((500, 800)).astype(np.float32) * 0.05
-    tx, tW = Tensor(x, requires_grad=True), Tensor(W, requires_grad=True)
-    out = (tx @ tW.T).relu()
-    out.sum().backward()
-    px, pW = torch.tensor(x, requires_grad=True), torch.tensor(W, requires_grad=True)
-    ref = (px @ pW.T).relu()
-    ref.sum().backward()
-    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-4, atol=1e-4)
-    np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-3)
-    np.testing.assert_allclose(tW.grad.numpy(), pW.grad.numpy(), rtol=1e-4, atol=1e-3)
+    _linear_relu_matches_pytorch(np.random.default_rng(13), 64, 800, 500)

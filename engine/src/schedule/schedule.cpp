@@ -437,22 +437,33 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     reads[*it] = std::min<int64_t>(r, 1 << 20);
   }
 
-  // Row-local expands (see is_row_local_expand), decided once per expand: both walks below ask.
-  // First, for the walks' stop (see is_row_local_expand), the broadcasts values are read through counting
-  // no expand that passes the row-local shape test.
+  // The value under a consumer's operand `cur`, through its chain of movement ops, and how many times the
+  // consumer reads each of its elements: the product of the chain's expands that `counts` accepts. `padded`
+  // is set when a PAD on the way at least doubles the value.
+  auto value_under_views = [&](NodeId cur, auto counts, int64_t* factor, bool* padded) {
+    *factor = 1;
+    *padded = false;
+    while (!g[cur].realized() && is_movement(g[cur].op)) {
+      const int64_t in = shape_numel(g[g[cur].src[0]].shape), out = shape_numel(g[cur].shape);
+      if (g[cur].op == Op::Expand && out > in && counts(cur)) *factor *= in > 0 ? out / in : 1;
+      *padded = *padded || (g[cur].op == Op::Pad && out >= 2 * in);
+      cur = g[cur].src[0];
+    }
+    return cur;
+  };
+
+  // Row-local expands (see is_row_local_expand), decided once per expand: both walks below ask. Their
+  // walks stop at values read through a broadcast: the largest broadcast each value is read through,
+  // counting no expand that passes the row-local shape test (stored_broadcast).
   std::map<NodeId, int64_t> stored_broadcast;
   for (NodeId id : sched.nodes) {
     const Node& n = g[id];
     if (n.realized() || is_movement(n.op)) continue;
     for (int i = 0; i < n.num_src; i++) {
-      NodeId cur = n.src[i];
-      int64_t factor = 1;
-      while (!g[cur].realized() && is_movement(g[cur].op)) {
-        const int64_t in = shape_numel(g[g[cur].src[0]].shape), out = shape_numel(g[cur].shape);
-        if (g[cur].op == Op::Expand && out > in && trailing_broadcast_start(g, cur) == 0) factor *= in > 0 ? out / in : 1;
-        cur = g[cur].src[0];
-      }
-      stored_broadcast[cur] = std::max(stored_broadcast[cur], factor);
+      int64_t factor;
+      bool padded;
+      const NodeId v = value_under_views(n.src[i], [&](NodeId e) { return trailing_broadcast_start(g, e) == 0; }, &factor, &padded);
+      stored_broadcast[v] = std::max(stored_broadcast[v], factor);
     }
   }
   std::set<NodeId> row_local;
@@ -475,16 +486,9 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     const Node& n = g[id];
     if (n.realized() || is_movement(n.op)) continue;
     for (int i = 0; i < n.num_src; i++) {
-      NodeId cur = n.src[i];
-      int64_t factor = 1;
-      bool padded = false;
-      while (!g[cur].realized() && is_movement(g[cur].op)) {
-        const int64_t in = shape_numel(g[g[cur].src[0]].shape), out = shape_numel(g[cur].shape);
-        if (g[cur].op == Op::Expand && out > in && !row_local.count(cur))
-          factor *= in > 0 ? out / in : 1;
-        padded = padded || (g[cur].op == Op::Pad && out >= 2 * in);
-        cur = g[cur].src[0];
-      }
+      int64_t factor;
+      bool padded;
+      const NodeId cur = value_under_views(n.src[i], [&](NodeId e) { return !row_local.count(e); }, &factor, &padded);
       if (padded && !padded_by.count(cur)) padded_by[cur] = node_label(g, id);
       if (factor > 1 && !expanded_by.count(cur)) expanded_by[cur] = node_label(g, id);
       expand_factor[cur] = std::max(expand_factor[cur], factor);
