@@ -451,21 +451,26 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     }
     return cur;
   };
+  // fn(consumer, value, factor, padded) for every operand of every consumer that is not a view itself
+  auto for_each_read = [&](auto counts, auto fn) {
+    for (NodeId id : sched.nodes) {
+      const Node& n = g[id];
+      if (n.realized() || is_movement(n.op)) continue;
+      for (int i = 0; i < n.num_src; i++) {
+        int64_t factor;
+        bool padded;
+        const NodeId value = value_under_views(n.src[i], counts, &factor, &padded);
+        fn(id, value, factor, padded);
+      }
+    }
+  };
 
   // Row-local expands (see is_row_local_expand), decided once per expand: both walks below ask. Their
   // walks stop at values read through a broadcast: the largest broadcast each value is read through,
   // counting no expand that passes the row-local shape test (stored_broadcast).
   std::map<NodeId, int64_t> stored_broadcast;
-  for (NodeId id : sched.nodes) {
-    const Node& n = g[id];
-    if (n.realized() || is_movement(n.op)) continue;
-    for (int i = 0; i < n.num_src; i++) {
-      int64_t factor;
-      bool padded;
-      const NodeId v = value_under_views(n.src[i], [&](NodeId e) { return trailing_broadcast_start(g, e) == 0; }, &factor, &padded);
-      stored_broadcast[v] = std::max(stored_broadcast[v], factor);
-    }
-  }
+  for_each_read([&](NodeId e) { return trailing_broadcast_start(g, e) == 0; },
+                [&](NodeId, NodeId v, int64_t factor, bool) { stored_broadcast[v] = std::max(stored_broadcast[v], factor); });
   std::set<NodeId> row_local;
   for (NodeId id : sched.nodes)
     if (!g[id].realized() && g[id].op == Op::Expand && is_row_local_expand(g, consumers, id, stored_broadcast))
@@ -482,19 +487,12 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
   // readers of the broadcast each reads it through (relu reading x three times counts 3, a matmul's
   // operand read once per output column counts the column count).
   std::map<NodeId, int64_t> evaluations;
-  for (NodeId id : sched.nodes) {
-    const Node& n = g[id];
-    if (n.realized() || is_movement(n.op)) continue;
-    for (int i = 0; i < n.num_src; i++) {
-      int64_t factor;
-      bool padded;
-      const NodeId cur = value_under_views(n.src[i], [&](NodeId e) { return !row_local.count(e); }, &factor, &padded);
-      if (padded && !padded_by.count(cur)) padded_by[cur] = node_label(g, id);
-      if (factor > 1 && !expanded_by.count(cur)) expanded_by[cur] = node_label(g, id);
-      expand_factor[cur] = std::max(expand_factor[cur], factor);
-      evaluations[cur] = std::min<int64_t>(evaluations[cur] + factor, int64_t{1} << 40);
-    }
-  }
+  for_each_read([&](NodeId e) { return !row_local.count(e); }, [&](NodeId id, NodeId cur, int64_t factor, bool padded) {
+    if (padded && !padded_by.count(cur)) padded_by[cur] = node_label(g, id);
+    if (factor > 1 && !expanded_by.count(cur)) expanded_by[cur] = node_label(g, id);
+    expand_factor[cur] = std::max(expand_factor[cur], factor);
+    evaluations[cur] = std::min<int64_t>(evaluations[cur] + factor, int64_t{1} << 40);
+  });
 
   // Decide which nodes are stored (kernel outputs), sources before consumers.
   std::set<NodeId> target_set(targets.begin(), targets.end());
