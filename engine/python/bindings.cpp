@@ -308,6 +308,7 @@ PYBIND11_MODULE(_C, m) {
     d["schedule_count"] = C::schedule_count;
     d["schedule_cache_hits"] = C::schedule_cache_hits;
     d["replayed_kernels"] = C::replayed_kernels;
+    d["in_place_outputs"] = C::in_place_outputs;
     // the buffer pool (runtime/buffer_pool.h): buffers in use and buffers held free for reuse
     ts::BufferPoolStats pool = ts::buffer_pool_stats();
     d["pool_hits"] = pool.hits;
@@ -332,6 +333,7 @@ PYBIND11_MODULE(_C, m) {
       .def_property_readonly("input_count", &ts::CapturedJit::input_count)
       .def_property_readonly("state_count", &ts::CapturedJit::state_count)
       .def_property_readonly("fresh_buffer_count", &ts::CapturedJit::fresh_buffer_count)
+      .def_property_readonly("in_place_output_count", &ts::CapturedJit::in_place_output_count)
       .def_property_readonly("baked_buffer_count", &ts::CapturedJit::baked_buffer_count)
       .def_property_readonly("input_signature", &ts::CapturedJit::input_signature);
   m.def("live_graph_nodes", &ts::live_graph_nodes);

@@ -213,3 +213,69 @@ def test_replayed_kernels_reach_the_session_marked_as_replays():
     assert out.returncode == 0, out.stderr
     replayed = [line for line in out.stderr.splitlines() if "jit replay of kernel" in line]
     assert len(replayed) == 1 and "r_4" in replayed[0], out.stderr
+
+
+def test_an_optimizer_update_writes_the_new_value_into_the_old_buffer_when_nothing_else_holds_it():
+    # A replay writes a state's new value into its old value's buffer when the update reads the old value
+    # elementwise and nothing else holds it (jit.cpp, build_plan/replay): Adam's W, m and v of each of the
+    # four parameters, and the powers of its bias corrections. Results bit for bit those of fresh buffers
+    # (TENSORSCOPE_JIT_IN_PLACE=0) and of eager steps.
+    batches = _batches()
+    runs = {}
+    for mode in ("in place", "fresh", "eager"):
+        os.environ["TENSORSCOPE_JIT_IN_PLACE"] = "0" if mode == "fresh" else "1"
+        try:
+            model, step = _trainer("Adam", dict(lr=0.003))
+            f = step if mode == "eager" else tensorscope.jit(step)
+            before = GlobalCounters.in_place_outputs
+            runs[mode] = [f(Tensor(x), Tensor(y)).item() for x, y in batches], nn.get_state_dict(model)
+            written = GlobalCounters.in_place_outputs - before
+        finally:
+            del os.environ["TENSORSCOPE_JIT_IN_PLACE"]
+        if mode == "in place":
+            # 4 x (W, m, v), and the powers b1^t and b2^t of the bias corrections
+            assert f.captured.in_place_output_count == 14, f.captured.in_place_output_count
+            assert written == 14 * (STEPS - 2), written  # every replay (the first two calls run and capture)
+        else:
+            assert written == 0
+    for mode in ("fresh", "eager"):
+        assert runs["in place"][0] == runs[mode][0], mode
+        for k, v in runs[mode][1].items():
+            np.testing.assert_array_equal(runs["in place"][1][k].numpy(), v.numpy(), err_msg=f"{k} ({mode})")
+
+
+def test_an_old_value_held_elsewhere_or_read_out_of_place_gets_a_fresh_buffer():
+    counter = Tensor(np.arange(3, dtype=np.float32))
+
+    @tensorscope.jit
+    def bump(x):
+        counter.assign(counter + x)
+        return counter * 2
+
+    for _ in range(3):
+        bump(Tensor(np.ones(3, np.float32)))
+    assert bump.captured.in_place_output_count == 1
+    kept = counter.detach()  # shares the old value: the next replay must not overwrite it
+    before = GlobalCounters.in_place_outputs
+    bump(Tensor(np.ones(3, np.float32)))
+    assert GlobalCounters.in_place_outputs == before
+    np.testing.assert_array_equal(kept.numpy(), [3, 4, 5])
+    np.testing.assert_array_equal(counter.numpy(), [4, 5, 6])
+    del kept
+    bump(Tensor(np.ones(3, np.float32)))  # held by the tensor alone again: in place
+    assert GlobalCounters.in_place_outputs == before + 1
+    np.testing.assert_array_equal(counter.numpy(), [5, 6, 7])
+
+    rev = Tensor(np.arange(3, dtype=np.float32))
+
+    @tensorscope.jit
+    def turn(x):  # the new value reads the old one at other indices: never in place
+        rev.assign(rev.flip(0) + x)
+        return rev * 1
+
+    expected = np.arange(3, dtype=np.float32)
+    for _ in range(5):
+        turn(Tensor(np.ones(3, np.float32)))
+        expected = expected[::-1] + 1
+    assert turn.captured.in_place_output_count == 0
+    np.testing.assert_array_equal(rev.numpy(), expected)

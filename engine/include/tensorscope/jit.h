@@ -11,7 +11,9 @@
 //    BatchNorm statistics) → that tensor's buffer at replay time; after the replay the tensor holds the
 //    value the replayed kernels computed for it, as it would after a normal call;
 //  - a buffer written by a captured launch → a fresh buffer (from the pool) in every replay, so the
-//    outputs of one replay are never overwritten by the next;
+//    outputs of one replay are never overwritten by the next; except a state's new value computed
+//    elementwise from its old one, written into the old value's buffer when nothing else holds that value
+//    (in_place_output_count below);
 //  - any other buffer (tensors the function reads but does not assign, constants built inside it) →
 //    the very buffer the capture saw: its value is baked into the capture.
 //
@@ -55,6 +57,9 @@ class CapturedJit {
   int64_t state_count() const;           // tensors a replay updates (assign targets)
   int64_t fresh_buffer_count() const;    // buffers a replay allocates (from the pool)
   int64_t baked_buffer_count() const;    // buffers bound as captured (read, never written)
+  // outputs a replay may write into the buffer of the state value they replace (an optimizer's update,
+  // elementwise): it does when nothing else holds that old value (GlobalCounters::in_place_outputs counts them)
+  int64_t in_place_output_count() const;
   // "(2, 3) float32 on C" for each input, in order (for error messages).
   std::vector<std::string> input_signature() const;
 

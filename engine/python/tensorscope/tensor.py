@@ -76,6 +76,10 @@ class _CountersMeta(type):
     def replayed_kernels(cls) -> int:
         return _C.counters()["replayed_kernels"]
 
+    @property
+    def in_place_outputs(cls) -> int:
+        return _C.counters()["in_place_outputs"]
+
 
 class GlobalCounters(metaclass=_CountersMeta):
     """Counters in the spirit of tinygrad's, all since `GlobalCounters.reset()`:
@@ -83,7 +87,8 @@ class GlobalCounters(metaclass=_CountersMeta):
     `schedule_count` schedules the kernelizer made (realizes of a graph structure not seen before),
     `schedule_cache_hits` realizes that reused an earlier schedule (same graph structure: no
     kernelizer, lowering, passes or rendering), `replayed_kernels` kernels launched by jit replays
-    (`tensorscope.jit`; they are in `kernel_count` too)."""
+    (`tensorscope.jit`; they are in `kernel_count` too), `in_place_outputs` outputs of those replays written
+    into the buffer of the state value they replace (an optimizer's update, see `_C.CapturedJit`)."""
 
     @staticmethod
     def reset() -> None:

@@ -7,6 +7,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tensorscope/device.h"
@@ -24,6 +25,10 @@ struct LaunchRecord {
   std::shared_ptr<Program> program;              // null for copies
   std::vector<std::shared_ptr<Buffer>> buffers;  // outputs first, then the inputs (Program::launch order)
   int outputs = 1;                               // how many of `buffers` are outputs (a multi-output kernel: more)
+  // (output, input) positions in `buffers` whose output may be written into the input's buffer: the kernel
+  // reads each element of that input only before it stores the same element of the output (in_place_pairs,
+  // realize.h), so a replay may reuse the input's buffer when nothing else reads it (jit.cpp)
+  std::vector<std::pair<int, int>> in_place;
 };
 
 // A tensor the function assign()ed to, and the buffer it held before the first assign (a lazy old value

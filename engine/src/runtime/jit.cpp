@@ -2,7 +2,9 @@
 // the binding rules are in tensorscope/jit.h).
 #include "tensorscope/jit.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <stdexcept>
 #include <unordered_map>
 
@@ -69,6 +71,8 @@ struct JitLaunch {
   std::shared_ptr<Program> program;  // null for copies
   std::vector<int> slots;            // outputs first, then inputs
   int outputs = 1;                   // how many of `slots` are outputs (a multi-output kernel: more)
+  // per output: the state whose old value's buffer it may be written into (-1: a fresh buffer), see replay()
+  std::vector<int> in_place_state;
 };
 
 struct JitInput {
@@ -152,7 +156,7 @@ std::shared_ptr<CapturedJitPlan> build_plan(const std::vector<Tensor>& inputs, C
     plan->states.push_back(std::move(st));
   }
   for (LaunchRecord& l : cap.launches) {
-    JitLaunch jl{l.name, l.device, l.kernel_id, l.is_copy, l.program, {}, l.outputs};
+    JitLaunch jl{l.name, l.device, l.kernel_id, l.is_copy, l.program, {}, l.outputs, {}};
     const int index = static_cast<int>(plan->launches.size());
     jl.slots.assign(l.outputs, -1);
     for (size_t b = l.outputs; b < l.buffers.size(); b++) jl.slots.push_back(slot_or_baked(l.buffers[b]));
@@ -180,6 +184,28 @@ std::shared_ptr<CapturedJitPlan> build_plan(const std::vector<Tensor>& inputs, C
     Tensor now(st.target);
     st.after_slot = keep(slot_or_baked(buffer_of(now)));
     st.shape = now.shape();
+  }
+  // In-place updates: a launch whose output is a state's new value and which reads the state's old value
+  // elementwise (LaunchRecord::in_place) may write that output into the old value's buffer, when it is the
+  // last launch to read the old value and the old value is no output of the function. replay() also checks
+  // that nothing outside holds the old value. An optimizer's update of a weight beyond the L2 then reads and
+  // writes each line once instead of reading a fresh buffer's lines for ownership first (an AdamW-like
+  // update of 401,408 floats from cold caches: 0.45-0.48 -> 0.23-0.26 ms).
+  for (size_t k = 0; k < plan->launches.size(); k++) {
+    JitLaunch& jl = plan->launches[k];
+    jl.in_place_state.assign(jl.outputs, -1);
+    for (const auto& [o, in] : cap.launches[k].in_place) {
+      const int old_slot = jl.slots[in];
+      for (size_t s = 0; s < plan->states.size(); s++) {
+        const JitState& st = plan->states[s];
+        if (st.after_slot != jl.slots[o] || st.before_slot != old_slot || plan->slots[old_slot].kind != JitSlot::State) continue;
+        bool read_later = std::count(jl.slots.begin(), jl.slots.end(), old_slot) != 1;
+        for (size_t later = k + 1; later < plan->launches.size() && !read_later; later++)
+          for (int slot : plan->launches[later].slots) read_later = read_later || slot == old_slot;
+        for (const JitOutput& out : plan->outputs) read_later = read_later || out.slot == old_slot;
+        if (!read_later) jl.in_place_state[o] = static_cast<int>(s);
+      }
+    }
   }
   return plan;
 }
@@ -246,11 +272,27 @@ std::vector<Tensor> CapturedJit::replay(const std::vector<Tensor>& inputs) const
   }
   Session& session = Session::get();
   const bool observed = session.observed();
+  // TENSORSCOPE_JIT_IN_PLACE=0 turns the in-place updates off (to compare; results are the same either way)
+  const char* in_place_env = std::getenv("TENSORSCOPE_JIT_IN_PLACE");
+  const bool in_place = !in_place_env || std::string(in_place_env) != "0";
   std::vector<Buffer*> raw;
   for (size_t k = 0; k < plan.launches.size(); k++) {
     const JitLaunch& l = plan.launches[k];
     for (int o = 0; o < l.outputs; o++) {
       const JitSlot& out = plan.slots[l.slots[o]];
+      // In place (see build_plan) when the state's tensor is the only holder of its old value: its node is
+      // referenced by that tensor alone (no detach() or view of it kept) and its buffer by that node and
+      // this replay alone. Otherwise a fresh buffer, as every output.
+      if (const int s = l.in_place_state[o]; s >= 0 && in_place) {
+        const JitState& st = plan.states[s];
+        const std::shared_ptr<Buffer>& old = bound[st.before_slot];
+        const Node& old_node = st.target->node.node();
+        if (old_node.refcount == 1 && old_node.buffer == old && old.use_count() == 2) {
+          bound[l.slots[o]] = old;
+          GlobalCounters::in_place_outputs++;
+          continue;
+        }
+      }
       bound[l.slots[o]] = pooled_buffer(out.device, out.dtype, out.numel);
     }
     raw.clear();
@@ -306,6 +348,13 @@ int64_t CapturedJit::state_count() const { return static_cast<int64_t>(plan_->st
 int64_t CapturedJit::fresh_buffer_count() const {
   int64_t n = 0;
   for (const JitSlot& s : plan_->slots) n += s.kind == JitSlot::Fresh;
+  return n;
+}
+
+int64_t CapturedJit::in_place_output_count() const {
+  int64_t n = 0;
+  for (const JitLaunch& l : plan_->launches)
+    for (int s : l.in_place_state) n += s >= 0;
   return n;
 }
 

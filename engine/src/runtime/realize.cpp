@@ -142,6 +142,7 @@ struct CachedKernel {
   std::vector<uint32_t> inputs;       // indices into StructuralKey::order, in launch order
   std::shared_ptr<Program> program;   // null for copies and zero-size outputs
   std::shared_ptr<const KernelCode> code;  // what observers are shown; null for copies, or if unobserved
+  std::vector<std::pair<int, int>> in_place;  // in_place_pairs of its final IR (jit replays)
 };
 
 struct CachedSchedule {
@@ -199,7 +200,8 @@ double launch_program(Program& program, const std::vector<std::shared_ptr<Buffer
 
 void record_launch(const CachedKernel& k, int kernel_id, const std::vector<std::shared_ptr<Buffer>>& buffers) {
   if (Capture* c = active_capture())
-    c->launches.push_back({k.name, k.device, kernel_id, k.is_copy, k.program, buffers, static_cast<int>(k.outputs.size())});
+    c->launches.push_back({k.name, k.device, kernel_id, k.is_copy, k.program, buffers, static_cast<int>(k.outputs.size()),
+                           k.in_place});
 }
 
 // Break on NaN/Inf (Session::break_on_nan): reads a kernel's output back and raises NonFiniteError at its
@@ -353,6 +355,49 @@ double GlobalCounters::time_ms = 0;
 int64_t GlobalCounters::schedule_count = 0;
 int64_t GlobalCounters::schedule_cache_hits = 0;
 int64_t GlobalCounters::replayed_kernels = 0;
+int64_t GlobalCounters::in_place_outputs = 0;
+
+std::vector<std::pair<int, int>> in_place_pairs(const ir::Kernel& k) {
+  const std::vector<ir::Inst>& insts = k.insts;
+  std::map<ir::ValueId, int> slot_of;  // DEFINE_GLOBAL → its slot
+  for (size_t i = 0; i < insts.size(); i++)
+    if (insts[i].op == ir::Op::DefineGlobal) slot_of[static_cast<ir::ValueId>(i)] = static_cast<int>(insts[i].arg);
+  // for each instruction, the RANGE whose body it is in (kNone at the top level)
+  std::vector<ir::ValueId> body(insts.size(), ir::kNone);
+  std::vector<ir::ValueId> open;
+  for (size_t i = 0; i < insts.size(); i++) {
+    if (insts[i].op == ir::Op::EndRange && !open.empty()) open.pop_back();
+    body[i] = open.empty() ? ir::kNone : open.back();
+    if (insts[i].op == ir::Op::Range) open.push_back(static_cast<ir::ValueId>(i));
+  }
+  auto global_slot = [&](ir::ValueId buffer) {
+    auto it = slot_of.find(buffer);
+    return it == slot_of.end() ? -1 : it->second;
+  };
+  std::vector<std::pair<int, int>> pairs;
+  for (size_t o = 0; o < k.globals.size(); o++) {
+    if (!k.globals[o].is_output) continue;
+    for (size_t in = 0; in < k.globals.size(); in++) {
+      const ir::GlobalArg &a = k.globals[o], &b = k.globals[in];
+      if (b.is_output || a.dtype != b.dtype || a.numel != b.numel) continue;
+      bool ok = true, read = false;
+      for (size_t i = 0; i < insts.size() && ok; i++) {
+        const ir::Inst& ld = insts[i];
+        if (ld.op != ir::Op::Load || global_slot(ld.src[0]) != static_cast<int>(in)) continue;
+        read = true;
+        bool stored_after = false;  // an unmasked store of the output at this index, later in this loop body
+        for (size_t j = i + 1; j < insts.size() && !stored_after; j++) {
+          if (insts[j].op == ir::Op::EndRange && insts[j].src[0] == body[i]) break;  // the end of the body
+          stored_after = body[j] == body[i] && insts[j].op == ir::Op::Store && insts[j].num_src == 3 &&
+                         global_slot(insts[j].src[0]) == static_cast<int>(o) && insts[j].src[1] == ld.src[1];
+        }
+        ok = ld.num_src == 2 && stored_after;
+      }
+      if (ok && read) pairs.push_back({static_cast<int>(o), static_cast<int>(in)});
+    }
+  }
+  return pairs;
+}
 
 void GlobalCounters::reset() {
   kernel_count = 0;
@@ -360,6 +405,7 @@ void GlobalCounters::reset() {
   schedule_count = 0;
   schedule_cache_hits = 0;
   replayed_kernels = 0;
+  in_place_outputs = 0;
 }
 
 void clear_schedule_cache() {
@@ -529,6 +575,7 @@ void realize(const std::vector<NodeId>& targets) {
     // the device's launch actions (THREADS on C) join the applied ones; the listing after them is one more step
     const size_t pass_opts = kernel.opts.size();
     dev.plan_launch(kernel);
+    ck.in_place = in_place_pairs(kernel);
     if (observed && !known && kernel.opts.size() != pass_opts) snapshots.push_back({"plan_launch", ir::print(kernel)});
     const Renderer* renderer = dev.renderer();
     SourceListing source;
