@@ -16,7 +16,7 @@ namespace ts {
 
 void simplify(ir::Kernel& k) {
   using ir::Op;
-  ir::Kernel out{k.name, k.globals, {}, k.opts, k.plan};
+  ir::Kernel out{k.name, k.globals, {}, k.opts, k.plan, k.target};
   ir::Builder b(out);
   std::vector<ir::ValueId> remap(k.insts.size(), ir::kNone);
   for (size_t i = 0; i < k.insts.size(); i++) {
