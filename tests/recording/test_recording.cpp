@@ -979,6 +979,16 @@ TEST(Codec, KernelPlanIsOptionalAndTrialsAreChecked) {
   }
 }
 
+// The target of the kernel IR a launch event carries, decoded with `blobs`.
+ir::Target decoded_target(const std::vector<Blob>& blobs, const EncodedEvent& launch) {
+  EventDecoder decoder;
+  for (const Blob& b : blobs) decoder.add_blob(b);
+  const KernelRunEvent back = std::get<KernelRunEvent>(decoder.decode(launch));
+  EXPECT_NE(back.code, nullptr);
+  EXPECT_NE(back.code ? back.code->kernel : nullptr, nullptr);
+  return back.code && back.code->kernel ? back.code->kernel->target : ir::Target{};
+}
+
 // The kernel IR a launch keeps carries the device's abilities the passes used (ir::Target); a blob written
 // before subgroup_size existed reads as 0 (no subgroups: the default plan's GPU rules stay off).
 TEST(Codec, KernelTargetRoundTripsAndAnOlderBlobReadsNoSubgroups) {
@@ -997,14 +1007,10 @@ TEST(Codec, KernelTargetRoundTripsAndAnOlderBlobReadsNoSubgroups) {
   EventEncoder encoder;
   std::vector<Blob> blobs;
   EncodedEvent launch = encoder.encode(1, 0, sample_launch(0, code), blobs);
-  EventDecoder decoder;
-  for (const Blob& b : blobs) decoder.add_blob(b);
-  const KernelRunEvent back = std::get<KernelRunEvent>(decoder.decode(launch));
-  ASSERT_NE(back.code, nullptr);
-  ASSERT_NE(back.code->kernel, nullptr);
-  EXPECT_EQ(back.code->kernel->target.max_workgroup_size, 1024u);
-  EXPECT_EQ(back.code->kernel->target.local_memory_bytes, 49152u);
-  EXPECT_EQ(back.code->kernel->target.subgroup_size, 32u);
+  const ir::Target back = decoded_target(blobs, launch);
+  EXPECT_EQ(back.max_workgroup_size, 1024u);
+  EXPECT_EQ(back.local_memory_bytes, 49152u);
+  EXPECT_EQ(back.subgroup_size, 32u);
   // the kernel blob as an older build wrote it: its new hash goes into the code blob, whose new hash goes
   // into the launch
   Blob* kernel_blob = nullptr;
@@ -1021,13 +1027,9 @@ TEST(Codec, KernelTargetRoundTripsAndAnOlderBlobReadsNoSubgroups) {
   const std::string code_hash = content_hash(code_blob->data);
   launch.payload = replaced(launch.payload, code_blob->hash, code_hash);
   code_blob->hash = code_hash;
-  EventDecoder old_decoder;
-  for (const Blob& b : blobs) old_decoder.add_blob(b);
-  const KernelRunEvent old = std::get<KernelRunEvent>(old_decoder.decode(launch));
-  ASSERT_NE(old.code, nullptr);
-  ASSERT_NE(old.code->kernel, nullptr);
-  EXPECT_EQ(old.code->kernel->target.max_workgroup_size, 1024u);
-  EXPECT_EQ(old.code->kernel->target.subgroup_size, 0u);
+  const ir::Target old = decoded_target(blobs, launch);
+  EXPECT_EQ(old.max_workgroup_size, 1024u);
+  EXPECT_EQ(old.subgroup_size, 0u);
 }
 
 TEST(Codec, RunInfoJsonRoundTrips) {

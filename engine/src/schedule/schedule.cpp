@@ -43,6 +43,26 @@ std::vector<NodeId> toposort(const Graph& g, const std::vector<NodeId>& targets)
   return order;
 }
 
+// The first broadcast dim of an expand that broadcasts a value only along trailing dims and keeps at least
+// one leading dim of size > 1 (the shape test of is_row_local_expand); 0 for any other expand.
+int64_t trailing_broadcast_start(const Graph& g, NodeId id) {
+  const Node& e = g[id];
+  const Shape& in = g[e.src[0]].shape;
+  const Shape& out = e.shape;
+  size_t first_broadcast = out.size();
+  for (size_t d = 0; d < out.size(); d++)
+    if (in[d] != out[d]) {
+      first_broadcast = d;
+      break;
+    }
+  if (first_broadcast == 0 || first_broadcast == out.size()) return 0;
+  for (size_t d = first_broadcast; d < out.size(); d++)
+    if (in[d] != 1) return 0;  // every trailing dim broadcast (a matmul operand's middle dim is not)
+  int64_t rows = 1;
+  for (size_t d = 0; d < first_broadcast; d++) rows *= out[d];
+  return rows > 1 ? static_cast<int64_t>(first_broadcast) : 0;
+}
+
 // An expand that broadcasts a value only along trailing dims, keeping at least one leading dim of size
 // > 1 — a reduce's result over the rows (x.max(-1, keepdim=True).expand(x.shape)). A reduce read
 // this way fuses into its consumer: in the consumer's loop nest the reduce depends only on the outer
@@ -56,7 +76,6 @@ std::vector<NodeId> toposort(const Graph& g, const std::vector<NodeId>& targets)
 // the matmuls of the backward): without the stop, its max and sum were stored by kernels of their own.
 // `stored_broadcast`: for each value, the largest broadcast a consumer reads it through, counting no
 // expand that could be row-local (a lower bound of the factor the storing rule sees).
-int64_t trailing_broadcast_start(const Graph& g, NodeId id);
 bool is_row_local_expand(const Graph& g, const std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id,
                          const std::map<NodeId, int64_t>& stored_broadcast) {
   const int64_t first_broadcast_dim = trailing_broadcast_start(g, id);
@@ -91,26 +110,6 @@ bool is_row_local_expand(const Graph& g, const std::map<NodeId, std::vector<Node
     }
   }
   return true;
-}
-
-// The first broadcast dim of an expand that broadcasts a value only along trailing dims and keeps at least
-// one leading dim of size > 1 (the shape test of is_row_local_expand); 0 for any other expand.
-int64_t trailing_broadcast_start(const Graph& g, NodeId id) {
-  const Node& e = g[id];
-  const Shape& in = g[e.src[0]].shape;
-  const Shape& out = e.shape;
-  size_t first_broadcast = out.size();
-  for (size_t d = 0; d < out.size(); d++)
-    if (in[d] != out[d]) {
-      first_broadcast = d;
-      break;
-    }
-  if (first_broadcast == 0 || first_broadcast == out.size()) return 0;
-  for (size_t d = first_broadcast; d < out.size(); d++)
-    if (in[d] != 1) return 0;  // every trailing dim broadcast (a matmul operand's middle dim is not)
-  int64_t rows = 1;
-  for (size_t d = 0; d < first_broadcast; d++) rows *= out[d];
-  return rows > 1 ? static_cast<int64_t>(first_broadcast) : 0;
 }
 
 // Do the consumers of `id` all feed, each through a chain of single-consumer ops, into one common node?
