@@ -86,12 +86,13 @@ def test_gelu_after_a_matmul_runs_in_its_own_kernel():
     rng = np.random.default_rng(4)
     x, w = rng.standard_normal((384, 32)).astype(np.float32), rng.standard_normal((32, 128)).astype(np.float32)
     GlobalCounters.reset()
-    y = (Tensor(x) @ Tensor(w)).gelu().numpy()
+    # the C device's rule (schedule.cpp); named, so that TENSORSCOPE_DEVICE=CUDA:0 runs of this file still test C
+    y = (Tensor(x, device="C") @ Tensor(w, device="C")).gelu().numpy()
     assert GlobalCounters.kernel_count == 2  # the register-tiled matmul, then the vectorized GELU
     ref = torch.nn.functional.gelu(torch.from_numpy(x) @ torch.from_numpy(w), approximate="tanh").numpy()
     np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-5)
     GlobalCounters.reset()
-    (Tensor(x) @ Tensor(w)).relu().numpy()  # no transcendental: the epilogue stays fused
+    (Tensor(x, device="C") @ Tensor(w, device="C")).relu().numpy()  # no transcendental: the epilogue stays fused
     assert GlobalCounters.kernel_count == 1
 
 
@@ -187,12 +188,12 @@ def test_attention_scores_copy_k_transposed_into_rows_of_n():
     rng = np.random.default_rng(5)
     q, k = (rng.standard_normal((32, 4, 12, 8)).astype(np.float32) for _ in range(2))
     GlobalCounters.reset()
-    scores = (Tensor(q) @ Tensor(k).transpose(-1, -2)).numpy()
-    assert GlobalCounters.kernel_count == 2  # the copy of kᵀ, then the scores
+    scores = (Tensor(q, device="C") @ Tensor(k, device="C").transpose(-1, -2)).numpy()
+    assert GlobalCounters.kernel_count == 2  # the copy of kᵀ, then the scores (C only: the device is named)
     np.testing.assert_allclose(scores, q @ k.transpose(0, 1, 3, 2), rtol=1e-5, atol=1e-5)
     kt = np.ascontiguousarray(k.transpose(0, 1, 3, 2))
     GlobalCounters.reset()
-    (Tensor(q) @ Tensor(kt)).numpy()
+    (Tensor(q, device="C") @ Tensor(kt, device="C")).numpy()
     assert GlobalCounters.kernel_count == 1
     # and the gradients through the copy, against PyTorch
     tq, tk = torch.from_numpy(q).requires_grad_(), torch.from_numpy(k).requires_grad_()
