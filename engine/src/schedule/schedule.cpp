@@ -63,6 +63,25 @@ int64_t trailing_broadcast_start(const Graph& g, NodeId id) {
   return rows > 1 ? static_cast<int64_t>(first_broadcast) : 0;
 }
 
+bool is_transcendental(Op op) { return op == Op::Exp2 || op == Op::Log2 || op == Op::Sin || op == Op::Sqrt; }
+
+// The values with an EXP2, LOG2, SIN or SQRT per element in their expression: among their ALU sources and
+// the views of them that broadcast nothing, up to realized buffers and reduces. A softmax's gradient
+// p * (g - sum(g * p)) holds p's EXP2 beside the broadcast sum. A transcendental behind an expand (a
+// LayerNorm's 1/sqrt(var) per row) does not count: the row's value may be stored on its own, and then
+// rule 3 sees no transcendental in the value. `nodes`: sources before consumers.
+std::set<NodeId> per_element_transcendentals(const Graph& g, const std::vector<NodeId>& nodes) {
+  std::set<NodeId> found;
+  for (NodeId id : nodes) {
+    const Node& n = g[id];
+    if (n.realized() || is_reduce(n.op) || n.op == Op::Expand || !(is_alu(n.op) || is_movement(n.op))) continue;
+    bool t = is_transcendental(n.op);
+    for (int i = 0; i < n.num_src && !t; i++) t = found.count(n.src[i]) > 0;
+    if (t) found.insert(id);
+  }
+  return found;
+}
+
 // An expand that broadcasts a value only along trailing dims, keeping at least one leading dim of size
 // > 1 — a reduce's result over the rows (x.max(-1, keepdim=True).expand(x.shape)). A reduce read
 // this way fuses into its consumer: in the consumer's loop nest the reduce depends only on the outer
@@ -70,26 +89,29 @@ int64_t trailing_broadcast_start(const Graph& g, NodeId id) {
 // (softmax, log_softmax and layernorm become one kernel per row: beyond tinygrad's default fusion).
 //
 // The walk stops at a value the kernelizer stores anyway, whatever it reads: one with an EXP2, LOG2, SIN or
-// SQRT on the way from the expand (the walk passed one) that a consumer reads through a broadcast of
+// SQRT in its elementwise expression (on the way from the expand, or in another operand: the classifier's
+// softmax in the loss gradient that meets the broadcast sum) that a consumer reads through a broadcast of
 // kBroadcastRecomputeLimit or more (`stored_broadcast`: rule 3 in schedule.h stores it). What reads it reads
 // memory, so its loops do not matter. Attention's softmax is read that way by `p @ v` (and its gradient by
 // the matmuls of the backward): without the stop, its max and sum were stored by kernels of their own.
 // `stored_broadcast`: for each value, the largest broadcast a consumer reads it through, counting no
-// expand that could be row-local (a lower bound of the factor the storing rule sees).
+// expand that could be row-local (a lower bound of the factor the storing rule sees). `transcendentals`:
+// per_element_transcendentals (what the walk passes is elementwise, so an EXP2 on the way from the
+// expand is in the expression of every value after it).
 bool is_row_local_expand(const Graph& g, const std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id,
-                         const std::map<NodeId, int64_t>& stored_broadcast) {
+                         const std::map<NodeId, int64_t>& stored_broadcast, const std::set<NodeId>& transcendentals) {
   const int64_t first_broadcast_dim = trailing_broadcast_start(g, id);
   if (first_broadcast_dim == 0) return false;
   // Downstream, the broadcast value may only meet elementwise ops and reduces over the broadcast dims
   // themselves: then the row stays innermost in the consumer's loops. A reduce over another axis (a
   // matmul's backward summing over rows) would put the row loop outside the reduce and recompute the
   // broadcast reduction in every iteration; a movement op could reorder the loops.
-  std::vector<std::pair<NodeId, bool>> stack{{id, false}};  // (node, an EXP2/LOG2/SIN/SQRT on the way)
+  std::vector<NodeId> stack{id};
   std::set<NodeId> seen{id};
   while (!stack.empty()) {
-    const auto [cur, transcendental] = stack.back();
+    const NodeId cur = stack.back();
     stack.pop_back();
-    if (transcendental) {
+    if (transcendentals.count(cur)) {
       auto b = stored_broadcast.find(cur);
       if (b != stored_broadcast.end() && b->second >= kBroadcastRecomputeLimit) continue;  // stored: see above
     }
@@ -105,8 +127,7 @@ bool is_row_local_expand(const Graph& g, const std::map<NodeId, std::vector<Node
         continue;  // the reduce's own output is judged by its own expand
       }
       if (!is_alu(n.op)) return false;
-      const bool t = transcendental || n.op == Op::Exp2 || n.op == Op::Log2 || n.op == Op::Sin || n.op == Op::Sqrt;
-      stack.push_back({c, t});
+      stack.push_back(c);
     }
   }
   return true;
@@ -470,9 +491,11 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
   std::map<NodeId, int64_t> stored_broadcast;
   for_each_read([&](NodeId e) { return trailing_broadcast_start(g, e) == 0; },
                 [&](NodeId, NodeId v, int64_t factor, bool) { stored_broadcast[v] = std::max(stored_broadcast[v], factor); });
+  const std::set<NodeId> transcendentals = per_element_transcendentals(g, sched.nodes);
   std::set<NodeId> row_local;
   for (NodeId id : sched.nodes)
-    if (!g[id].realized() && g[id].op == Op::Expand && is_row_local_expand(g, consumers, id, stored_broadcast))
+    if (!g[id].realized() && g[id].op == Op::Expand &&
+        is_row_local_expand(g, consumers, id, stored_broadcast, transcendentals))
       row_local.insert(id);
 
   // Which values are read through an expand (broadcast)? Walk each consumer's operand down its chain
