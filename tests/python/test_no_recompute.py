@@ -135,6 +135,28 @@ def test_the_reason_says_why_a_gradient_is_stored(tmp_path):
     assert any("a reduction read by 2 ops" in r and "MFLOP each" in r or "kFLOP each" in r for r in reasons), reasons
 
 
+def test_the_reasons_tell_a_matmul_output_from_a_row_reduction_read_apart(tmp_path):
+    # A cross-entropy over logits = x @ Wᵀ + b: the logits hold a reduction per element (the matmul) that the
+    # row max and x - max would recompute in two loops of one kernel; x - max holds only the row max (one
+    # value per row) and is stored because its readers (the sum of exponentials, the loss, the softmax
+    # gradient) do not meet in one kernel. Each kernel's reason names its own case.
+    Tensor.manual_seed(0)
+    lin = nn.Linear(64, 10)
+    opt = optim.SGD([lin.weight, lin.bias], lr=1e-2)
+    x, y = _data(32, 64)
+    step = _train(lin, None, opt, x, y)
+    step()
+    path = str(tmp_path / "reasons.tsrec")
+    _C.start_recording(path, "step", "", [], sys.version)
+    step()
+    _C.finish_recording("finished", 0, "")
+    ends = [(k["name"], k["boundary_reasons"][0]) for kernels, _ in _schedules(path) for k in kernels]
+    per_element = [name for name, r in ends if "holds a reduction per element (a matmul)" in r]
+    apart = [name for name, r in ends if "do not meet in one kernel" in r]
+    assert per_element == ["r_32_10_64"], ends  # the logits
+    assert apart[0] == "r_32_10_10", ends  # x - max (then the row sums of exponentials, read by two kernels)
+
+
 def test_forward_backward_and_update_are_one_schedule(tmp_path):
     # backward() realizes the loss with the next realize (the optimizer's step), so that the whole training
     # step is one schedule and what both passes read is computed once; loss.numpy() then reads a buffer

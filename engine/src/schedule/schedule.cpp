@@ -597,18 +597,20 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       // of the sum would run every part's reduction loop with its loads masked off outside that part
       stored[id] = "reduce output is padded (at least doubled) by " + padded_by[id] +
                    ": fusing would run the reduction's loop, masked off, for every element of the padding";
-    } else if (bool through_reduce = false; t.reduce && !is_movement(n.op) &&
-               (readers = value_readers(g, consumers, id, target_set)).size() > 1 &&
-               (!consumers_converge(g, consumers, readers, target_set, &through_reduce) || (through_reduce && t.elementwise_reduce))) {
+    } else if (bool through_reduce = false, converge = false;
+               t.reduce && !is_movement(n.op) && (readers = value_readers(g, consumers, id, target_set)).size() > 1 &&
+               (!(converge = consumers_converge(g, consumers, readers, target_set, &through_reduce)) ||
+                (through_reduce && t.elementwise_reduce))) {
       // the reduction's cost, recomputed by every reader that inlines it
       const std::string each = t.reduce_elements > 0
                                    ? ", recomputing it costs " + flops_text(t.reduce_elements * std::max<int64_t>(t.cost, 1)) + " each"
                                    : "";
-      stored[id] = through_reduce
+      stored[id] = converge
                        ? "value holds a reduction per element (a matmul) and " + std::to_string(readers.size()) +
                              " readers take it in different loops of one kernel: each loop would recompute the reduction" + each
                        : "stored: a reduction read by " + std::to_string(readers.size()) +
-                             " ops (through reshapes/permutes too)" + each + "; storing it once costs less";
+                             " ops (through reshapes/permutes too) that do not meet in one kernel" + each +
+                             "; storing it once costs less";
     } else if (t.transcendental && !is_movement(n.op) && expand_factor[id] >= kBroadcastRecomputeLimit) {
       stored[id] = "value with EXP2/LOG2/SIN/SQRT is broadcast " + std::to_string(expand_factor[id]) + "x by " +
                    expanded_by[id] + ": computing it once per broadcast element costs more than storing it";
