@@ -667,8 +667,8 @@ class TestGraphScale : public QObject {
       tsui::applyCollapse(spec, {});
       return spec;
     }, 800);
-    if (QTest::currentTestFailed() || qEnvironmentVariableIsSet("TS_GRAPH_BENCH_FULL") &&
-                                          qEnvironmentVariableIntValue("TS_GRAPH_BENCH_FULL") == 0)
+    if (QTest::currentTestFailed() || (qEnvironmentVariableIsSet("TS_GRAPH_BENCH_FULL") &&
+                                          qEnvironmentVariableIntValue("TS_GRAPH_BENCH_FULL") == 0))
       return;
     bench("expanded", [] { return expandedGraph(400); }, 10000);
     // the same again: the 10,400 items of the graph shown (nodes, clusters, one edge layer) give way
