@@ -26,6 +26,9 @@
 //     any elementwise value of kBroadcastPrologueOps ALU ops or more read through a broadcast of
 //     kBroadcastPrologueMinReads or more when the cost model says so (a LayerNorm's output recomputed
 //     inside a weight gradient, a convolution's output gradient recomputed once per kernel tap).
+//     A value holding a matmul-like reduction (kTiledEpilogueMinReduce terms per element or more, at least
+//     kTiledEpilogueMinOutputs elements) that a reduction reads is stored ((a @ b).sum(), lin(x).mean(axis=1)):
+//     fused, the outer reduction's loop would compute its dot products one at a time, without the register tile.
 //     A reduce read through a PAD that at least doubles it is stored: the gradient of chunk()/split()
 //     adds each part's gradient padded to the whole, and fused, every element would run every part's
 //     reduction loop with its loads masked off.
