@@ -124,8 +124,8 @@ static bool holds_local_loop(const ir::Kernel& k, size_t range) {
 // max-pool over an NHWC input writes its 16 channels' lanes 4 elements apart into the NCHW output.
 struct StridedStoreGroup {
   size_t first = 0, count = 0;  // the STOREs at first .. first + count - 1
-  ir::ValueId base = ir::kNone;
-  int64_t stride = 0;
+  ir::ValueId base = ir::kNone;  // lane l stores at base + offset + stride · l
+  int64_t offset = 0, stride = 0;
 };
 
 static std::vector<StridedStoreGroup> strided_store_groups(const ir::Kernel& k) {
@@ -143,15 +143,17 @@ static std::vector<StridedStoreGroup> strided_store_groups(const ir::Kernel& k) 
   std::vector<StridedStoreGroup> groups;
   for (size_t i = 0; i < k.insts.size(); i++) {
     if (!plain_store(i)) continue;
+    // the first lane at any constant offset: a register tile's row r stores its lanes from base + r on
     auto [base, c0] = split_index(k.insts[i].src[1]);
-    if (c0 != 0 || i + 1 >= k.insts.size() || !plain_store(i + 1) || k.insts[i + 1].src[0] != k.insts[i].src[0]) continue;
-    auto [base1, stride] = split_index(k.insts[i + 1].src[1]);
+    if (i + 1 >= k.insts.size() || !plain_store(i + 1) || k.insts[i + 1].src[0] != k.insts[i].src[0]) continue;
+    auto [base1, c1] = split_index(k.insts[i + 1].src[1]);
+    const int64_t stride = c1 - c0;
     if (base1 != base || stride <= 1) continue;
     size_t n = 2;
     while (i + n < k.insts.size() && plain_store(i + n) && k.insts[i + n].src[0] == k.insts[i].src[0] &&
-           split_index(k.insts[i + n].src[1]) == std::make_pair(base, stride * static_cast<int64_t>(n)))
+           split_index(k.insts[i + n].src[1]) == std::make_pair(base, c0 + stride * static_cast<int64_t>(n)))
       n++;
-    if (n >= 4) groups.push_back({i, n, base, stride});
+    if (n >= 4) groups.push_back({i, n, base, c0, stride});
     i += n - 1;
   }
   return groups;
@@ -282,7 +284,9 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
           emit(lanes_array + "[" + std::to_string(lane) + "] = " + src(2) + ";", depth, op);
           if (lane + 1 == sg->count)
             emit("_Pragma(\"GCC unroll 1\") for (int ts_l = 0; ts_l < " + count + "; ts_l++) " +
-                     store(src(0), "(" + name[sg->base] + " + " + std::to_string(sg->stride) + " * ts_l)",
+                     store(src(0),
+                           "(" + name[sg->base] + (sg->offset ? " + " + std::to_string(sg->offset) : "") + " + " +
+                               std::to_string(sg->stride) + " * ts_l)",
                            lanes_array + "[ts_l]", k.insts[in.src[0]].dtype),
                  depth, -1);
           break;
