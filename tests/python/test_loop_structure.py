@@ -501,3 +501,19 @@ def test_a_matmul_stored_transposed_stages_every_row_of_its_register_tile(tmp_pa
     a, b = (rng.standard_normal((200, 96)).astype(np.float32), rng.standard_normal((96, 264)).astype(np.float32))
     got = (Tensor(a, device="C") @ Tensor(b, device="C")).T.contiguous().numpy()
     np.testing.assert_allclose(got, (torch.from_numpy(a) @ torch.from_numpy(b)).T.numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("cols", [slice(None, None, 2), slice(1, None, 3), slice(None, None, -2)])
+def test_a_weight_sliced_with_a_step_is_copied_before_the_matmul(cols):
+    # w[:, ::2]: neighbours are apart along both of w's axes, so neither the register tile (N neighbours per
+    # step of K) nor the dot form (K neighbours) has a contiguous load and the kernel stayed scalar (256² @
+    # w[:, ::2]: 6.6 ms); on C w is copied contiguous first (strided_in_both_axes in ops.cpp), 0.17 ms
+    rng = np.random.default_rng(3)
+    a, b = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((96, 90)).astype(np.float32)
+    GlobalCounters.reset()
+    got = (Tensor(a, device="C") @ Tensor(b, device="C")[:, cols]).numpy()
+    assert GlobalCounters.kernel_count == 2  # the copy, then the register-tiled matmul
+    np.testing.assert_allclose(got, a @ b[:, cols], rtol=1e-4, atol=1e-4)
+    GlobalCounters.reset()
+    (Tensor(a[:, :48], device="C") @ Tensor(b, device="C")[::2]).numpy()  # rows with a step: columns still neighbours
+    assert GlobalCounters.kernel_count == 1

@@ -115,4 +115,8 @@ class NodeRef {
 // Text of a node's argument for listings and the GUI ("(0, 2, 1)", "axes=(1)", "2.5").
 std::string node_arg_str(const Node& n);
 
+// The views a chain of movement ops composes to over a value of shape `base`: `chain` from the outermost
+// op (the one read) down to the one that reads the value. What the lowering indexes a view with.
+ViewStack compose_views(const Graph& g, const std::vector<NodeId>& chain, const Shape& base);
+
 }  // namespace ts

@@ -244,27 +244,7 @@ class Lowerer {
         chain.push_back(base);
         base = g[base].src[0];
       }
-      ViewStack vs = ViewStack::make(g[base].shape);
-      for (size_t i = chain.size(); i-- > 0;) {
-        const Node& m = g[chain[i]];
-        switch (m.op) {
-          case Op::Reshape: vs = vs.reshape(m.shape); break;
-          case Op::Permute: vs = vs.permute(m.arg); break;
-          case Op::Expand: vs = vs.expand(m.shape); break;
-          case Op::Pad: case Op::Shrink: {
-            Pairs p;
-            for (size_t k = 0; k + 1 < m.arg.size(); k += 2) p.push_back({m.arg[k], m.arg[k + 1]});
-            vs = m.op == Op::Pad ? vs.pad(p) : vs.shrink(p);
-            break;
-          }
-          case Op::Flip: {
-            std::vector<bool> axes(m.arg.begin(), m.arg.end());
-            vs = vs.flip(axes);
-            break;
-          }
-          default: break;
-        }
-      }
+      const ViewStack vs = compose_views(g, chain, g[base].shape);
       const Node& bn = g[base];
       if (is_input(base)) {
         auto [pos, valid] = stack_position(vs, idx);
