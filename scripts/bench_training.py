@@ -11,7 +11,10 @@ and models whose shapes no heuristic was written for (rows added in the fifteent
   5. LeNet-5 whole (LeCun et al., 1998): 3x32x32 images, conv 5x5 into 6 and 16 channels without padding,
      ReLU, 2x2 max-pool, 400-120-84-10, batch 32, SGD momentum 0.9;
   6. Caffe's MNIST LeNet: 1x28x28, conv 5x5 into 20 and 50 channels, max-pool, 800-500-10, batch 64, SGD;
-  7. an MLP 784-300-100-10 (LeCun et al.'s classic widths), batch 100, Adam.
+  7. an MLP 784-300-100-10 (LeCun et al.'s classic widths), batch 100, Adam;
+  8. the transformer of row 2 at dim 128 (4 heads of 32, 2 layers), 32 tokens, batch 16, AdamW (added in the
+     twenty-first session, which found its LayerNorm backward over rows of 256 recomputing every row's sums
+     for each element of the row).
 The models are rebuilt here as in the samples (the sample files are not run). Every contender starts from
 the same weights: PyTorch's default initialisation, copied as NumPy arrays into each Tensorscope model
 (`nn.load_state_dict`); each contender has its own model and optimizer and sees the same batch. The losses
@@ -121,23 +124,25 @@ class TorchCNN(torch.nn.Module):
 L, SEP = 6, 10
 VOCAB, T = 11, 2 * L
 DIM, HEADS, LAYERS = 32, 4, 2
+WIDE_L = 16  # the wider transformer row: sequences of 2 * 16 tokens
 
 
 class Block:
-    """samples/transformer_tiny.py's block."""
+    """samples/transformer_tiny.py's block (dim 32, 4 heads by default)."""
 
-    def __init__(self):
-        self.ln1, self.ln2 = nn.LayerNorm(DIM), nn.LayerNorm(DIM)
-        self.qkv = nn.Linear(DIM, 3 * DIM)
-        self.proj = nn.Linear(DIM, DIM)
-        self.fc1, self.fc2 = nn.Linear(DIM, 4 * DIM), nn.Linear(4 * DIM, DIM)
+    def __init__(self, dim=DIM, heads=HEADS):
+        self.dim, self.heads = dim, heads
+        self.ln1, self.ln2 = nn.LayerNorm(dim), nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.fc1, self.fc2 = nn.Linear(dim, 4 * dim), nn.Linear(4 * dim, dim)
 
     def attention(self, x):
         B, S, _ = x.shape
         q, k, v = self.qkv(x).chunk(3, dim=-1)
-        q, k, v = [t.reshape(B, S, HEADS, DIM // HEADS).transpose(1, 2) for t in (q, k, v)]
+        q, k, v = [t.reshape(B, S, self.heads, self.dim // self.heads).transpose(1, 2) for t in (q, k, v)]
         out = q.scaled_dot_product_attention(k, v, is_causal=True)
-        return self.proj(out.transpose(1, 2).reshape(B, S, DIM))
+        return self.proj(out.transpose(1, 2).reshape(B, S, self.dim))
 
     def __call__(self, x):
         x = x + self.attention(self.ln1(x))
@@ -145,13 +150,13 @@ class Block:
 
 
 class TinyTransformer:
-    def __init__(self):
-        self.tok = nn.Embedding(VOCAB, DIM)
-        self.pos = nn.Embedding(T, DIM)
-        self.blocks = [Block() for _ in range(LAYERS)]
-        self.ln = nn.LayerNorm(DIM)
-        self.head = nn.Linear(DIM, VOCAB)
-        self.positions = np.arange(T, dtype=np.int32)
+    def __init__(self, dim=DIM, heads=HEADS, layers=LAYERS, t=T):
+        self.tok = nn.Embedding(VOCAB, dim)
+        self.pos = nn.Embedding(t, dim)
+        self.blocks = [Block(dim, heads) for _ in range(layers)]
+        self.ln = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, VOCAB)
+        self.positions = np.arange(t, dtype=np.int32)
 
     def __call__(self, idx):
         x = self.tok(idx) + self.pos(Tensor(self.positions[:idx.shape[1]]))
@@ -161,24 +166,25 @@ class TinyTransformer:
 
 
 class TorchBlock(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, dim=DIM, heads=HEADS):
         super().__init__()
-        self.ln1, self.ln2 = torch.nn.LayerNorm(DIM), torch.nn.LayerNorm(DIM)
-        self.qkv = torch.nn.Linear(DIM, 3 * DIM)
-        self.proj = torch.nn.Linear(DIM, DIM)
-        self.fc1, self.fc2 = torch.nn.Linear(DIM, 4 * DIM), torch.nn.Linear(4 * DIM, DIM)
+        self.dim, self.heads = dim, heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+        self.fc1, self.fc2 = torch.nn.Linear(dim, 4 * dim), torch.nn.Linear(4 * dim, dim)
 
     def attention(self, x):
         B, S, _ = x.shape
         q, k, v = self.qkv(x).chunk(3, dim=-1)
-        q, k, v = [t.reshape(B, S, HEADS, DIM // HEADS).transpose(1, 2) for t in (q, k, v)]
+        q, k, v = [t.reshape(B, S, self.heads, self.dim // self.heads).transpose(1, 2) for t in (q, k, v)]
         if hasattr(F, "scaled_dot_product_attention"):  # torch >= 2.0
             out = F.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:  # torch 1.13 (Debian 12): the same math spelled out
-            scores = q @ k.transpose(-2, -1) / math.sqrt(DIM // HEADS)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.dim // self.heads)
             scores = scores.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), float("-inf"))
             out = scores.softmax(-1) @ v
-        return self.proj(out.transpose(1, 2).reshape(B, S, DIM))
+        return self.proj(out.transpose(1, 2).reshape(B, S, self.dim))
 
     def forward(self, x):
         x = x + self.attention(self.ln1(x))
@@ -186,14 +192,14 @@ class TorchBlock(torch.nn.Module):
 
 
 class TorchTinyTransformer(torch.nn.Module):
-    def __init__(self):
+    def __init__(self, dim=DIM, heads=HEADS, layers=LAYERS, t=T):
         super().__init__()
-        self.tok = torch.nn.Embedding(VOCAB, DIM)
-        self.pos = torch.nn.Embedding(T, DIM)
-        self.blocks = torch.nn.ModuleList([TorchBlock() for _ in range(LAYERS)])
-        self.ln = torch.nn.LayerNorm(DIM)
-        self.head = torch.nn.Linear(DIM, VOCAB)
-        self.register_buffer("positions", torch.arange(T), persistent=False)
+        self.tok = torch.nn.Embedding(VOCAB, dim)
+        self.pos = torch.nn.Embedding(t, dim)
+        self.blocks = torch.nn.ModuleList([TorchBlock(dim, heads) for _ in range(layers)])
+        self.ln = torch.nn.LayerNorm(dim)
+        self.head = torch.nn.Linear(dim, VOCAB)
+        self.register_buffer("positions", torch.arange(t), persistent=False)
 
     def forward(self, idx):
         x = self.tok(idx) + self.pos(self.positions[:idx.shape[1]])
@@ -281,7 +287,7 @@ def digits_batch(rng, n):
         return rng.random((n, 1, 8, 8), dtype=np.float32), rng.integers(0, 10, n).astype(np.int32), "random images"
 
 
-def reverse_batch(rng, n):
+def reverse_batch(rng, n, L=L):
     x = rng.integers(0, 10, size=(n, L))
     y = x[:, ::-1]
     inputs = np.concatenate([x, np.full((n, 1), SEP), y[:, :-1]], axis=1)
@@ -292,6 +298,7 @@ def workloads():
     rng = np.random.default_rng(0)
     cx, cy, kind = digits_batch(rng, 64)
     tx, ty = reverse_batch(rng, 32)
+    wx, wy = reverse_batch(rng, 16, WIDE_L)
     mx = rng.standard_normal((128, 784), dtype=np.float32)
     my = rng.integers(0, 10, 128).astype(np.int32)
     lx = rng.standard_normal((64, 400), dtype=np.float32)
@@ -317,6 +324,14 @@ def workloads():
              ts_opt=lambda p: optim.Adam(p, lr=3e-3), torch_opt=lambda p: torch.optim.Adam(p, lr=3e-3),
              ts_loss=lambda out, y: out[:, L:].sparse_categorical_crossentropy(y),
              torch_loss=lambda out, y: F.cross_entropy(out[:, L:].reshape(-1, VOCAB), y.reshape(-1)), note=""),
+        dict(name="transformer d128 4x32 T32, b16, AdamW",
+             ts_model=lambda: TinyTransformer(128, 4, 2, 2 * WIDE_L),
+             torch_model=lambda: TorchTinyTransformer(128, 4, 2, 2 * WIDE_L), x=wx, y=wy,
+             ts_opt=lambda p: optim.AdamW(p, lr=1e-3, weight_decay=0.01),
+             torch_opt=lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01),
+             ts_loss=lambda out, y: out[:, WIDE_L:].sparse_categorical_crossentropy(y),
+             torch_loss=lambda out, y: F.cross_entropy(out[:, WIDE_L:].reshape(-1, VOCAB), y.reshape(-1)),
+             note="the same decoder 4x wider and 2.7x longer: rows of 128 no heuristic was written for"),
         dict(name="MLP 784-512-256-10, b128, AdamW", ts_model=lambda: MLP(784, 512, 256, 10),
              torch_model=lambda: TorchMLP(784, 512, 256, 10), x=mx, y=my,
              ts_opt=lambda p: optim.AdamW(p, lr=1e-3, weight_decay=0.01),
