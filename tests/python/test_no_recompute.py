@@ -119,19 +119,23 @@ def test_layernorm_and_attention_step_recomputes_no_reduce(tmp_path):
     assert recomputed_reduces(step, tmp_path) == []
 
 
+def _recorded_kernels(step, tmp_path):
+    """The kernels of one recorded call of `step` (after one that compiles), as the recording lists them."""
+    step()
+    path = str(tmp_path / "reasons.tsrec")
+    _C.start_recording(path, "step", "", [], sys.version)
+    step()
+    _C.finish_recording("finished", 0, "")
+    return [k for kernels, _ in _schedules(path) for k in kernels]
+
+
 def test_the_reason_says_why_a_gradient_is_stored(tmp_path):
     # the stored weight gradient's kernel says it is read by two ops and what recomputing would cost
     Tensor.manual_seed(0)
     lin = nn.Linear(64, 32)
     opt = optim.Adam([lin.weight, lin.bias], lr=1e-3)
     x, y = _data(16, 64, classes=32)
-    step = _train(lin, None, opt, x, y)
-    step()
-    path = str(tmp_path / "reasons.tsrec")
-    _C.start_recording(path, "step", "", [], sys.version)
-    step()
-    _C.finish_recording("finished", 0, "")
-    reasons = [r for kernels, _ in _schedules(path) for k in kernels for r in k["boundary_reasons"]]
+    reasons = [r for k in _recorded_kernels(_train(lin, None, opt, x, y), tmp_path) for r in k["boundary_reasons"]]
     assert any("a reduction read by 2 ops" in r and "MFLOP each" in r or "kFLOP each" in r for r in reasons), reasons
 
 
@@ -144,13 +148,7 @@ def test_the_reasons_tell_a_matmul_output_from_a_row_reduction_read_apart(tmp_pa
     lin = nn.Linear(64, 10)
     opt = optim.SGD([lin.weight, lin.bias], lr=1e-2)
     x, y = _data(32, 64)
-    step = _train(lin, None, opt, x, y)
-    step()
-    path = str(tmp_path / "reasons.tsrec")
-    _C.start_recording(path, "step", "", [], sys.version)
-    step()
-    _C.finish_recording("finished", 0, "")
-    ends = [(k["name"], k["boundary_reasons"][0]) for kernels, _ in _schedules(path) for k in kernels]
+    ends = [(k["name"], k["boundary_reasons"][0]) for k in _recorded_kernels(_train(lin, None, opt, x, y), tmp_path)]
     per_element = [name for name, r in ends if "holds a reduction per element (a matmul)" in r]
     apart = [name for name, r in ends if "do not meet in one kernel" in r]
     assert per_element == ["r_32_10_64"], ends  # the logits
