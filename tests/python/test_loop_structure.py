@@ -538,3 +538,25 @@ def test_a_row_reduction_fused_into_its_row_keeps_the_row_loop_outside(tmp_path)
     p = torch.tensor(x, requires_grad=True)
     (torch.nn.functional.layer_norm(p, (256,)) * p).mean().backward()
     np.testing.assert_allclose(a.grad.numpy(), p.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_a_concatenation_gradient_with_a_transposed_part_is_split_not_tiled(tmp_path):
+    # x.chunk(3) into q, k, v; the attention's backward leaves k's gradient laid out transposed, so the kernel
+    # that writes the three gradients back into x's reads one part across its loop (upcast_transpose's case).
+    # Tiled across the three parts, every lane kept its part's mask and gcc left the tile scalar (0.25 ms for
+    # (16, 32, 384)); the loop is left to split_index_set, which writes one loop per part (0.11 ms).
+    body = ("x = Tensor(rng.standard_normal((16, 32, 384)).astype(np.float32), requires_grad=True)\n"
+            "q, k, v = x.chunk(3, dim=-1)\n"
+            "((q @ k.transpose(-2, -1)) @ v).sum().backward()\n"
+            "x.grad.realize()\n")
+    ir = _kernels(tmp_path, body)
+    assert "E_16_32_384" in ir and "UPCAST_GLOBAL" not in ir["E_16_32_384"].splitlines()[0], ir.get("E_16_32_384", sorted(ir))
+    rng = np.random.default_rng(0)
+    xv = rng.standard_normal((4, 8, 48)).astype(np.float32)
+    x = Tensor(xv, device="C", requires_grad=True)
+    q, k, v = x.chunk(3, dim=-1)
+    ((q @ k.transpose(-2, -1)) @ v).sum().backward()
+    p = torch.tensor(xv, requires_grad=True)
+    pq, pk, pv = p.chunk(3, dim=-1)
+    ((pq @ pk.transpose(-2, -1)) @ pv).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), p.grad.numpy(), rtol=1e-4, atol=1e-4)
