@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from tensorscope import Tensor, GlobalCounters
+from tensorscope import Tensor, GlobalCounters, nn
 from test_conv_backward import run_cli_out
 
 
@@ -507,7 +507,7 @@ def test_a_matmul_stored_transposed_stages_every_row_of_its_register_tile(tmp_pa
 def test_a_weight_sliced_with_a_step_is_copied_before_the_matmul(cols):
     # w[:, ::2]: neighbours are apart along both of w's axes, so neither the register tile (N neighbours per
     # step of K) nor the dot form (K neighbours) has a contiguous load and the kernel stayed scalar (256² @
-    # w[:, ::2]: 6.6 ms); on C w is copied contiguous first (strided_in_both_axes in ops.cpp), 0.17 ms
+    # w[:, ::2]: 6.8 ms); on C w is copied contiguous first (strided_in_both_axes in ops.cpp), 0.17 ms
     rng = np.random.default_rng(3)
     a, b = rng.standard_normal((64, 96)).astype(np.float32), rng.standard_normal((96, 90)).astype(np.float32)
     GlobalCounters.reset()
@@ -532,7 +532,6 @@ def test_a_row_reduction_fused_into_its_row_keeps_the_row_loop_outside(tmp_path)
     assert fused and all(_global_loops(text)[-1] == "256" for text in fused), [_global_loops(t) for t in fused]
     rng = np.random.default_rng(0)
     x = rng.standard_normal((8, 16, 256)).astype(np.float32)
-    from tensorscope import nn
     a = Tensor(x, device="C", requires_grad=True)
     (nn.LayerNorm(256)(a) * a).mean().backward()
     p = torch.tensor(x, requires_grad=True)
