@@ -112,6 +112,7 @@ int expected_amount(AppliedOpt::Kind kind, int amount, int64_t m, int64_t n, int
     }
     case AppliedOpt::Local:
     case AppliedOpt::Group:
+    case AppliedOpt::GroupTop:
     case AppliedOpt::Tile:
       // GPU actions. Hook for their legality rule (the GPU work of issue 14): on this test's C device they
       // apply nothing today; whatever they apply, the results below must match.

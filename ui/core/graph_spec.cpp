@@ -41,7 +41,7 @@ GraphSpec mergeSchedules(const std::vector<ts::ScheduleEvent>& schedules, int fi
       keyOfUid.insert(n.uid, key);
       if (spec.keyIndex.contains(key)) continue;
       spec.keyIndex.insert(key, static_cast<int>(spec.nodes.size()));
-      spec.nodes.push_back({key, n, kernelId, QString::fromStdString(n.op) + "\n" + shapeText(n.shape)});
+      spec.nodes.push_back({key, n, kernelId, QString::fromStdString(n.op) + "\n" + shapeText(n.shape), false, false, 0, {}, -1});
     }
 
     for (const ts::GraphNodeInfo& n : schedule.nodes) {

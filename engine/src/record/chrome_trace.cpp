@@ -31,7 +31,7 @@ void TraceRecorder::add(const Event& event, double t) {
 
 void TraceRecorder::add_schedule(const ScheduleEvent& s, double t) {
   TraceSpan span{TraceSpan::Schedule, "schedule " + std::to_string(s.schedule_id), kSchedulesLane,
-                 place(kSchedulesLane, t, 0), 0};
+                 place(kSchedulesLane, t, 0), 0, -1, -1, -1, {}};
   size_t kernels = 0;
   for_each_kernel(s, [&](int id, const KernelInfo& k) {
     work_[id] = {k.flops, k.bytes};
@@ -46,12 +46,12 @@ void TraceRecorder::add_launch(const KernelRunEvent& r, double t) {
   const double run_us = r.time_ms * 1e3, compile_us = r.compile_cache_hit ? 0 : r.compile_ms * 1e3;
   if (compile_us > 0) {  // the compile ended before the launch began
     TraceSpan c{TraceSpan::Compile, "compile " + r.name, kCompilesLane, place(kCompilesLane, t - run_us, compile_us),
-                compile_us, r.kernel_id};
+                compile_us, r.kernel_id, -1, -1, {}};
     c.args["device"] = r.device;
     spans.push_back(std::move(c));
   }
   const std::string lane = device_lane(r.device);
-  TraceSpan launch{TraceSpan::Launch, r.name, lane, place(lane, t, run_us), run_us, r.kernel_id};
+  TraceSpan launch{TraceSpan::Launch, r.name, lane, place(lane, t, run_us), run_us, r.kernel_id, -1, -1, {}};
   auto work = work_.find(r.replayed ? r.replay_of : r.kernel_id);  // a replay did the captured launch's work
   if (work != work_.end()) {
     launch.flops = work->second.first;
@@ -70,7 +70,7 @@ void TraceRecorder::add_nodes(const NodesEvent& n, double t) {
   // The script made these nodes between the previous event and this one.
   const double from = std::min(last_end_us_, t);
   TraceSpan span{TraceSpan::Script, std::to_string(n.size()) + (n.size() == 1 ? " node" : " nodes"), kScriptLane,
-                 place(kScriptLane, t, t - from), t - from};
+                 place(kScriptLane, t, t - from), t - from, -1, -1, -1, {}};
   int first = 0, last = 0;
   for (size_t i = 0; i < n.size(); i++)
     if (const int line = n.where(i).line; line > 0) {
@@ -91,7 +91,7 @@ void TraceRecorder::add_autotune_trial(const AutotuneTrialEvent& a, double t) {
   lane_end = end;
   last_end_us_ = std::max(last_end_us_, end);
   TraceSpan span{TraceSpan::AutotuneTrial, a.name + " " + (a.plan.empty() ? "default" : a.plan), kAutotuneLane, start,
-                 end - start, a.kernel_id};
+                 end - start, a.kernel_id, -1, -1, {}};
   span.args["device"] = a.device;
   span.args["plan"] = a.plan.empty() ? "(default)" : a.plan;
   if (!a.applied.empty()) span.args["applied"] = a.applied;

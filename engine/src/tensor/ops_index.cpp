@@ -67,13 +67,13 @@ Tensor Tensor::getitem(const std::vector<Index>& indices) const {
   std::vector<Index> items;
   for (const Index& ix : indices) {
     if (ix.kind == Index::Ellipsis) {
-      for (int64_t i = 0; i < ndim() - consuming; i++) items.push_back(Index{Index::Slice});
+      for (int64_t i = 0; i < ndim() - consuming; i++) items.push_back(Index{Index::Slice, 0, {}, {}, {}, {}});
     } else {
       items.push_back(ix);
     }
   }
   if (!ellipses)
-    for (int64_t i = consuming; i < ndim(); i++) items.push_back(Index{Index::Slice});
+    for (int64_t i = consuming; i < ndim(); i++) items.push_back(Index{Index::Slice, 0, {}, {}, {}, {}});
 
   // basic indexing per dim: ints and slices shrink (ints become 0-d index tensors in advanced mode)
   Tensor x = *this;
