@@ -191,6 +191,9 @@ std::shared_ptr<CapturedJitPlan> build_plan(const std::vector<Tensor>& inputs, C
   // that nothing outside holds the old value. An optimizer's update of a weight beyond the L2 then reads and
   // writes each line once instead of reading a fresh buffer's lines for ownership first (an AdamW-like
   // update of 401,408 floats from cold caches: 0.45-0.48 -> 0.23-0.26 ms).
+  // TENSORSCOPE_JIT_IN_PLACE=0 at capture turns them off (to compare; results are the same either way)
+  const char* in_place_env = std::getenv("TENSORSCOPE_JIT_IN_PLACE");
+  const bool in_place = !in_place_env || std::string(in_place_env) != "0";
   std::vector<int> last_reader(plan->slots.size(), -1);  // the last launch that binds each slot
   for (size_t k = 0; k < plan->launches.size(); k++)
     for (int slot : plan->launches[k].slots) last_reader[slot] = static_cast<int>(k);
@@ -200,6 +203,7 @@ std::shared_ptr<CapturedJitPlan> build_plan(const std::vector<Tensor>& inputs, C
     JitLaunch& jl = plan->launches[k];
     jl.in_place_state.assign(jl.outputs, -1);
     for (const auto& [o, in] : cap.launches[k].in_place) {
+      if (!in_place) break;
       auto it = state_after.find(jl.slots[o]);
       if (it == state_after.end()) continue;
       const int old_slot = jl.slots[in];
@@ -275,9 +279,6 @@ std::vector<Tensor> CapturedJit::replay(const std::vector<Tensor>& inputs) const
   }
   Session& session = Session::get();
   const bool observed = session.observed();
-  // TENSORSCOPE_JIT_IN_PLACE=0 turns the in-place updates off (to compare; results are the same either way)
-  const char* in_place_env = std::getenv("TENSORSCOPE_JIT_IN_PLACE");
-  const bool in_place = !in_place_env || std::string(in_place_env) != "0";
   std::vector<Buffer*> raw;
   for (size_t k = 0; k < plan.launches.size(); k++) {
     const JitLaunch& l = plan.launches[k];
@@ -286,7 +287,7 @@ std::vector<Tensor> CapturedJit::replay(const std::vector<Tensor>& inputs) const
       // In place (see build_plan) when the state's tensor is the only holder of its old value: its node is
       // referenced by that tensor alone (no detach() or view of it kept) and its buffer by that node and
       // this replay alone. Otherwise a fresh buffer, as every output.
-      if (const int s = l.in_place_state[o]; s >= 0 && in_place) {
+      if (const int s = l.in_place_state[o]; s >= 0) {
         const JitState& st = plan.states[s];
         const std::shared_ptr<Buffer>& old = bound[st.before_slot];
         const Node& old_node = st.target->node.node();
