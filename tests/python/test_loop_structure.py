@@ -559,3 +559,43 @@ def test_a_concatenation_gradient_with_a_transposed_part_is_split_not_tiled(tmp_
     pq, pk, pv = p.chunk(3, dim=-1)
     ((pq @ pk.transpose(-2, -1)) @ pv).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), p.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_a_weight_packed_in_padded_panels_loses_its_mask_where_every_panel_is_full(tmp_path):
+    # x @ Wᵀ with W (500, 800) (Caffe's LeNet's fc layer) packs W in 16 panels of 32 rows, the last holding 20:
+    # every load is masked with 32·panel + lane < 500, which no range of lanes alone decides. split_index_set
+    # splits the panel loop (the kernel runs on one thread): panels 0-14 are full and unmasked, panel 15 keeps
+    # the mask (the masked loop was gcc-scalar: 258 -> 84 us alone).
+    body = ("x = Tensor(rng.standard_normal((64, 800)).astype(np.float32)).realize()\n"
+            "w = Tensor(rng.standard_normal((500, 800)).astype(np.float32)).realize()\n"
+            "(x @ w.T).realize()\n")
+    ir = _kernels(tmp_path, body)
+    (pack,) = [n for n in ir if n.startswith("E_16_800_32")]
+    body_ir = ir[pack].split("\n\n")[0]
+    bounds = [line.split("= CONST.int32 ")[1] for line in body_ir.splitlines() if "= CONST.int32 " in line]
+    assert "15" in bounds and "1" in bounds, body_ir  # the two ranges of panels
+    assert body_ir.count("CMPLT") == 1, body_ir  # only the last panel compares
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((64, 800)).astype(np.float32), rng.standard_normal((500, 800)).astype(np.float32)
+    got = (Tensor(x, device="C") @ Tensor(w, device="C").T).numpy()
+    np.testing.assert_allclose(got, torch.tensor(x) @ torch.tensor(w).T, rtol=1e-4, atol=1e-3)
+
+
+def test_bools_loaded_side_by_side_by_the_lanes_are_masks_even_when_the_rows_share_them(tmp_path):
+    # out[d, p] = sum over t of (m[t, p] ? g[t, d] : 0), a one-hot's product laid out as the wide transformer's
+    # position-embedding gradient (r_128_32_32): the tile's 32 lanes load 32 neighbouring bools m[t, p..p+31]
+    # and its 8 register-tile rows select on each of them. The bools are a grouped load, so the C renderer keeps
+    # the WHERE's mask form (as a select, gcc left the tile scalar: 85 us, masked 12 us).
+    body = ("m = Tensor(rng.random((32, 32)) > 0.5).realize()\n"
+            "g = Tensor(rng.standard_normal((32, 128)).astype(np.float32)).realize()\n"
+            "m.reshape(1, 32, 32).where(g.T.reshape(128, 32, 1), 0.0).sum(1).realize()\n")
+    src = _kernels(tmp_path, body, listing=lambda k: k["sources"]["C"])
+    (kernel,) = [c for n, c in src.items() if n.startswith("r_128_32_32")]
+    code = kernel.split("static void ")[-1]
+    assert "ts_where_f32(" in code and " ? " not in code, code[-3000:]
+    rng = np.random.default_rng(3)
+    m, g = rng.random((32, 32)) > 0.5, rng.standard_normal((32, 128)).astype(np.float32)
+    g[3, 5] = np.inf  # selected off, a non-finite value adds nothing (a select, not a multiply by 0)
+    want = np.where(m[None], g.T[:, :, None], np.float32(0)).sum(1, dtype=np.float64)
+    got = Tensor(m, device="C").reshape(1, 32, 32).where(Tensor(g, device="C").T.reshape(128, 32, 1), 0.0).sum(1).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)

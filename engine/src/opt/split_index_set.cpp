@@ -24,6 +24,8 @@
 // loop PADTO padded (split_padded_tile, below). Kernels for devices with workgroups are left alone (a GPU
 // runs one thread per element; its masks cost no loop trips). At most kMaxRanges ranges, and the copies
 // stay under kMaxUnrolledInsts.
+#include <algorithm>
+#include <optional>
 #include <set>
 
 #include "opt/pass_manager.h"
@@ -53,37 +55,12 @@ bool of_loop_only(const std::vector<Inst>& insts, ValueId v, size_t g, int depth
   }
 }
 
-// Splits global loop g (constant bound) into one sequential loop per range of indices over which every
-// comparison of its index in its body keeps its answer; false (the kernel unchanged) when there are fewer
-// than 2 ranges, more than kMaxRanges, or the copies would exceed `max_insts`.
-bool split_loop(ir::Kernel& k, size_t g, size_t max_insts) {
+// Rewrites global loop g (constant bound) as one sequential loop per range [bounds[r], bounds[r + 1]); false (the
+// kernel unchanged) when there are fewer than 2 ranges, more than kMaxRanges, or the copies would exceed
+// `max_insts`.
+bool split_at(ir::Kernel& k, size_t g, const std::vector<int64_t>& bounds, size_t max_insts) {
   const std::vector<Inst> old = k.insts;
   const size_t g_end = end_of_range(old, g);
-  const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
-  // Where the answers change: each comparison of two values computed from g and constants alone (j < c,
-  // 16·j0 + c < 100: PADTO's mask of a padded tile) is evaluated at every g, and a range ends where its answer
-  // flips. n is a loop's trip count (thousands at most), each evaluation a walk of a short expression.
-  std::set<int64_t> cuts;
-  std::vector<int8_t> memo(old.size(), -1);
-  for (size_t i = g + 1; i < g_end; i++) {
-    const Inst& in = old[i];
-    if (in.op != Op::CmpLt || !of_loop_only(old, in.src[0], g) || !of_loop_only(old, in.src[1], g) ||
-        !depends_on(old, static_cast<ValueId>(i), static_cast<ValueId>(g), memo) || n > kMaxScannedTrips)
-      continue;
-    auto answer = [&](int64_t at) {
-      return eval_index(old, in.src[0], static_cast<ValueId>(g), at) < eval_index(old, in.src[1], static_cast<ValueId>(g), at);
-    };
-    bool last = answer(0);
-    for (int64_t at = 1; at < n && cuts.size() <= kMaxRanges; at++)
-      if (const bool now = answer(at); now != last) {
-        cuts.insert(at);
-        last = now;
-      }
-  }
-  std::vector<int64_t> bounds = {0};
-  for (int64_t c : cuts)
-    if (c > 0 && c < n) bounds.push_back(c);
-  bounds.push_back(n);
   const size_t ranges = bounds.size() - 1;
   if (ranges < 2 || ranges > kMaxRanges || (g_end - g) * ranges > max_insts) return false;
 
@@ -104,6 +81,136 @@ bool split_loop(ir::Kernel& k, size_t g, size_t max_insts) {
   for (size_t i = g_end + 1; i < old.size(); i++) w.copy(i);
   k.insts = std::move(w.out);
   return true;
+}
+
+// 0, n and every index of global loop g (n trips) where some comparison's answer flips: a range between two of
+// them keeps every answer. `answer(c, at)` is comparison c's answer at g = at.
+template <class Answer>
+std::vector<int64_t> cuts_of(const std::vector<size_t>& comparisons, int64_t n, Answer answer) {
+  std::set<int64_t> cuts;
+  for (size_t c : comparisons) {
+    int last = answer(c, 0);
+    for (int64_t at = 1; at < n && cuts.size() <= kMaxRanges; at++)
+      if (const int now = answer(c, at); now != last) {
+        cuts.insert(at);
+        last = now;
+      }
+  }
+  std::vector<int64_t> bounds = {0};
+  for (int64_t c : cuts)
+    if (c > 0 && c < n) bounds.push_back(c);
+  bounds.push_back(n);
+  return bounds;
+}
+
+// Splits global loop g (constant bound) into one sequential loop per range of indices over which every
+// comparison of its index in its body keeps its answer; false (the kernel unchanged) when there are fewer
+// than 2 ranges, more than kMaxRanges, or the copies would exceed `max_insts`.
+bool split_loop(ir::Kernel& k, size_t g, size_t max_insts) {
+  const std::vector<Inst>& old = k.insts;
+  const size_t g_end = end_of_range(old, g);
+  const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
+  if (n > kMaxScannedTrips) return false;
+  // Where the answers change: each comparison of two values computed from g and constants alone (j < c,
+  // 16·j0 + c < 100: PADTO's mask of a padded tile) is evaluated at every g, and a range ends where its answer
+  // flips. n is a loop's trip count (thousands at most), each evaluation a walk of a short expression.
+  std::vector<size_t> comparisons;
+  std::vector<int8_t> memo(old.size(), -1);
+  for (size_t i = g + 1; i < g_end; i++)
+    if (old[i].op == Op::CmpLt && of_loop_only(old, old[i].src[0], g) && of_loop_only(old, old[i].src[1], g) &&
+        depends_on(old, static_cast<ValueId>(i), static_cast<ValueId>(g), memo))
+      comparisons.push_back(i);
+  const std::vector<int64_t> bounds = cuts_of(comparisons, n, [&](size_t c, int64_t at) {
+    return static_cast<int>(eval_index(old, old[c].src[0], static_cast<ValueId>(g), at) <
+                            eval_index(old, old[c].src[1], static_cast<ValueId>(g), at));
+  });
+  return split_at(k, g, bounds, max_insts);
+}
+
+// The values int32 value v takes with loop g at `at` and every other loop anywhere in its range (interval
+// arithmetic over constants, loop indices, +, ·, -x, max, and / and % by a positive constant); nullopt for
+// anything else (a load, a loop without a constant bound).
+std::optional<std::pair<int64_t, int64_t>> interval_at(const std::vector<Inst>& insts, ValueId v, size_t g,
+                                                       int64_t at, int depth = 0) {
+  using Interval = std::pair<int64_t, int64_t>;
+  const Inst& in = insts[v];
+  if (v == static_cast<ValueId>(g)) return Interval{at, at};
+  if (in.op == Op::Const) return Interval{static_cast<int64_t>(in.value), static_cast<int64_t>(in.value)};
+  if (depth > 32 || in.dtype != DType::Int32) return std::nullopt;
+  if (in.op == Op::Range) {
+    if (insts[in.src[0]].op != Op::Const || insts[in.src[0]].value < 1) return std::nullopt;
+    return Interval{0, static_cast<int64_t>(insts[in.src[0]].value) - 1};
+  }
+  if (in.op != Op::Add && in.op != Op::Max && in.op != Op::Mul && in.op != Op::IDiv && in.op != Op::Mod &&
+      in.op != Op::Neg)
+    return std::nullopt;
+  const auto a = interval_at(insts, in.src[0], g, at, depth + 1);
+  if (!a) return std::nullopt;
+  if (in.op == Op::Neg) return Interval{-a->second, -a->first};
+  const auto b = interval_at(insts, in.src[1], g, at, depth + 1);
+  if (!b) return std::nullopt;
+  switch (in.op) {
+    case Op::Add: return Interval{a->first + b->first, a->second + b->second};
+    case Op::Max: return Interval{std::max(a->first, b->first), std::max(a->second, b->second)};
+    case Op::Mul: {
+      const int64_t c[4] = {a->first * b->first, a->first * b->second, a->second * b->first, a->second * b->second};
+      return Interval{*std::min_element(c, c + 4), *std::max_element(c, c + 4)};
+    }
+    case Op::IDiv:  // C's division truncates, which never decreases as the dividend grows
+      if (b->first != b->second || b->first < 1) return std::nullopt;
+      return Interval{a->first / b->first, a->second / b->first};
+    case Op::Mod: {
+      const int64_t d = b->first;
+      if (b->first != b->second || d < 1 || a->first < 0) return std::nullopt;
+      if (a->first / d == a->second / d) return Interval{a->first % d, a->second % d};
+      return Interval{0, d - 1};
+    }
+    default: return std::nullopt;
+  }
+}
+
+// A comparison's answer over the iterations of loop g at `at`: 1 always true, 0 always false, 2 either (it
+// depends on another loop), -1 when interval_at cannot tell.
+int answer_at(const std::vector<Inst>& insts, const Inst& cmp, size_t g, int64_t at) {
+  const auto a = interval_at(insts, cmp.src[0], g, at), b = interval_at(insts, cmp.src[1], g, at);
+  if (!a || !b) return -1;
+  if (a->second < b->first) return 1;
+  if (a->first >= b->second) return 0;
+  return 2;
+}
+
+// The outermost global loop, split where the answers of comparisons that also depend on loops inside it
+// change. A weight packed for the matmul in panels of 32 rows (Caffe's LeNet's 500×800 fc weight: 16
+// panels, the last one holding 20 rows) masks every load with 32·panel + lane < 500, which depends on the
+// panel and on the lane inside it: no range of lanes is always in bounds, and the masked load keeps gcc's
+// loop scalar (E_16_800_32: 258 us). Over the panels the answer is known: true for panels 0 to 14 (at most
+// 32·14 + 31 = 479), either in panel 15; split there, simplify drops the first range's masks (84 us).
+// Only where the kernel runs on one thread anyway (split_keeps_threads: the outermost loop is the one the
+// C device's threads divide), and only when some range answers every comparison it can evaluate.
+bool split_outer_loop(ir::Kernel& k) {
+  const std::vector<size_t> loops = global_loops(k.insts);
+  if (loops.empty()) return false;
+  const size_t g = loops.front();
+  const std::vector<Inst>& insts = k.insts;
+  if (insts[insts[g].src[0]].op != Op::Const || !split_keeps_threads(k, g)) return false;
+  const int64_t n = static_cast<int64_t>(insts[insts[g].src[0]].value);
+  if (n > kMaxScannedTrips) return false;
+  const size_t g_end = end_of_range(insts, g);
+  std::vector<size_t> comparisons;  // of indices (a ReLU compares floats: data, not a mask) that depend on g
+  std::vector<int8_t> memo(insts.size(), -1);
+  for (size_t i = g + 1; i < g_end; i++)
+    if (insts[i].op == Op::CmpLt && insts[insts[i].src[0]].dtype == DType::Int32 &&
+        depends_on(insts, static_cast<ValueId>(i), static_cast<ValueId>(g), memo) && answer_at(insts, insts[i], g, 0) >= 0)
+      comparisons.push_back(i);
+  if (comparisons.empty()) return false;
+  auto answer = [&](size_t c, int64_t at) { return answer_at(insts, insts[c], g, at); };
+  const std::vector<int64_t> bounds = cuts_of(comparisons, n, answer);
+  bool resolved = false;  // some range where every comparison has one answer
+  for (size_t r = 0; r + 1 < bounds.size() && !resolved; r++) {
+    resolved = true;
+    for (size_t c : comparisons) resolved = resolved && answer(c, bounds[r]) < 2;
+  }
+  return resolved && split_at(k, g, bounds, kMaxUnrolledInsts);
 }
 
 // The innermost global loop with a constant bound that lies inside another global loop; insts.size() if none.
@@ -167,7 +274,10 @@ void split_index_set(ir::Kernel& k) {
     if (in.op == Op::Range && in.arg != ir::kGlobalLoop) return;  // elementwise: global loops only
   // the innermost loop: the one whose comparisons are evaluated most often
   const size_t g = inner_global_loop(k.insts);
-  if (g == k.insts.size() || !split_loop(k, g, kMaxUnrolledInsts)) return;
+  if (g == k.insts.size() || !split_loop(k, g, kMaxUnrolledInsts)) {
+    split_outer_loop(k);
+    return;
+  }
   // Then the loop around it, when it compares its index too: in a 2-D col2im which of the kernel's rows reach
   // an input row depends on the row as the columns do on the column, and splitting only the columns left a
   // masked load (a branch) per row tap (Caffe's LeNet's 50 -> 20 channels 5x5, 12x12: 1.33 -> 0.57 ms alone).
