@@ -209,7 +209,9 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
   // ...unless the lanes load a bool each, side by side (base + 0, base + 1, ...: a one-hot read along its
   // rows, onehot(positions)ᵀ @ grad), and the several WHEREs are the register tile's rows: then the bools are
   // a grouped load and the mask form vectorizes (the wide transformer's position-embedding gradient
-  // r_128_32_32: 85 us with selects, 12 us masked).
+  // r_128_32_32: 85 us with selects, 12 us masked). Told apart by counting: more bools side by side than
+  // WHEREs on each (32 lanes, 8 rows) is that case; an embedding's gradient tiled over its 11 rows loads 11
+  // neighbouring bools that 32 lanes each select on, and stays a select (35 us; 62 masked).
   std::vector<bool> loaded_by_lanes(k.insts.size(), false);
   {
     auto base_offset = [&](ir::ValueId index) -> std::pair<ir::ValueId, int64_t> {
@@ -219,14 +221,17 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
       return {index, 0};
     };
     std::map<std::tuple<ir::ValueId, ir::ValueId, int64_t>, size_t> loads;  // (buffer, base, offset) -> load
+    std::map<std::pair<ir::ValueId, ir::ValueId>, int> group;                // (buffer, base) -> loads
     for (size_t i = 0; i < k.insts.size(); i++)
       if (k.insts[i].op == Op::Load && k.insts[i].dtype == DType::Bool && where_uses[i] > 1) {
         const auto [base, offset] = base_offset(k.insts[i].src[1]);
         loads[{k.insts[i].src[0], base, offset}] = i;
+        group[{k.insts[i].src[0], base}]++;
       }
     for (const auto& [key, i] : loads) {
       const auto [buffer, base, offset] = key;
-      loaded_by_lanes[i] = loads.count({buffer, base, offset - 1}) || loads.count({buffer, base, offset + 1});
+      const bool beside = loads.count({buffer, base, offset - 1}) || loads.count({buffer, base, offset + 1});
+      loaded_by_lanes[i] = beside && group[{buffer, base}] > where_uses[i];
     }
   }
   for (size_t i = 0; i < k.insts.size(); i++) {

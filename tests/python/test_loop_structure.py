@@ -599,3 +599,26 @@ def test_bools_loaded_side_by_side_by_the_lanes_are_masks_even_when_the_rows_sha
     want = np.where(m[None], g.T[:, :, None], np.float32(0)).sum(1, dtype=np.float64)
     got = Tensor(m, device="C").reshape(1, 32, 32).where(Tensor(g, device="C").T.reshape(128, 32, 1), 0.0).sum(1).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_prime_row_count_up_to_12_is_register_tiled_whole_unless_its_rows_select_on_bools(tmp_path):
+    # (11, 512) @ (512, 128): a transformer head's weight gradient over an 11-token vocabulary. 11 is prime,
+    # no MR from the heuristic's list divides it; the whole 11 rows are one tile (22 vector accumulators):
+    # 41 -> 13 us. An embedding's gradient over the same 11 rows (a one-hot's product: each row selects on a
+    # loaded bool) stays untiled: gcc makes each row's select a branch that skips the false rows.
+    body = ("from tensorscope import nn\n"
+            "a = Tensor(rng.standard_normal((11, 512)).astype(np.float32)).realize()\n"
+            "b = Tensor(rng.standard_normal((512, 128)).astype(np.float32)).realize()\n"
+            "(a @ b).realize()\n"
+            "emb = nn.Embedding(11, 128)\n"
+            "idx = Tensor(rng.integers(0, 11, (16, 32)).astype(np.int32))\n"
+            "(emb(idx) * Tensor(rng.standard_normal((16, 32, 128)).astype(np.float32))).sum().backward()\n"
+            "emb.weight.grad.realize()\n")
+    ir = _kernels(tmp_path, body)
+    assert "REGISTER_TILE(11)" in ir["r_11_128_512"].splitlines()[0], ir["r_11_128_512"].splitlines()[0]
+    onehot = [n for n, text in ir.items() if "in bool" in text.splitlines()[0] and n.startswith("r_")]
+    assert onehot and all("REGISTER_TILE" not in ir[n].splitlines()[0] for n in onehot), [ir[n].splitlines()[0] for n in onehot]
+    rng = np.random.default_rng(5)
+    a, b = rng.standard_normal((11, 512)).astype(np.float32), rng.standard_normal((512, 128)).astype(np.float32)
+    got = (Tensor(a, device="C") @ Tensor(b, device="C")).numpy()
+    np.testing.assert_allclose(got, torch.tensor(a) @ torch.tensor(b), rtol=1e-4, atol=1e-3)
