@@ -42,6 +42,8 @@ class Lowerer {
     // output axis (which can be vectorized) instead of three short ones. The outputs of a multi-output
     // kernel all compute this shape (the kernelizer's rule 6), and are stored in one loop.
     const Shape& loop_shape = g[loop_root(g, item_, item_.outputs[0])].shape;
+    for (size_t o = 1; o < outputs; o++)
+      if (g[loop_root(g, item_, item_.outputs[o])].shape != loop_shape) return run_ragged(out_bufs);
     std::vector<int64_t> dims(loop_shape.size());
     for (size_t d = 0; d < dims.size(); d++) dims[d] = static_cast<int64_t>(d);
     std::vector<ValueId> idx(loop_shape.size(), b_.cint(0)), loops;
@@ -49,6 +51,41 @@ class Lowerer {
     for (size_t o = 0; o < outputs; o++) {
       const ValueId value = value_of(loop_root(g, item_, item_.outputs[o]), idx, kNone);
       b_.store(out_bufs[o], linear(idx, loop_shape), value);
+    }
+    for (size_t i = loops.size(); i-- > 0;) b_.end_range(loops[i]);
+  }
+
+  // A multi-output kernel of small kernels of several shapes (the kernelizer's rule 6): one loop over the
+  // largest one's N elements, flat index L. Output o of n_o elements stores at L where L < n_o; its value is
+  // computed at min(L, n_o - 1), taken apart into its own shape's indices, so that no load leaves its buffer
+  // where the store is masked off. split_index_set splits the loop where the masks change (at each n_o) and
+  // simplify drops the masks: each range computes the outputs that have elements there, unmasked.
+  void run_ragged(const std::vector<ValueId>& out_bufs) {
+    const Graph& g = Graph::get();
+    int64_t n = 1;
+    for (NodeId out : item_.outputs) n = std::max(n, shape_numel(g[out].shape));
+    std::vector<ValueId> flat(1, b_.cint(0)), loops;
+    open_loops(kNoNode, {0}, Shape{n}, /*global=*/true, flat, loops);
+    const ValueId l = flat[0];
+    for (size_t o = 0; o < item_.outputs.size(); o++) {
+      const NodeId root = loop_root(g, item_, item_.outputs[o]);
+      const Shape& shape = g[root].shape;
+      const int64_t n_o = shape_numel(shape);
+      ValueId at = l, gate = kNone;
+      if (n_o < n) {
+        const ValueId neg = b_.alu(ir::Op::Neg, DType::Int32, l);
+        at = b_.alu(ir::Op::Neg, DType::Int32, b_.alu(ir::Op::Max, DType::Int32, neg, b_.cint(-(n_o - 1))));
+        gate = b_.alu(ir::Op::CmpLt, DType::Bool, l, b_.cint(n_o));
+      }
+      std::vector<ValueId> idx(shape.size(), b_.cint(0));
+      int64_t stride = 1;
+      for (size_t d = shape.size(); d-- > 0;) {
+        ValueId i = stride == 1 ? at : b_.alu(ir::Op::IDiv, DType::Int32, at, b_.cint(stride));
+        if (d > 0) i = b_.alu(ir::Op::Mod, DType::Int32, i, b_.cint(shape[d]));
+        idx[d] = shape[d] == 1 ? b_.cint(0) : i;
+        stride *= shape[d];
+      }
+      b_.store(out_bufs[o], at, value_of(root, idx, kNone), gate);
     }
     for (size_t i = loops.size(); i-- > 0;) b_.end_range(loops[i]);
   }

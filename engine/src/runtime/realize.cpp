@@ -138,7 +138,7 @@ struct CachedKernel {
     DType dtype = DType::Float32;
   };
   std::vector<Output> outputs;        // the nodes it stores (several: a multi-output kernel), in launch order
-  int64_t numel = 0;                  // of each output (the outputs of a multi-output kernel have one shape)
+  int64_t numel = 0;                  // of the first output (a multi-output kernel of several shapes: 0 only when all are)
   std::vector<uint32_t> inputs;       // indices into StructuralKey::order, in launch order
   std::shared_ptr<Program> program;   // null for copies and zero-size outputs
   std::shared_ptr<const KernelCode> code;  // what observers are shown; null for copies, or if unobserved
@@ -319,7 +319,9 @@ void run_cached(Graph& g, const StructuralKey& key, const CachedSchedule& sched,
     const int outputs = static_cast<int>(ck.outputs.size());
     std::vector<std::shared_ptr<Buffer>> bufs;
     for (const CachedKernel::Output& o : ck.outputs) {
-      bufs.push_back(pooled_buffer(ck.device, o.dtype, ck.numel, &g[key.order[o.index]].shape));
+      // each its own size: the outputs of a multi-output kernel of several shapes differ (schedule.h, rule 6)
+      const Shape& shape = g[key.order[o.index]].shape;
+      bufs.push_back(pooled_buffer(ck.device, o.dtype, shape_numel(shape), &shape));
       produced[o.index] = bufs.back();
     }
     if (!ck.is_copy && ck.numel == 0) continue;
@@ -533,7 +535,7 @@ void realize(const std::vector<NodeId>& targets) {
     Device& dev = DeviceRegistry::at(dev_index);
     std::vector<std::shared_ptr<Buffer>> bufs;  // the launch's buffers: outputs, then inputs
     for (NodeId o : item.outputs) {
-      bufs.push_back(pooled_buffer(dev_index, g[o].dtype, ck.numel, &g[o].shape));
+      bufs.push_back(pooled_buffer(dev_index, g[o].dtype, shape_numel(g[o].shape), &g[o].shape));
       out_buffers[o] = bufs.back();
     }
     if (ck.numel == 0) {  // nothing to compute for a zero-size output

@@ -238,6 +238,14 @@ std::string kernel_name(const Graph& g, const ScheduleItem& item) {
   std::vector<int64_t> dims;
   for (int64_t d : out.shape)
     if (d != 1) dims.push_back(d);
+  // a multi-output kernel of several shapes loops over the largest one's elements
+  int64_t largest = 0;
+  bool ragged = false;
+  for (NodeId o : item.outputs) {
+    ragged = ragged || g[loop_root(g, item, o)].shape != g[loop_root(g, item, item.outputs[0])].shape;
+    largest = std::max(largest, shape_numel(g[o].shape));
+  }
+  if (ragged) dims = {largest};
   bool has_reduce = false;
   for (NodeId f : item.fused) {
     if (!is_reduce(g[f].op)) continue;
@@ -280,6 +288,7 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
     std::set<NodeId> outputs, inputs;
     bool open = true;
     bool reduce = false;  // headed by a kernel with a reduce: only kernels that read its outputs in place join
+    bool small = false;   // every member stores at most kMultiOutputSmallElements elements: any shape may join
   };
   auto has_reduce = [&](const ScheduleItem& item) {
     for (NodeId f : item.fused)
@@ -304,6 +313,8 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
   std::map<NodeId, size_t> group_of_output;  // a stored node → the group whose kernel stores it
   // the groups a kernel may join, by device and loop shape, in the order they were made
   std::map<std::pair<int, Shape>, std::vector<size_t>> candidates;
+  // the groups of small kernels by device, whatever their shapes, in the order they were made
+  std::map<int, std::vector<size_t>> small_candidates;
   std::map<int, uint32_t> most_buffers;  // device → the most buffers a merged kernel may take there
   for (size_t i = 0; i < sched.items.size(); i++) {
     const ScheduleItem& item = sched.items[i];
@@ -341,11 +352,31 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
         buffers.insert(item.inputs.begin(), item.inputs.end());
         if (buffers.size() <= limit->second) join = same[c];
       }
+      // A small kernel that found no group of its shape joins one of small kernels of other shapes (SGD's
+      // updates of a network's biases of 16 and 8 elements, its loss): the merged kernel loops over the
+      // largest one's elements and each stores where its own elements are (Lowerer::run). Not one whose
+      // outputs it reads: a value computed in the kernel is read at the kernel's index, one shape's.
+      std::vector<size_t>& any_shape = small_candidates[device];
+      const size_t oldest_small = any_shape.size() > kMultiOutputLookBack ? any_shape.size() - kMultiOutputLookBack : 0;
+      for (size_t c = any_shape.size(); small && !join && c-- > oldest_small;) {
+        const Group& group = groups[any_shape[c]];
+        if (!group.open || !group.small || read.count(any_shape[c])) continue;
+        std::set<NodeId> buffers(group.outputs);
+        buffers.insert(item.outputs.begin(), item.outputs.end());
+        buffers.insert(group.inputs.begin(), group.inputs.end());
+        buffers.insert(item.inputs.begin(), item.inputs.end());
+        if (buffers.size() <= limit->second) join = any_shape[c];
+      }
       if (!join) {
         join = groups.size();
         groups.emplace_back();
+        groups.back().small = small;
         same.push_back(*join);
+        if (small) any_shape.push_back(*join);
       }
+      groups[*join].small = groups[*join].small && small;
+      // found by later kernels of this shape too (Adam's parameter update reads its m and v in place)
+      if (std::find(same.begin(), same.end(), *join) == same.end()) same.push_back(*join);
     }
     if (!join && may_head_reduce(item, device)) {
       join = groups.size();
@@ -415,8 +446,12 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
       }
       if (readers > 1) shared += (shared.empty() ? "" : ", ") + node_label(g, in);
     }
-    merged.reasons.push_back("multi-output kernel: stores " + std::to_string(group.members.size()) + " values of one shape (" +
-                             also + ") in one loop, one launch instead of " + std::to_string(group.members.size()) +
+    std::set<Shape> shapes;
+    for (NodeId out : merged.outputs) shapes.insert(g[loop_root(g, merged, out)].shape);
+    const std::string of_shapes = shapes.size() == 1 ? " values of one shape (" : " values of " + std::to_string(shapes.size()) + " shapes (";
+    merged.reasons.push_back("multi-output kernel: stores " + std::to_string(group.members.size()) + of_shapes +
+                             also + (shapes.size() == 1 ? ") in one loop" : ") in one loop over the largest") +
+                             ", one launch instead of " + std::to_string(group.members.size()) +
                              (shared.empty() ? "" : "; " + shared + ", read by more than one of them, is read once") +
                              (computed_here.empty() ? "" : "; " + computed_here + " computed once and used where it is stored") +
                              (shared.empty() && computed_here.empty()

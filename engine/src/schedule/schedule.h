@@ -39,11 +39,14 @@
 //  6. Multi-output kernels (tinygrad's multi-output kernels; what PyTorch's foreach optimizers do by hand):
 //     elementwise kernels on one device whose outputs have one loop shape and that read a common buffer, or
 //     read at their own index a value another of them stores for realize(), or store at most
-//     kMultiOutputSmallElements elements each, are one kernel with several outputs, in one loop over the
-//     shared shape: the common buffer is read once, a value read in place is computed once, and one launch
+//     kMultiOutputSmallElements elements each (these whatever their shapes), are one kernel with several
+//     outputs, in one loop over the shared shape: the common buffer is read once, a value read in place is computed once, and one launch
 //     does the work of several (up to kMaxMultiOutputBuffers buffers, fewer where the device binds fewer:
 //     DeviceProperties::max_kernel_buffers). An optimizer's step() stores a parameter and its state (Adam's
-//     m, v and the parameter all read the gradient; the parameter reads m and v) in one kernel. On devices
+//     m, v and the parameter all read the gradient; the parameter reads m and v) in one kernel. Small kernels
+//     of several shapes (the updates of a network's biases, each of its own size) join one group too: the
+//     kernel loops over the largest one's elements and each output is stored where its own elements are
+//     (Lowerer::run_ragged; split_index_set then gives each range of the loop its outputs, unmasked). On devices
 //     without workgroups (C, INTERP) a kernel with a reduce heads such a group too, joined only by kernels
 //     that read its output at their own index: SGD's weight gradient with its momentum update stores the new
 //     buffer b and, from b still in registers, the parameter p - lr·b (one launch per parameter). No kernel
