@@ -20,8 +20,11 @@
 //
 // Applies to the innermost global loop of an elementwise kernel (no reduce loop) when it has a constant
 // bound and lies inside another global loop — the outermost one is the loop the C device's threads
-// split (TS_LO/TS_HI) — and then to the loop around it (a 2-D col2im). In a kernel with reductions, to the
-// loop PADTO padded (split_padded_tile, below). Kernels for devices with workgroups are left alone (a GPU
+// split (TS_LO/TS_HI) — and then to the loop around it (a 2-D col2im). When no comparison there depends on
+// that loop alone, to the outermost loop of a kernel that runs on one thread anyway, with each comparison's
+// answer over the loops inside it found by interval arithmetic (split_outer_loop: a weight packed in padded
+// panels; small kernels of several shapes merged into one, whose outputs end at different indices). In a
+// kernel with reductions, to the loop PADTO padded (split_padded_tile, below). Kernels for devices with workgroups are left alone (a GPU
 // runs one thread per element; its masks cost no loop trips). At most kMaxRanges ranges, and the copies
 // stay under kMaxUnrolledInsts.
 #include <algorithm>
