@@ -40,7 +40,8 @@ class Lowerer {
     // it computes loops over the computed shape and stores at the same flat positions: a matmul's
     // (C_out, C_in·K) result stored as a (C_out, C_in, kh, kw) weight gradient keeps its one 72-long
     // output axis (which can be vectorized) instead of three short ones. The outputs of a multi-output
-    // kernel all compute this shape (the kernelizer's rule 6), and are stored in one loop.
+    // kernel compute this shape (the kernelizer's rule 6) and are stored in one loop; small ones of several
+    // shapes go through run_ragged.
     const Shape& loop_shape = g[loop_root(g, item_, item_.outputs[0])].shape;
     for (size_t o = 1; o < outputs; o++)
       if (g[loop_root(g, item_, item_.outputs[o])].shape != loop_shape) return run_ragged(out_bufs);

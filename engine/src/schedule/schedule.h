@@ -96,7 +96,8 @@ constexpr size_t kMultiOutputLookBack = 32;
 
 struct ScheduleItem {
   std::string name;                  // E_4_4 (elementwise) or r_4_4 (with a reduce), after tinygrad
-  std::vector<NodeId> outputs;       // the nodes whose values the kernel stores (several: a multi-output kernel), one shape
+  std::vector<NodeId> outputs;       // the nodes whose values the kernel stores (several: a multi-output kernel, of one
+                                     // shape, or small ones of several: rule 6)
   std::vector<NodeId> inputs;        // buffer-like nodes it reads (realized, or stored by an earlier kernel)
   std::vector<NodeId> fused;         // nodes computed inside the kernel, topological, output last
   std::vector<std::string> reasons;  // boundary reasons
