@@ -43,6 +43,9 @@ using ir::Op;
 using ir::ValueId;
 
 constexpr int64_t kMaxScannedTrips = 1 << 14;  // the longest loop whose comparisons are evaluated at every index
+// split_outer_loop's bound on trips × comparisons (each an interval walk of an index expression: a few
+// milliseconds of lowering at most; a merged kernel of 32 small outputs of up to 4,096 elements is 131,072)
+constexpr int64_t kMaxOuterEvaluations = int64_t{1} << 18;
 
 // Whether int32 value v is computed from loop g and constants only (no other loop, no load): eval_index
 // then gives its value at any g.
@@ -205,7 +208,8 @@ bool split_outer_loop(ir::Kernel& k) {
     if (insts[i].op == Op::CmpLt && insts[insts[i].src[0]].dtype == DType::Int32 &&
         depends_on(insts, static_cast<ValueId>(i), static_cast<ValueId>(g), memo) && answer_at(insts, insts[i], g, 0) >= 0)
       comparisons.push_back(i);
-  if (comparisons.empty()) return false;
+  // each comparison is evaluated at every index of the loop, a walk of its index expression each time
+  if (comparisons.empty() || n * static_cast<int64_t>(comparisons.size()) > kMaxOuterEvaluations) return false;
   auto answer = [&](size_t c, int64_t at) { return answer_at(insts, insts[c], g, at); };
   const std::vector<int64_t> bounds = cuts_of(comparisons, n, answer);
   bool resolved = false;  // some range where every comparison has one answer
