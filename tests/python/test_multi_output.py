@@ -307,3 +307,32 @@ def test_small_kernels_of_several_shapes_are_one_kernel_over_the_largest(dev, tm
         (listed,) = [k for k in json.loads((out / "kernels.json").read_text())["kernels"] if k["name"] == "E_16"]
         code = (out / listed["sources"]["C"]).read_text().split("static void ")[-1]
         assert "if (" not in code and not re.search(r"\((v|ridx)\d+ < \d+\)", code), code  # no mask of an index
+
+
+@devices
+def test_small_results_of_random_shapes_and_dtypes_realized_together_are_one_kernel(dev):
+    # Fixed-seed programs: 2 to 6 small results of random shapes (0-d to 3-d), float and bool, some read through
+    # a transpose or a reversed view, realized together: one kernel each time, every value as NumPy computes it.
+    rng = np.random.default_rng(7)
+    for _ in range(20):
+        results, wants = [], []
+        for _ in range(int(rng.integers(2, 7))):
+            shape = tuple(int(s) for s in rng.integers(1, 9, size=int(rng.integers(0, 4))))
+            a = rng.standard_normal(shape).astype(np.float32)
+            t = Tensor(a, device=dev).realize()
+            kind = int(rng.integers(0, 4))
+            if kind == 0:
+                results.append(t * 2 + 1), wants.append(a * np.float32(2) + np.float32(1))
+            elif kind == 1:
+                results.append(t > 0), wants.append(a > 0)
+            elif kind == 2 and len(shape) >= 2:
+                results.append(t.transpose(0, 1) * 3), wants.append(a.swapaxes(0, 1) * np.float32(3))
+            else:
+                results.append(t.reshape(-1)[::-1].exp()), wants.append(np.exp(a.reshape(-1)[::-1]))
+        GlobalCounters.reset()
+        results[0].realize(*results[1:])
+        assert GlobalCounters.kernel_count == 1, [r.shape for r in results]
+        for got, want in zip(results, wants):
+            value = got.numpy()
+            assert value.shape == want.shape and value.dtype == want.dtype, (value.shape, value.dtype, want.dtype)
+            np.testing.assert_allclose(value, want, rtol=1e-6, atol=1e-6)
