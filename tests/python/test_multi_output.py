@@ -49,7 +49,7 @@ OPTIMIZERS = [
 
 @devices
 @pytest.mark.parametrize("name,kwargs,outputs", OPTIMIZERS, ids=["Adam", "AdamW", "SGD-momentum", "SGD"])
-def test_optimizer_step_is_one_kernel_per_parameter(dev, name, kwargs, outputs, tmp_path):
+def test_an_optimizer_step_over_small_parameters_is_one_kernel(dev, name, kwargs, outputs, tmp_path):
     wv, bv, xv = _params(dev)
     w = Tensor(wv.copy(), requires_grad=True, device=dev)
     b = Tensor(bv.copy(), requires_grad=True, device=dev)
