@@ -336,3 +336,30 @@ def test_small_results_of_random_shapes_and_dtypes_realized_together_are_one_ker
             value = got.numpy()
             assert value.shape == want.shape and value.dtype == want.dtype, (value.shape, value.dtype, want.dtype)
             np.testing.assert_allclose(value, want, rtol=1e-6, atol=1e-6)
+
+
+@devices
+def test_adam_over_a_large_weight_and_a_small_bias_is_three_kernels(dev, tmp_path):
+    # w (128, 64) has more than 4,096 elements: its m, v and new value are one kernel of one shape (reading the
+    # gradient once), and b's (128) are another. Adam's two bias corrections (scalars) are one kernel before them:
+    # w's update, launched before b's, reads them, so no later kernel may join theirs (it runs where its last
+    # member would).
+    rng = np.random.default_rng(2)
+    wv, bv = rng.standard_normal((128, 64)).astype(np.float32), rng.standard_normal(128).astype(np.float32)
+    xv = rng.standard_normal((16, 64)).astype(np.float32)
+    w, b = Tensor(wv.copy(), requires_grad=True, device=dev), Tensor(bv.copy(), requires_grad=True, device=dev)
+    tw, tb = torch.tensor(wv.copy(), requires_grad=True), torch.tensor(bv.copy(), requires_grad=True)
+    opt, topt = optim.Adam([w, b], lr=1e-2), torch.optim.Adam([tw, tb], lr=1e-2)
+    x = Tensor(xv, device=dev).realize()
+    for step in range(3):
+        opt.zero_grad()
+        (x @ w.T + b).relu().square().sum().backward()
+        Tensor.realize(w.grad, b.grad)
+        kernels = _recorded_kernels(opt.step, tmp_path) if step == 2 else opt.step()
+        topt.zero_grad()
+        (torch.tensor(xv) @ tw.T + tb).relu().square().sum().backward()
+        topt.step()
+    np.testing.assert_allclose(w.numpy(), tw.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(b.numpy(), tb.detach().numpy(), rtol=1e-5, atol=1e-6)
+    found = sorted((k["name"], sorted(o["shape"] for o in k["outputs"])) for k in kernels)
+    assert found == [("E_1", [[], []]), ("E_128", [[128]] * 3), ("E_128_64", [[128, 64]] * 3)], found
