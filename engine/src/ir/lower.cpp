@@ -42,9 +42,8 @@ class Lowerer {
     // output axis (which can be vectorized) instead of three short ones. The outputs of a multi-output
     // kernel compute this shape (the kernelizer's rule 6) and are stored in one loop; small ones of several
     // shapes go through run_ragged.
+    if (loop_shapes(g, item_).size() > 1) return run_ragged(out_bufs);
     const Shape& loop_shape = g[loop_root(g, item_, item_.outputs[0])].shape;
-    for (size_t o = 1; o < outputs; o++)
-      if (g[loop_root(g, item_, item_.outputs[o])].shape != loop_shape) return run_ragged(out_bufs);
     std::vector<int64_t> dims(loop_shape.size());
     for (size_t d = 0; d < dims.size(); d++) dims[d] = static_cast<int64_t>(d);
     std::vector<ValueId> idx(loop_shape.size(), b_.cint(0)), loops;

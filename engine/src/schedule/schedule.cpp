@@ -239,13 +239,11 @@ std::string kernel_name(const Graph& g, const ScheduleItem& item) {
   for (int64_t d : out.shape)
     if (d != 1) dims.push_back(d);
   // a multi-output kernel of several shapes loops over the largest one's elements
-  int64_t largest = 0;
-  bool ragged = false;
-  for (NodeId o : item.outputs) {
-    ragged = ragged || g[loop_root(g, item, o)].shape != g[loop_root(g, item, item.outputs[0])].shape;
-    largest = std::max(largest, shape_numel(g[o].shape));
+  if (const std::set<Shape> shapes = loop_shapes(g, item); shapes.size() > 1) {
+    int64_t largest = 0;
+    for (const Shape& s : shapes) largest = std::max(largest, shape_numel(s));
+    dims = {largest};
   }
-  if (ragged) dims = {largest};
   bool has_reduce = false;
   for (NodeId f : item.fused) {
     if (!is_reduce(g[f].op)) continue;
@@ -288,7 +286,8 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
     std::set<NodeId> outputs, inputs;
     bool open = true;
     bool reduce = false;  // headed by a kernel with a reduce: only kernels that read its outputs in place join
-    bool small = false;   // every member stores at most kMultiOutputSmallElements elements: any shape may join
+    bool small = false;   // its members store at most kMultiOutputSmallElements elements: any shape may join
+    std::set<Shape> listed;  // the loop shapes under which `candidates` lists it
   };
   auto has_reduce = [&](const ScheduleItem& item) {
     for (NodeId f : item.fused)
@@ -371,17 +370,16 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
         join = groups.size();
         groups.emplace_back();
         groups.back().small = small;
-        same.push_back(*join);
         if (small) any_shape.push_back(*join);
       }
-      groups[*join].small = groups[*join].small && small;
       // found by later kernels of this shape too (Adam's parameter update reads its m and v in place)
-      if (std::find(same.begin(), same.end(), *join) == same.end()) same.push_back(*join);
+      if (groups[*join].listed.insert(g[root].shape).second) same.push_back(*join);
     }
     if (!join && may_head_reduce(item, device)) {
       join = groups.size();
       groups.emplace_back();
       groups.back().reduce = true;
+      groups.back().listed.insert(g[root].shape);
       same.push_back(*join);
     }
     for (size_t r : read)
@@ -446,8 +444,7 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
       }
       if (readers > 1) shared += (shared.empty() ? "" : ", ") + node_label(g, in);
     }
-    std::set<Shape> shapes;
-    for (NodeId out : merged.outputs) shapes.insert(g[loop_root(g, merged, out)].shape);
+    const std::set<Shape> shapes = loop_shapes(g, merged);
     const std::string of_shapes = shapes.size() == 1 ? " values of one shape (" : " values of " + std::to_string(shapes.size()) + " shapes (";
     merged.reasons.push_back("multi-output kernel: stores " + std::to_string(group.members.size()) + of_shapes +
                              also + (shapes.size() == 1 ? ") in one loop" : ") in one loop over the largest") +
@@ -471,6 +468,12 @@ NodeId loop_root(const Graph& g, const ScheduleItem& item, NodeId out) {
   while (g[out].op == Op::Reshape && std::find(item.inputs.begin(), item.inputs.end(), out) == item.inputs.end())
     out = g[out].src[0];
   return out;
+}
+
+std::set<Shape> loop_shapes(const Graph& g, const ScheduleItem& item) {
+  std::set<Shape> shapes;
+  for (NodeId out : item.outputs) shapes.insert(g[loop_root(g, item, out)].shape);
+  return shapes;
 }
 
 Schedule create_schedule(const std::vector<NodeId>& targets) {

@@ -53,6 +53,7 @@
 //     launched between the merged ones may read what the earlier ones store (the merged kernel runs where the
 //     last of them ran), and a value stored for contiguous() keeps its kernel boundary.
 #pragma once
+#include <set>
 #include <string>
 #include <vector>
 
@@ -117,5 +118,8 @@ Schedule create_schedule(const std::vector<NodeId>& targets);
 // The node whose shape the kernel of `item` loops over to store its output `out`: `out` without the reshapes
 // on top that are not inputs (a reshape keeps the row-major order, so the flat positions are the same).
 NodeId loop_root(const Graph& g, const ScheduleItem& item, NodeId out);
+// The shapes the outputs of `item` are computed in (their loop roots): one for a kernel of one loop shape, several
+// for a multi-output kernel of small kernels of several shapes (rule 6), which loops over the largest one's elements.
+std::set<Shape> loop_shapes(const Graph& g, const ScheduleItem& item);
 
 }  // namespace ts
