@@ -214,6 +214,31 @@ class GuiTest : public QObject {
     QCOMPARE(delivered, std::vector<size_t>{5});
   }
 
+  // The throttle's leading edge: after a quiet interval a request's layout starts at once (a run's last
+  // graph is not kept waiting), one made within the interval waits for its end and is laid out then.
+  void aRequestAfterAQuietIntervalStartsAtOnce() {
+    tsui::LayoutScheduler scheduler;
+    std::vector<size_t> delivered;
+    connect(&scheduler, &tsui::LayoutScheduler::laidOut, this,
+            [&](const tsui::GraphLayout& layout) { delivered.push_back(layout.nodes.size()); });
+    const auto schedules = twoSchedules();
+    scheduler.request(tsui::mergeSchedules(schedules, 0, 1));
+    QVERIFY(scheduler.isBusy());
+    QVERIFY(!scheduler.isWaiting());  // started without waiting for the interval
+    QTRY_VERIFY_WITH_TIMEOUT(!scheduler.isBusy(), 20000);
+    QTest::qWait(2 * tsui::LayoutScheduler::kThrottleMs);  // quiet again
+    scheduler.request(tsui::mergeSchedules(schedules, 0, 2));
+    QVERIFY(!scheduler.isWaiting());
+    tsui::GraphSpec last = tsui::mergeSchedules(schedules, 1, 2);
+    const size_t lastNodes = last.nodes.size();
+    QVERIFY(lastNodes != delivered.front());
+    scheduler.request(std::move(last));  // within the interval: waits, and replaces the one running
+    QVERIFY(scheduler.isWaiting());
+    QTRY_VERIFY_WITH_TIMEOUT(!scheduler.isBusy(), 20000);
+    QCOMPARE(delivered.size(), size_t(2));
+    QCOMPARE(delivered.back(), lastNodes);
+  }
+
   void irLinesMapToSourceLines() {
     QCOMPARE(tsui::irOpIndexOfLine(u"  %12 = ADD %3, %4"), 12);
     QCOMPARE(tsui::irOpIndexOfLine(u"%0 DEFINE_GLOBAL"), 0);

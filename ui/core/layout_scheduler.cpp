@@ -10,7 +10,11 @@ LayoutScheduler::LayoutScheduler(QObject* parent) : QObject(parent) {
   pool_.setObjectName("layout");
   throttle_.setSingleShot(true);
   throttle_.setInterval(kThrottleMs);
-  connect(&throttle_, &QTimer::timeout, this, &LayoutScheduler::startJob);
+  connect(&throttle_, &QTimer::timeout, this, [this] {
+    if (!pending_) return;  // nothing asked for since the last start: the interval just ends
+    startJob();
+    throttle_.start();
+  });
 }
 
 LayoutScheduler::~LayoutScheduler() {
@@ -55,8 +59,14 @@ void LayoutScheduler::request(GraphSpec spec) {
   }
   pending_ = std::make_shared<const GraphSpec>(std::move(spec));
   ++generation_;
-  if (!throttle_.isActive()) throttle_.start();
   setBusy(true);
+  // Leading and trailing edge: a request after a quiet interval starts at once (the run's last graph is
+  // laid out as soon as it is asked for: 60 ms of a batch screenshot were spent waiting here); one inside
+  // the interval waits for its end, and only the newest of those is laid out.
+  if (!throttle_.isActive()) {
+    startJob();
+    throttle_.start();
+  }
 }
 
 void LayoutScheduler::cancel() {

@@ -1,7 +1,8 @@
 // Runs graph layouts on the layout thread; only the newest request's result is delivered.
 //
 // Schedules arrive in bursts while a script runs. Requests are throttled (one layout starts at most
-// every kThrottleMs) and each job carries a generation number: a queued job that is already stale
+// every kThrottleMs: a request after a quiet interval starts at once, the newest of those made within the
+// interval when it ends) and each job carries a generation number: a queued job that is already stale
 // skips graphviz entirely, a running one is stopped (layoutGraph kills its `dot` process within
 // LayoutControl::kPollMs of a newer request, cancel() or the scheduler's destruction), and a result
 // that is stale all the same is dropped. While a job runs, phaseChanged says what dot is doing.
@@ -30,7 +31,9 @@ class LayoutScheduler : public QObject {
   void request(GraphSpec spec);
   void cancel();
   // True from a request until its result is delivered (or cancelled).
-  bool isBusy() const { return throttle_.isActive() || awaited_ != 0; }
+  bool isBusy() const { return pending_ != nullptr || awaited_ != 0; }
+  // True while a request waits for the throttle interval to end (its layout has not started).
+  bool isWaiting() const { return pending_ != nullptr; }
 
   static constexpr int kThrottleMs = 60;
 
