@@ -785,8 +785,8 @@ void MainWindow::setCurrentEvent(int eventIndex) {
   int kernelId = -1;
   if (ref.kind == RunModel::EventRef::Launch) kernelId = ref.index;
   if (ref.kind == RunModel::EventRef::Trial) kernelId = model_->trials()[ref.index].kernel_id;
-  if (ref.kind == RunModel::EventRef::Schedule && !model_->schedules()[ref.index].kernels.empty())
-    kernelId = model_->schedules()[ref.index].kernels.front().id;
+  if (ref.kind == RunModel::EventRef::Schedule && !model_->kernelIdsOf(ref.index).empty())
+    kernelId = model_->kernelIdsOf(ref.index).front();
   if (kernelId >= 0) {
     selectedKernel_ = kernelId;
     kernels_->selectKernel(kernelId);
@@ -989,7 +989,7 @@ void MainWindow::onRunFinished(const ScriptOutcome& outcome) {
   if (graphTimer_->isActive()) {
     graphTimer_->stop();
     rebuildGraph();
-  } else if (model_->schedules().empty()) {
+  } else if (model_->scheduleCount() == 0) {
     graph_->clearGraph(outcome.ok ? "The script realized no tensor: there is no graph to show."
                                   : "The script stopped before realizing any tensor.");
   }
@@ -1064,7 +1064,7 @@ void MainWindow::rebuildGraph() {
   applyCollapse(spec, graph_->toggledKernels());  // a large graph: one box per kernel unless expanded
   if (spec.nodes.empty()) {
     layout_->cancel();
-    graph_->clearGraph(model_->schedules().empty() ? "This run scheduled no kernels." : "The schedule has no nodes.");
+    graph_->clearGraph(model_->scheduleCount() == 0 ? "This run scheduled no kernels." : "The schedule has no nodes.");
     return;
   }
   graph_->setDescription(spec.description);
@@ -1142,10 +1142,12 @@ bool MainWindow::openRecording(const QString& path, QString* error) {
       r.run = reader.run();
       r.events.reserve(reader.event_count());
       r.times.reserve(reader.event_count());
-      reader.read_events([&](uint64_t, int64_t t, const ts::Event& e) {
-        r.events.push_back(e);
-        r.times.push_back(t);
-      });
+      reader.read_events(
+          [&](uint64_t, int64_t t, const ts::Event& e) {
+            r.events.push_back(e);
+            r.times.push_back(t);
+          },
+          /*thin_schedules=*/true);  // RunModel instantiates the schedules it shows
     } catch (const std::exception& e) {
       r.error = QString::fromUtf8(e.what());
     }
@@ -1470,7 +1472,7 @@ void MainWindow::applyFontZoom() {
   kernels_->verticalHeader()->setDefaultSectionSize(QFontMetrics(font).height() + 6);
   buffers_->applyFontZoom();
   graph_->applyFontZoom();
-  if (!model_->schedules().empty()) {
+  if (!model_->scheduleCount() == 0) {
     graphTimer_->stop();
     rebuildGraph();  // the boxes grow with their labels: a new layout
   }

@@ -513,6 +513,63 @@ TEST(Codec, AThinScheduleEncodesAsItsFullInstantiation) {
   EXPECT_EQ(blobs_a.size(), blobs_b.size());
 }
 
+// A decoder that keeps schedules thin (the debugger's) gives a repeated structure's schedules as the structure,
+// their uids and kernel ids: the same event once instantiated, one structure shared by all, and the same
+// checks on positions and kernel ids as instantiating them makes.
+TEST(Codec, ADecoderKeepingSchedulesThinGivesThemThin) {
+  const std::vector<Event> events = every_kind();
+  EventEncoder encoder;
+  EventDecoder whole, thin;
+  thin.keep_schedules_thin(true);
+  std::vector<EncodedEvent> encoded;
+  for (size_t i = 0; i < events.size(); i++) {
+    std::vector<Blob> blobs;
+    encoded.push_back(encoder.encode(i, static_cast<int64_t>(i), events[i], blobs));
+    for (const Blob& b : blobs) {
+      whole.add_blob(b);
+      thin.add_blob(b);
+    }
+  }
+  int thin_ones = 0;
+  std::shared_ptr<const ScheduleEvent> structure;
+  for (size_t i = 0; i < events.size(); i++) {
+    const Event w = whole.decode(encoded[i]), t = thin.decode(encoded[i]);
+    if (const auto* s = std::get_if<ScheduleEvent>(&t); s && s->thin()) {
+      thin_ones++;
+      EXPECT_TRUE(s->nodes.empty() && s->kernels.empty());
+      EXPECT_EQ(describe(Event(full_schedule(*s))), describe(w)) << "event " << i;
+      EXPECT_EQ(describe(Event(full_schedule(*s))), describe(events[i])) << "event " << i;
+      if (structure) EXPECT_EQ(s->structure, structure) << "one structure, decoded once";
+      structure = s->structure;
+    } else {
+      EXPECT_EQ(describe(t), describe(w)) << "event " << i;  // everything else decodes as before
+    }
+  }
+  EXPECT_EQ(thin_ones, 3);  // every_kind()'s schedules of sample_structure()
+  // a thin schedule's positions and kernel ids are checked as instantiating it would check them
+  const std::string& good = encoded[3].payload;  // the second schedule of the structure: thin
+  const size_t uids = good.find("\"position_uids\":["), ids = good.find("\"kernel_ids\":[");
+  ASSERT_NE(uids, std::string::npos) << good;
+  ASSERT_NE(ids, std::string::npos) << good;
+  std::string too_few = good;  // one position where the structure names four
+  too_few.replace(uids, good.find(']', uids) - uids, "\"position_uids\":[1");
+  std::string too_many = good;  // three kernel ids for its two kernels
+  too_many.insert(ids + 14, "99,");
+  for (const auto& [payload, reason] :
+       std::vector<std::pair<std::string, std::string>>{{too_few, "out of range"}, {too_many, "kernel ids for"}}) {
+    EncodedEvent bad = encoded[3];
+    bad.payload = payload;
+    for (EventDecoder* d : {&whole, &thin}) {
+      try {
+        d->decode(bad);
+        ADD_FAILURE() << "read " << payload;
+      } catch (const RecordingError& e) {
+        EXPECT_NE(std::string(e.what()).find(reason), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 TEST(Codec, NodesWithoutABatchReadBackAsAnEmptyBatch) {
   EventEncoder encoder;
   EventDecoder decoder;

@@ -89,7 +89,8 @@ QString modelText(const tsui::RunModel& m) {
     for (uint64_t u : v) l << QString::number(u);
     return l.join(',');
   };
-  for (const ts::ScheduleEvent& s : m.schedules()) {
+  for (int i = 0; i < m.scheduleCount(); ++i) {
+    const ts::ScheduleEvent& s = m.schedule(i);
     out << QString("schedule %1").arg(s.schedule_id);
     for (const ts::GraphNodeInfo& n : s.nodes) {
       QStringList shape;
@@ -199,6 +200,74 @@ class GuiTest : public QObject {
     QVERIFY2(!svg.isEmpty(), qPrintable(error));
     QCOMPARE(svg.count("class=\"cluster\""), 2);
     QVERIFY(svg.contains("cluster_k7"));
+  }
+
+  // A training loop's schedules arrive thin (one structure, each step's uids and kernel ids). The model
+  // keeps them thin and instantiates the ones it is asked for: everything it answers is what a model of the
+  // same schedules whole answers, and building the whole-run overview instantiates none of them.
+  void aModelOfThinSchedulesAnswersAsOneOfWholeOnes() {
+    // the structure: positions 0, 1 buffers (0 is the previous step's output), 2 = 0 + 1, 3 = 2 * 2
+    ts::ScheduleEvent st;
+    st.nodes = {node(0, "BUFFER", "load", -1), node(1, "BUFFER", "load", -1), node(2, "ADD", "elementwise", 0, {0, 1}),
+                node(3, "MUL", "elementwise", 0, {2, 2})};
+    st.kernels = {kernel(0, "E_3_3")};
+    st.kernels[0].node_uids = {2, 3};
+    st.kernels[0].inputs = {{0, {3, 3}, "float32"}, {1, {3, 3}, "float32"}};
+    st.kernels[0].outputs = {{3, {3, 3}, "float32"}};
+    const auto structure = std::make_shared<const ts::ScheduleEvent>(st);
+    auto batch = std::make_shared<ts::NodeBatch>();  // each step makes its ADD and MUL nodes
+    batch->nodes = {node(0, "ADD", "elementwise", -1), node(1, "MUL", "elementwise", -1)};
+    batch->stack = {-1, -1};
+    tsui::RunModel thinModel, wholeModel;
+    constexpr int kSteps = 6;
+    for (int t = 0; t < kSteps; ++t) {
+      const uint64_t base = 100 + 10 * static_cast<uint64_t>(t);
+      ts::ScheduleEvent thin;
+      thin.schedule_id = t;
+      thin.where = {"train.py", 10 + t};
+      thin.structure = structure;
+      thin.position_uids = {t == 0 ? 1 : base - 10 + 3, 2, base + 2, base + 3};
+      thin.kernel_ids = {50 + t};
+      QVERIFY(thin.thin());
+      const ts::NodesEvent made{base + 2, {}, batch, {}};
+      for (tsui::RunModel* m : {&thinModel, &wholeModel}) m->addNodes(made, 1000 * t);
+      thinModel.addSchedule(thin, 1000 * t + 1);
+      wholeModel.addSchedule(ts::full_schedule(thin), 1000 * t + 1);
+      QVERIFY(!wholeModel.scheduleAsArrived(t).thin());
+    }
+    // the overview of the run and the lazy graph leave every schedule thin
+    const tsui::GraphSpec overview = tsui::runOverview(thinModel, {});
+    const tsui::RunModel::LazyGraph lazy = thinModel.lazyGraphAt(static_cast<int>(thinModel.events().size()) - 2, 100);
+    for (int t = 0; t < kSteps; ++t) QVERIFY(!thinModel.instantiated(t));
+    QCOMPARE(thinModel.kernelIdsOf(3), std::vector<int>{53});
+    QCOMPARE(thinModel.nodeCountOf(3), 4);
+    QCOMPARE(thinModel.scheduleWhere(3).line, 13);
+    auto specText = [](const tsui::GraphSpec& g) {
+      QStringList out{g.description};
+      for (const tsui::GraphSpecNode& n : g.nodes) out << n.key + " " + n.label + " " + QString::number(n.kernelId);
+      for (const auto& [a, b] : g.edges) out << QString("%1->%2").arg(a).arg(b);
+      for (const tsui::GraphSpecCluster& c : g.clusters) out << QString("c%1 ").arg(c.kernelId) + c.name;
+      return out.join('\n');
+    };
+    QCOMPARE(specText(overview), specText(tsui::runOverview(wholeModel, {})));
+    QVERIFY(overview.nodes.size() >= size_t(kSteps));
+    QCOMPARE(lazy.pending, (std::vector<uint64_t>{152, 153}));  // the last step's nodes before its schedule
+    QCOMPARE(lazy.pending, wholeModel.lazyGraphAt(static_cast<int>(wholeModel.events().size()) - 2, 100).pending);
+    QVERIFY(thinModel.lazyGraphAt(static_cast<int>(thinModel.events().size()) - 1, 100).pending.empty());
+    // what asks for a schedule's nodes or kernels gets them with this step's uids and ids
+    const ts::KernelInfo* k = thinModel.kernel(53);
+    QVERIFY(k);
+    QCOMPARE(k->node_uids, (std::vector<uint64_t>{132, 133}));
+    QCOMPARE(k->outputs.at(0).node_uid, uint64_t(133));
+    QCOMPARE(thinModel.node(133)->op, std::string("MUL"));
+    QCOMPARE(thinModel.node(133)->srcs, (std::vector<uint64_t>{132, 132}));
+    QCOMPARE(thinModel.scheduleOfKernel(53), 3);
+    for (int t = 0; t < kSteps; ++t) QCOMPARE(thinModel.instantiated(t), t == 3);  // only the one asked for
+    QCOMPARE(modelText(thinModel), modelText(wholeModel));
+    QCOMPARE(specText(tsui::buildViewGraph(thinModel, false, 52)), specText(tsui::buildViewGraph(wholeModel, false, 52)));
+    QCOMPARE(specText(tsui::buildViewGraph(thinModel, true, -1)), specText(tsui::buildViewGraph(wholeModel, true, -1)));
+    QCOMPARE(specText(tsui::runOverview(thinModel, {tsui::scheduleToggleId(4)})),
+             specText(tsui::runOverview(wholeModel, {tsui::scheduleToggleId(4)})));
   }
 
   void staleLayoutIsDropped() {

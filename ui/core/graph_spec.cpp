@@ -19,12 +19,16 @@ QString shapeText(const std::vector<int64_t>& shape) {
   return dims.join("x");
 }
 
-GraphSpec mergeSchedules(const std::vector<ts::ScheduleEvent>& schedules, int first, int last) {
+namespace {
+
+using ScheduleAt = std::function<const ts::ScheduleEvent&(int)>;
+
+GraphSpec mergeScheduleRange(const ScheduleAt& schedules, int first, int last) {
   GraphSpec spec;
   QHash<quint64, QString> producedBy;  // uid -> key of the latest computed version
   QSet<QPair<int, int>> edgeSet;
   for (int s = first; s < last; ++s) {
-    const ts::ScheduleEvent& schedule = schedules[s];
+    const ts::ScheduleEvent& schedule = schedules(s);
     const int kernelCount = static_cast<int>(schedule.kernels.size());
     QHash<quint64, QString> keyOfUid;  // this schedule's nodes
 
@@ -63,7 +67,7 @@ GraphSpec mergeSchedules(const std::vector<ts::ScheduleEvent>& schedules, int fi
     if (n.kernelId >= 0) kernelsWithNodes.insert(n.kernelId);
   QSet<int> seen;
   for (int s = first; s < last; ++s)
-    for (const ts::KernelInfo& k : schedules[s].kernels)
+    for (const ts::KernelInfo& k : schedules(s).kernels)
       if (kernelsWithNodes.contains(k.id) && !seen.contains(k.id)) {
         seen.insert(k.id);
         spec.clusters.push_back({k.id, QString::fromStdString(k.name)});
@@ -71,14 +75,25 @@ GraphSpec mergeSchedules(const std::vector<ts::ScheduleEvent>& schedules, int fi
   return spec;
 }
 
+// The model's schedules, each instantiated when first drawn (RunModel::schedule).
+ScheduleAt schedulesOf(const RunModel& model) {
+  return [&model](int i) -> const ts::ScheduleEvent& { return model.schedule(i); };
+}
+
+}  // namespace
+
+GraphSpec mergeSchedules(const std::vector<ts::ScheduleEvent>& schedules, int first, int last) {
+  return mergeScheduleRange([&schedules](int i) -> const ts::ScheduleEvent& { return schedules[i]; }, first, last);
+}
+
 GraphSpec buildViewGraph(const RunModel& model, bool wholeRun, int focusKernelId, const QSet<int>& toggled) {
-  const auto& schedules = model.schedules();
-  const int count = static_cast<int>(schedules.size());
+  const ScheduleAt schedules = schedulesOf(model);
+  const int count = model.scheduleCount();
   if (count == 0) return {};
   if (wholeRun && model.totalNodeCount() > kWholeRunNodeLimit) {
     return runOverview(model, toggled);
   } else if (wholeRun) {
-    GraphSpec merged = mergeSchedules(schedules, 0, count);
+    GraphSpec merged = mergeScheduleRange(schedules, 0, count);
     int boxes = static_cast<int>(merged.clusters.size());
     for (const GraphSpecNode& n : merged.nodes) boxes += n.kernelId < 0;
     if (boxes <= kWholeRunBoxLimit || static_cast<int>(merged.nodes.size()) <= kCollapseAboveNodes) {
@@ -90,7 +105,7 @@ GraphSpec buildViewGraph(const RunModel& model, bool wholeRun, int focusKernelId
   }
   int s = model.scheduleOfKernel(focusKernelId);
   if (s < 0) s = count - 1;
-  GraphSpec one = mergeSchedules(schedules, s, s + 1);
+  GraphSpec one = mergeScheduleRange(schedules, s, s + 1);
   one.schedule = s;
   one.description = QString("schedule %1 of %2 · %L3 nodes · %L4 kernels")
                         .arg(s + 1)
@@ -101,17 +116,18 @@ GraphSpec buildViewGraph(const RunModel& model, bool wholeRun, int focusKernelId
 }
 
 GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded) {
-  const auto& schedules = model.schedules();
-  const int count = static_cast<int>(schedules.size());
+  const ScheduleAt schedules = schedulesOf(model);
+  const int count = model.scheduleCount();
   GraphSpec spec;
   // (uid, schedule) of every computed node, sorted: the schedule before `t` that computed a uid is a
   // binary search (a hash of 250,000 uids costs twice the time, on the GUI thread)
   std::vector<std::pair<uint64_t, int>> computed;
   computed.reserve(model.totalNodeCount());
-  for (int s = 0; s < count; ++s) {
-    const int kernelCount = static_cast<int>(schedules[s].kernels.size());
-    for (const ts::GraphNodeInfo& n : schedules[s].nodes)
-      if (n.kernel >= 0 && n.kernel < kernelCount) computed.emplace_back(n.uid, s);
+  for (int s = 0; s < count; ++s) {  // (thin schedules stay thin: a training loop's steps are only counted)
+    const int kernelCount = static_cast<int>(model.kernelIdsOf(s).size());
+    model.forEachNodeOf(s, [&](uint64_t uid, const ts::GraphNodeInfo& n) {
+      if (n.kernel >= 0 && n.kernel < kernelCount) computed.emplace_back(uid, s);
+    });
   }
   std::sort(computed.begin(), computed.end());
   auto computedBefore = [&computed](uint64_t uid, int t) {  // the latest schedule < t computing uid; -1: none
@@ -127,14 +143,14 @@ GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded) {
   };
   std::vector<int> boxOf(count, -1);
   int kernels = 0, shownSchedules = 0;
-  for (const ts::ScheduleEvent& schedule : schedules) kernels += static_cast<int>(schedule.kernels.size());
+  for (int s = 0; s < count; ++s) kernels += static_cast<int>(model.kernelIdsOf(s).size());
   // only the last kOverviewMaxSchedules schedules get a box; the ones before are one box together
   const int first = std::max(0, count - kOverviewMaxSchedules);
   if (first > 0) {
     GraphSpecNode earlier;
     earlier.key = "s_earlier";
     earlier.collapsedNodes = 0;
-    for (int s = 0; s < first; ++s) earlier.collapsedNodes += static_cast<int>(schedules[s].nodes.size());
+    for (int s = 0; s < first; ++s) earlier.collapsedNodes += model.nodeCountOf(s);
     earlier.info.op = QString("schedules 1–%1").arg(first).toStdString();
     earlier.info.op_class = "kernel";
     earlier.label = QString("schedules 1–%L1\nnot shown: the overview draws the last %L2").arg(first).arg(kOverviewMaxSchedules);
@@ -144,11 +160,11 @@ GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded) {
     spec.nodes.push_back(std::move(earlier));
   }
   for (int s = first; s < count; ++s) {
-    const ts::ScheduleEvent& schedule = schedules[s];
-    const int kernelCount = static_cast<int>(schedule.kernels.size());
+    const int kernelCount = static_cast<int>(model.kernelIdsOf(s).size());
     if (expanded.contains(scheduleToggleId(s))) {
+      const ts::ScheduleEvent& schedule = schedules(s);
       ++shownSchedules;
-      GraphSpec one = mergeSchedules(schedules, s, s + 1);
+      GraphSpec one = mergeScheduleRange(schedules, s, s + 1);
       std::vector<int> at(one.nodes.size());  // one's node -> spec's (an input two schedules read is one node)
       for (size_t i = 0; i < one.nodes.size(); ++i) {
         GraphSpecNode& n = one.nodes[i];
@@ -176,26 +192,27 @@ GraphSpec runOverview(const RunModel& model, const QSet<int>& expanded) {
     GraphSpecNode box;
     box.key = QString("s%1").arg(s);
     box.scheduleBox = s;
-    box.collapsedNodes = static_cast<int>(schedule.nodes.size());
+    box.collapsedNodes = model.nodeCountOf(s);
     box.info.op = QString("schedule %1").arg(s + 1).toStdString();
     box.info.op_class = "kernel";
     box.label = QString("schedule %1\n%L2 kernel%3 · %L4 nodes")
                     .arg(s + 1)
                     .arg(kernelCount)
                     .arg(kernelCount == 1 ? "" : "s")
-                    .arg(schedule.nodes.size());
+                    .arg(box.collapsedNodes);
     const int index = static_cast<int>(spec.nodes.size());
     boxOf[s] = index;
     spec.keyIndex.insert(box.key, index);
     spec.nodes.push_back(std::move(box));
-    for (const ts::GraphNodeInfo& n : schedule.nodes) {
+    model.forEachNodeOf(s, [&](uint64_t uid, const ts::GraphNodeInfo& n) {
       const bool isComputed = n.kernel >= 0 && n.kernel < kernelCount;
-      if (const int producer = isComputed ? -1 : computedBefore(n.uid, s); producer >= 0)
-        addEdge(computedNode.value(n.uid, boxOf[producer]), index);
-    }
+      if (const int producer = isComputed ? -1 : computedBefore(uid, s); producer >= 0)
+        addEdge(computedNode.value(uid, boxOf[producer]), index);
+    });
     if (!computedNode.isEmpty())  // an expanded schedule's node recomputed here: this box feeds its readers
-      for (const ts::GraphNodeInfo& n : schedule.nodes)
-        if (n.kernel >= 0 && n.kernel < kernelCount) computedNode.remove(n.uid);
+      model.forEachNodeOf(s, [&](uint64_t uid, const ts::GraphNodeInfo& n) {
+        if (n.kernel >= 0 && n.kernel < kernelCount) computedNode.remove(uid);
+      });
   }
   spec.description = QString("whole run: %L1 schedules · %L2 nodes · %L3 kernels — one box per schedule "
                              "(double-click one to expand it)")

@@ -15,6 +15,8 @@ void RunModel::clear() {
   launchEvent_.clear();
   lazyNow_ = {};
   schedules_.clear();
+  instantiated_.clear();
+  scheduleKernelIds_.clear();
   kernelOrder_.clear();
   kernels_.clear();
   runs_.clear();
@@ -27,21 +29,48 @@ void RunModel::addSchedule(ts::ScheduleEvent event, int64_t timeNs) {
   const int s = static_cast<int>(schedules_.size());
   events_.push_back({EventRef::Schedule, s, timeNs});
   schedules_.push_back(std::move(event));
-  lazyNow_.apply(*this, events_.back());
+  instantiated_.emplace_back();
   const ts::ScheduleEvent& stored = schedules_.back();
-  for (int i = 0; i < static_cast<int>(stored.kernels.size()); ++i) {
-    const int id = stored.kernels[i].id;
+  std::vector<int>& ids = scheduleKernelIds_.emplace_back();
+  ts::for_each_kernel(stored, [&](int id, const ts::KernelInfo&) { ids.push_back(id); });
+  lazyNow_.apply(*this, events_.back());
+  for (int i = 0; i < static_cast<int>(ids.size()); ++i) {
+    const int id = ids[i];
     if (!kernels_.contains(id) && !runs_.contains(id)) kernelOrder_.push_back(id);
     kernels_.insert(id, {s, i});
   }
-  for (int i = 0; i < static_cast<int>(stored.nodes.size()); ++i) {
+  // A thin schedule's nodes are its structure's, their uids positions into its position_uids.
+  const bool thin = stored.thin();
+  const std::vector<ts::GraphNodeInfo>& nodes = thin ? stored.structure->nodes : stored.nodes;
+  for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
+    const ts::GraphNodeInfo& n = nodes[i];
+    if (thin && n.uid >= stored.position_uids.size()) continue;  // (the decoder checks positions)
+    const uint64_t uid = thin ? stored.position_uids[n.uid] : n.uid;
     // Keep the computed description of a node over a later "it is a buffer now" one: the op says more.
-    const ts::GraphNodeInfo& n = stored.nodes[i];
-    if (n.kernel < 0 && nodes_.contains(n.uid)) continue;
-    nodes_.insert(n.uid, {s, i});
+    if (n.kernel < 0 && nodes_.contains(uid)) continue;
+    nodes_.insert(uid, {s, i});
   }
-  totalNodes_ += static_cast<int>(stored.nodes.size());
+  totalNodes_ += static_cast<int>(nodes.size());
   Q_EMIT scheduleAdded(s);
+}
+
+const ts::ScheduleEvent& RunModel::schedule(int index) const {
+  const ts::ScheduleEvent& stored = schedules_[index];
+  if (!stored.thin()) return stored;
+  std::unique_ptr<const ts::ScheduleEvent>& whole = instantiated_[index];
+  if (!whole) whole = std::make_unique<const ts::ScheduleEvent>(ts::full_schedule(stored));
+  return *whole;
+}
+
+template <class F>
+void RunModel::forEachComputedUid(const ts::ScheduleEvent& schedule, F&& f) {
+  const bool thin = schedule.thin();
+  const std::vector<ts::KernelInfo>& kernels = thin ? schedule.structure->kernels : schedule.kernels;
+  for (const ts::KernelInfo& k : kernels)
+    for (uint64_t u : k.node_uids) {
+      if (!thin) f(u);
+      else if (u < schedule.position_uids.size()) f(schedule.position_uids[u]);
+    }
 }
 
 void RunModel::addKernelRun(ts::KernelRunEvent event, int64_t timeNs) {
@@ -60,7 +89,7 @@ void RunModel::addKernelRun(ts::KernelRunEvent event, int64_t timeNs) {
 const ts::KernelInfo* RunModel::kernel(int kernelId) const {
   auto it = kernels_.find(kernelId);
   if (it == kernels_.end()) return nullptr;
-  return &schedules_[it->schedule].kernels[it->index];
+  return &schedule(it->schedule).kernels[it->index];
 }
 
 const ts::KernelRunEvent* RunModel::kernelRun(int kernelId) const {
@@ -76,7 +105,7 @@ int RunModel::scheduleOfKernel(int kernelId) const {
 const ts::GraphNodeInfo* RunModel::node(uint64_t uid) const {
   auto it = nodes_.find(uid);
   if (it == nodes_.end()) return nullptr;
-  return &schedules_[it->schedule].nodes[it->index];
+  return &schedule(it->schedule).nodes[it->index];
 }
 
 void RunModel::addNodes(ts::NodesEvent event, int64_t timeNs) {
@@ -152,12 +181,13 @@ std::vector<int> RunModel::kernelsFromLine(int line) const {
   QSet<quint64> uids(made.begin(), made.end());
   std::vector<int> ids;
   for (const ts::ScheduleEvent& s : schedules_)
-    for (const ts::KernelInfo& k : s.kernels)
+    ts::for_each_kernel(s, [&](int id, const ts::KernelInfo& k) {
       for (uint64_t u : k.node_uids)
-        if (uids.contains(u)) {
-          ids.push_back(k.id);
+        if (uids.contains(s.thin() ? (u < s.position_uids.size() ? s.position_uids[u] : ~0ULL) : u)) {
+          ids.push_back(id);
           break;
         }
+    });
   return ids;
 }
 
@@ -170,8 +200,7 @@ void RunModel::LazyState::apply(const RunModel& model, const EventRef& ref) {
     }
     for (uint64_t u : ev.freed_uids) pending.remove(u);
   } else if (ref.kind == EventRef::Schedule) {
-    for (const ts::KernelInfo& k : model.schedules_[ref.index].kernels)
-      for (uint64_t u : k.node_uids) pending.remove(u);
+    forEachComputedUid(model.schedules_[ref.index], [&](uint64_t u) { pending.remove(u); });
   }
   // drop what is no longer pending once it is most of the list (a training loop frees every step)
   if (order.size() > 4096 && order.size() > 4 * static_cast<size_t>(pending.size())) {

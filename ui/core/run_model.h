@@ -6,6 +6,7 @@
 #pragma once
 #include <QHash>
 #include <QObject>
+#include <memory>
 #include <optional>
 #include <vector>
 
@@ -30,7 +31,7 @@ class RunModel : public QObject {
   // Every event in arrival order: what the event browser lists and what "the current event" indexes.
   struct EventRef {
     enum Kind { Nodes, Schedule, Launch, Output, Trial } kind;
-    // Nodes: into nodeEvents(); Schedule: into schedules(); Launch: the kernel id; Output: into outputs();
+    // Nodes: into nodeEvents(); Schedule: a schedule index (schedule()); Launch: the kernel id; Output: into outputs();
     // Trial: into trials()
     int index;
     int64_t timeNs = -1;  // ns since the start of the run; -1: not known
@@ -68,12 +69,41 @@ class RunModel : public QObject {
   };
   LazyGraph lazyGraphAt(int eventIndex, int limit) const;
 
-  const std::vector<ts::ScheduleEvent>& schedules() const { return schedules_; }
+  // The schedules in arrival order. A schedule that repeats an earlier one's structure (a training loop's
+  // steps) arrives thin (ts::ScheduleEvent::thin: the shared structure and its own uids); schedule(i)
+  // gives it with its nodes and kernels, instantiated the first time it is asked for and then kept, so
+  // that only the schedules someone looks at are ever copied out of their structure.
+  int scheduleCount() const { return static_cast<int>(schedules_.size()); }
+  const ts::ScheduleEvent& schedule(int index) const;
+  // Whether schedule(index) holds a copy made from its structure (it arrived thin and was asked for).
+  bool instantiated(int index) const { return instantiated_[index] != nullptr; }
+  // The schedule as it arrived (thin or whole: for ts::for_each_kernel), its kernel ids in launch order and
+  // the script line whose realize made it, none of which instantiates it.
+  const ts::ScheduleEvent& scheduleAsArrived(int index) const { return schedules_[index]; }
+  const std::vector<int>& kernelIdsOf(int index) const { return scheduleKernelIds_[index]; }
+  const ts::SourceLocation& scheduleWhere(int index) const { return schedules_[index].where; }
+  // Calls f(uid, node) for each node of schedule `index`, without instantiating it: `node` is the
+  // schedule's own description, or its structure's for a thin schedule (whose uid fields are positions:
+  // use `uid`; op, shape and kernel are as they are).
+  template <class F>
+  void forEachNodeOf(int index, F&& f) const {
+    const ts::ScheduleEvent& s = schedules_[index];
+    if (!s.thin()) {
+      for (const ts::GraphNodeInfo& n : s.nodes) f(n.uid, n);
+      return;
+    }
+    for (const ts::GraphNodeInfo& n : s.structure->nodes)
+      if (n.uid < s.position_uids.size()) f(s.position_uids[n.uid], n);
+  }
+  int nodeCountOf(int index) const {
+    const ts::ScheduleEvent& s = schedules_[index];
+    return static_cast<int>(s.thin() ? s.structure->nodes.size() : s.nodes.size());
+  }
   // Kernel ids in launch order.
   const std::vector<int>& kernelIds() const { return kernelOrder_; }
   const ts::KernelInfo* kernel(int kernelId) const;
   const ts::KernelRunEvent* kernelRun(int kernelId) const;
-  // Index into schedules() of the schedule that holds the kernel, or -1.
+  // Index (schedule()) of the schedule that holds the kernel, or -1.
   int scheduleOfKernel(int kernelId) const;
   // Sum of the node counts of all schedules (an upper bound of the merged graph's size).
   int totalNodeCount() const { return totalNodes_; }
@@ -109,7 +139,12 @@ class RunModel : public QObject {
   QHash<quint64, CreatedRef> created_;
   QHash<int, int> launchEvent_;  // kernel id -> index into events_
   QString scriptPath_;
-  std::vector<ts::ScheduleEvent> schedules_;
+  // Calls f(uid) for each node a kernel of `schedule` computes, thin or not.
+  template <class F>
+  static void forEachComputedUid(const ts::ScheduleEvent& schedule, F&& f);
+  std::vector<ts::ScheduleEvent> schedules_;                  // as they arrived: thin or whole
+  mutable std::vector<std::unique_ptr<const ts::ScheduleEvent>> instantiated_;  // of thin ones, when asked for
+  std::vector<std::vector<int>> scheduleKernelIds_;
   std::vector<int> kernelOrder_;
   QHash<int, KernelRef> kernels_;
   QHash<int, ts::KernelRunEvent> runs_;

@@ -53,6 +53,7 @@ bool RunnerProcess::start(const QString& path, const QString& source, const QStr
   exitStatus_ = QProcess::NormalExit;
   parser_ = {};
   decoder_ = {};
+  decoder_.keep_schedules_thin(true);  // RunModel instantiates the schedules it shows
   pending_.clear();
   pendingTimes_.clear();
   end_ = {};

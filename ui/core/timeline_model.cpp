@@ -49,7 +49,7 @@ bool TimelineModel::update() {
         recorder_.add_nodes(model_->nodeEvents()[e.index], known >= 0 ? known : after);
         break;
       case RunModel::EventRef::Schedule:
-        recorder_.add_schedule(model_->schedules()[e.index], known >= 0 ? known : after);
+        recorder_.add_schedule(model_->scheduleAsArrived(e.index), known >= 0 ? known : after);
         break;
       case RunModel::EventRef::Launch:
         if (const ts::KernelRunEvent* run = model_->kernelRun(e.index))

@@ -97,10 +97,9 @@ class EventTreeModel : public QAbstractItemModel {
           break;
         }
         case Kind::Schedule: {
-          const ts::ScheduleEvent& schedule = model_->schedules()[ref.index];
-          const int item = append(Item(Kind::Schedule, ref.index, e), schedule.where, true);
-          for (int k = 0; k < static_cast<int>(schedule.kernels.size()); ++k)
-            kernelRow_.insert(schedule.kernels[k].id, {item, k});
+          const int item = append(Item(Kind::Schedule, ref.index, e), model_->scheduleWhere(ref.index), true);
+          const std::vector<int>& ids = model_->kernelIdsOf(ref.index);
+          for (int k = 0; k < static_cast<int>(ids.size()); ++k) kernelRow_.insert(ids[k], {item, k});
           rowOfEvent_.push_back({item, -1});
           break;
         }
@@ -235,7 +234,7 @@ class EventTreeModel : public QAbstractItemModel {
   struct Item {
     Item(Kind k, int i, int e) : kind(k), index(i), event(e) {}
     Kind kind;   // Nodes, Schedule, Output; Launch: a run of launches of no schedule; Trial: one kernel's search
-    int index;   // into nodeEvents() / schedules() / outputs(); unused for a run; Trial: its first trial
+    int index;   // into nodeEvents() / the model's schedules / outputs(); unused for a run; Trial: its first trial
     int event;   // index into events(); a run: its first launch's
     int group = -1;
     std::vector<int> kernels;  // a run: its kernel ids (a schedule's are in its ScheduleEvent)
@@ -345,13 +344,13 @@ class EventTreeModel : public QAbstractItemModel {
   }
   int kernelCount(int item) const {
     const Item& it = items_[item];
-    if (it.kind == Kind::Schedule) return static_cast<int>(model_->schedules()[it.index].kernels.size());
+    if (it.kind == Kind::Schedule) return static_cast<int>(model_->kernelIdsOf(it.index).size());
     if (it.kind == Kind::Trial) return static_cast<int>(it.trialEvents.size());
     return static_cast<int>(it.kernels.size());
   }
   int kernelIdOf(const QModelIndex& i) const {
     const Item& it = items_[parentOf(i)];
-    return it.kind == Kind::Schedule ? model_->schedules()[it.index].kernels[i.row()].id : it.kernels[i.row()];
+    return it.kind == Kind::Schedule ? model_->kernelIdsOf(it.index)[i.row()] : it.kernels[i.row()];
   }
   // The event the row itself is (-1: a group, a run, a kernel not launched yet).
   int ownEvent(const QModelIndex& i) const {

@@ -1,6 +1,7 @@
 #include "panels/explain_panel.h"
 
 #include <QRegularExpression>
+#include <algorithm>
 #include <QStringList>
 
 #include "core/line_diff.h"
@@ -110,16 +111,15 @@ void ExplainPanel::explain(int kernelId, std::shared_ptr<const ts::KernelCode> c
   QString count = QString("The run has %1 in %2: each realize (a <code>numpy()</code>, an optimizer's "
                           "<code>step()</code>, an explicit <code>realize()</code>) schedules the lazy graph it "
                           "needs, and the scheduler cuts it into kernels where a value must be stored.")
-                      .arg(plural(total, "kernel"), plural(static_cast<qint64>(model_->schedules().size()), "schedule"));
+                      .arg(plural(total, "kernel"), plural(static_cast<qint64>(model_->scheduleCount()), "schedule"));
   if (scheduleIndex >= 0) {
-    const ts::ScheduleEvent& s = model_->schedules()[scheduleIndex];
-    int position = 0;
-    for (size_t i = 0; i < s.kernels.size(); ++i)
-      if (s.kernels[i].id == kernelId) position = static_cast<int>(i) + 1;
-    count += s.kernels.size() == 1
+    const std::vector<int>& ids = model_->kernelIdsOf(scheduleIndex);
+    const int position = static_cast<int>(std::find(ids.begin(), ids.end(), kernelId) - ids.begin()) + 1;
+    count += ids.size() == 1
                  ? QString(" This kernel is the only one of its schedule")
-                 : QString(" This kernel is kernel %1 of the %2 of its schedule").arg(position).arg(s.kernels.size());
-    count += s.where.line > 0 ? QString(", made by line %1.").arg(s.where.line) : QString(".");
+                 : QString(" This kernel is kernel %1 of the %2 of its schedule").arg(position).arg(ids.size());
+    const int line = model_->scheduleWhere(scheduleIndex).line;
+    count += line > 0 ? QString(", made by line %1.").arg(line) : QString(".");
   }
   html += "<p>" + count + "</p>";
   if (k) {

@@ -110,6 +110,13 @@ class EventDecoder {
   // Throws RecordingError ("event 12 (launch): ...") for a malformed payload or a missing blob.
   Event decode(const EncodedEvent& event);
   size_t blob_count() const { return blobs_.size(); }
+  // With `thin` on, a schedule that repeats a structure (a training loop's steps) is decoded thin: its
+  // structure (decoded once, shared), position_uids and kernel_ids, no nodes or kernels of its own (see
+  // ScheduleEvent::thin and full_schedule). Its positions and kernel ids are checked all the same. Off
+  // (the default), every schedule comes with its nodes and kernels. The debugger keeps them thin and
+  // instantiates the ones it shows: instantiating every step's copy of the structure took most of its
+  // decoding time, and freeing them most of its exit.
+  void keep_schedules_thin(bool thin) { keep_thin_ = thin; }
 
  private:
   const std::string& blob(const std::string& hash) const;
@@ -121,8 +128,13 @@ class EventDecoder {
   NodesEvent nodes(NodesEvent n, int64_t count, const std::string& batch);
   std::unordered_map<std::string, std::string> blobs_;
   std::unordered_map<std::string, std::shared_ptr<const KernelCode>> code_;  // decoded once, shared
-  std::unordered_map<std::string, std::shared_ptr<const ScheduleEvent>> structures_;
+  struct Structure {
+    std::shared_ptr<const ScheduleEvent> event;  // node uids are positions
+    uint64_t positions = 0;                      // 1 + the largest position it names
+  };
+  std::unordered_map<std::string, Structure> structures_;
   std::unordered_map<std::string, std::shared_ptr<const NodeBatch>> batches_;
+  bool keep_thin_ = false;
 };
 
 // A RunInfo for a run starting now on `device` ("" = the default device): device properties, Tensorscope's
@@ -165,8 +177,10 @@ class RecordingReader {
   ~RecordingReader();
   const RunInfo& run() const;
   size_t event_count() const;
-  // Calls `on_event(seq, time_ns, event)` for every event in order.
-  void read_events(const std::function<void(uint64_t seq, int64_t time_ns, const Event& event)>& on_event);
+  // Calls `on_event(seq, time_ns, event)` for every event in order; `thin_schedules`: as
+  // EventDecoder::keep_schedules_thin.
+  void read_events(const std::function<void(uint64_t seq, int64_t time_ns, const Event& event)>& on_event,
+                   bool thin_schedules = false);
 
  private:
   struct Impl;

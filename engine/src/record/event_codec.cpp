@@ -2,6 +2,7 @@
 // content-addressed blobs. Writing is a hand-written JSON writer (events are written on the script's
 // thread, so this is on the observed run's hot path); reading uses nlohmann::json and checks every
 // field, because a recording may come from anywhere.
+#include <algorithm>
 #include <charconv>
 #include <cinttypes>
 #include <cstring>
@@ -769,10 +770,29 @@ const std::string& EventDecoder::blob(const std::string& hash) const {
 ScheduleEvent EventDecoder::thin_schedule(const std::string& structure, std::vector<uint64_t> position_uids,
                                           const std::vector<int>& kernel_ids, int schedule_id, SourceLocation where) {
   auto known = structures_.find(structure);
-  if (known == structures_.end())
-    known = structures_.emplace(structure, std::make_shared<const ScheduleEvent>(read_schedule(json::parse(blob(structure))))).first;
+  if (known == structures_.end()) {
+    ScheduleEvent read = read_schedule(json::parse(blob(structure)));
+    uint64_t positions = 0;
+    for_each_uid(read, [&](uint64_t& p) { positions = std::max(positions, p + 1); });
+    known = structures_.emplace(structure, Structure{std::make_shared<const ScheduleEvent>(std::move(read)), positions}).first;
+  }
+  const Structure& st = known->second;
+  if (keep_thin_ && !st.event->kernels.empty()) {  // (a structure without kernels would not read as thin)
+    if (kernel_ids.size() != st.event->kernels.size())
+      throw RecordingError("schedule: " + std::to_string(kernel_ids.size()) + " kernel ids for " +
+                           std::to_string(st.event->kernels.size()) + " kernels");
+    if (position_uids.size() < st.positions)
+      throw RecordingError("schedule: node position " + std::to_string(st.positions - 1) + " out of range");
+    ScheduleEvent s;
+    s.schedule_id = schedule_id;
+    s.where = std::move(where);
+    s.structure = st.event;
+    s.position_uids = std::move(position_uids);
+    s.kernel_ids = kernel_ids;
+    return s;
+  }
   try {
-    ScheduleEvent s = instantiate_schedule(known->second, std::move(position_uids), kernel_ids, schedule_id);
+    ScheduleEvent s = instantiate_schedule(st.event, std::move(position_uids), kernel_ids, schedule_id);
     s.where = std::move(where);
     return s;
   } catch (const std::invalid_argument& x) {

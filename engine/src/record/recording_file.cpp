@@ -308,9 +308,11 @@ RecordingReader::~RecordingReader() { sqlite3_close(impl_->db); }
 const RunInfo& RecordingReader::run() const { return impl_->run; }
 size_t RecordingReader::event_count() const { return impl_->events; }
 
-void RecordingReader::read_events(const std::function<void(uint64_t, int64_t, const Event&)>& on_event) {
+void RecordingReader::read_events(const std::function<void(uint64_t, int64_t, const Event&)>& on_event,
+                                  bool thin_schedules) {
   Impl& m = *impl_;
   EventDecoder decoder;
+  decoder.keep_schedules_thin(thin_schedules);
   {
     Statement blobs(m.db, "SELECT hash, data FROM blobs", m.path + ": no readable table 'blobs'");
     int rc;
