@@ -217,8 +217,10 @@ class GuiTest : public QObject {
     const auto structure = std::make_shared<const ts::ScheduleEvent>(st);
     auto batch = std::make_shared<ts::NodeBatch>();  // each step makes its ADD and MUL nodes
     batch->nodes = {node(0, "ADD", "elementwise", -1), node(1, "MUL", "elementwise", -1)};
-    batch->stack = {-1, -1};
+    batch->stack = {0, 0};
+    batch->stacks = {{{{"train.py", 5, "<module>"}}, 0}};
     tsui::RunModel thinModel, wholeModel;
+    for (tsui::RunModel* m : {&thinModel, &wholeModel}) m->setScriptPath("train.py");
     constexpr int kSteps = 6;
     for (int t = 0; t < kSteps; ++t) {
       const uint64_t base = 100 + 10 * static_cast<uint64_t>(t);
@@ -264,6 +266,8 @@ class GuiTest : public QObject {
     QCOMPARE(thinModel.scheduleOfKernel(53), 3);
     for (int t = 0; t < kSteps; ++t) QCOMPARE(thinModel.instantiated(t), t == 3);  // only the one asked for
     QCOMPARE(modelText(thinModel), modelText(wholeModel));
+    QCOMPARE(thinModel.kernelsFromLine(5), (std::vector<int>{50, 51, 52, 53, 54, 55}));
+    QCOMPARE(thinModel.kernelsFromLine(5), wholeModel.kernelsFromLine(5));
     QCOMPARE(specText(tsui::buildViewGraph(thinModel, false, 52)), specText(tsui::buildViewGraph(wholeModel, false, 52)));
     QCOMPARE(specText(tsui::buildViewGraph(thinModel, true, -1)), specText(tsui::buildViewGraph(wholeModel, true, -1)));
     QCOMPARE(specText(tsui::runOverview(thinModel, {tsui::scheduleToggleId(4)})),

@@ -66,10 +66,10 @@ template <class F>
 void RunModel::forEachComputedUid(const ts::ScheduleEvent& schedule, F&& f) {
   const bool thin = schedule.thin();
   const std::vector<ts::KernelInfo>& kernels = thin ? schedule.structure->kernels : schedule.kernels;
-  for (const ts::KernelInfo& k : kernels)
-    for (uint64_t u : k.node_uids) {
-      if (!thin) f(u);
-      else if (u < schedule.position_uids.size()) f(schedule.position_uids[u]);
+  for (int k = 0; k < static_cast<int>(kernels.size()); ++k)
+    for (uint64_t u : kernels[k].node_uids) {
+      if (!thin) f(k, u);
+      else if (u < schedule.position_uids.size()) f(k, schedule.position_uids[u]);
     }
 }
 
@@ -180,14 +180,15 @@ std::vector<int> RunModel::kernelsFromLine(int line) const {
   const std::vector<uint64_t> made = nodesMadeAt(line);
   QSet<quint64> uids(made.begin(), made.end());
   std::vector<int> ids;
-  for (const ts::ScheduleEvent& s : schedules_)
-    ts::for_each_kernel(s, [&](int id, const ts::KernelInfo& k) {
-      for (uint64_t u : k.node_uids)
-        if (uids.contains(s.thin() ? (u < s.position_uids.size() ? s.position_uids[u] : ~0ULL) : u)) {
-          ids.push_back(id);
-          break;
-        }
+  for (size_t s = 0; s < schedules_.size(); ++s) {
+    int matched = -1;  // the kernel (index in its schedule) already listed
+    forEachComputedUid(schedules_[s], [&](int k, uint64_t u) {
+      if (k != matched && uids.contains(u)) {
+        ids.push_back(scheduleKernelIds_[s][k]);
+        matched = k;
+      }
     });
+  }
   return ids;
 }
 
@@ -200,7 +201,7 @@ void RunModel::LazyState::apply(const RunModel& model, const EventRef& ref) {
     }
     for (uint64_t u : ev.freed_uids) pending.remove(u);
   } else if (ref.kind == EventRef::Schedule) {
-    forEachComputedUid(model.schedules_[ref.index], [&](uint64_t u) { pending.remove(u); });
+    forEachComputedUid(model.schedules_[ref.index], [&](int, uint64_t u) { pending.remove(u); });
   }
   // drop what is no longer pending once it is most of the list (a training loop frees every step)
   if (order.size() > 4096 && order.size() > 4 * static_cast<size_t>(pending.size())) {

@@ -139,7 +139,7 @@ class RunModel : public QObject {
   QHash<quint64, CreatedRef> created_;
   QHash<int, int> launchEvent_;  // kernel id -> index into events_
   QString scriptPath_;
-  // Calls f(uid) for each node a kernel of `schedule` computes, thin or not.
+  // Calls f(k, uid) for each node kernel k (its index in `schedule`) computes, kernel by kernel, thin or not.
   template <class F>
   static void forEachComputedUid(const ts::ScheduleEvent& schedule, F&& f);
   std::vector<ts::ScheduleEvent> schedules_;                  // as they arrived: thin or whole
