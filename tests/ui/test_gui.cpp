@@ -732,6 +732,7 @@ class GuiTest : public QObject {
     QTemporaryDir dir;
     const QString saved = dir.filePath("run.tsrec");
     QString live;
+    int thinLive = 0;  // schedules that arrived thin
     {
       tsui::MainWindow window;
       window.show();
@@ -739,6 +740,7 @@ class GuiTest : public QObject {
       window.runScript();
       QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
       QVERIFY2(window.lastRunOk(), qPrintable(window.consoleText().right(2000)));
+      for (int i = 0; i < window.model().scheduleCount(); ++i) thinLive += window.model().scheduleAsArrived(i).thin();
       live = modelText(window.model());
       QString error;
       QVERIFY2(window.saveRecording(saved, &error), qPrintable(error));
@@ -746,10 +748,17 @@ class GuiTest : public QObject {
     tsui::MainWindow window;
     QString error;
     QVERIFY2(window.openRecording(saved, &error), qPrintable(error));
+    // a training loop's repeated schedules arrive thin, from the recording as from the runner (the model
+    // instantiates the ones it shows)
+    int thinRecorded = 0;
+    for (int i = 0; i < window.model().scheduleCount(); ++i) thinRecorded += window.model().scheduleAsArrived(i).thin();
     const QString recorded = modelText(window.model());
     QVERIFY(live.size() > 100);
     QCOMPARE(recorded.size(), live.size());
     QVERIFY(recorded == live);
+    QCOMPARE(thinRecorded, thinLive);
+    if (sample.endsWith("_digits.py") || sample.endsWith("transformer_tiny.py"))  // training loops
+      QVERIFY2(thinLive > window.model().scheduleCount() / 2, qPrintable(QString("%1 thin of %2").arg(thinLive).arg(window.model().scheduleCount())));
   }
 
   // A program SIGKILLed while it records leaves a recording with what it did before the kill.
