@@ -237,7 +237,7 @@ class EventTreeModel : public QAbstractItemModel {
     int index;   // into nodeEvents() / the model's schedules / outputs(); unused for a run; Trial: its first trial
     int event;   // index into events(); a run: its first launch's
     int group = -1;
-    std::vector<int> kernels;  // a run: its kernel ids (a schedule's are in its ScheduleEvent)
+    std::vector<int> kernels;  // a run: its kernel ids (a schedule's: RunModel::kernelIdsOf)
     std::vector<int> trialEvents;  // Trial: the events of its trials, the rows under it
     int launches = 0;          // kernels under it that were launched
     double timeMs = 0;

@@ -1,8 +1,8 @@
 #include "panels/explain_panel.h"
 
 #include <QRegularExpression>
-#include <algorithm>
 #include <QStringList>
+#include <algorithm>
 
 #include "core/line_diff.h"
 #include "core/run_model.h"
