@@ -81,6 +81,13 @@ std::vector<ts::ScheduleEvent> twoSchedules() {
   return {a, b};
 }
 
+// How many of the model's schedules arrived thin (a repeated structure, its uids and kernel ids).
+int thinSchedules(const tsui::RunModel& m) {
+  int thin = 0;
+  for (int i = 0; i < m.scheduleCount(); ++i) thin += m.scheduleAsArrived(i).thin();
+  return thin;
+}
+
 // Everything the model holds, as text: two models are equal when their texts are.
 QString modelText(const tsui::RunModel& m) {
   QStringList out;
@@ -740,7 +747,7 @@ class GuiTest : public QObject {
       window.runScript();
       QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
       QVERIFY2(window.lastRunOk(), qPrintable(window.consoleText().right(2000)));
-      for (int i = 0; i < window.model().scheduleCount(); ++i) thinLive += window.model().scheduleAsArrived(i).thin();
+      thinLive = thinSchedules(window.model());
       live = modelText(window.model());
       QString error;
       QVERIFY2(window.saveRecording(saved, &error), qPrintable(error));
@@ -750,8 +757,7 @@ class GuiTest : public QObject {
     QVERIFY2(window.openRecording(saved, &error), qPrintable(error));
     // a training loop's repeated schedules arrive thin, from the recording as from the runner (the model
     // instantiates the ones it shows)
-    int thinRecorded = 0;
-    for (int i = 0; i < window.model().scheduleCount(); ++i) thinRecorded += window.model().scheduleAsArrived(i).thin();
+    const int thinRecorded = thinSchedules(window.model());
     const QString recorded = modelText(window.model());
     QVERIFY(live.size() > 100);
     QCOMPARE(recorded.size(), live.size());
