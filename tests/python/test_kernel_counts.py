@@ -291,3 +291,36 @@ def test_a_matmul_read_by_a_reduction_is_stored_and_tiled(dev):
     assert n == 2
     e = np.exp(av @ bv - (av @ bv).max(-1, keepdims=True))
     np.testing.assert_allclose(out.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_an_sgd_step_updates_each_layer_as_backpropagation_reaches_it(tmp_path):
+    # Rule 7 (schedule.h): the launch order is a list schedule that runs first the ready kernel whose latest
+    # input was stored last, and an update that a jit replay may write over its parameter after the other
+    # readers of the old value. An SGD step over three Linear layers realizes the updates in one schedule; the
+    # graph's depth-first order launched them first layer first (the order of the parameters), so the last
+    # layer's weight gradient ran after the whole backward pass, when the activations it reads had left the
+    # caches. Now it runs before the backward pass reaches the first layer.
+    from test_conv_backward import script_kernels
+    _, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(0)\n"
+                                          "l1, l2, l3 = nn.Linear(64, 128), nn.Linear(128, 96), nn.Linear(96, 10)\n"
+                                          "opt = optim.SGD(nn.get_parameters([l1, l2, l3]), lr=0.01)\n"
+                                          "x = Tensor(rng.standard_normal((32, 64)).astype(np.float32))\n"
+                                          "y = Tensor(rng.integers(0, 10, 32).astype(np.int32))\n"
+                                          "l3(l2(l1(x).relu()).relu()).sparse_categorical_crossentropy(y).backward()\n"
+                                          "opt.step()\n")
+    names = [k["name"] for k in kernels]
+    stored_at = {o["node"]: i for i, k in enumerate(kernels) for o in k["outputs"]}
+    for i, k in enumerate(kernels):  # every kernel launches after the kernels that store its inputs
+        for inp in k["inputs"]:
+            assert stored_at.get(inp["node"], -1) < i, (k["name"], inp, names)
+    # each weight's gradient and SGD update is one kernel (rule 6 on C): W3 (10 x 96) is updated before the
+    # backward pass computes the first layer's output gradient (32 x 128, from W2 (96 x 128))
+    w3_update, dh1 = names.index("r_10_96_32"), names.index("r_32_128_96")
+    assert w3_update < dh1, names
+    # the kernels that read a weight's old value launch before the kernel that stores its new value
+    for update in ("r_10_96_32", "r_96_128_32", "r_128_64_32"):
+        i = names.index(update)
+        (old,) = [inp["node"] for inp in kernels[i]["inputs"] if inp["node"] not in stored_at and len(inp["shape"]) == 2
+                  and inp["shape"] == kernels[i]["outputs"][0]["shape"]]
+        readers = [j for j, k in enumerate(kernels) if j != i and any(inp["node"] == old for inp in k["inputs"])]
+        assert readers and max(readers) < i, (update, readers, names)

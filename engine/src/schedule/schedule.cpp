@@ -4,8 +4,11 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <queue>
 #include <set>
 #include <sstream>
+#include <stdexcept>
+#include <tuple>
 
 namespace ts {
 namespace {
@@ -476,6 +479,90 @@ std::set<Shape> loop_shapes(const Graph& g, const ScheduleItem& item) {
   return shapes;
 }
 
+// Rule 7 (schedule.h): reorders sched.items by a list schedule. A kernel waits for the kernels that store its
+// inputs, and a kernel storing a target of the size and dtype of a realized buffer it reads (an optimizer's
+// update, which a jit replay may write over the old value: in_place_pairs in realize.cpp) also waits for the
+// other kernels that read that buffer, unless they read what it stores. Once ready, its priority is fixed: the
+// launch position of the latest kernel it waited for (the later, the sooner it runs; a kernel that waits for
+// none comes after every other ready one), then a kernel whose outputs no kernel of this schedule reads
+// before one whose outputs others read, then the order the items came in. So a heap gives O(n log n).
+namespace {
+void order_for_locality(const Graph& g, Schedule& sched, const std::set<NodeId>& targets) {
+  const size_t n = sched.items.size();
+  std::map<NodeId, size_t> producer;  // a stored node -> the item that stores it
+  for (size_t i = 0; i < n; i++)
+    for (NodeId o : sched.items[i].outputs) producer[o] = i;
+  std::vector<std::vector<size_t>> after(n), before(n);  // the kernels that wait for i; those i waits for
+  std::vector<size_t> waiting(n, 0);                     // kernels it waits for, not launched yet
+  auto add_edge = [&](size_t from, size_t to) {
+    if (from == to || std::find(before[to].begin(), before[to].end(), from) != before[to].end()) return;
+    before[to].push_back(from);
+    after[from].push_back(to);
+    waiting[to]++;
+  };
+  std::map<NodeId, std::vector<size_t>> realized_readers;  // a realized buffer -> the items that read it
+  for (size_t i = 0; i < n; i++)
+    for (NodeId in : sched.items[i].inputs) {
+      auto p = producer.find(in);
+      if (p != producer.end()) add_edge(p->second, i);
+      else realized_readers[in].push_back(i);
+    }
+  // the items that depend on `i` through what it stores (a kernel among them cannot also wait for it)
+  auto dependents = [&](size_t i) {
+    std::vector<bool> seen(n, false);
+    std::vector<size_t> stack{i};
+    while (!stack.empty()) {
+      size_t k = stack.back();
+      stack.pop_back();
+      for (size_t r : after[k])
+        if (!seen[r]) seen[r] = true, stack.push_back(r);
+    }
+    return seen;
+  };
+  for (size_t i = 0; i < n; i++) {
+    const ScheduleItem& item = sched.items[i];
+    for (NodeId in : item.inputs) {
+      auto readers = realized_readers.find(in);
+      if (readers == realized_readers.end() || readers->second.size() < 2) continue;
+      bool may_overwrite = false;
+      for (NodeId o : item.outputs)
+        may_overwrite |= targets.count(o) && g[o].dtype == g[in].dtype && shape_numel(g[o].shape) == shape_numel(g[in].shape);
+      if (!may_overwrite) continue;
+      std::vector<bool> depends = dependents(i);
+      for (size_t j : readers->second)
+        if (j != i && !depends[j]) add_edge(j, i);
+    }
+  }
+  std::vector<int64_t> launched_at(n, 0);
+  // (-position of the latest kernel waited for, 1 if others read its outputs, item index): smallest first
+  using Priority = std::tuple<int64_t, int, size_t>;
+  std::priority_queue<Priority, std::vector<Priority>, std::greater<Priority>> ready;
+  auto make_ready = [&](size_t i) {
+    int64_t latest = -1;  // waits for none
+    for (size_t b : before[i]) latest = std::max(latest, launched_at[b]);
+    bool read_here = false;
+    for (size_t a : after[i])
+      for (NodeId in : sched.items[a].inputs)
+        read_here |= std::find(sched.items[i].outputs.begin(), sched.items[i].outputs.end(), in) != sched.items[i].outputs.end();
+    ready.push({-latest, read_here ? 1 : 0, i});
+  };
+  for (size_t i = 0; i < n; i++)
+    if (waiting[i] == 0) make_ready(i);
+  std::vector<ScheduleItem> items;
+  items.reserve(n);
+  while (!ready.empty()) {
+    const size_t i = std::get<2>(ready.top());
+    ready.pop();
+    launched_at[i] = static_cast<int64_t>(items.size());
+    items.push_back(std::move(sched.items[i]));
+    for (size_t a : after[i])
+      if (--waiting[a] == 0) make_ready(a);
+  }
+  if (items.size() != n) throw std::logic_error("create_schedule: the kernels' dependences have a cycle");
+  sched.items = std::move(items);
+}
+}  // namespace
+
 Schedule create_schedule(const std::vector<NodeId>& targets) {
   const Graph& g = Graph::get();
   Schedule sched;
@@ -779,6 +866,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     sched.items.push_back(std::move(item));
   }
   merge_multi_output(g, sched, target_set);
+  order_for_locality(g, sched, target_set);
   return sched;
 }
 
