@@ -487,6 +487,12 @@ std::set<Shape> loop_shapes(const Graph& g, const ScheduleItem& item) {
 // none comes after every other ready one), then a kernel whose outputs no kernel of this schedule reads
 // before one whose outputs others read, then the order the items came in. So a heap gives O(n log n).
 namespace {
+// An update waits for at most this many other readers of the old value (a parameter is read by its layer's
+// forward and backward kernels); beyond, it keeps no such order, and a jit replay writes it into a fresh
+// buffer (the replay checks again that no later launch reads the old value): a realize of thousands of
+// kernels that read one buffer would otherwise add a wait for every pair of them.
+constexpr size_t kMaxOverwriteWaits = 16;
+
 void order_for_locality(const Graph& g, Schedule& sched, const std::set<NodeId>& targets) {
   const size_t n = sched.items.size();
   std::map<NodeId, size_t> producer;  // a stored node -> the item that stores it
@@ -523,7 +529,9 @@ void order_for_locality(const Graph& g, Schedule& sched, const std::set<NodeId>&
     const ScheduleItem& item = sched.items[i];
     for (NodeId in : item.inputs) {
       auto readers = realized_readers.find(in);
-      if (readers == realized_readers.end() || readers->second.size() < 2) continue;
+      if (readers == realized_readers.end() || readers->second.size() < 2 ||
+          readers->second.size() > kMaxOverwriteWaits)
+        continue;
       bool may_overwrite = false;
       for (NodeId o : item.outputs)
         may_overwrite |= targets.count(o) && g[o].dtype == g[in].dtype && shape_numel(g[o].shape) == shape_numel(g[in].shape);
