@@ -32,8 +32,8 @@ DType dtype_of(const py::array& a) {
                               "' (expected a float, int or bool array)");
 }
 
-Tensor from_numpy(const py::array& input, const std::string& device, std::optional<std::string> dtype_name) {
-  DType dt = dtype_name ? ts::dtype_from_name(*dtype_name) : dtype_of(input);
+// `input` converted to a C-contiguous array of `dt` (numpy's casting rules)
+py::array as_dtype(const py::array& input, DType dt) {
   py::array a;
   switch (dt) {
     case DType::Float32: a = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(input); break;
@@ -44,8 +44,23 @@ Tensor from_numpy(const py::array& input, const std::string& device, std::option
       break;
   }
   if (!a) throw std::invalid_argument("Tensor: cannot convert the array to " + std::string(ts::dtype_name(dt)));
+  return a;
+}
+
+Tensor from_numpy(const py::array& input, const std::string& device, std::optional<std::string> dtype_name) {
+  DType dt = dtype_name ? ts::dtype_from_name(*dtype_name) : dtype_of(input);
+  py::array a = as_dtype(input, dt);
   ts::Shape shape(a.shape(), a.shape() + a.ndim());
   return Tensor::from_data(a.data(), dt, shape, device);
+}
+
+// Tensor::copy_from_host from an array of as many elements (any shape, converted to the tensor's dtype)
+void copy_from_numpy(Tensor& t, const py::array& values) {
+  py::array a = as_dtype(values, t.dtype());
+  if (a.size() != t.numel())
+    throw std::invalid_argument("copy_from_numpy: " + std::to_string(a.size()) + " values for a tensor of " +
+                                std::to_string(t.numel()) + " elements");
+  t.copy_from_host(a.data());
 }
 
 py::array to_numpy(const Tensor& t) {
@@ -106,6 +121,7 @@ PYBIND11_MODULE(_C, m) {
       .def_static("scalar", &Tensor::scalar)
       .def_static("realize_all", &Tensor::realize_all)
       .def("numpy", &to_numpy)
+      .def("copy_from_numpy", &copy_from_numpy)
       .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape())); })
       .def_property_readonly("dtype", [](const Tensor& t) { return std::string(ts::dtype_name(t.dtype())); })
       .def_property_readonly("device", &Tensor::device)

@@ -131,11 +131,113 @@ def test_float16_parameters_train_in_float16(make):
 def test_mismatched_lists_name_what_is_missing():
     params = _params(4)
     grads = [p.detach()._t for p in params[:2]]
+    lr = Tensor(np.array(0.1, np.float32))._t
     with pytest.raises(ValueError, match="3 parameters but 2 gradients"):
-        _C.sgd_update([p._t for p in params], grads, [], 0.1, 0.0, 0.0, False)
+        _C.sgd_update([p._t for p in params], grads, [], lr, 0.0, 0.0, False)
     with pytest.raises(ValueError, match="3 parameters but 0 momentum buffers"):
-        _C.sgd_update([p._t for p in params], [p.detach()._t for p in params], [], 0.1, 0.9, 0.0, False)
+        _C.sgd_update([p._t for p in params], [p.detach()._t for p in params], [], lr, 0.9, 0.0, False)
     b = Tensor(np.array(1.0, np.float32))._t
     with pytest.raises(ValueError, match="3 parameters but 2 first moments"):
-        _C.lamb_update([p._t for p in params], [p.detach()._t for p in params], grads, grads, b, b, 1e-3, 0.9, 0.999,
+        _C.lamb_update([p._t for p in params], [p.detach()._t for p in params], grads, grads, b, b, lr, 0.9, 0.999,
                        1e-8, 0.0, True)
+
+
+# ---- a learning-rate schedule: lr is a tensor the kernels read (nn/optim.py), not a constant ----------------
+LRS = [0.05, 0.04, 0.025, 0.01, 0.003, 0.02]  # a new value every step (warm-up and decay alike)
+
+
+def _lr_schedule_run(make_opt, jitted=False):
+    """Trains a 6-5-3 MLP for len(LRS) steps, opt.lr set to LRS[i] before step i; returns the parameters and,
+    per step, the schedule-cache misses (realizes whose graph structure was new) of the step."""
+    import tensorscope
+    from tensorscope import GlobalCounters
+    rng = np.random.default_rng(7)
+    w1, w2 = rng.standard_normal((5, 6)).astype(np.float32), rng.standard_normal((3, 5)).astype(np.float32)
+    params = [Tensor(w1, requires_grad=True), Tensor(w2, requires_grad=True)]
+    opt = make_opt(params)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = (x @ params[0].T).relu().matmul(params[1].T).sparse_categorical_crossentropy(y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    f = tensorscope.jit(step) if jitted else step
+    misses = []
+    for i, lr in enumerate(LRS):
+        opt.lr = lr
+        x = Tensor(rng.standard_normal((4, 6)).astype(np.float32))
+        y = Tensor(rng.integers(0, 3, 4).astype(np.int32))
+        before = GlobalCounters.schedule_count
+        f(x, y).numpy()
+        misses.append(GlobalCounters.schedule_count - before)
+    return [p.numpy() for p in params], misses, (w1, w2)
+
+
+def _torch_lr_schedule_run(make_opt, w1, w2):
+    rng = np.random.default_rng(7)
+    rng.standard_normal((5, 6)), rng.standard_normal((3, 5))  # the draws of the initial weights
+    params = [torch.tensor(w1, requires_grad=True), torch.tensor(w2, requires_grad=True)]
+    opt = make_opt(params)
+    for lr in LRS:
+        for group in opt.param_groups:
+            group["lr"] = lr
+        x = torch.tensor(rng.standard_normal((4, 6)).astype(np.float32))
+        y = torch.tensor(rng.integers(0, 3, 4).astype(np.int64))
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(torch.relu(x @ params[0].T) @ params[1].T, y).backward()
+        opt.step()
+    return [p.detach().numpy() for p in params]
+
+
+OPTIMIZERS = {
+    "SGD momentum": (lambda ps: optim.SGD(ps, lr=LRS[0], momentum=0.9),
+                     lambda ps: torch.optim.SGD(ps, lr=LRS[0], momentum=0.9)),
+    "AdamW": (lambda ps: optim.AdamW(ps, lr=LRS[0], weight_decay=0.01),
+              lambda ps: torch.optim.AdamW(ps, lr=LRS[0], weight_decay=0.01)),
+}
+
+
+@pytest.mark.parametrize("name", list(OPTIMIZERS))
+def test_a_learning_rate_schedule_compiles_nothing_and_matches_pytorch(name):
+    ours, theirs = OPTIMIZERS[name]
+    params, misses, (w1, w2) = _lr_schedule_run(ours)
+    # the first step's graph is new, and so is the second's (its parameters are the first step's outputs);
+    # after that every step reuses the schedule, whatever its lr (as a constant, each new lr was a new graph)
+    assert misses[2:] == [0] * (len(LRS) - 2), misses
+    for p, q in zip(params, _torch_lr_schedule_run(theirs, w1, w2)):
+        np.testing.assert_allclose(p, q, rtol=1e-5, atol=1e-6)
+    # jit replays read the lr set between calls: the same parameters bit for bit as the eager steps
+    jitted, _, _ = _lr_schedule_run(ours, jitted=True)
+    for p, q in zip(jitted, params):
+        np.testing.assert_array_equal(p, q)
+
+
+def test_setting_lr_inside_a_jitted_function_fails_the_capture():
+    import tensorscope
+    from tensorscope import JitError
+    p = Tensor(np.ones((2, 2), np.float32), requires_grad=True)
+    opt = optim.SGD([p], lr=0.1)
+
+    @tensorscope.jit
+    def step(x):
+        opt.lr = opt.lr * 0.5  # a replay would not run this line
+        opt.zero_grad()
+        (p * x).sum().backward()
+        opt.step()
+        return p
+
+    with pytest.raises(JitError, match="outside the jitted function"):
+        for _ in range(3):
+            step(Tensor(np.ones((2, 2), np.float32)))
+
+
+def test_copy_from_numpy_checks_size_and_realization():
+    t = Tensor(np.zeros(3, np.float32)).realize()
+    t._t.copy_from_numpy(np.array([1, 2, 3]))  # converted to the tensor's dtype
+    np.testing.assert_array_equal(t.numpy(), [1.0, 2.0, 3.0])
+    with pytest.raises(ValueError, match="2 values for a tensor of 3 elements"):
+        t._t.copy_from_numpy(np.zeros(2, np.float32))
+    with pytest.raises(ValueError, match=r"shape \(3\) holds no buffer of its own"):
+        (t + 1)._t.copy_from_numpy(np.zeros(3, np.float32))

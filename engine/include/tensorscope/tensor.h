@@ -67,6 +67,13 @@ class Tensor {
   void realize_with_next();
   // Realizes and copies the data (row-major) to `dst`, numel()*dtype_size bytes.
   void copy_to_host(void* dst) const;
+  // Writes numel()*dtype_size bytes (row-major) from `src` into this tensor's buffer, in place: the graph does
+  // not change, so the kernels that read the buffer (compiled, cached, captured by a jit) read the new values
+  // at their next launch. An optimizer's learning rate is such a buffer, so a learning-rate schedule compiles
+  // nothing (tinygrad keeps lr as a Tensor for the same reason). The tensor must be realized, with a buffer
+  // of exactly its elements (not a lazy value, not a view): std::invalid_argument otherwise; inside a jit
+  // capture the capture fails (a replay runs no python code, so it could not repeat the write).
+  void copy_from_host(const void* src);
   double item() const;  // for a 1-element tensor, as double
   Tensor to(const std::string& device) const;
 

@@ -30,9 +30,11 @@ Limits (tinygrad's, plus what this engine makes explicit):
   ``load_state_dict`` into a frozen embedding) is not seen by replays; make a new jit then.
 * Attributes the function sets are not replayed: a parameter's ``.grad`` keeps the value of the
   capture call.
-* Reading a tensor on the host inside the function (``.numpy()``, ``.item()``, ``.tolist()``) or
-  drawing random numbers (``Tensor.rand``/``randn``/``uniform``, ``dropout`` in training mode) makes
-  the capture raise ``JitError``: a replay could not repeat them.
+* An optimizer's ``lr`` is a tensor the update kernels read: set between calls (a learning-rate
+  schedule), replays use the new value. Setting it inside the function is a host write, below.
+* Reading a tensor on the host inside the function (``.numpy()``, ``.item()``, ``.tolist()``), writing
+  host values into one (``opt.lr = ...``) or drawing random numbers (``Tensor.rand``/``randn``/``uniform``,
+  ``dropout`` in training mode) makes the capture raise ``JitError``: a replay could not repeat them.
 * One jit per shape signature; jitted functions cannot call other jitted functions.
 
 Counters: ``GlobalCounters.replayed_kernels`` counts replayed kernels; a replay adds nothing to

@@ -43,6 +43,7 @@ struct Capture {
   std::vector<LaunchRecord> launches;
   std::vector<AssignRecord> assigns;
   int host_reads = 0;    // .numpy()/.item() during the capture: values a replay would not read again
+  int host_writes = 0;   // Tensor::copy_from_host during the capture (an optimizer's lr set inside the function)
   int random_draws = 0;  // Tensor::rand & co. during the capture: numbers a replay would repeat
 };
 
@@ -53,6 +54,7 @@ void set_active_capture(Capture* capture);
 // Hooks for the tensor layer (no-ops without a capture).
 void capture_note_assign(const std::shared_ptr<TensorImpl>& target);
 void capture_note_host_read();
+void capture_note_host_write();
 void capture_note_random();
 
 }  // namespace ts

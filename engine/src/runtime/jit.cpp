@@ -45,6 +45,9 @@ void capture_note_assign(const std::shared_ptr<TensorImpl>& target) {
 void capture_note_host_read() {
   if (g_capture) g_capture->host_reads++;
 }
+void capture_note_host_write() {
+  if (g_capture) g_capture->host_writes++;
+}
 void capture_note_random() {
   if (g_capture) g_capture->random_draws++;
 }
@@ -245,6 +248,11 @@ CapturedJit CapturedJit::capture(const std::vector<Tensor>& inputs, const std::f
                              " tensor value(s) on the host (.numpy(), .item(), .tolist()) while being captured; a replay "
                              "does not run python code, so it could not repeat the read: return the tensor and read it "
                              "outside the jitted function");
+  if (cap.host_writes)
+    throw std::runtime_error("jit: the function wrote " + std::to_string(cap.host_writes) +
+                             " value(s) from the host into tensors (an optimizer's lr set inside it) while being "
+                             "captured; a replay does not run python code, so it could not repeat the write: set it "
+                             "outside the jitted function, between calls");
   if (cap.random_draws)
     throw std::runtime_error("jit: the function drew random numbers (Tensor.rand/randn/uniform, dropout) while being "
                              "captured; a replay would repeat the same numbers every call: draw them outside and pass "

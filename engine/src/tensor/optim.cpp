@@ -15,11 +15,18 @@ void check_lengths(const char* what, size_t params, size_t other, const char* ot
                                 std::to_string(other) + " " + other_name);
 }
 
+// The learning rate as the parameter's dtype: a float16 parameter's update multiplies by lr rounded to
+// float16, as by a python float next to it (Tensor::const_like).
+Tensor learning_rate_for(const Tensor& lr, const Tensor& p) {
+  if (lr.ndim() != 0) throw std::invalid_argument("optimizer: lr must be a 0-d tensor, got " + std::to_string(lr.ndim()) + " dims");
+  return p.dtype() == lr.dtype() ? lr : lr.cast(p.dtype());
+}
+
 }  // namespace
 
 void sgd_update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                const std::vector<Tensor>& momentum_buffers, double lr, double momentum, double weight_decay,
-                bool nesterov) {
+                const std::vector<Tensor>& momentum_buffers, const Tensor& lr, double momentum,
+                double weight_decay, bool nesterov) {
   check_lengths("sgd_update", params.size(), grads.size(), "gradients");
   if (momentum != 0) check_lengths("sgd_update", params.size(), momentum_buffers.size(), "momentum buffers");
   for (size_t i = 0; i < params.size(); i++) {
@@ -30,13 +37,13 @@ void sgd_update(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
       b.assign(b.mul(momentum).add(g));
       g = nesterov ? g.add(b.mul(momentum)) : b;
     }
-    p.assign(p.detach().sub(g.mul(lr)));
+    p.assign(p.detach().sub(g.mul(learning_rate_for(lr, p))));
   }
 }
 
 void lamb_update(const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>& m,
-                 const std::vector<Tensor>& v, const Tensor& b1_t, const Tensor& b2_t, double lr, double b1, double b2,
-                 double eps, double weight_decay, bool adam) {
+                 const std::vector<Tensor>& v, const Tensor& b1_t, const Tensor& b2_t, const Tensor& lr, double b1,
+                 double b2, double eps, double weight_decay, bool adam) {
   check_lengths("lamb_update", params.size(), grads.size(), "gradients");
   check_lengths("lamb_update", params.size(), m.size(), "first moments");
   check_lengths("lamb_update", params.size(), v.size(), "second moments");
@@ -60,7 +67,7 @@ void lamb_update(const std::vector<Tensor>& params, const std::vector<Tensor>& g
       const Tensor ratio = r1.div(r2);
       up = up.mul(both_positive.where(ratio, ratio.scalar_like(1.0)));
     }
-    p.assign(p.detach().sub(up.mul(lr)));
+    p.assign(p.detach().sub(up.mul(learning_rate_for(lr, p))));
   }
 }
 

@@ -237,6 +237,16 @@ void Tensor::copy_to_host(void* dst) const {
   read_buffer(*r.buffer, dst);
 }
 
+void Tensor::copy_from_host(const void* src) {
+  capture_note_host_write();
+  const Node& n = node(*this);
+  if (!n.realized() || n.buffer->numel != numel() || n.buffer->dtype != dtype())
+    throw std::invalid_argument("copy_from_host: the tensor of shape (" + shape_str(shape()) +
+                                ") holds no buffer of its own (a lazy value or a view); realize() a contiguous tensor "
+                                "first");
+  write_buffer(*n.buffer, src);
+}
+
 double Tensor::item() const {
   if (numel() != 1)
     throw std::invalid_argument("item(): the tensor has " + std::to_string(numel()) + " elements, expected 1");

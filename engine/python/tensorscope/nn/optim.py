@@ -7,8 +7,11 @@ parameters, the optimizer state and the buffers in one schedule, so each step ru
 kernels and the graph does not grow from step to step. All math is lazy Tensor ops: the update of
 each parameter fuses into few kernels and never goes through NumPy.
 
-Hyperparameters (lr, momentum, betas, ...) are python floats baked into the kernels as constants;
-changing ``opt.lr`` between steps works (the kernels recompile once for each new value).
+The learning rate is kept in a 0-d tensor that the update kernels read (as tinygrad keeps ``lr`` as a
+Tensor): setting ``opt.lr`` between steps (a learning-rate schedule) writes the new value into it and
+compiles nothing, in eager steps and in ``tensorscope.jit`` replays alike. The other hyperparameters
+(momentum, betas, eps, weight decay) are python floats baked into the kernels as constants; changing
+them recompiles the update kernels once for each new value.
 """
 from __future__ import annotations
 
@@ -43,7 +46,23 @@ class Optimizer:
         self.buffers = [p for p in params if not p.requires_grad]
         if not self.params:
             raise ValueError("optimizer got no parameters with requires_grad=True")
-        self.lr = lr
+        self._lr_value = float(lr)
+        # the tensor the update kernels read: a new lr is written into its buffer (Tensor.copy_from_host)
+        self._lr = Tensor(np.array(self._lr_value, dtype=np.float32), device=self.params[0].device,
+                          requires_grad=False).realize()
+
+    @property
+    def lr(self) -> float:
+        """The learning rate (a python float). Assigning it writes the value into the 0-d float32 tensor the
+        update kernels read, so a schedule changes no kernel; it takes effect at the next ``step()`` (or jit
+        replay). Set it outside a jitted function: inside one, the capture fails (a replay runs no python)."""
+        return self._lr_value
+
+    @lr.setter
+    def lr(self, value: float) -> None:
+        value = float(value)
+        self._lr._t.copy_from_numpy(np.array(value, dtype=np.float32))
+        self._lr_value = value
 
     def zero_grad(self) -> None:
         """Forgets the gradients of all parameters (``p.grad = None``)."""
@@ -93,7 +112,7 @@ class SGD(Optimizer):
         #   if momentum: b.assign(momentum * b + g); g = g + momentum * b if nesterov else b
         #   p.assign(p.detach() - lr * g)
         _C.sgd_update([p._t for p in self.params], [g._t for g in self._grads()], [b._t for b in self.b],
-                      float(self.lr), float(self.momentum), float(self.wd), bool(self.nesterov))
+                      self._lr._t, float(self.momentum), float(self.wd), bool(self.nesterov))
         return self.b
 
 
@@ -134,7 +153,7 @@ class LAMB(Optimizer):
         #                up = up * ((r1 > 0) & (r2 > 0)).where(r1 / r2, 1.0)
         #   p.assign(p.detach() - lr * up)
         _C.lamb_update([p._t for p in self.params], [g._t for g in self._grads()], [m._t for m in self.m],
-                       [v._t for v in self.v], self.b1_t._t, self.b2_t._t, float(self.lr), float(self.b1),
+                       [v._t for v in self.v], self.b1_t._t, self.b2_t._t, self._lr._t, float(self.b1),
                        float(self.b2), float(self.eps), float(self.wd), bool(self.adam))
         return [self.b1_t, self.b2_t] + self.m + self.v
 
