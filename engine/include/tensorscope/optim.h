@@ -10,10 +10,10 @@
 // baked into the kernels: a learning-rate schedule writes each new value into it in place
 // (Tensor::copy_from_host), and the step keeps its kernels (as a constant, every new value compiled the
 // update kernels again: an AdamW step of a 784-128-10 MLP took 156 ms under a cosine schedule, against
-// 1-2 ms; tinygrad keeps lr as a Tensor too). Next to a float16 parameter it is cast to float16 (the
-// rounding a python float gets there). The other scalars follow the engine's rule for a python float next to a float tensor
-// (Tensor::const_like: float16-rounded next to float16, as torch 1.13). std::invalid_argument when the list
-// lengths differ (and from the ops, when shapes do not match).
+// 1-2 ms; tinygrad keeps lr as a Tensor too). Next to a float16 parameter it is cast to float16. The other
+// scalars follow the engine's rule for a python float next to a float tensor (Tensor::const_like:
+// float16-rounded next to float16, as torch 1.13). std::invalid_argument when the list lengths differ or lr
+// is not 0-d (and from the ops, when shapes do not match).
 #pragma once
 #include <vector>
 

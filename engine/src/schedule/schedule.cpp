@@ -534,7 +534,8 @@ void order_for_locality(const Graph& g, Schedule& sched, const std::set<NodeId>&
         continue;
       bool may_overwrite = false;
       for (NodeId o : item.outputs)
-        may_overwrite |= targets.count(o) && g[o].dtype == g[in].dtype && shape_numel(g[o].shape) == shape_numel(g[in].shape);
+        may_overwrite |= targets.count(o) && g[o].dtype == g[in].dtype &&
+                         shape_numel(g[o].shape) == shape_numel(g[in].shape);
       if (!may_overwrite) continue;
       std::vector<bool> depends = dependents(i);
       for (size_t j : readers->second)
@@ -548,10 +549,11 @@ void order_for_locality(const Graph& g, Schedule& sched, const std::set<NodeId>&
   auto make_ready = [&](size_t i) {
     int64_t latest = -1;  // waits for none
     for (size_t b : before[i]) latest = std::max(latest, launched_at[b]);
+    const std::vector<NodeId>& outputs = sched.items[i].outputs;
     bool read_here = false;
     for (size_t a : after[i])
       for (NodeId in : sched.items[a].inputs)
-        read_here |= std::find(sched.items[i].outputs.begin(), sched.items[i].outputs.end(), in) != sched.items[i].outputs.end();
+        read_here |= std::find(outputs.begin(), outputs.end(), in) != outputs.end();
     ready.push({-latest, read_here ? 1 : 0, i});
   };
   for (size_t i = 0; i < n; i++)

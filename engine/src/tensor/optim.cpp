@@ -15,10 +15,11 @@ void check_lengths(const char* what, size_t params, size_t other, const char* ot
                                 std::to_string(other) + " " + other_name);
 }
 
-// The learning rate as the parameter's dtype: a float16 parameter's update multiplies by lr rounded to
+// The learning rate in the parameter's dtype: a float16 parameter's update multiplies by lr rounded to
 // float16, as by a python float next to it (Tensor::const_like).
 Tensor learning_rate_for(const Tensor& lr, const Tensor& p) {
-  if (lr.ndim() != 0) throw std::invalid_argument("optimizer: lr must be a 0-d tensor, got " + std::to_string(lr.ndim()) + " dims");
+  if (lr.ndim() != 0)
+    throw std::invalid_argument("optimizer: lr must be a 0-d tensor, got " + std::to_string(lr.ndim()) + " dims");
   return p.dtype() == lr.dtype() ? lr : lr.cast(p.dtype());
 }
 
