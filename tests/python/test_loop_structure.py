@@ -532,7 +532,7 @@ def test_a_row_reduction_fused_into_its_row_keeps_the_row_loop_outside(tmp_path)
     assert fused and all(_global_loops(text)[-1] == "256" for text in fused), [_global_loops(t) for t in fused]
     rng = np.random.default_rng(0)
     x = rng.standard_normal((8, 16, 256)).astype(np.float32)
-    a = Tensor(x, device="C", requires_grad=True)
+    a = Tensor(x, requires_grad=True)
     (nn.LayerNorm(256)(a) * a).mean().backward()
     p = torch.tensor(x, requires_grad=True)
     (torch.nn.functional.layer_norm(p, (256,)) * p).mean().backward()
