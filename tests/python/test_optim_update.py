@@ -241,3 +241,18 @@ def test_copy_from_numpy_checks_size_and_realization():
         t._t.copy_from_numpy(np.zeros(2, np.float32))
     with pytest.raises(ValueError, match=r"shape \(3\) holds no buffer of its own"):
         (t + 1)._t.copy_from_numpy(np.zeros(3, np.float32))
+
+
+def test_sgd_over_parameters_on_two_devices_reads_lr_on_each():
+    # the lr tensor lives on the first parameter's device; a parameter elsewhere gets a copy of it
+    a = Tensor(np.ones((2, 3), np.float32), device="C", requires_grad=True)
+    b = Tensor(np.ones(4, np.float32), device="INTERP", requires_grad=True)
+    opt = optim.SGD([a, b], lr=0.5)
+    for lr in (0.5, 0.25):
+        opt.lr = lr
+        opt.zero_grad()
+        ((a * 2).sum() + (b * 3).sum().to("C")).backward()
+        opt.step()
+    np.testing.assert_allclose(a.numpy(), 1 - 0.75 * 2, rtol=1e-6)
+    np.testing.assert_allclose(b.numpy(), 1 - 0.75 * 3, rtol=1e-6)
+    assert b.device == "INTERP"

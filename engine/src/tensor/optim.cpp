@@ -15,12 +15,14 @@ void check_lengths(const char* what, size_t params, size_t other, const char* ot
                                 std::to_string(other) + " " + other_name);
 }
 
-// The learning rate in the parameter's dtype: a float16 parameter's update multiplies by lr rounded to
-// float16, as by a python float next to it (Tensor::const_like).
+// The learning rate in the parameter's dtype, on its device: a float16 parameter's update multiplies by lr
+// rounded to float16, as by a python float next to it (Tensor::const_like); a parameter on another device
+// than lr's gets a copy of it (a model whose layers live on two devices).
 Tensor learning_rate_for(const Tensor& lr, const Tensor& p) {
   if (lr.ndim() != 0)
     throw std::invalid_argument("optimizer: lr must be a 0-d tensor, got " + std::to_string(lr.ndim()) + " dims");
-  return p.dtype() == lr.dtype() ? lr : lr.cast(p.dtype());
+  const Tensor here = lr.device() == p.device() ? lr : lr.to(p.device());
+  return p.dtype() == here.dtype() ? here : here.cast(p.dtype());
 }
 
 }  // namespace
