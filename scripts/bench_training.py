@@ -14,7 +14,11 @@ and models whose shapes no heuristic was written for (rows added in the fifteent
   7. an MLP 784-300-100-10 (LeCun et al.'s classic widths), batch 100, Adam;
   8. the transformer of row 2 at dim 128 (4 heads of 32, 2 layers), 32 tokens, batch 16, AdamW (added in the
      twenty-first session, which found its LayerNorm backward over rows of 256 recomputing every row's sums
-     for each element of the row).
+     for each element of the row);
+  9. the MLP of row 3 under a learning-rate schedule (linear warm-up over 10 steps, then cosine decay over
+     1000), set before every step of every contender (PyTorch: `param_groups[..]["lr"]`; Tensorscope:
+     `opt.lr`), as real training sets it (added in the twenty-fourth session: each new lr compiled the update
+     kernels again while it was a constant, 156 ms a step).
 The models are rebuilt here as in the samples (the sample files are not run). Every contender starts from
 the same weights: PyTorch's default initialisation, copied as NumPy arrays into each Tensorscope model
 (`nn.load_state_dict`); each contender has its own model and optimizer and sees the same batch. The losses
@@ -338,6 +342,13 @@ def workloads():
              torch_opt=lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01),
              ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
              torch_loss=lambda out, y: F.cross_entropy(out, y), note=""),
+        dict(name="MLP 784-512-256-10, AdamW, cosine lr", ts_model=lambda: MLP(784, 512, 256, 10),
+             torch_model=lambda: TorchMLP(784, 512, 256, 10), x=mx, y=my,
+             ts_opt=lambda p: optim.AdamW(p, lr=1e-3, weight_decay=0.01),
+             torch_opt=lambda p: torch.optim.AdamW(p, lr=1e-3, weight_decay=0.01),
+             ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
+             torch_loss=lambda out, y: F.cross_entropy(out, y), lr_schedule=warmup_cosine(1e-3, 10, 1000),
+             note="a new lr every step: warm-up, then cosine decay"),
         dict(name="LeNet head 400-120-84-10, b64, SGD", ts_model=lambda: MLP(400, 120, 84, 10),
              torch_model=lambda: TorchMLP(400, 120, 84, 10), x=lx, y=ly,
              ts_opt=lambda p: optim.SGD(p, lr=0.05, momentum=0.9),
@@ -354,6 +365,11 @@ def workloads():
              ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
              torch_loss=lambda out, y: F.cross_entropy(out, y), note="widths 16 does not divide, batch 100"),
     ]
+
+
+def warmup_cosine(base, warmup, total):
+    """lr(step): linear warm-up to `base` over `warmup` steps, then cosine decay to 0 at step `total`."""
+    return lambda i: base * min(1.0, (i + 1) / warmup) * 0.5 * (1 + math.cos(math.pi * min(i, total) / total))
 
 
 def build(w, state):
@@ -502,8 +518,18 @@ def run_row(w, rec_dir):
     px, py = torch.from_numpy(w["x"]), torch.from_numpy(w["y"]).long()
     x_np, y_np = w["x"], w["y"]
     Tensor.training = True
+    # a learning-rate schedule: each contender counts its own steps, so all three see the same lr sequence
+    schedule, steps_taken = w.get("lr_schedule"), {"torch": 0, "eager": 0, "jit": 0}
+
+    def next_lr(who):
+        steps_taken[who] += 1
+        return schedule(steps_taken[who] - 1)
 
     def torch_step():
+        if schedule:
+            lr = next_lr("torch")
+            for group in popt.param_groups:
+                group["lr"] = lr
         popt.zero_grad()
         loss = w["torch_loss"](pmodel(px), py)
         loss.backward()
@@ -513,6 +539,8 @@ def run_row(w, rec_dir):
     model, opt = build(w, state)
 
     def ts_step():
+        if schedule:
+            opt.lr = next_lr("eager")
         opt.zero_grad()
         loss = w["ts_loss"](model(Tensor(x_np)), Tensor(y_np))
         loss.backward()
@@ -530,6 +558,8 @@ def run_row(w, rec_dir):
         return loss
 
     def jit_step():
+        if schedule:
+            jopt.lr = next_lr("jit")  # between calls: replays read it (the update kernels load lr)
         return float(jit_fn(Tensor(x_np), Tensor(y_np)).numpy())
 
     # warm-up; the losses of these steps check that the three train alike from the same weights
