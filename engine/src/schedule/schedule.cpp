@@ -500,6 +500,7 @@ void order_for_locality(const Graph& g, Schedule& sched, const std::set<NodeId>&
     for (NodeId o : sched.items[i].outputs) producer[o] = i;
   std::vector<std::vector<size_t>> after(n), before(n);  // the kernels that wait for i; those i waits for
   std::vector<size_t> waiting(n, 0);                     // kernels it waits for, not launched yet
+  std::vector<bool> outputs_read(n, false);              // another kernel of the schedule reads what i stores
   auto add_edge = [&](size_t from, size_t to) {
     if (from == to || std::find(before[to].begin(), before[to].end(), from) != before[to].end()) return;
     before[to].push_back(from);
@@ -510,8 +511,12 @@ void order_for_locality(const Graph& g, Schedule& sched, const std::set<NodeId>&
   for (size_t i = 0; i < n; i++)
     for (NodeId in : sched.items[i].inputs) {
       auto p = producer.find(in);
-      if (p != producer.end()) add_edge(p->second, i);
-      else realized_readers[in].push_back(i);
+      if (p == producer.end()) {
+        realized_readers[in].push_back(i);
+      } else if (p->second != i) {
+        add_edge(p->second, i);
+        outputs_read[p->second] = true;
+      }
     }
   // the items that depend on `i` through what it stores (a kernel among them cannot also wait for it)
   auto dependents = [&](size_t i) {
@@ -527,6 +532,7 @@ void order_for_locality(const Graph& g, Schedule& sched, const std::set<NodeId>&
   };
   for (size_t i = 0; i < n; i++) {
     const ScheduleItem& item = sched.items[i];
+    std::vector<bool> depends;  // dependents(i), once it is needed
     for (NodeId in : item.inputs) {
       auto readers = realized_readers.find(in);
       if (readers == realized_readers.end() || readers->second.size() < 2 ||
@@ -537,7 +543,7 @@ void order_for_locality(const Graph& g, Schedule& sched, const std::set<NodeId>&
         may_overwrite |= targets.count(o) && g[o].dtype == g[in].dtype &&
                          shape_numel(g[o].shape) == shape_numel(g[in].shape);
       if (!may_overwrite) continue;
-      std::vector<bool> depends = dependents(i);
+      if (depends.empty()) depends = dependents(i);
       for (size_t j : readers->second)
         if (j != i && !depends[j]) add_edge(j, i);
     }
@@ -549,12 +555,7 @@ void order_for_locality(const Graph& g, Schedule& sched, const std::set<NodeId>&
   auto make_ready = [&](size_t i) {
     int64_t latest = -1;  // waits for none
     for (size_t b : before[i]) latest = std::max(latest, launched_at[b]);
-    const std::vector<NodeId>& outputs = sched.items[i].outputs;
-    bool read_here = false;
-    for (size_t a : after[i])
-      for (NodeId in : sched.items[a].inputs)
-        read_here |= std::find(outputs.begin(), outputs.end(), in) != outputs.end();
-    ready.push({-latest, read_here ? 1 : 0, i});
+    ready.push({-latest, outputs_read[i] ? 1 : 0, i});
   };
   for (size_t i = 0; i < n; i++)
     if (waiting[i] == 0) make_ready(i);

@@ -2,8 +2,10 @@
 // nn/optim.py names, in the same order, so the schedule and its kernels are the same whichever side built them.
 #include "tensorscope/optim.h"
 
+#include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace ts::optim {
 
@@ -15,15 +17,30 @@ void check_lengths(const char* what, size_t params, size_t other, const char* ot
                                 std::to_string(other) + " " + other_name);
 }
 
-// The learning rate in the parameter's dtype, on its device: a float16 parameter's update multiplies by lr
-// rounded to float16, as by a python float next to it (Tensor::const_like); a parameter on another device
-// than lr's gets a copy of it (a model whose layers live on two devices).
-Tensor learning_rate_for(const Tensor& lr, const Tensor& p) {
-  if (lr.ndim() != 0)
-    throw std::invalid_argument("optimizer: lr must be a 0-d tensor, got " + std::to_string(lr.ndim()) + " dims");
-  const Tensor here = lr.device() == p.device() ? lr : lr.to(p.device());
-  return p.dtype() == here.dtype() ? here : here.cast(p.dtype());
-}
+// The learning rate in each parameter's dtype, on its device, built once per (device, dtype) for all the
+// parameters of a step: a float16 parameter's update multiplies by lr rounded to float16, as by a python
+// float next to it (Tensor::const_like); a parameter on another device than lr's gets a copy of it (a model
+// whose layers live on two devices), one copy for all the parameters there.
+class LearningRates {
+ public:
+  explicit LearningRates(const Tensor& lr) : lr_(lr) {
+    if (lr.ndim() != 0)
+      throw std::invalid_argument("optimizer: lr must be a 0-d tensor, got " + std::to_string(lr.ndim()) + " dims");
+  }
+  const Tensor& for_param(const Tensor& p) {
+    auto key = std::make_pair(p.device(), p.dtype());
+    auto it = made_.find(key);
+    if (it == made_.end()) {
+      const Tensor here = p.device() == lr_.device() ? lr_ : lr_.to(p.device());
+      it = made_.emplace(key, p.dtype() == here.dtype() ? here : here.cast(p.dtype())).first;
+    }
+    return it->second;
+  }
+
+ private:
+  const Tensor& lr_;
+  std::map<std::pair<std::string, DType>, Tensor> made_;
+};
 
 }  // namespace
 
@@ -32,6 +49,7 @@ void sgd_update(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
                 double weight_decay, bool nesterov) {
   check_lengths("sgd_update", params.size(), grads.size(), "gradients");
   if (momentum != 0) check_lengths("sgd_update", params.size(), momentum_buffers.size(), "momentum buffers");
+  LearningRates lrs(lr);
   for (size_t i = 0; i < params.size(); i++) {
     Tensor p = params[i], g = grads[i];
     if (weight_decay != 0) g = g.add(p.detach().mul(weight_decay));
@@ -40,7 +58,7 @@ void sgd_update(const std::vector<Tensor>& params, const std::vector<Tensor>& gr
       b.assign(b.mul(momentum).add(g));
       g = nesterov ? g.add(b.mul(momentum)) : b;
     }
-    p.assign(p.detach().sub(g.mul(learning_rate_for(lr, p))));
+    p.assign(p.detach().sub(g.mul(lrs.for_param(p))));
   }
 }
 
@@ -50,6 +68,7 @@ void lamb_update(const std::vector<Tensor>& params, const std::vector<Tensor>& g
   check_lengths("lamb_update", params.size(), grads.size(), "gradients");
   check_lengths("lamb_update", params.size(), m.size(), "first moments");
   check_lengths("lamb_update", params.size(), v.size(), "second moments");
+  LearningRates lrs(lr);
   Tensor b1_power = b1_t, b2_power = b2_t;
   b1_power.assign(b1_power.mul(b1));
   b2_power.assign(b2_power.mul(b2));
@@ -70,7 +89,7 @@ void lamb_update(const std::vector<Tensor>& params, const std::vector<Tensor>& g
       const Tensor ratio = r1.div(r2);
       up = up.mul(both_positive.where(ratio, ratio.scalar_like(1.0)));
     }
-    p.assign(p.detach().sub(up.mul(learning_rate_for(lr, p))));
+    p.assign(p.detach().sub(up.mul(lrs.for_param(p))));
   }
 }
 
