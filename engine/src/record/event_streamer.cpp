@@ -1,14 +1,18 @@
 // EventStreamer: the observer that serializes the session's events once and hands the same records to a
-// recording file and to the debugger's connection. on_event runs on the engine's thread: it encodes,
+// recording file and to the debugger's connection. on_event runs on the engine's thread: it queues a copy
+// of the event (its listings and nodes are shared, immutable) for the encoder thread, which encodes it,
 // queues the frames for the connection, and queues the record for the file (written by RecordingWriter's
-// thread).
+// thread). Encoding on the engine's thread made a watched run 5-8% slower than one that only queues
+// (transformer_tiny.py: 0.04 s of 0.8 s); the encoder runs on the other core while the script runs Python.
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <ctime>
 #include <chrono>
+#include <atomic>
 #include <condition_variable>
+#include <deque>
 #include <mutex>
 #include <system_error>
 #include <thread>
@@ -130,13 +134,121 @@ class ConnectionWriter {
 
 }  // namespace
 
+// The encoder thread's side of EventStreamer: events wait here, in order, until it encodes them.
+//   - The engine's thread queues and returns; it wakes the encoder only when the encoder is idle, and the
+//     encoder, once woken, lets kBatchDelay pass before taking what is queued, so a training loop's
+//     thousands of events a second cost a wake-up per batch, not one per event.
+//   - flush() (the gate's pause frame, os._exit) and finish() wait until every queued event is encoded.
+//   - Beyond kMaxPending events the engine's thread waits for the encoder (a debugger that reads slower
+//     than the script emits makes the script wait, as before).
+//   - No thread (an address-space limit): every event is encoded on the engine's thread.
 struct EventStreamer::Impl {
-  EventEncoder encoder;
+  static constexpr auto kBatchDelay = std::chrono::microseconds(500);
+  static constexpr size_t kMaxPending = 4096;
+
+  struct Pending {
+    uint64_t seq;
+    int64_t time_ns;
+    Event event;
+  };
+
+  EventEncoder encoder;  // the encoder thread's (or, with no thread, the engine's under `mutex`)
   std::unique_ptr<RecordingWriter> file;
   std::unique_ptr<ConnectionWriter> connection;
   int64_t start_ns = now_ns();
   std::mutex mutex;  // the session emits under its own lock; this one guards finish() against on_event
   bool finished = false;
+
+  std::mutex queue_mutex;
+  std::condition_variable wake;     // the encoder: events queued, a flush asked for, stopping
+  std::condition_variable drained;  // flush() and a full queue: the encoder took and encoded a batch
+  std::deque<Pending> queue;
+  size_t encoding = 0;              // events the encoder has taken and not yet handed on
+  bool idle = false, flushing = false, stopping = false;
+  std::atomic<uint64_t> queued{0}, handed_on{0};  // counts, for flush_on_crash (which takes no lock)
+  std::thread thread;
+
+  void start() {
+    try {
+      thread = std::thread([this] { loop(); });
+    } catch (const std::system_error&) {  // encoded on the engine's thread instead
+    }
+  }
+
+  // Encodes one event and hands its records to the connection and the file.
+  void hand_on(const Pending& p) {
+    std::vector<Blob> blobs;
+    EncodedEvent e = encoder.encode(p.seq, p.time_ns, p.event, blobs);
+    if (connection) {
+      const bool boundary = e.kind == EventKind::Launch || e.kind == EventKind::Output;
+      std::string bytes;
+      for (const Blob& b : blobs) bytes += frame_bytes('B', blob_frame_body(b));
+      bytes += frame_bytes('E', event_frame_body(e));
+      connection->post(bytes, boundary);
+    }
+    if (file) file->add(std::move(blobs), std::move(e));
+    handed_on.fetch_add(1, std::memory_order_release);
+  }
+
+  void add(uint64_t seq, const Event& event) {  // the engine's thread, `mutex` held
+    Pending p{seq, now_ns() - start_ns, event};
+    if (!thread.joinable()) {
+      queued.fetch_add(1, std::memory_order_relaxed);
+      hand_on(p);
+      return;
+    }
+    std::unique_lock<std::mutex> lock(queue_mutex);
+    drained.wait(lock, [&] { return queue.size() < kMaxPending; });
+    queue.push_back(std::move(p));
+    queued.fetch_add(1, std::memory_order_relaxed);
+    if (idle) {
+      idle = false;
+      lock.unlock();
+      wake.notify_one();
+    }
+  }
+
+  // Returns once every event queued so far is encoded and handed on (`flushing` cuts the batch delay).
+  void drain() {
+    if (!thread.joinable()) return;
+    std::unique_lock<std::mutex> lock(queue_mutex);
+    flushing = true;
+    wake.notify_one();  // an encoder waiting out kBatchDelay
+    drained.wait(lock, [&] { return queue.empty() && encoding == 0; });
+    flushing = false;
+  }
+
+  void stop() {
+    if (!thread.joinable()) return;
+    {
+      std::lock_guard<std::mutex> lock(queue_mutex);
+      stopping = true;
+    }
+    wake.notify_one();
+    thread.join();
+  }
+
+  void loop() {
+    std::unique_lock<std::mutex> lock(queue_mutex);
+    while (true) {
+      idle = true;
+      wake.wait(lock, [&] { return stopping || !queue.empty(); });
+      idle = false;
+      if (queue.empty()) return;  // stopping, and everything handed on
+      if (!stopping && !flushing && queue.size() < kMaxPending / 2)
+        wake.wait_for(lock, kBatchDelay, [&] { return stopping || flushing || queue.size() >= kMaxPending / 2; });
+      std::deque<Pending> batch;
+      batch.swap(queue);
+      encoding = batch.size();
+      drained.notify_all();  // room in the queue
+      lock.unlock();
+      for (const Pending& p : batch) hand_on(p);
+      batch.clear();  // the events' shared data released outside the lock
+      lock.lock();
+      encoding = 0;
+      drained.notify_all();
+    }
+  }
 };
 
 EventStreamer::EventStreamer(const RunInfo& info, const std::string& record_path, int connection_fd)
@@ -146,6 +258,7 @@ EventStreamer::EventStreamer(const RunInfo& info, const std::string& record_path
     impl_->connection = std::make_unique<ConnectionWriter>(connection_fd);
     impl_->connection->post(frame_bytes('I', run_info_to_json(info)), /*boundary=*/true);
   }
+  impl_->start();
 }
 
 EventStreamer::~EventStreamer() { finish(RunInfo{}); }
@@ -153,25 +266,25 @@ EventStreamer::~EventStreamer() { finish(RunInfo{}); }
 void EventStreamer::on_event(uint64_t seq, const Event& event) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->finished) return;
-  std::vector<Blob> blobs;
-  EncodedEvent e = impl_->encoder.encode(seq, now_ns() - impl_->start_ns, event, blobs);
-  if (impl_->connection) {
-    const bool boundary = e.kind == EventKind::Launch || e.kind == EventKind::Output;
-    std::string bytes;
-    for (const Blob& b : blobs) bytes += frame_bytes('B', blob_frame_body(b));
-    bytes += frame_bytes('E', event_frame_body(e));
-    impl_->connection->post(bytes, boundary);
-  }
-  if (impl_->file) impl_->file->add(std::move(blobs), std::move(e));
+  impl_->add(seq, event);
 }
 
 void EventStreamer::flush() {
   std::lock_guard<std::mutex> lock(impl_->mutex);
+  impl_->drain();
   if (impl_->connection) impl_->connection->flush();
 }
 
 void EventStreamer::flush_on_crash() noexcept {
-  // not impl_->mutex: the dying thread may hold it in on_event; the queue has its own lock
+  // not impl_->mutex: the dying thread may hold it in on_event; the queue has its own lock. The encoder
+  // thread goes on while this thread handles the signal: give it at most 0.1 s to encode what is queued
+  // (it cannot when the dying thread holds the queue's lock, or is the encoder itself).
+  const timespec pause{0, 1'000'000};
+  for (int attempt = 0; attempt < 100; attempt++) {
+    if (impl_->handed_on.load(std::memory_order_acquire) >= impl_->queued.load(std::memory_order_relaxed)) break;
+    if (impl_->thread.joinable() && impl_->thread.get_id() == std::this_thread::get_id()) break;
+    nanosleep(&pause, nullptr);
+  }
   if (ConnectionWriter* connection = impl_->connection.get()) connection->flush_on_crash();
 }
 
@@ -179,6 +292,7 @@ void EventStreamer::finish(const RunInfo& end) {
   std::lock_guard<std::mutex> lock(impl_->mutex);
   if (impl_->finished) return;
   impl_->finished = true;
+  impl_->stop();  // encodes what is queued
   if (impl_->file) impl_->file->finish(end);
   if (impl_->connection) {
     if (!end.ended.empty()) impl_->connection->post(frame_bytes('X', run_info_to_json(end)), /*boundary=*/false);
