@@ -225,8 +225,9 @@ class FrameParser {
 // ---- the observer -----------------------------------------------------------------------------------
 
 // Serializes the session's events once and sends them to a recording file and/or a connection (a file
-// descriptor: a socket to the debugger). Attach with Session::subscribe. on_event encodes, queues the
-// frames for the connection and the record for the file, which a background thread writes. The
+// descriptor: a socket to the debugger). Attach with Session::subscribe. on_event queues a copy of the
+// event (its listings and nodes are shared, not copied) for the streamer's encoder thread, which encodes it
+// and queues the frames for the connection and the record for the file, which another thread writes. The
 // connection's frames go in batches: at a launch or a line of output when nothing was sent for 1 ms,
 // and otherwise within 2 ms (a background thread), so a process that dies at once loses at most its
 // last 2 ms of events; see event_streamer.cpp.
@@ -236,13 +237,13 @@ class EventStreamer : public SessionObserver {
   ~EventStreamer() override;
   void on_event(uint64_t seq, const Event& event) override;
   bool wants_nodes() const override { return true; }
-  // Sends the connection's queued frames now: before another frame on the same connection (the
-  // debugger's pause frame), so that every event before it arrives first.
+  // Encodes every event queued so far and sends the connection's queued frames now: before another frame
+  // on the same connection (the debugger's pause frame), so that every event before it arrives first.
   void flush();
   // flush() for a fatal-signal handler (SIGSEGV in a kernel, abort()) in a process that is about to die:
-  // sends the queued frames once no other thread is adding to them or sending them, waiting at most
-  // 0.1 s for that (the dying thread may hold the lock itself). Touches only the queue, send(2) and
-  // nanosleep(2).
+  // gives the encoder thread at most 0.1 s to encode what is queued, then sends the queued frames once no
+  // other thread is adding to them or sending them, waiting at most 0.1 s for that (the dying thread may
+  // hold the lock itself). Touches only atomics, the frame queue, send(2) and nanosleep(2).
   void flush_on_crash() noexcept;
   // Sends the end (how the run ended) to both, flushes, closes the file. Idempotent.
   void finish(const RunInfo& end);
