@@ -315,7 +315,8 @@ bool same_list(const std::vector<T>& a, const std::vector<T>& b, F eq) {
   return true;
 }
 bool same(const KernelCode& a, const KernelCode& b) {
-  if (!a.kernel != !b.kernel || (a.kernel && ir::print(*a.kernel) != ir::print(*b.kernel))) return false;
+  const auto ka = a.kernel_ir(), kb = b.kernel_ir();
+  if (!ka != !kb || (ka && ir::print(*ka) != ir::print(*kb))) return false;
   return a.device_renderer == b.device_renderer &&
          same_list(a.ir, b.ir, [](const PassSnapshot& x, const PassSnapshot& y) { return x.pass == y.pass && x.ir == y.ir; }) &&
          same_list(a.sources, b.sources, [](const SourceListing& x, const SourceListing& y) {
@@ -1060,9 +1061,13 @@ size_t touch(const Event& e) {
     if (r->code) {
       for (const auto& p : r->code->ir) touched += p.ir.size();
       for (const auto& s : r->code->sources) touched += s.code.size() + s.ir_op_line.size();
-      if (r->code->kernel) {  // what a renderer reads: a kernel the decoder let through passes ir::verify
-        if (auto errors = ir::verify(*r->code->kernel); !errors.empty()) throw BrokenPromise("a kernel IR that fails ir::verify: " + errors.front());
-        touched += ir::print(*r->code->kernel).size();
+      // what a renderer reads: a kernel IR that reads back (when first needed) passes ir::verify; one that
+      // does not gives null and says why
+      if (auto kernel = r->code->kernel_ir()) {
+        if (auto errors = ir::verify(*kernel); !errors.empty()) throw BrokenPromise("a kernel IR that fails ir::verify: " + errors.front());
+        touched += ir::print(*kernel).size();
+      } else if (r->code->has_kernel_ir() && r->code->kernel_ir_error().empty()) {
+        throw BrokenPromise("a kernel IR that reads as nothing without saying why");
       }
     }
     for (const RecordedBuffer& b : r->buffers) {

@@ -113,7 +113,8 @@ std::string describe(const Event& event) {
         const SourceListing& src = *r->code->listing(language);
         s << " source " << src.renderer << " " << list(src.ir_op_line) << ":\n" << src.code << "\n";
       }
-      s << " kernel:\n" << (r->code->kernel ? ir::print(*r->code->kernel) : std::string("none")) << "\n";
+      const auto kernel = r->code->kernel_ir();
+      s << " kernel:\n" << (kernel ? ir::print(*kernel) : std::string("none")) << "\n";
       s << " device_renderer " << r->code->device_renderer << " plan='" << r->code->plan << "' from='"
         << r->code->plan_from << "' applied='" << r->code->applied << "'\n";
     } else {
@@ -1042,8 +1043,9 @@ ir::Target decoded_target(const std::vector<Blob>& blobs, const EncodedEvent& la
   for (const Blob& b : blobs) decoder.add_blob(b);
   const KernelRunEvent back = std::get<KernelRunEvent>(decoder.decode(launch));
   EXPECT_NE(back.code, nullptr);
-  EXPECT_NE(back.code ? back.code->kernel : nullptr, nullptr);
-  return back.code && back.code->kernel ? back.code->kernel->target : ir::Target{};
+  const auto kernel = back.code ? back.code->kernel_ir() : nullptr;
+  EXPECT_NE(kernel, nullptr);
+  return kernel ? kernel->target : ir::Target{};
 }
 
 // The kernel IR a launch keeps carries the device's abilities the passes used (ir::Target); a blob written
@@ -1087,6 +1089,55 @@ TEST(Codec, KernelTargetRoundTripsAndAnOlderBlobReadsNoSubgroups) {
   const ir::Target old = decoded_target(blobs, launch);
   EXPECT_EQ(old.max_workgroup_size, 1024u);
   EXPECT_EQ(old.subgroup_size, 0u);
+}
+
+// A recording's kernel IR is read when first needed (the debugger renders few kernels in another
+// language): a damaged one does not stop the run from loading; the kernel's other listings say why.
+TEST(Codec, ADamagedKernelIrIsReportedWhenARendererNeedsIt) {
+  auto kernel = std::make_shared<ir::Kernel>();
+  kernel->name = "E_4";
+  kernel->globals = {{DType::Float32, 4, true}, {DType::Float32, 4, false}};
+  {
+    ir::Builder b(*kernel);
+    const ir::ValueId out = b.global(0, DType::Float32), x = b.global(1, DType::Float32), i = b.range(4, true);
+    b.store(out, i, b.load(x, i));
+    b.end_range(i);
+  }
+  auto code = std::make_shared<KernelCode>(*sample_code("lazy"));
+  code->kernel = kernel;
+  EventEncoder encoder;
+  std::vector<Blob> blobs;
+  const EncodedEvent launch = encoder.encode(1, 0, sample_launch(0, code), blobs);
+  EventDecoder decoder;
+  bool damaged = false;
+  for (Blob& b : blobs) {
+    if (b.data.find(R"("insts")") != std::string::npos) {  // the kernel IR blob: an unknown op in it
+      b.data = replaced(b.data, R"(["DEFINE_GLOBAL")", R"(["NO_SUCH_OP")");
+      damaged = true;
+    }
+    decoder.add_blob(b, /*verify=*/false);
+  }
+  ASSERT_TRUE(damaged);
+  const KernelRunEvent back = std::get<KernelRunEvent>(decoder.decode(launch));
+  ASSERT_TRUE(back.code);
+  EXPECT_FALSE(back.code->kernel) << "read when first needed";
+  EXPECT_TRUE(back.code->has_kernel_ir());
+  const std::vector<std::string> languages = back.code->languages();
+  EXPECT_GT(languages.size(), 1u) << "the other renderers are offered before the IR is read";
+  EXPECT_EQ(back.code->kernel_ir(), nullptr);
+  EXPECT_NE(back.code->kernel_ir_error().find("unknown op 'NO_SUCH_OP'"), std::string::npos) << back.code->kernel_ir_error();
+  int rendered = 0;
+  for (const std::string& language : languages) {
+    const SourceListing* listing = back.code->listing(language);
+    ASSERT_NE(listing, nullptr) << language;
+    bool kept = false;  // the listings the run kept (the device's) are there as they were
+    for (const SourceListing& src : back.code->sources) kept = kept || src.renderer == language;
+    if (kept) continue;
+    rendered++;
+    EXPECT_NE(listing->code.find("could not render: the recording's kernel IR is damaged"), std::string::npos)
+        << language << ": " << listing->code;
+  }
+  EXPECT_GT(rendered, 0);
 }
 
 TEST(Codec, RunInfoJsonRoundTrips) {

@@ -156,8 +156,8 @@ struct KernelCode {
   // The listings made when the kernel was compiled: the device's own (none on INTERP). Recordings made
   // before `kernel` was kept hold every renderer's here.
   std::vector<SourceListing> sources;
-  // The kernel the device compiled (its IR after every pass), which the other renderers render; null in
-  // recordings made before it was kept.
+  // The kernel the device compiled (its IR after every pass), which the other renderers render: set by the
+  // engine. A decoded recording's is read from its blob on first use instead: read it with kernel_ir().
   std::shared_ptr<const ir::Kernel> kernel;
   std::string device_renderer;         // the renderer of the source the device compiled (one of `sources`)
   // The kernel's optimization actions (issue 14): the plan the passes were asked for (ir::OptPlan::str; ""
@@ -176,10 +176,26 @@ struct KernelCode {
   // ..."). nullptr for a language that is not in languages().
   const SourceListing* listing(const std::string& language) const;
 
+  // `kernel`, else the kernel IR of a recording, read by the reader set_kernel_reader gave on the first call
+  // (thread-safe; kept), else null: in recordings made before it was kept, and when the reader fails
+  // (kernel_ir_error() says why).
+  std::shared_ptr<const ir::Kernel> kernel_ir() const;
+  // Whether kernel_ir() has a kernel to give or to read (does not read it).
+  bool has_kernel_ir() const;
+  // Why kernel_ir() gave null although has_kernel_ir(): the reader's error ("kernel IR: unknown op ..."); "".
+  std::string kernel_ir_error() const;
+  // A decoded recording's kernel IR, read when someone first needs it (EventDecoder::code): the debugger
+  // parsed every kernel's IR as a run streamed in (60 ms of CPU for transformer_tiny.py, beside the runner
+  // on the same cores), for the few kernels anyone renders in another language. `read` throws on bad input.
+  void set_kernel_reader(std::function<ir::Kernel()> read);
+
  private:
   struct Rendered {
     std::mutex mutex;
     std::map<std::string, std::unique_ptr<const SourceListing>> by_language;  // stable addresses
+    std::function<ir::Kernel()> read_kernel;      // set_kernel_reader's; cleared once it ran
+    std::shared_ptr<const ir::Kernel> read_kernel_result;
+    std::string read_kernel_error;
   };
   std::shared_ptr<Rendered> rendered_ = std::make_shared<Rendered>();
 };

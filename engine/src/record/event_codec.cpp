@@ -290,7 +290,7 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
         }
         c.end_array();
         c.key("device_renderer").value(r->code->device_renderer);
-        if (r->code->kernel) c.key("kernel").value(blob(kernel_json(*r->code->kernel), new_blobs));
+        if (auto kernel = r->code->kernel_ir()) c.key("kernel").value(blob(kernel_json(*kernel), new_blobs));
         c.key("plan").value(r->code->plan);
         c.key("plan_from").value(r->code->plan_from);
         c.key("applied").value(r->code->applied);
@@ -748,7 +748,8 @@ std::shared_ptr<const KernelCode> EventDecoder::code(const std::string& hash) {
   }
   k->device_renderer = str(c, "device_renderer");
   // optional: recordings made before it was kept hold every renderer's listing in "sources" instead
-  if (c.contains("kernel")) k->kernel = std::make_shared<const ir::Kernel>(read_kernel(json::parse(blob(str(c, "kernel")))));
+  // read when first needed (KernelCode::kernel_ir): the debugger renders few kernels in another language
+  if (c.contains("kernel")) k->set_kernel_reader([text = blob(str(c, "kernel"))] { return read_kernel(json::parse(text)); });
   // optional: recordings made before the plans were recorded lack them
   if (c.contains("plan")) k->plan = str(c, "plan");
   if (c.contains("plan_from")) k->plan_from = str(c, "plan_from");

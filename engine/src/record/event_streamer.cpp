@@ -258,7 +258,7 @@ EventStreamer::EventStreamer(const RunInfo& info, const std::string& record_path
     impl_->connection = std::make_unique<ConnectionWriter>(connection_fd);
     impl_->connection->post(frame_bytes('I', run_info_to_json(info)), /*boundary=*/true);
   }
-  impl_->start();
+  if (!std::getenv("TS_SYNC")) impl_->start();
 }
 
 EventStreamer::~EventStreamer() { finish(RunInfo{}); }

@@ -1,5 +1,6 @@
 #include "tensorscope/session.h"
 
+#include "tensorscope/ir.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -158,6 +159,40 @@ bool trial_outcome_from_name(const std::string& name, AutotuneTrialEvent::Outcom
       return true;
     }
   return false;
+}
+
+// KernelCode's kernel IR read from a recording when first needed (here, not in kernel_code.cpp, which renders:
+// the recording tools link the codec without the renderers).
+void KernelCode::set_kernel_reader(std::function<ir::Kernel()> read) {
+  std::lock_guard<std::mutex> lock(rendered_->mutex);
+  rendered_->read_kernel = std::move(read);
+  rendered_->read_kernel_result.reset();
+  rendered_->read_kernel_error.clear();
+}
+
+std::shared_ptr<const ir::Kernel> KernelCode::kernel_ir() const {
+  if (kernel) return kernel;
+  std::lock_guard<std::mutex> lock(rendered_->mutex);
+  if (rendered_->read_kernel) {
+    try {
+      rendered_->read_kernel_result = std::make_shared<const ir::Kernel>(rendered_->read_kernel());
+    } catch (const std::exception& e) {
+      rendered_->read_kernel_error = e.what();
+    }
+    rendered_->read_kernel = nullptr;
+  }
+  return rendered_->read_kernel_result;
+}
+
+bool KernelCode::has_kernel_ir() const {
+  if (kernel) return true;
+  std::lock_guard<std::mutex> lock(rendered_->mutex);
+  return rendered_->read_kernel || rendered_->read_kernel_result || !rendered_->read_kernel_error.empty();
+}
+
+std::string KernelCode::kernel_ir_error() const {
+  std::lock_guard<std::mutex> lock(rendered_->mutex);
+  return rendered_->read_kernel_error;
 }
 
 }  // namespace ts
