@@ -110,7 +110,7 @@ const ts::GraphNodeInfo* RunModel::node(uint64_t uid) const {
 
 void RunModel::addNodes(ts::NodesEvent event, int64_t timeNs) {
   const int e = static_cast<int>(nodeEvents_.size());
-  for (size_t i = 0; i < event.size(); ++i) created_.insert(event.uid(i), {e, static_cast<int>(i)});
+  if (event.size() > 0) created_[event.first_uid] = e;
   events_.push_back({EventRef::Nodes, e, timeNs});
   nodeEvents_.push_back(std::move(event));
   lazyNow_.apply(*this, events_.back());
@@ -134,11 +134,20 @@ int RunModel::eventOfSchedule(int scheduleIndex) const {
   return -1;
 }
 
+RunModel::CreatedRef RunModel::createdRef(uint64_t uid) const {
+  auto it = created_.upper_bound(uid);  // the batch with the greatest first uid <= uid
+  if (it == created_.begin()) return {};
+  --it;
+  const ts::NodesEvent& ev = nodeEvents_[it->second];
+  if (uid - ev.first_uid >= ev.size()) return {};
+  return {it->second, static_cast<int>(uid - ev.first_uid)};
+}
+
 const ts::SourceStack* RunModel::stackOf(uint64_t uid) const {
-  auto it = created_.find(uid);
-  if (it == created_.end()) return nullptr;
-  const ts::NodesEvent& ev = nodeEvents_[it->event];
-  const int s = ev.batch->stack[it->position];
+  const CreatedRef ref = createdRef(uid);
+  if (ref.event < 0) return nullptr;
+  const ts::NodesEvent& ev = nodeEvents_[ref.event];
+  const int s = ev.batch->stack[ref.position];
   return s < 0 ? nullptr : &ev.batch->stacks[s];
 }
 
@@ -148,10 +157,10 @@ ts::SourceLocation RunModel::whereMade(uint64_t uid) const {
 }
 
 std::optional<ts::GraphNodeInfo> RunModel::createdNode(uint64_t uid) const {
-  auto it = created_.find(uid);
-  if (it == created_.end()) return std::nullopt;
-  const ts::NodesEvent& ev = nodeEvents_[it->event];
-  ts::GraphNodeInfo info = ev.batch->nodes[it->position];
+  const CreatedRef ref = createdRef(uid);
+  if (ref.event < 0) return std::nullopt;
+  const ts::NodesEvent& ev = nodeEvents_[ref.event];
+  ts::GraphNodeInfo info = ev.batch->nodes[ref.position];
   info.uid = uid;
   for (uint64_t& src : info.srcs) src = ev.uid_at(src);
   return info;
