@@ -385,3 +385,27 @@ def test_cli_recordings_hold_the_nodes_with_their_lines(tmp_path):
     assert {3, 4, 5, 7} <= lines
     wheres = {json.loads(p)["where"]["line"] for (p,) in db.execute("SELECT payload FROM events WHERE kind = 'schedule'")}
     assert wheres == {6, 8}  # the .numpy() lines
+
+
+FORK = """
+import os
+from tensorscope import Tensor
+a = Tensor([1.0, 2.0, 3.0])
+(a + 1).realize()
+pid = os.fork()
+if pid == 0:  # a worker process (multiprocessing forks the same way)
+    for i in range(2000):  # 6,000 events: more than the streamer queues before the script waits for it
+        (a * 2).realize()
+    os._exit(0)
+os.waitpid(pid, 0)
+print("parent", (a - 1).numpy().tolist())
+"""
+
+
+def test_a_forked_child_neither_hangs_the_run_nor_sends_its_events(tmp_path):
+    # the child has the runner's connection but not its encoder thread: its events are dropped (before,
+    # the child sent frames on the parent's socket between the parent's)
+    dbg = FakeDebugger(tmp_path, FORK)
+    assert dbg.finish() == 0
+    assert "parent [0.0, 1.0, 2.0]" in dbg.output()
+    assert 2 <= len(dbg.launches()) < 10, dbg.launches()

@@ -4,6 +4,7 @@
 // queues the frames for the connection, and queues the record for the file (written by RecordingWriter's
 // thread). Encoding on the engine's thread made a watched run 5-8% slower than one that only queues
 // (transformer_tiny.py: 0.04 s of 0.8 s); the encoder runs on the other core while the script runs Python.
+#include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -132,6 +133,15 @@ class ConnectionWriter {
   std::thread flusher_;
 };
 
+// Set in the child of a fork(): the encoder thread is not there, so the child's events (a multiprocessing
+// worker's) are dropped instead of queued for nobody (os._exit's flush would wait for them forever). Before
+// the encoder thread they went to queues no thread served either.
+std::atomic<bool> g_forked_child{false};
+void watch_for_fork() {
+  static std::once_flag once;
+  std::call_once(once, [] { pthread_atfork(nullptr, nullptr, [] { g_forked_child.store(true); }); });
+}
+
 }  // namespace
 
 // The encoder thread's side of EventStreamer: events wait here, in order, until it encodes them.
@@ -169,6 +179,7 @@ struct EventStreamer::Impl {
   std::thread thread;
 
   void start() {
+    watch_for_fork();
     try {
       thread = std::thread([this] { loop(); });
     } catch (const std::system_error&) {  // encoded on the engine's thread instead
@@ -191,6 +202,7 @@ struct EventStreamer::Impl {
   }
 
   void add(uint64_t seq, const Event& event) {  // the engine's thread, `mutex` held
+    if (g_forked_child.load(std::memory_order_relaxed)) return;
     Pending p{seq, now_ns() - start_ns, event};
     if (!thread.joinable()) {
       queued.fetch_add(1, std::memory_order_relaxed);
@@ -210,7 +222,7 @@ struct EventStreamer::Impl {
 
   // Returns once every event queued so far is encoded and handed on (`flushing` cuts the batch delay).
   void drain() {
-    if (!thread.joinable()) return;
+    if (!thread.joinable() || g_forked_child.load(std::memory_order_relaxed)) return;
     std::unique_lock<std::mutex> lock(queue_mutex);
     flushing = true;
     wake.notify_one();  // an encoder waiting out kBatchDelay
@@ -270,6 +282,7 @@ void EventStreamer::on_event(uint64_t seq, const Event& event) {
 }
 
 void EventStreamer::flush() {
+  if (g_forked_child.load()) return;  // the parent's queued frames are the parent's to send
   std::lock_guard<std::mutex> lock(impl_->mutex);
   impl_->drain();
   if (impl_->connection) impl_->connection->flush();
