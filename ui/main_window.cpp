@@ -999,6 +999,8 @@ void MainWindow::onRunFinished(const ScriptOutcome& outcome) {
 }
 
 void MainWindow::addEvents(std::vector<ts::Event> events, const std::vector<int64_t>& timesNs) {
+  addingEvents_ = true;
+  launchedInBatch_.clear();
   for (size_t i = 0; i < events.size(); ++i) {
     ts::Event& event = events[i];
     const int64_t t = i < timesNs.size() ? timesNs[i] : -1;
@@ -1023,6 +1025,9 @@ void MainWindow::addEvents(std::vector<ts::Event> events, const std::vector<int6
     else if (auto* trial = std::get_if<ts::AutotuneTrialEvent>(&event))
       model_->addTrial(std::move(*trial), t);
   }
+  addingEvents_ = false;
+  kernels_->updateKernelRuns(launchedInBatch_);
+  launchedInBatch_.clear();
   events_->refresh();
   timeline_->refresh();
 }
@@ -1035,7 +1040,8 @@ void MainWindow::onScheduleAdded(int scheduleIndex) {
 }
 
 void MainWindow::onKernelRunAdded(int kernelId) {
-  kernels_->updateKernelRun(kernelId);
+  if (addingEvents_) launchedInBatch_.push_back(kernelId);  // the list is updated once after the batch
+  else kernels_->updateKernelRun(kernelId);
   if (kernelId == selectedKernel_) selectKernel(kernelId, false);  // the launch adds IR, source, time
 }
 

@@ -240,6 +240,9 @@ class MainWindow : public QMainWindow {
   void fillDevices(const std::vector<ts::DeviceProperties>& devices);
   void ensureDevicesListed();  // waits for the probe: a device other than C or INTERP was asked for
   bool devicesFilled_ = false;
+  // While addEvents adds a batch: the kernels launched in it, for one update of the kernel list after it.
+  std::vector<int> launchedInBatch_;
+  bool addingEvents_ = false;
   ElidedLabel* runStatus_;
   QList<QDockWidget*> docks_;
 

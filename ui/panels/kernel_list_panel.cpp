@@ -1,5 +1,6 @@
 #include "panels/kernel_list_panel.h"
 
+#include <algorithm>
 #include <QAbstractTableModel>
 #include <QColor>
 #include <QHash>
@@ -108,6 +109,16 @@ class KernelTableModel : public QAbstractTableModel {
     const int row = rowOf(kernelId);
     if (row >= 0) Q_EMIT dataChanged(index(row, 0), index(row, ColumnCount - 1));
   }
+  void changed(const std::vector<int>& kernelIds) {
+    int first = rows_, last = -1;
+    for (int id : kernelIds) {
+      const int row = rowOf(id);
+      if (row < 0) continue;
+      first = std::min(first, row);
+      last = std::max(last, row);
+    }
+    if (last >= 0) Q_EMIT dataChanged(index(first, 0), index(last, ColumnCount - 1));
+  }
 
  private:
   const RunModel* model_;
@@ -172,6 +183,11 @@ void KernelListPanel::addSchedule(int) { table_->sync(); }
 void KernelListPanel::updateKernelRun(int kernelId) {
   if (table_->rowOf(kernelId) < 0) table_->sync();
   else table_->changed(kernelId);
+}
+
+void KernelListPanel::updateKernelRuns(const std::vector<int>& kernelIds) {
+  table_->sync();  // rows for kernels it did not show yet (a launch of a schedule it did not see)
+  table_->changed(kernelIds);
 }
 
 void KernelListPanel::selectKernel(int kernelId) {

@@ -7,6 +7,7 @@
 #pragma once
 #include <QSet>
 #include <QTableView>
+#include <vector>
 
 class QMenu;
 
@@ -23,6 +24,9 @@ class KernelListPanel : public QTableView {
   void clearKernels();
   void addSchedule(int scheduleIndex);
   void updateKernelRun(int kernelId);
+  // updateKernelRun for many launches at once: one change over the rows they span (a training loop's batch
+  // of launches was a signal per row).
+  void updateKernelRuns(const std::vector<int>& kernelIds);
   // Selects the row without emitting kernelSelected (the caller already knows).
   void selectKernel(int kernelId);
   // Highlights the rows of these kernels (the kernels the editor's line fell into); {} clears.
