@@ -8,11 +8,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <ctime>
-#include <chrono>
 #include <atomic>
+#include <cerrno>
+#include <chrono>
 #include <condition_variable>
+#include <ctime>
 #include <deque>
 #include <mutex>
 #include <system_error>
@@ -270,7 +270,7 @@ EventStreamer::EventStreamer(const RunInfo& info, const std::string& record_path
     impl_->connection = std::make_unique<ConnectionWriter>(connection_fd);
     impl_->connection->post(frame_bytes('I', run_info_to_json(info)), /*boundary=*/true);
   }
-  if (!std::getenv("TS_SYNC")) impl_->start();
+  impl_->start();
 }
 
 EventStreamer::~EventStreamer() { finish(RunInfo{}); }
