@@ -6,8 +6,8 @@
 #pragma once
 #include <QHash>
 #include <QObject>
-#include <memory>
 #include <map>
+#include <memory>
 #include <optional>
 #include <vector>
 

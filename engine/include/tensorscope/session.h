@@ -185,7 +185,7 @@ struct KernelCode {
   // Why kernel_ir() gave null although has_kernel_ir(): the reader's error ("kernel IR: unknown op ..."); "".
   std::string kernel_ir_error() const;
   // A decoded recording's kernel IR, read when someone first needs it (EventDecoder::code): the debugger
-  // parsed every kernel's IR as a run streamed in (60 ms of CPU for transformer_tiny.py, beside the runner
+  // parsed every kernel's IR as a run streamed in (85 ms of CPU for transformer_tiny.py, beside the runner
   // on the same cores), for the few kernels anyone renders in another language. `read` throws on bad input.
   void set_kernel_reader(std::function<ir::Kernel()> read);
 
