@@ -1048,18 +1048,22 @@ ir::Target decoded_target(const std::vector<Blob>& blobs, const EncodedEvent& la
   return kernel ? kernel->target : ir::Target{};
 }
 
-// The kernel IR a launch keeps carries the device's abilities the passes used (ir::Target); a blob written
-// before subgroup_size existed reads as 0 (no subgroups: the default plan's GPU rules stay off).
-TEST(Codec, KernelTargetRoundTripsAndAnOlderBlobReadsNoSubgroups) {
+// A copy of 4 floats as kernel IR: out[i] = x[i].
+std::shared_ptr<ir::Kernel> copy_kernel_e4() {
   auto kernel = std::make_shared<ir::Kernel>();
   kernel->name = "E_4";
   kernel->globals = {{DType::Float32, 4, true}, {DType::Float32, 4, false}};
-  {
-    ir::Builder b(*kernel);
-    const ir::ValueId out = b.global(0, DType::Float32), x = b.global(1, DType::Float32), i = b.range(4, true);
-    b.store(out, i, b.load(x, i));
-    b.end_range(i);
-  }
+  ir::Builder b(*kernel);
+  const ir::ValueId out = b.global(0, DType::Float32), x = b.global(1, DType::Float32), i = b.range(4, true);
+  b.store(out, i, b.load(x, i));
+  b.end_range(i);
+  return kernel;
+}
+
+// The kernel IR a launch keeps carries the device's abilities the passes used (ir::Target); a blob written
+// before subgroup_size existed reads as 0 (no subgroups: the default plan's GPU rules stay off).
+TEST(Codec, KernelTargetRoundTripsAndAnOlderBlobReadsNoSubgroups) {
+  auto kernel = copy_kernel_e4();
   kernel->target = {1024, 49152, 32};
   auto code = std::make_shared<KernelCode>(*sample_code("target"));
   code->kernel = kernel;
@@ -1094,15 +1098,7 @@ TEST(Codec, KernelTargetRoundTripsAndAnOlderBlobReadsNoSubgroups) {
 // A recording's kernel IR is read when first needed (the debugger renders few kernels in another
 // language): a damaged one does not stop the run from loading; the kernel's other listings say why.
 TEST(Codec, ADamagedKernelIrIsReportedWhenARendererNeedsIt) {
-  auto kernel = std::make_shared<ir::Kernel>();
-  kernel->name = "E_4";
-  kernel->globals = {{DType::Float32, 4, true}, {DType::Float32, 4, false}};
-  {
-    ir::Builder b(*kernel);
-    const ir::ValueId out = b.global(0, DType::Float32), x = b.global(1, DType::Float32), i = b.range(4, true);
-    b.store(out, i, b.load(x, i));
-    b.end_range(i);
-  }
+  auto kernel = copy_kernel_e4();
   auto code = std::make_shared<KernelCode>(*sample_code("lazy"));
   code->kernel = kernel;
   EventEncoder encoder;
