@@ -540,7 +540,9 @@ TEST(Codec, ADecoderKeepingSchedulesThinGivesThemThin) {
       EXPECT_TRUE(s->nodes.empty() && s->kernels.empty());
       EXPECT_EQ(describe(Event(full_schedule(*s))), describe(w)) << "event " << i;
       EXPECT_EQ(describe(Event(full_schedule(*s))), describe(events[i])) << "event " << i;
-      if (structure) EXPECT_EQ(s->structure, structure) << "one structure, decoded once";
+      if (structure) {
+        EXPECT_EQ(s->structure, structure) << "one structure, decoded once";
+      }
       structure = s->structure;
     } else {
       EXPECT_EQ(describe(t), describe(w)) << "event " << i;  // everything else decodes as before
