@@ -1120,8 +1120,9 @@ TEST(Codec, ADamagedKernelIrIsReportedWhenARendererNeedsIt) {
   ASSERT_TRUE(back.code);
   EXPECT_FALSE(back.code->kernel) << "read when first needed";
   EXPECT_TRUE(back.code->has_kernel_ir());
+  // every registered renderer's language is offered before the IR is read (a build with the C renderer
+  // alone, as the sanitizer build, offers only the listings the run kept)
   const std::vector<std::string> languages = back.code->languages();
-  EXPECT_GT(languages.size(), 1u) << "the other renderers are offered before the IR is read";
   EXPECT_EQ(back.code->kernel_ir(), nullptr);
   EXPECT_NE(back.code->kernel_ir_error().find("unknown op 'NO_SUCH_OP'"), std::string::npos) << back.code->kernel_ir_error();
   int rendered = 0;
@@ -1135,7 +1136,7 @@ TEST(Codec, ADamagedKernelIrIsReportedWhenARendererNeedsIt) {
     EXPECT_NE(listing->code.find("could not render: the recording's kernel IR is damaged"), std::string::npos)
         << language << ": " << listing->code;
   }
-  EXPECT_GT(rendered, 0);
+  EXPECT_EQ(languages.size(), back.code->sources.size() + static_cast<size_t>(rendered));
 }
 
 TEST(Codec, RunInfoJsonRoundTrips) {
