@@ -21,13 +21,83 @@
 // from 2.6 to over 100 GFLOP/s on this machine's C device.
 //
 // It applies to a perfect nest of global loops (only index arithmetic between them, run before
-// loop-invariant code motion) whose innermost body holds reduce blocks (upcastable_body).
+// loop-invariant code motion) whose innermost body holds reduce blocks (upcastable_body). In an
+// elementwise kernel it only orders the two outermost loops (order_outer_loops_by_pages below).
 #include "opt/pass_manager.h"
+
+#include <cstdlib>
 
 namespace ts {
 using ir::Inst;
 using ir::Op;
 using ir::ValueId;
+
+// Nests the perfect nest of global `loops` (outermost first) in `order` (indices into loops, outermost first).
+static void nest_loops(ir::Kernel& k, const std::vector<size_t>& loops, const std::vector<size_t>& order) {
+  const std::vector<Inst>& insts = k.insts;
+  const size_t innermost = loops.back();
+  std::vector<ValueId> ids;
+  for (size_t i = 0; i < loops[0]; i++) ids.push_back(static_cast<ValueId>(i));
+  for (size_t i = loops[0]; i < innermost; i++)  // constants between the loops first: bounds may be among them
+    if (insts[i].op == Op::Const) ids.push_back(static_cast<ValueId>(i));
+  for (size_t j : order) ids.push_back(static_cast<ValueId>(loops[j]));
+  for (size_t i = loops[0]; i < innermost; i++)  // then the index arithmetic, inside every loop it may read
+    if (insts[i].op != Op::Const && insts[i].op != Op::Range) ids.push_back(static_cast<ValueId>(i));
+  const size_t body_end = end_of_range(insts, innermost);
+  for (size_t i = innermost + 1; i < body_end; i++) ids.push_back(static_cast<ValueId>(i));
+  for (size_t j = order.size(); j-- > 0;) ids.push_back(static_cast<ValueId>(end_of_range(insts, loops[order[j]])));
+  for (size_t i = end_of_range(insts, loops[0]) + 1; i < insts.size(); i++) ids.push_back(static_cast<ValueId>(i));
+  reorder_instructions(k, ids);
+}
+
+// Elementwise kernels (no reduce): the order of the two outermost output loops, from how their steps move the
+// loads and stores. Each access touches a piece of memory per pass of the loops inside the two (the piece: from
+// its first to its last element there). An access is scattered along a loop when a step of that loop moves it
+// by more than its piece and by 2 KiB or more: nearly every step starts on another page, which the hardware
+// prefetchers do not follow (they stay within a page). Scattered pieces of one cache line are the costly
+// ones (each waits for memory; longer pieces are streamed once begun). The two loops are swapped when that
+// puts no access in one-line scattered pieces and takes some out of them. Caffe's LeNet's max-pool backward
+// (`E_50_64_8_8`: channel, batch, row, column) reads the pooled maxima, their counts and the incoming gradient,
+// laid out (batch, channel, ...), a 64-byte piece per (channel, batch), 3,200 bytes apart along the batch
+// loop; its output and the convolution's output move 256 bytes along it, in 256-byte pieces. Batch outside
+// channel: the three read in order, the other two in 256-byte pieces 16 KiB apart; in the training step
+// (its data in memory) 0.18–0.23 → 0.13–0.17 ms. Swapping wherever fewer accesses were scattered, whatever
+// their pieces, made two other kernels of that step slower (a panel packing whose 8 KiB output pieces were
+// in order, a max-pool backward with 576-byte pieces): README, twenty-fifth session.
+// Only where the device runs no workgroups (the C device, the interpreter: a GPU maps these loops to its grid),
+// in nests of four loops or more (the two innermost are upcast_global's, its transpose tile's among them) and
+// for kernels whose buffers do not fit in the L2.
+static void order_outer_loops_by_pages(ir::Kernel& k, const std::vector<size_t>& loops) {
+  constexpr int64_t kScatteredBytes = 2048, kLineBytes = 64, kCachedBytes = int64_t{1} << 20;
+  const std::vector<Inst>& insts = k.insts;
+  if (k.target.workgroups() || loops.size() < 4) return;
+  // buffers that fit in a core's L2 (1 MiB here) stay cached between launches: their pages cost nothing
+  // (the CNN sample's E_64_8_8_8, 128 KiB, was a few µs slower swapped)
+  int64_t bytes = 0;
+  for (const ir::GlobalArg& g : k.globals) bytes += g.numel * static_cast<int64_t>(dtype_size(g.dtype));
+  if (bytes < kCachedBytes) return;
+  const size_t body_end = end_of_range(insts, loops.back());
+  auto at = [&](ValueId index, size_t loop, int64_t v) { return eval_index(insts, index, static_cast<ValueId>(loop), v); };
+  auto bound = [&](size_t loop) { return static_cast<int64_t>(insts[insts[loop].src[0]].value); };
+  // the accesses in one-line pieces scattered along loop j
+  auto one_line_scattered = [&](size_t j) {
+    int count = 0;
+    for (size_t x = loops.back() + 1; x < body_end; x++) {
+      if (insts[x].op != Op::Load && insts[x].op != Op::Store) continue;
+      const ValueId index = insts[x].src[1];
+      const int64_t size = static_cast<int64_t>(dtype_size(insts[insts[x].src[0]].dtype));
+      int64_t piece = 1;
+      for (size_t l = 2; l < loops.size(); l++) piece += std::abs(at(index, loops[l], bound(loops[l]) - 1) - at(index, loops[l], 0));
+      const int64_t step = std::abs(at(index, loops[j], 1) - at(index, loops[j], 0));
+      if (step > piece && step * size >= kScatteredBytes && piece * size <= kLineBytes) count++;
+    }
+    return count;
+  };
+  if (one_line_scattered(1) == 0 || one_line_scattered(0) != 0) return;
+  std::vector<size_t> order = {1, 0};
+  for (size_t j = 2; j < loops.size(); j++) order.push_back(j);
+  nest_loops(k, loops, order);
+}
 
 void reorder_global_loops(ir::Kernel& k) {
   const std::vector<Inst>& insts = k.insts;
@@ -43,7 +113,12 @@ void reorder_global_loops(ir::Kernel& k) {
   }
   const size_t innermost = loops.back();
   const std::vector<ReduceBlock> blocks = upcastable_body(insts, innermost);
-  if (blocks.empty()) return;
+  if (blocks.empty()) {
+    bool reduces = false;
+    for (const Inst& in : insts) reduces = reduces || in.op == Op::DefineAcc;
+    if (!reduces) order_outer_loops_by_pages(k, loops);
+    return;
+  }
   std::vector<ValueId> loads;
   for (const ReduceBlock& b : blocks)
     for (size_t x = b.range + 1; x < b.end; x++)
@@ -108,18 +183,7 @@ void reorder_global_loops(ir::Kernel& k) {
   if (rows != n) order.push_back(rows);
   order.push_back(inner);
 
-  std::vector<ValueId> ids;
-  for (size_t i = 0; i < loops[0]; i++) ids.push_back(static_cast<ValueId>(i));
-  for (size_t i = loops[0]; i < innermost; i++)  // constants between the loops first: bounds may be among them
-    if (insts[i].op == Op::Const) ids.push_back(static_cast<ValueId>(i));
-  for (size_t j : order) ids.push_back(static_cast<ValueId>(loops[j]));
-  for (size_t i = loops[0]; i < innermost; i++)  // then the index arithmetic, inside every loop it may read
-    if (insts[i].op != Op::Const && insts[i].op != Op::Range) ids.push_back(static_cast<ValueId>(i));
-  const size_t body_end = end_of_range(insts, innermost);
-  for (size_t i = innermost + 1; i < body_end; i++) ids.push_back(static_cast<ValueId>(i));
-  for (size_t j = order.size(); j-- > 0;) ids.push_back(static_cast<ValueId>(end_of_range(insts, loops[order[j]])));
-  for (size_t i = end_of_range(insts, loops[0]) + 1; i < insts.size(); i++) ids.push_back(static_cast<ValueId>(i));
-  reorder_instructions(k, ids);
+  nest_loops(k, loops, order);
 }
 
 }  // namespace ts
