@@ -97,11 +97,11 @@ void write_manifest(const RunRecorder& rec, const std::string& dir, const std::s
     CodeFiles f;
     // The final listing first, so that it keeps its own name (stem.ir.txt) and the passes that left the
     // kernel as it ends point at it.
-    f.ir = code.ir.empty() ? json(nullptr) : json(write_once(stem + ".ir.txt", ".ir.txt", code.ir.back().ir));
+    f.ir = code.ir.empty() ? json(nullptr) : json(write_once(stem + ".ir.txt", ".ir.txt", code.ir.back().ir()));
     f.passes = json::array();
     for (size_t p = 0; p < code.ir.size(); p++) {
       std::string name = stem + "." + std::to_string(p) + "_" + code.ir[p].pass + ".ir.txt";
-      f.passes.push_back({{"pass", code.ir[p].pass}, {"file", write_once(name, ".ir.txt", code.ir[p].ir)}});
+      f.passes.push_back({{"pass", code.ir[p].pass}, {"file", write_once(name, ".ir.txt", code.ir[p].ir())}});
     }
     f.sources = json::object();
     for (const std::string& language : code.languages()) {  // every renderer's listing, rendered now

@@ -5,12 +5,14 @@
 
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "ir/builder.h"
 #include "ir_test_kernels.h"
 #include "opt/pass_manager.h"
 #include "tensorscope/ir.h"
+#include "tensorscope/session.h"
 
 using namespace ts;
 using ir::Op;
@@ -73,6 +75,43 @@ TEST(Builder, DivModKeepWhatTheyCannotProve) {
   // (j + 5) % 32 is not known to be j + 5 (j + 5 may exceed 31)
   auto mod = b.alu(Op::Mod, DType::Int32, b.add(j, b.cint(5)), b.cint(32));
   EXPECT_EQ(k.insts[mod].op, Op::Mod);
+}
+
+// A watched run's snapshots keep the kernel as it was after each pass and print it when first read
+// (PassSnapshot): the text is the one ir::print gave at that pass, whatever the passes did to the kernel after.
+TEST(Passes, SnapshotsPrintTheKernelAsItWasAfterEachPassWhenFirstRead) {
+  ir::Kernel kernel = matmul_kernel(16, 64, 24);
+  const std::string lowered = ir::print(kernel);
+  std::vector<PassSnapshot> snapshots;
+  snapshots.emplace_back("lower", lowered);
+  run_passes(kernel, &snapshots);
+  ASSERT_GT(snapshots.size(), 3u);
+  EXPECT_EQ(snapshots.front().ir(), lowered);
+  EXPECT_EQ(snapshots.back().ir(), ir::print(kernel));  // the last pass's text is the final kernel's
+  // The first pass that changed the kernel: its text is the kernel after it, neither the lowered nor the
+  // final one (which a snapshot holding a reference to the kernel, or printed late from it, would show).
+  size_t changed = 0;
+  while (changed + 1 < snapshots.size() && snapshots[changed + 1].same_ir(snapshots[changed])) changed++;
+  ASSERT_LT(changed + 1, snapshots.size());
+  EXPECT_NE(snapshots[changed + 1].ir(), lowered);
+  EXPECT_NE(snapshots[changed + 1].ir(), snapshots.back().ir()) << "a snapshot printed the kernel as the later passes left it";
+  // A pass that changed nothing shares the listing before it (one text, printed once); so do copies.
+  for (size_t i = 1; i < snapshots.size(); i++)
+    if (snapshots[i].ir() == snapshots[i - 1].ir()) {
+      EXPECT_EQ(&snapshots[i].ir(), &snapshots[i - 1].ir()) << snapshots[i].pass;
+    }
+  const PassSnapshot copy = snapshots.back();
+  EXPECT_EQ(&copy.ir(), &snapshots.back().ir());
+  // Read from two threads at once (the recorder's and the GUI's): one text.
+  ir::Kernel again = matmul_kernel(16, 64, 24);
+  run_passes(again, nullptr);
+  const PassSnapshot fresh("final", again);
+  const std::string* seen[2] = {nullptr, nullptr};
+  std::thread a([&] { seen[0] = &fresh.ir(); }), b([&] { seen[1] = &fresh.ir(); });
+  a.join();
+  b.join();
+  EXPECT_EQ(seen[0], seen[1]);
+  EXPECT_EQ(*seen[0], ir::print(again));
 }
 
 TEST(Passes, MatmulIsRegisterTiledAndMatchesTheInterpreter) {

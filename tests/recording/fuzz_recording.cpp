@@ -318,7 +318,7 @@ bool same(const KernelCode& a, const KernelCode& b) {
   const auto ka = a.kernel_ir(), kb = b.kernel_ir();
   if (!ka != !kb || (ka && ir::print(*ka) != ir::print(*kb))) return false;
   return a.device_renderer == b.device_renderer &&
-         same_list(a.ir, b.ir, [](const PassSnapshot& x, const PassSnapshot& y) { return x.pass == y.pass && x.ir == y.ir; }) &&
+         same_list(a.ir, b.ir, [](const PassSnapshot& x, const PassSnapshot& y) { return x.pass == y.pass && x.ir() == y.ir(); }) &&
          same_list(a.sources, b.sources, [](const SourceListing& x, const SourceListing& y) {
            return x.renderer == y.renderer && x.code == y.code && x.ir_op_line == y.ir_op_line;
          });
@@ -1059,7 +1059,7 @@ size_t touch(const Event& e) {
   if (auto* r = std::get_if<KernelRunEvent>(&e)) {
     touched += r->name.size();
     if (r->code) {
-      for (const auto& p : r->code->ir) touched += p.ir.size();
+      for (const auto& p : r->code->ir) touched += p.ir().size();
       for (const auto& s : r->code->sources) touched += s.code.size() + s.ir_op_line.size();
       // what a renderer reads: a kernel IR that reads back (when first needed) passes ir::verify; one that
       // does not gives null and says why

@@ -106,7 +106,7 @@ std::string describe(const Event& event) {
       << " compile=" << num(r->compile_ms) << " time=" << num(r->time_ms) << " replayed=" << r->replayed
       << " replay_of=" << r->replay_of << "\n";
     if (r->code) {
-      for (const PassSnapshot& p : r->code->ir) s << " pass " << p.pass << ":\n" << p.ir << "\n";
+      for (const PassSnapshot& p : r->code->ir) s << " pass " << p.pass << ":\n" << p.ir() << "\n";
       // every language: the other devices' listings rendered from the kernel IR the recording keeps, so
       // that live and decoded agree only when that IR reads back as it was
       for (const std::string& language : r->code->languages()) {
@@ -1246,7 +1246,7 @@ TEST_F(Recording, AListingRepeatedByAThousandLaunchesIsStoredOnce) {
   EXPECT_EQ(count(file, "SELECT count(*) FROM events WHERE kind = 'launch'"), 1000);
   // 2 IR listings, 2 sources, 1 code blob, 1 schedule structure
   EXPECT_EQ(count(file, "SELECT count(*) FROM blobs"), 6);
-  EXPECT_EQ(count(file, "SELECT count(*) FROM blobs WHERE CAST(data AS TEXT) = '" + code->ir[0].ir + "'"), 1);
+  EXPECT_EQ(count(file, "SELECT count(*) FROM blobs WHERE CAST(data AS TEXT) = '" + code->ir[0].ir() + "'"), 1);
   RecordingReader reader(file);
   size_t n = 0;
   reader.read_events([&](uint64_t, int64_t, const Event& e) {

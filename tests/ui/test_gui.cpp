@@ -133,7 +133,7 @@ QString modelText(const tsui::RunModel& m) {
         QByteArray& digest = code_digest[r->code.get()];
         if (digest.isEmpty()) {
           QStringList listing;
-          for (const ts::PassSnapshot& p : r->code->ir) listing << QString::fromStdString(p.pass + "\n" + p.ir);
+          for (const ts::PassSnapshot& p : r->code->ir) listing << QString::fromStdString(p.pass + "\n" + p.ir());
           // every language, the other devices' ones rendered from the kernel's IR (the recording's copy of it)
           for (const std::string& language : r->code->languages())
             listing << QString::fromStdString(language + "\n" + r->code->listing(language)->code);

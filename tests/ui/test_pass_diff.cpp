@@ -140,7 +140,7 @@ class PassDiffTest : public QObject {
       // side by side: the input on the left, the output on the right, as many lines each
       details->setSideBySide(true);
       details->selectPass(passes - 1);
-      const QString before = QString::fromStdString(window.model().kernelRun(window.selectedKernel())->code->ir[passes - 2].ir);
+      const QString before = QString::fromStdString(window.model().kernelRun(window.selectedKernel())->code->ir[passes - 2].ir());
       const tsui::SideBySideDiff sides = tsui::sideBySideDiff(before, window.findChild<tsui::CodeView*>("ir")->text());
       QCOMPARE(details->diffLeft()->text(), sides.left);
       QCOMPARE(details->diffRight()->text(), sides.right);
@@ -165,7 +165,7 @@ class PassDiffTest : public QObject {
     tabs->setCurrentIndex(1);
     const auto& ir = window.model().kernelRun(window.selectedKernel())->code->ir;
     QCOMPARE(details->diffView()->text(),
-             tsui::unifiedDiff(QString::fromStdString(ir[0].ir), QString::fromStdString(ir[1].ir)).text);
+             tsui::unifiedDiff(QString::fromStdString(ir[0].ir()), QString::fromStdString(ir[1].ir())).text);
     QVERIFY(changedPasses > 0);
     QVERIFY2(noOpPasses > 0, "quickstart's kernels have passes that change nothing");
     if (qEnvironmentVariableIsSet("TS_GUI_SHOTS")) {  // to look at: the Diff tab of a pass that changed lines

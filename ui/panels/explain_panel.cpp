@@ -158,8 +158,8 @@ void ExplainPanel::explain(int kernelId, std::shared_ptr<const ts::KernelCode> c
     html += "<p>No pass selected: the kernel has not been launched yet, so its IR is not known.</p>";
   } else {
     const QString passName = QString::fromStdString(code->ir[pass].pass);
-    const QString before = pass > 0 ? QString::fromStdString(code->ir[pass - 1].ir) : QString();
-    const QString after = QString::fromStdString(code->ir[pass].ir);
+    const QString before = pass > 0 ? QString::fromStdString(code->ir[pass - 1].ir()) : QString();
+    const QString after = QString::fromStdString(code->ir[pass].ir());
     const UnifiedDiff diff = unifiedDiff(before, after);
     if (pass == 0) {
       html += QString("<p><code>%1</code> (pass 0 of %2) turned the fused graph into %3 of IR.</p>")

@@ -203,7 +203,7 @@ KernelDetailsPanel::Listings KernelDetailsPanel::listingsOf(int kernelId, const 
   const ts::KernelCode& code = *run->code;
   if (!code.ir.empty()) {
     out.pass = static_cast<int>(code.ir.size()) - 1;
-    out.ir = QString::fromStdString(code.ir.back().ir);
+    out.ir = QString::fromStdString(code.ir.back().ir());
   }
   if (const ts::SourceListing* source = listingFor(code)) out.source = QString::fromStdString(source->code);
   return out;
@@ -219,7 +219,7 @@ bool KernelDetailsPanel::listingsMayHold(const ts::KernelCode& code, const QStri
       lower.begin(), lower.end(), [&](char c) { return std::hash<char>()(lowerByte(c)); },
       [&](char a, char b) { return lowerByte(a) == lowerByte(b); });
   auto has = [&](const std::string& text) { return std::search(text.begin(), text.end(), searcher) != text.end(); };
-  if (!code.ir.empty() && has(code.ir.back().ir)) return true;
+  if (!code.ir.empty() && has(code.ir.back().ir())) return true;
   const ts::SourceListing* source = listingFor(code);
   return source && has(source->code);
 }
@@ -235,7 +235,7 @@ void KernelDetailsPanel::selectPass(int index) { passCombo_->setCurrentIndex(ind
 int KernelDetailsPanel::selectedPass() const { return passCombo_->currentIndex(); }
 
 bool KernelDetailsPanel::passChangedNothing(int index) const {
-  return index > 0 && index < passCount() && code_->ir[index].ir == code_->ir[index - 1].ir;
+  return index > 0 && index < passCount() && code_->ir[index].same_ir(code_->ir[index - 1]);
 }
 
 void KernelDetailsPanel::setHideUnchangedPasses(bool hide) { hideUnchanged_->setChecked(hide); }
@@ -254,7 +254,7 @@ void KernelDetailsPanel::updateHiddenPasses() {
 }
 
 void KernelDetailsPanel::showPass(int index) {
-  ir_->setCode(index >= 0 && index < static_cast<int>(code_->ir.size()) ? QString::fromStdString(code_->ir[index].ir)
+  ir_->setCode(index >= 0 && index < static_cast<int>(code_->ir.size()) ? QString::fromStdString(code_->ir[index].ir())
                                                                       : QString());
   showDiff(index);
   updateHiddenPasses();  // the pass shown stays listed
@@ -271,8 +271,8 @@ void KernelDetailsPanel::showDiff(int index) {
     irTabs_->setTabText(1, "Diff");
     return;
   }
-  const QString before = index > 0 ? QString::fromStdString(code_->ir[index - 1].ir) : QString();
-  const QString after = QString::fromStdString(code_->ir[index].ir);
+  const QString before = index > 0 ? QString::fromStdString(code_->ir[index - 1].ir()) : QString();
+  const QString after = QString::fromStdString(code_->ir[index].ir());
   if (passChangedNothing(index)) irTabs_->setTabText(1, "Diff (no change)");
   // The diff costs O((N+M)·D) for a pass that rewrites a long listing: worked out only while its tab is
   // shown (switching to the tab works it out), so that stepping with F10 does not wait for it.
@@ -296,15 +296,15 @@ void KernelDetailsPanel::showDiff(int index) {
 
 QString KernelDetailsPanel::irText() const {
   const int index = passCombo_->currentIndex();
-  return index >= 0 && index < passCount() ? QString::fromStdString(code_->ir[index].ir) : QString();
+  return index >= 0 && index < passCount() ? QString::fromStdString(code_->ir[index].ir()) : QString();
 }
 
 QString KernelDetailsPanel::diffText() const {
   const int index = passCombo_->currentIndex();
   if (index < 0 || index >= passCount()) return {};
-  const QString before = index > 0 ? QString::fromStdString(code_->ir[index - 1].ir) : QString();
+  const QString before = index > 0 ? QString::fromStdString(code_->ir[index - 1].ir()) : QString();
   const QString header = QString("--- IR before %1\n+++ IR after %1\n").arg(QString::fromStdString(code_->ir[index].pass));
-  return header + unifiedDiff(before, QString::fromStdString(code_->ir[index].ir)).text;
+  return header + unifiedDiff(before, QString::fromStdString(code_->ir[index].ir())).text;
 }
 
 const ts::SourceListing* KernelDetailsPanel::listingFor(const ts::KernelCode& code) const {
@@ -344,7 +344,7 @@ void KernelDetailsPanel::updateLinking() {
     linkHint_->setText("lines linked after the last pass only");
     return;
   }
-  map_ = IrSourceMap(QString::fromStdString(code_->ir[pass].ir), source->ir_op_line);
+  map_ = IrSourceMap(QString::fromStdString(code_->ir[pass].ir()), source->ir_op_line);
   linkHint_->setText(map_.empty() ? "no line map" : "hover to link lines");
 }
 

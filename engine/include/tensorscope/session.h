@@ -127,9 +127,33 @@ ScheduleEvent full_schedule(const ScheduleEvent& event);
 // its structure's (their node uids are positions into position_uids) with the event's own ids.
 void for_each_kernel(const ScheduleEvent& event, const std::function<void(int, const KernelInfo&)>& f);
 
-struct PassSnapshot {
-  std::string pass;   // "lower", then one entry per pass that ran
-  std::string ir;     // the IR listing after that pass
+// The IR of a kernel after one step of its lowering: "lower", then each pass that ran.
+//
+// A watched run keeps a copy of the kernel after each pass and prints its listing (ir::print) when someone
+// first reads it, not on the engine's thread when the pass ran: a recording's encoder prints it on its own
+// thread, and a listing nobody reads is never printed. Printing the listings after every pass of every new
+// kernel was a fifth of what watching cost the script's thread (README, "What watching costs"). Copies of a
+// snapshot share its listing, and so does a pass that changed nothing.
+class PassSnapshot {
+ public:
+  // A listing already printed: the one lowering made (its text keys the engine's cache of kernels seen), a
+  // recording's.
+  PassSnapshot(std::string pass, std::string listing);
+  // The kernel after the pass, printed when first read.
+  PassSnapshot(std::string pass, const ir::Kernel& kernel);
+  // A pass that changed nothing: the listing of the snapshot before it, shared (not copied, printed once).
+  PassSnapshot(std::string pass, const PassSnapshot& unchanged_from);
+
+  std::string pass;
+
+  // The IR listing after the pass (ir::print's text). Thread-safe: the first call prints it.
+  const std::string& ir() const;
+  // Whether `other` has the same listing: shares it (no printing), else compares the two texts.
+  bool same_ir(const PassSnapshot& other) const;
+
+ private:
+  struct Listing;
+  std::shared_ptr<Listing> listing_;
 };
 
 struct SourceListing {

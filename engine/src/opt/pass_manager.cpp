@@ -104,9 +104,10 @@ void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots, int ke
     if (auto errors = ir::verify(kernel); !errors.empty())
       throw std::logic_error(std::string("IR verifier failed after pass ") + p.name + " in " + kernel.name + ": " + errors.front());
     if (snapshots) {
-      // a pass that changed nothing (about half of them) shares the listing before it instead of printing it
-      const bool unchanged = !snapshots->empty() && same_kernel(kernel, before, opts);
-      snapshots->push_back({p.name, unchanged ? snapshots->back().ir : ir::print(kernel)});
+      // a pass that changed nothing (about half of them) shares the listing before it; the others keep a copy
+      // of the kernel, printed when someone reads the listing (PassSnapshot)
+      if (!snapshots->empty() && same_kernel(kernel, before, opts)) snapshots->emplace_back(p.name, snapshots->back());
+      else snapshots->emplace_back(p.name, kernel);
     }
     if (gated) Session::get().gate(GateStop::AfterPass, kernel_id, kernel.name, p.name);
   }

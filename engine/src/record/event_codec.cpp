@@ -271,7 +271,7 @@ EncodedEvent EventEncoder::encode(uint64_t seq, int64_t time_ns, const Event& ev
         std::string listing;  // the blob of the snapshot before: a pass that changed nothing repeats its text
         for (size_t i = 0; i < r->code->ir.size(); i++) {
           const PassSnapshot& p = r->code->ir[i];
-          if (i == 0 || p.ir != r->code->ir[i - 1].ir) listing = listing_blob(p.ir, new_blobs);
+          if (i == 0 || !p.same_ir(r->code->ir[i - 1])) listing = listing_blob(p.ir(), new_blobs);
           c.begin_object();
           c.key("pass").value(p.pass);
           c.key("ir").value(listing);

@@ -47,7 +47,7 @@ class DebugPrinter : public SessionObserver {
       std::fprintf(stderr, "*** %-8s kernel %4d %-24s %10.3f ms%s\n", k->device.c_str(), k->kernel_id, k->name.c_str(),
                    k->time_ms, note.c_str());
       if (!k->code) return;
-      if (level_ >= 3 && !k->code->ir.empty()) std::fprintf(stderr, "%s", k->code->ir.back().ir.c_str());
+      if (level_ >= 3 && !k->code->ir.empty()) std::fprintf(stderr, "%s", k->code->ir.back().ir().c_str());
       if (level_ >= 4)
         if (const SourceListing* c = k->code->listing("C")) std::fprintf(stderr, "%s\n", c->code.c_str());
     }

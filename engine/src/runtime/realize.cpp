@@ -568,7 +568,7 @@ void realize(const std::vector<NodeId>& targets) {
     std::shared_ptr<const KernelCode> known;  // what an earlier lowering of the same kernel built
     if (observed) {
       snapshots.push_back({"lower", ir::print(kernel)});
-      code_key = std::to_string(dev_index) + "\n" + kernel.plan.str() + "\n" + plan_from + "\n" + snapshots[0].ir;
+      code_key = std::to_string(dev_index) + "\n" + kernel.plan.str() + "\n" + plan_from + "\n" + snapshots[0].ir();
       if (auto hit = code_cache().find(code_key); hit != code_cache().end()) known = hit->second;
     }
     run_passes(kernel, observed && !known ? &snapshots : nullptr, kernel_ids[k]);
@@ -578,7 +578,7 @@ void realize(const std::vector<NodeId>& targets) {
     const size_t pass_opts = kernel.opts.size();
     dev.plan_launch(kernel);
     ck.in_place = in_place_pairs(kernel);
-    if (observed && !known && kernel.opts.size() != pass_opts) snapshots.push_back({"plan_launch", ir::print(kernel)});
+    if (observed && !known && kernel.opts.size() != pass_opts) snapshots.emplace_back("plan_launch", kernel);
     const Renderer* renderer = dev.renderer();
     SourceListing source;
     if (renderer) {

@@ -161,6 +161,41 @@ bool trial_outcome_from_name(const std::string& name, AutotuneTrialEvent::Outcom
   return false;
 }
 
+// ---- PassSnapshot: a listing printed when first read ----------------------------------------------------
+
+struct PassSnapshot::Listing {
+  std::once_flag printed;
+  std::unique_ptr<const ir::Kernel> kernel;  // until printed
+  std::string text;
+};
+
+PassSnapshot::PassSnapshot(std::string pass, std::string listing)
+    : pass(std::move(pass)), listing_(std::make_shared<Listing>()) {
+  listing_->text = std::move(listing);
+  std::call_once(listing_->printed, [] {});  // printed already: ir() does not print it again
+}
+
+PassSnapshot::PassSnapshot(std::string pass, const ir::Kernel& kernel)
+    : pass(std::move(pass)), listing_(std::make_shared<Listing>()) {
+  listing_->kernel = std::make_unique<const ir::Kernel>(kernel);
+}
+
+PassSnapshot::PassSnapshot(std::string pass, const PassSnapshot& unchanged_from)
+    : pass(std::move(pass)), listing_(unchanged_from.listing_) {}
+
+const std::string& PassSnapshot::ir() const {
+  Listing& l = *listing_;
+  std::call_once(l.printed, [&l] {
+    l.text = ir::print(*l.kernel);
+    l.kernel.reset();
+  });
+  return l.text;
+}
+
+bool PassSnapshot::same_ir(const PassSnapshot& other) const {
+  return listing_ == other.listing_ || ir() == other.ir();
+}
+
 // KernelCode's kernel IR read from a recording when first needed (here, not in kernel_code.cpp, which renders:
 // the recording tools link the codec without the renderers).
 void KernelCode::set_kernel_reader(std::function<ir::Kernel()> read) {
