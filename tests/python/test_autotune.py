@@ -302,3 +302,33 @@ def test_a_candidate_far_slower_than_a_long_best_is_dropped_from_a_part_of_its_r
     rng = np.random.default_rng(2)
     a, b = (rng.standard_normal((1024, 1024)).astype(np.float32) for _ in range(2))
     np.testing.assert_allclose(np.load(tmp_path / "out.npy"), a @ b, rtol=1e-3, atol=1e-3)
+
+
+def test_beam_tries_the_amounts_that_divide_the_kernels_loops(tmp_path):
+    # Beside the powers of two, the UPCAST actions try every amount up to 32 that divides one of the kernel's
+    # loops of their kind: for x (48, 80) @ w (80, 28) the output row of 28 gives UPCAST_GLOBAL 7, 14 and 28
+    # (a depthwise convolution's weight gradient is fastest at 14). Results against NumPy.
+    script = textwrap.dedent("""
+        import numpy as np
+        from tensorscope import Tensor
+        rng = np.random.default_rng(0)
+        a = rng.standard_normal((48, 80)).astype(np.float32)
+        b = rng.standard_normal((80, 28)).astype(np.float32)
+        np.save("out.npy", (Tensor(a) @ Tensor(b)).numpy())
+    """)
+    (tmp_path / "script.py").write_text(script)
+    e = dict(os.environ, PYTHONPATH=_PKG, TENSORSCOPE_CACHE=str(tmp_path / "cache"), TENSORSCOPE_DEVICE="C",
+             TENSORSCOPE_BEAM="2", TENSORSCOPE_BEAM_SECONDS="30", TENSORSCOPE_BEAM_TIMEOUT_MS=_NO_TIMEOUT_MS,
+             TENSORSCOPE_RECORD=str(tmp_path / "run.tsrec"))
+    e.pop("TENSORSCOPE_RANDOM_PASSES", None)
+    p = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, env=e, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    plans = {t["plan"] for t in _trials(tmp_path / "run.tsrec")}
+    for amount in (7, 14, 28):
+        assert f"UPCAST_GLOBAL={amount}" in plans, sorted(plans)
+    assert "UPCAST_REDUCE=5" in plans and "UPCAST_REDUCE=10" in plans, sorted(plans)  # the reduce loop of 80
+    assert not any(re.search(r"UPCAST_REDUCE=(7|14|28)\b", pl) for pl in plans), sorted(plans)  # 80 has no 7
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((48, 80)).astype(np.float32)
+    b = rng.standard_normal((80, 28)).astype(np.float32)
+    np.testing.assert_allclose(np.load(tmp_path / "out.npy"), a @ b, rtol=1e-4, atol=1e-4)

@@ -7,8 +7,9 @@
 //   <cache>/autotune.db  SQLite: the plan found for (device identity, the lowered kernel's IR), so a second run
 //                        pays one lookup per kernel instead of the search.
 //
-// A round takes each plan of the beam and changes one action: an UPCAST to 0, 2, 4, 8, 16 or 32, PADTO to 4, 8
-// or 16, and on C THREADS to 1, 2, … the thread pool's size. Candidates whose generated source and applied
+// A round takes each plan of the beam and changes one action: an UPCAST to 0, 2, 4, 8, 16 or 32 or to another
+// amount up to 32 that divides one of the kernel's loops of its kind (14 for a row of 28), PADTO to 4, 8 or 16,
+// and on C THREADS to 1, 2, … the thread pool's size. Candidates whose generated source and applied
 // actions are the same as one already timed (an illegal amount is not applied, so it renders like "off") are
 // not compiled again; the applied actions are part of that key because a launch action (THREADS) changes the
 // program but not its source. A round's new candidates are compiled TENSORSCOPE_BEAM_JOBS at a time (default
