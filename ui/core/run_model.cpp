@@ -21,6 +21,7 @@ void RunModel::clear() {
   kernels_.clear();
   runs_.clear();
   nodes_.clear();
+  nodesIndexed_ = 0;
   totalNodes_ = 0;
   Q_EMIT cleared();
 }
@@ -39,19 +40,26 @@ void RunModel::addSchedule(ts::ScheduleEvent event, int64_t timeNs) {
     if (!kernels_.contains(id) && !runs_.contains(id)) kernelOrder_.push_back(id);
     kernels_.insert(id, {s, i});
   }
-  // A thin schedule's nodes are its structure's, their uids positions into its position_uids.
-  const bool thin = stored.thin();
-  const std::vector<ts::GraphNodeInfo>& nodes = thin ? stored.structure->nodes : stored.nodes;
-  for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
-    const ts::GraphNodeInfo& n = nodes[i];
-    if (thin && n.uid >= stored.position_uids.size()) continue;  // (the decoder checks positions)
-    const uint64_t uid = thin ? stored.position_uids[n.uid] : n.uid;
-    // Keep the computed description of a node over a later "it is a buffer now" one: the op says more.
-    if (n.kernel < 0 && nodes_.contains(uid)) continue;
-    nodes_.insert(uid, {s, i});
-  }
-  totalNodes_ += static_cast<int>(nodes.size());
+  totalNodes_ += nodeCountOf(s);
   Q_EMIT scheduleAdded(s);
+}
+
+void RunModel::indexNodes() const {
+  for (; nodesIndexed_ < static_cast<int>(schedules_.size()); ++nodesIndexed_) {
+    const int s = nodesIndexed_;
+    const ts::ScheduleEvent& stored = schedules_[s];
+    // A thin schedule's nodes are its structure's, their uids positions into its position_uids.
+    const bool thin = stored.thin();
+    const std::vector<ts::GraphNodeInfo>& nodes = thin ? stored.structure->nodes : stored.nodes;
+    for (int i = 0; i < static_cast<int>(nodes.size()); ++i) {
+      const ts::GraphNodeInfo& n = nodes[i];
+      if (thin && n.uid >= stored.position_uids.size()) continue;  // (the decoder checks positions)
+      const uint64_t uid = thin ? stored.position_uids[n.uid] : n.uid;
+      // Keep the computed description of a node over a later "it is a buffer now" one: the op says more.
+      if (n.kernel < 0 && nodes_.contains(uid)) continue;
+      nodes_.insert(uid, {s, i});
+    }
+  }
 }
 
 const ts::ScheduleEvent& RunModel::schedule(int index) const {
@@ -103,6 +111,7 @@ int RunModel::scheduleOfKernel(int kernelId) const {
 }
 
 const ts::GraphNodeInfo* RunModel::node(uint64_t uid) const {
+  indexNodes();
   auto it = nodes_.find(uid);
   if (it == nodes_.end()) return nullptr;
   return &schedule(it->schedule).nodes[it->index];

@@ -153,7 +153,12 @@ class RunModel : public QObject {
   std::vector<int> kernelOrder_;
   QHash<int, KernelRef> kernels_;
   QHash<int, ts::KernelRunEvent> runs_;
-  QHash<quint64, KernelRef> nodes_;  // uid -> (schedule, index into ScheduleEvent::nodes)
+  // uid -> (schedule, index into ScheduleEvent::nodes), indexed when node() is first asked after new schedules
+  // arrived (indexNodes): a hash insert per node of every schedule cost the GUI 20 ms of CPU while
+  // transformer_tiny.py ran beside it, for a lookup the lazy graph makes only for the inputs it shows.
+  mutable QHash<quint64, KernelRef> nodes_;
+  mutable int nodesIndexed_ = 0;  // schedules_[0, nodesIndexed_) are in nodes_
+  void indexNodes() const;
   int totalNodes_ = 0;
 };
 
