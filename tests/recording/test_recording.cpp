@@ -1139,6 +1139,32 @@ TEST(Codec, ADamagedKernelIrIsReportedWhenARendererNeedsIt) {
   EXPECT_EQ(languages.size(), back.code->sources.size() + static_cast<size_t>(rendered));
 }
 
+// A decoded recording keeps one copy of each listing: the passes that name one blob (a pass that changed
+// nothing, the same listing in two kernels' code) share its text, as the engine's snapshots do.
+TEST(Codec, DecodedPassesThatNameOneListingShareItsText) {
+  EventEncoder encoder;
+  std::vector<Blob> blobs;
+  const EncodedEvent a = encoder.encode(1, 0, sample_launch(0, sample_code()), blobs);
+  auto other = std::make_shared<KernelCode>(*sample_code());
+  other->plan = "UPCAST_GLOBAL=4";  // another code blob whose passes name the same listings
+  const EncodedEvent b = encoder.encode(2, 0, sample_launch(1, other), blobs);
+  EventDecoder decoder;
+  for (Blob& blob : blobs) decoder.add_blob(blob, /*verify=*/true);
+  const KernelRunEvent first = std::get<KernelRunEvent>(decoder.decode(a));
+  const KernelRunEvent second = std::get<KernelRunEvent>(decoder.decode(b));
+  ASSERT_TRUE(first.code && second.code);
+  ASSERT_NE(first.code, second.code);
+  ASSERT_EQ(first.code->ir.size(), 3u);
+  EXPECT_EQ(first.code->ir[0].ir(), sample_code()->ir[0].ir());
+  EXPECT_EQ(&first.code->ir[1].ir(), &first.code->ir[0].ir());   // "simplify" changed nothing
+  EXPECT_NE(&first.code->ir[2].ir(), &first.code->ir[1].ir());
+  EXPECT_EQ(first.code->ir[2].ir(), sample_code()->ir[2].ir());
+  for (size_t i = 0; i < 3; i++) {
+    EXPECT_EQ(&second.code->ir[i].ir(), &first.code->ir[i].ir()) << i;
+    EXPECT_EQ(second.code->ir[i].pass, first.code->ir[i].pass);
+  }
+}
+
 TEST(Codec, RunInfoJsonRoundTrips) {
   RunInfo r = sample_run();
   const RunInfo end = sample_end();

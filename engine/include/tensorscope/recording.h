@@ -128,6 +128,8 @@ class EventDecoder {
   NodesEvent nodes(NodesEvent n, int64_t count, const std::string& batch);
   std::unordered_map<std::string, std::string> blobs_;
   std::unordered_map<std::string, std::shared_ptr<const KernelCode>> code_;  // decoded once, shared
+  // listing blob -> a snapshot holding its text: the passes (of every kernel) that name one blob share one copy
+  std::unordered_map<std::string, PassSnapshot> listings_;
   struct Structure {
     std::shared_ptr<const ScheduleEvent> event;  // node uids are positions
     uint64_t positions = 0;                      // 1 + the largest position it names

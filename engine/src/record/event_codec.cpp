@@ -740,7 +740,12 @@ std::shared_ptr<const KernelCode> EventDecoder::code(const std::string& hash) {
   if (known != code_.end()) return known->second;
   const json c = json::parse(blob(hash));
   auto k = std::make_shared<KernelCode>();
-  for (const json& p : array(c, "ir")) k->ir.push_back({str(p, "pass"), blob(str(p, "ir"))});
+  for (const json& p : array(c, "ir")) {
+    const std::string listing = str(p, "ir");
+    auto shared = listings_.find(listing);
+    if (shared == listings_.end()) shared = listings_.emplace(listing, PassSnapshot({}, blob(listing))).first;
+    k->ir.emplace_back(str(p, "pass"), shared->second);
+  }
   for (const json& src : array(c, "sources")) {
     SourceListing l{str(src, "renderer"), blob(str(src, "code")), {}};
     for (const json& line : array(src, "ir_op_line")) l.ir_op_line.push_back(static_cast<int>(integer(line, "ir_op_line")));
