@@ -340,15 +340,16 @@ def test_a_short_row_is_padded_to_16_and_upcast_by_8(tmp_path):
 
 
 def test_a_short_reduce_keeps_four_trips_of_its_upcast_loop(tmp_path):
-    # x @ Wᵀ with K = 32 and 11 outputs (the transformer sample's classifier head): each output's partial sums
+    # Dot products of K = 32 for 11 outputs per row (the transformer sample's classifier head before matmul
+    # copied such a head padded to 16 columns; written here as the product and sum): each output's partial sums
     # are combined by U - 1 scalar adds after the loop, so 16 accumulators need at least 4 trips: U = 8 for
     # K = 32 (head 19.3 -> 10.8 us), 16 for K = 64; a streaming sum still takes 64. Values vs NumPy.
     ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((384, 32)).astype(np.float32)).realize()\n"
                             "w = Tensor(rng.standard_normal((11, 32)).astype(np.float32)).realize()\n"
-                            "(x @ w.T).realize()\n"
+                            "(x.reshape(384, 1, 32) * w.reshape(1, 11, 32)).sum(-1).realize()\n"
                             "y = Tensor(rng.standard_normal((384, 64)).astype(np.float32)).realize()\n"
                             "v = Tensor(rng.standard_normal((11, 64)).astype(np.float32)).realize()\n"
-                            "(y @ v.T).realize()\n"
+                            "(y.reshape(384, 1, 64) * v.reshape(1, 11, 64)).sum(-1).realize()\n"
                             "Tensor(rng.standard_normal(1 << 16).astype(np.float32)).sum().realize()\n")
     assert "UPCAST_REDUCE(8)" in ir["r_384_11_32"].splitlines()[0], ir["r_384_11_32"].splitlines()[0]
     assert "UPCAST_REDUCE(16)" in ir["r_384_11_64"].splitlines()[0], ir["r_384_11_64"].splitlines()[0]
@@ -359,11 +360,12 @@ def test_a_short_reduce_keeps_four_trips_of_its_upcast_loop(tmp_path):
 
 
 def test_a_reduce_that_16_does_not_divide_gets_16_accumulators_and_a_tail_loop(tmp_path):
-    # LeNet's 10-output layer x @ Wᵀ reduces over K = 84: U = 16 for 5 trips and a tail loop of the last 4
-    # (was U = 4 over 21 trips, which gcc turns into in-order vector reductions: 15 -> 4.4 us).
+    # Dot products over K = 84 (LeNet's 10-output layer before matmul copied such a head padded to 16 columns;
+    # written here as the product and sum): U = 16 for 5 trips and a tail loop of the last 4 (was U = 4 over 21
+    # trips, which gcc turns into in-order vector reductions: 15 -> 4.4 us).
     ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((64, 84)).astype(np.float32)).realize()\n"
                             "w = Tensor(rng.standard_normal((10, 84)).astype(np.float32)).realize()\n"
-                            "(x @ w.T).realize()\n")
+                            "(x.reshape(64, 1, 84) * w.reshape(1, 10, 84)).sum(-1).realize()\n")
     text = ir["r_64_10_84"]
     assert "UPCAST_REDUCE(16)" in text.splitlines()[0], text.splitlines()[0]
     assert len(_reduce_loops(text)) == 2, _reduce_loops(text)  # the 5 trips of 16, then the tail of 4
@@ -674,3 +676,27 @@ def test_a_depthwise_convolution_on_28_wide_rows_is_register_tiled_forward_and_b
     np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+def test_a_head_of_9_to_15_outputs_is_a_register_tiled_matmul_over_a_padded_copy_of_w(tmp_path):
+    # x @ Wᵀ for W (10, 84) (LeNet's output layer): Wᵀ is copied padded to 16 columns (E_84_16), the product is
+    # a register tile over the 16 columns, stored whole-width, and the 10 are cropped; before, each output was
+    # a dot product of 84 (4.1 -> 2.0 us, the copy included). Forward and gradients against PyTorch.
+    ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((64, 84)).astype(np.float32)).realize()\n"
+                            "w = Tensor(rng.standard_normal((10, 84)).astype(np.float32)).realize()\n"
+                            "(x @ w.T).realize()\n")
+    assert "E_84_16" in ir, sorted(ir)
+    (product,) = [n for n in ir if n.startswith("r_64_16_84")]
+    assert "REGISTER_TILE" in ir[product].splitlines()[0], ir[product].splitlines()[0]
+    rng = np.random.default_rng(9)
+    x_np, w_np = rng.standard_normal((64, 84)).astype(np.float32), rng.standard_normal((10, 84)).astype(np.float32)
+    g_np = rng.standard_normal((64, 10)).astype(np.float32)
+    x, w = Tensor(x_np, requires_grad=True), Tensor(w_np, requires_grad=True)
+    out = x @ w.T
+    out.backward(Tensor(g_np))
+    tx, tw = torch.from_numpy(x_np).requires_grad_(), torch.from_numpy(w_np).requires_grad_()
+    ref = tx @ tw.T
+    ref.backward(torch.from_numpy(g_np))
+    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-4)

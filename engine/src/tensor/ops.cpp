@@ -746,6 +746,11 @@ bool packs_panels(const Shape& x, const Shape& w, const std::string& device) {
 // when N is at least 8: the dot products of its small matrices (12×12 outputs over K = 8 per head in
 // samples/transformer_tiny.py) are not vectorized by the C compiler at all (0.043 ms), the copied
 // layout gives each output row one contiguous load of N values per step of K.
+// A 2-D w of 9 to 15 columns (a classifier head: 10 digits, an 11-token vocabulary) is copied too, padded to
+// 16 (Tensor::matmul): one unmasked vector of outputs per row and a register tile, where each output was a dot
+// product of K (measured alone, 1 thread, Zen 4, the copy included: (64, 84) @ 84 -> 10: 4.1 -> 2.0 us, (128,
+// 256) -> 10: 14.0 -> 10.4, (384, 32) -> 11: 10.6 -> 4.0, (512, 128) -> 11: 40.5 -> 19.1).
+constexpr int64_t kShortHeadMin = 9;
 bool copies_transposed_w(const Shape& x, const Tensor& w) {
   if (w.device() != "C" || w.ndim() < 2 || x.size() < 2) return false;
   const Node& n = node(w);
@@ -758,7 +763,7 @@ bool copies_transposed_w(const Shape& x, const Tensor& w) {
                           !(Graph::get()[n.src[0]].op == Op::Permute && Graph::get()[n.src[0]].arg == swap);
   int64_t rows = 1;  // x's rows with its batch dims folded in: (B, T, K) @ (K, N) is a (B·T, K) @ (K, N)
   for (size_t d = 0; d + 1 < x.size(); d++) rows *= x[d];
-  return transposed && w.shape()[nd - 1] >= (nd == 2 ? 16 : 8) && rows >= 16;
+  return transposed && w.shape()[nd - 1] >= (nd == 2 ? kShortHeadMin : 8) && rows >= 16;
 }
 
 // True when matmul(x, w) on the C device copies a w (K, N) that is not a transpose padded to whole vectors
@@ -880,7 +885,7 @@ Tensor Tensor::matmul(const Tensor& w) const {
     // bias added in the same kernel gcc vectorized the masked tile lane by lane: (64, 400) @ 120 + b took
     // 264 us masked, 60 us padded (+ 2 us for the bias in a kernel of its own).
     const int64_t n = w.shape().back();
-    if (n2 == 2 && n > kPaddedWidth && padded_width(n, w.shape()[0]) != n) return matmul_padded(w);
+    if (n2 == 2 && padded_width(n, w.shape()[0]) != n) return matmul_padded(w);  // 9 to 15 columns too: to 16
     return matmul(w.contiguous());
   }
   if (n1 >= 2 && n2 == 2 && pads_width(shape(), w)) {
