@@ -688,15 +688,4 @@ def test_a_head_of_9_to_15_outputs_is_a_register_tiled_matmul_over_a_padded_copy
     assert "E_84_16" in ir, sorted(ir)
     (product,) = [n for n in ir if n.startswith("r_64_16_84")]
     assert "REGISTER_TILE" in ir[product].splitlines()[0], ir[product].splitlines()[0]
-    rng = np.random.default_rng(9)
-    x_np, w_np = rng.standard_normal((64, 84)).astype(np.float32), rng.standard_normal((10, 84)).astype(np.float32)
-    g_np = rng.standard_normal((64, 10)).astype(np.float32)
-    x, w = Tensor(x_np, requires_grad=True), Tensor(w_np, requires_grad=True)
-    out = x @ w.T
-    out.backward(Tensor(g_np))
-    tx, tw = torch.from_numpy(x_np).requires_grad_(), torch.from_numpy(w_np).requires_grad_()
-    ref = tx @ tw.T
-    ref.backward(torch.from_numpy(g_np))
-    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-4)
-    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-5, atol=1e-4)
+    _linear_relu_matches_pytorch(np.random.default_rng(9), 64, 84, 10)  # forward and gradients
