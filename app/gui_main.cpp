@@ -176,14 +176,15 @@ int main(int argc, char** argv) {
   } else if (!args.isEmpty() && !window.openFile(args.first())) {
     return 1;
   }
-  window.show();
-  if (parser.isSet(benchSteps)) return stepBenchmark(window, parser.value(benchSteps).toInt());
-
   BatchTasks tasks{parser.value(screenshot), parser.value(svg), parser.value(timeout).toInt()};
   if (tasks.timeoutSeconds <= 0) tasks.timeoutSeconds = 120;
   const bool isRecording = !args.isEmpty() && args.first().endsWith(".tsrec", Qt::CaseInsensitive);
-  if (!args.isEmpty() && !isRecording && (parser.isSet(run) || tasks.any()))
-    QTimer::singleShot(0, &window, &tsui::MainWindow::runScript);
+  // The runner starts before the window is shown: its Python starts while the window maps (5-14 ms), and what
+  // it sends waits in the connection until the event loop runs.
+  if (!parser.isSet(benchSteps) && !args.isEmpty() && !isRecording && (parser.isSet(run) || tasks.any()))
+    window.runScript();
+  window.show();
+  if (parser.isSet(benchSteps)) return stepBenchmark(window, parser.value(benchSteps).toInt());
   if (tasks.any()) QTimer::singleShot(0, &window, [&window, tasks] { runBatchTasks(&window, tasks); });
   return QApplication::exec();
 }
