@@ -741,7 +741,8 @@ bool packs_panels(const Shape& x, const Shape& w, const std::string& device) {
 // (128×64 @ 64×128: 0.16 ms). Copying W once into a contiguous (K, N) costs one small kernel
 // (K·N floats) and lets register_tile compute 8×32 outputs per step from the same loads (0.02 ms),
 // the layout change a BLAS makes when it packs a transposed operand. Done on the C device when w is
-// a transpose, N is at least 16 and x has at least 16 rows; larger w go through packs_panels.
+// a transpose, N is at least 16 (9 for a head, below) and x has at least 16 rows; larger w go through
+// packs_panels.
 // A batched w (..., K, N) that is a transpose of its last two axes (attention's q @ kᵀ) is copied too
 // when N is at least 8: the dot products of its small matrices (12×12 outputs over K = 8 per head in
 // samples/transformer_tiny.py) are not vectorized by the C compiler at all (0.043 ms), the copied
