@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from tensorscope import Tensor, GlobalCounters, nn
+from ops_helper import check
 from test_conv_backward import run_cli_out
 
 
@@ -663,19 +664,9 @@ def test_a_depthwise_convolution_on_28_wide_rows_is_register_tiled_forward_and_b
     assert forward and all("PADTO(16) UPCAST_GLOBAL(16) REGISTER_TILE(7)" in h for h in forward), heads
     (weight_grad,) = [h for n, h in heads.items() if n.startswith("r_16_3_3_28_4_28")]
     assert "UPCAST_GLOBAL(14) REGISTER_TILE(3)" in weight_grad, heads
-    rng = np.random.default_rng(7)
-    x_np = rng.standard_normal((4, 16, 28, 28)).astype(np.float32)
-    w_np = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
-    g_np = rng.standard_normal((4, 16, 28, 28)).astype(np.float32)
-    x, w = Tensor(x_np, requires_grad=True), Tensor(w_np, requires_grad=True)
-    out = x.conv2d(w, padding=1, groups=16)
-    out.backward(Tensor(g_np))
-    tx, tw = torch.from_numpy(x_np).requires_grad_(), torch.from_numpy(w_np).requires_grad_()
-    ref = torch.nn.functional.conv2d(tx, tw, padding=1, groups=16)
-    ref.backward(torch.from_numpy(g_np))
-    np.testing.assert_allclose(out.numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(w.grad.numpy(), tw.grad.numpy(), rtol=1e-4, atol=1e-3)
+    conv = dict(padding=1, groups=16)
+    check([(4, 16, 28, 28), (16, 1, 3, 3)], lambda x, w: torch.nn.functional.conv2d(x, w, **conv),
+          lambda x, w: x.conv2d(w, **conv), dev="C", atol=1e-4, grad_atol=1e-3)
 
 
 def test_a_head_of_9_to_15_outputs_is_a_register_tiled_matmul_over_a_padded_copy_of_w(tmp_path):
