@@ -136,7 +136,8 @@ PYBIND11_MODULE(_C, m) {
       .def("realize", [](Tensor& t) { t.realize(); })
       .def("item", &Tensor::item)
       .def("to", &Tensor::to)
-      .def("backward", [](Tensor& t, std::optional<Tensor> g) { t.backward(g ? &*g : nullptr); }, py::arg("gradient") = py::none())
+      .def("backward", [](Tensor& t, std::optional<Tensor> g, bool retain_graph) { t.backward(g ? &*g : nullptr, retain_graph); },
+           py::arg("gradient") = py::none(), py::arg("retain_graph") = false)
       .def("detach", &Tensor::detach)
       .def("assign", &Tensor::assign)
       .def("add", py::overload_cast<const Tensor&>(&Tensor::add, py::const_))
@@ -333,8 +334,10 @@ PYBIND11_MODULE(_C, m) {
     d["pool_cached_buffers"] = pool.cached_buffers;
     d["live_buffers"] = pool.live_buffers;
     d["live_buffer_bytes"] = pool.live_bytes;
+    d["peak_live_buffer_bytes"] = pool.peak_live_bytes;  // since reset_peak_live_buffer_bytes()
     return d;
   });
+  m.def("reset_peak_live_buffer_bytes", &ts::buffer_pool_reset_peak);
   m.def("clear_schedule_cache", &ts::clear_schedule_cache);
 
   // The engine side of @tensorscope.jit (tensorscope/tinyjit.py); semantics in tensorscope/jit.h.

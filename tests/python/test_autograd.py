@@ -145,3 +145,32 @@ def test_relu_backward_reads_the_output_as_torch():
     tx = torch.tensor(v, requires_grad=True)
     (torch.relu(torch.relu(tx)) * 3 + tx.abs()).sum().backward()
     np.testing.assert_array_equal(x.grad.numpy()[1:], tx.grad.numpy()[1:])
+
+
+@devices
+def test_a_second_backward_through_a_freed_graph_raises_as_in_pytorch(dev):
+    # PyTorch frees the values its graph saved after backward() and raises on a second backward() through
+    # it; retain_graph=True keeps them, and the second call then accumulates.
+    v = np.array([0.5, -1.0, 2.0], dtype=np.float32)
+    x = Tensor(v, requires_grad=True, device=dev)
+    y = (x.exp() * x).sum()
+    y.backward()
+    with pytest.raises(RuntimeError, match="second time.*retain_graph=True"):
+        y.backward()
+    tx = torch.tensor(v, requires_grad=True)
+    ty = (tx.exp() * tx).sum()
+    ty.backward()
+    with pytest.raises(RuntimeError, match="second time"):
+        ty.backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-6)  # the value itself is not freed
+
+    x2 = Tensor(v, requires_grad=True, device=dev)
+    y2 = (x2.exp() * x2).sum()
+    y2.backward(retain_graph=True)
+    y2.backward()
+    tx2 = torch.tensor(v, requires_grad=True)
+    ty2 = (tx2.exp() * tx2).sum()
+    ty2.backward(retain_graph=True)
+    ty2.backward()
+    np.testing.assert_allclose(x2.grad.numpy(), tx2.grad.numpy(), rtol=1e-6)

@@ -82,8 +82,11 @@ class Tensor {
   // accumulates into their .grad (lazy tensors, realized when read). This tensor is realized with the next
   // realize (realize_with_next): the forward, the backward and an optimizer's update are one schedule.
   // Without `gradient` the tensor must have one element. Gradient conventions follow PyTorch (relu'(0)=0,
-  // ties share).
-  void backward(const Tensor* gradient = nullptr);
+  // ties share). Unless `retain_graph`, the history is freed as PyTorch frees its graph: the values the
+  // backward rules saved and the history's hold on the forward's tensors are dropped (a forward
+  // intermediate nothing else holds is then released by the schedule after its last reader), and a second
+  // backward() through that history throws std::runtime_error.
+  void backward(const Tensor* gradient = nullptr, bool retain_graph = false);
   Tensor detach() const;
   // Makes this tensor hold `value`'s data (same shape and dtype) — the in-place update of optimizers.
   Tensor& assign(const Tensor& value);

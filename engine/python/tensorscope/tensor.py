@@ -379,13 +379,18 @@ class Tensor:
         return Tensor(self._t.to(str(device)))
 
     # ---- autograd ------------------------------------------------------------------------------
-    def backward(self, gradient: Optional["Tensor"] = None) -> "Tensor":
+    def backward(self, gradient: Optional["Tensor"] = None, retain_graph: bool = False) -> "Tensor":
         """Builds the gradient graph to every leaf with requires_grad and accumulates into their `.grad`.
         The gradients stay lazy (tinygrad's rule): they are computed when read or realized, or by an
         optimizer's step(), all in one schedule, and self is realized in that same schedule (the forward and
         the backward share what both read). Needs a 1-element tensor unless `gradient` is given
-        (RuntimeError otherwise, as PyTorch)."""
-        self._t.backward(None if gradient is None else _wrap(gradient, self)._t)
+        (RuntimeError otherwise, as PyTorch).
+
+        Unless `retain_graph`, the autograd history is freed as PyTorch frees its graph: the values the
+        backward rules saved are dropped, so the forward's intermediates go back to the buffer pool after
+        the schedule's last kernel that reads them, and a second backward() through the same history raises
+        RuntimeError."""
+        self._t.backward(None if gradient is None else _wrap(gradient, self)._t, retain_graph)
         return self
 
     def detach(self) -> "Tensor":

@@ -1,5 +1,6 @@
 #include "runtime/buffer_pool.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -15,6 +16,12 @@ struct Pool {
   BufferPoolStats stats;
   int64_t live_buffers = 0;  // handed out, not yet given back
   size_t live_bytes = 0;
+  size_t peak_live_bytes = 0;
+  void add_live(size_t bytes) {
+    live_buffers++;
+    live_bytes += bytes;
+    peak_live_bytes = std::max(peak_live_bytes, live_bytes);
+  }
   size_t limit_bytes = [] {
     const char* env = std::getenv("TENSORSCOPE_POOL_MB");
     return static_cast<size_t>(env ? std::atoll(env) : 1024) << 20;
@@ -57,8 +64,7 @@ std::shared_ptr<Buffer> pooled_buffer(int device_index, DType dtype, int64_t num
       it->second.pop_back();
       p.cached_bytes[device_index] -= bytes;
       p.stats.hits++;
-      p.live_buffers++;
-      p.live_bytes += bytes;
+      p.add_live(bytes);
       b->dtype = dtype;  // same byte size: the memory serves any dtype
       b->numel = numel;
       return std::shared_ptr<Buffer>(b, give_back);
@@ -75,8 +81,7 @@ std::shared_ptr<Buffer> pooled_buffer(int device_index, DType dtype, int64_t num
   b->numel = numel;
   {
     std::lock_guard<std::mutex> lock(p.mutex);
-    p.live_buffers++;
-    p.live_bytes += pool_bytes(*b);
+    p.add_live(pool_bytes(*b));
   }
   return std::shared_ptr<Buffer>(b, give_back);
 }
@@ -89,7 +94,14 @@ BufferPoolStats buffer_pool_stats() {
   for (auto& [key, buffers] : p.free) s.cached_buffers += static_cast<int64_t>(buffers.size());
   s.live_buffers = p.live_buffers;
   s.live_bytes = p.live_bytes;
+  s.peak_live_bytes = p.peak_live_bytes;
   return s;
+}
+
+void buffer_pool_reset_peak() {
+  Pool& p = pool();
+  std::lock_guard<std::mutex> lock(p.mutex);
+  p.peak_live_bytes = p.live_bytes;
 }
 
 void buffer_pool_clear() {

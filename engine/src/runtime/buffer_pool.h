@@ -23,8 +23,12 @@ struct BufferPoolStats {
   int64_t cached_buffers = 0;    // buffers held free in the pool, all devices
   int64_t live_buffers = 0;      // buffers handed out by the pool and not yet given back (in use)
   size_t live_bytes = 0;         // their bytes
+  size_t peak_live_bytes = 0;    // the most live_bytes has been since buffer_pool_reset_peak (torch.cuda's
+                                 // max_memory_allocated): what a schedule needs at once
 };
 BufferPoolStats buffer_pool_stats();
+// Starts peak_live_bytes again from the bytes live now (torch.cuda.reset_peak_memory_stats).
+void buffer_pool_reset_peak();
 // Frees every cached buffer (tests; before measuring memory).
 void buffer_pool_clear();
 

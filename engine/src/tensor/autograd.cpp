@@ -109,7 +109,7 @@ std::vector<Tensor> backward_rule(const Function& fn, const Tensor& g) {
   }
 }
 
-void Tensor::backward(const Tensor* gradient) {
+void Tensor::backward(const Tensor* gradient, bool retain_graph) {
   if (!requires_grad()) throw std::runtime_error("backward(): the tensor does not require grad and has no grad_fn");
   Tensor seed;
   if (gradient) {
@@ -137,6 +137,10 @@ void Tensor::backward(const Tensor* gradient) {
   seen.insert(impl_.get());
   while (!stack.empty()) {
     auto& [t, i] = stack.back();
+    if (t->ctx && t->ctx->freed)  // PyTorch's error, and its advice
+      throw std::runtime_error(
+          "backward(): trying to backward through the graph a second time: the first backward() freed the values "
+          "its steps saved (PyTorch's rule). Pass retain_graph=True to the first backward() to keep them.");
     if (t->ctx && i < t->ctx->parents.size()) {
       TensorImpl* p = t->ctx->parents[i++].get();
       if (p->requires_grad && seen.insert(p).second) stack.push_back({p, 0});
@@ -178,6 +182,14 @@ void Tensor::backward(const Tensor* gradient) {
   }
   set_grad_enabled(was_enabled);
   // the gradients stay lazy (tinygrad, API.md): they are realized when read, or by an optimizer step
+  if (retain_graph) return;
+  for (TensorImpl* t : order) {
+    if (!t->ctx) continue;
+    t->ctx->parents.clear();
+    t->ctx->saved.clear();
+    t->ctx->custom = nullptr;
+    t->ctx->freed = true;
+  }
 }
 
 }  // namespace ts

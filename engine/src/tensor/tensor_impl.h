@@ -23,6 +23,9 @@ struct Function {
   Shape in_shape;                                    // shape of the first input
   // For a composite op with its own backward (see with_custom_backward): input grads from out grad.
   std::function<std::vector<Tensor>(const Tensor&)> custom;
+  // Set by a backward() without retain_graph, which cleared parents, saved and custom (PyTorch frees its
+  // graph the same way): a later backward() through this Function throws instead of reading them.
+  bool freed = false;
 };
 
 struct TensorImpl {
