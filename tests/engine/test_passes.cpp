@@ -260,6 +260,40 @@ TEST(Passes, MaxReduceOverAShortLoopKeepsItsFloatMax) {
   for (int r : {0, 2, 3}) EXPECT_EQ(got[r], want[r]) << "row " << r;
 }
 
+TEST(Passes, UpcastReduceLeavesALongFloatMaxWholeForIntegerKeys) {
+  // A row max over 32 (attention's over 32 keys): not upcast, so that max_reduce_as_int's keys make it an
+  // integer max loop the C compiler vectorizes (upcast, the partial maxima were NaN-propagating selects that
+  // gcc 12 left scalar: 105 against 36 us for 262,144 floats). The same values, NaN included.
+  const int64_t R = 4, C = 32;
+  const ir::Kernel plain = row_max_kernel(R, C);
+  ir::Kernel k = plain;
+  upcast_reduce(k);
+  ASSERT_TRUE(ir::verify(k).empty()) << ir::print(k);
+  EXPECT_TRUE(k.opts.empty());
+  max_reduce_as_int(k);
+  ASSERT_TRUE(ir::verify(k).empty()) << ir::print(k);
+  EXPECT_EQ(count(k, Op::Bitcast), 2);  // keyed
+  std::vector<float> xs(R * C), want(R), got(R);
+  for (size_t i = 0; i < xs.size(); i++) xs[i] = static_cast<float>((i * 13) % 29) - 14.0f;
+  xs[40] = NAN;
+  xs[70] = INFINITY;
+  ir::interpret(plain, {want.data(), xs.data()});
+  ir::interpret(k, {got.data(), xs.data()});
+  EXPECT_TRUE(std::isnan(got[1]));
+  for (int r : {0, 2, 3}) EXPECT_EQ(got[r], want[r]) << "row " << r;
+  // a row max of 12 keeps its upcast (its partial maxima vectorize, and keys would not apply), and a plan
+  // that asks for the upcast gets it
+  ir::Kernel short_row = row_max_kernel(R, 12);
+  upcast_reduce(short_row);
+  ASSERT_EQ(short_row.opts.size(), 1u);
+  EXPECT_EQ(short_row.opts[0].kind, ir::AppliedOpt::UpcastReduce);
+  ir::Kernel planned = plain;
+  planned.plan.set(ir::AppliedOpt::UpcastReduce, 8);
+  upcast_reduce(planned);
+  ASSERT_EQ(planned.opts.size(), 1u);
+  EXPECT_EQ(planned.opts[0].amount, 8);
+}
+
 TEST(Passes, AnEpiloguesLoadsSinkBehindTheReduceLoop) {
   // out[m, n] = 0.9·buf[m, n] + Σ_k x[m, k]·w[k, n], written as lowering writes an SGD momentum update
   // fused into a weight gradient: buf's load and its product in front of the accumulator and its loop.

@@ -49,11 +49,12 @@ void max_reduce_as_int(ir::Kernel& k) {
   // 0.055 ms with keys, 0.028 ms without).
   for (const ir::AppliedOpt& o : k.opts)
     if (o.kind == ir::AppliedOpt::UpcastGlobal) return;
-  // So is one whose reduce loops UPCAST_REDUCE left short (under kMinKeyedTrips trips): its partial
+  // So is one whose reduce loops UPCAST_REDUCE left short (under kMinKeyedMaxTrips trips): its partial
   // accumulators vectorize the same way, and the keys' ten or so integer ops per element cost more than
   // a long loop's vector max would save (a max over rows of 12: 0.057 ms with keys, 0.006 without; rows
-  // of 64: 0.22 against 0.14 ms; rows of 4096: 0.55 ms with keys against 2.3 ms without).
-  constexpr int64_t kMinKeyedTrips = 16;
+  // of 64: 0.22 against 0.14 ms; rows of 4096: 0.55 ms with keys against 2.3 ms without). On C a float max
+  // over a loop of kMinKeyedMaxTrips or more is no longer upcast (upcast_reduce): it comes here whole.
+  constexpr int64_t kMinKeyedTrips = kMinKeyedMaxTrips;
   bool upcast_reduce = false;
   int64_t longest = 0;
   for (const ir::AppliedOpt& o : k.opts) upcast_reduce = upcast_reduce || o.kind == ir::AppliedOpt::UpcastReduce;

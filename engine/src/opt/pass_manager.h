@@ -58,6 +58,10 @@ void local_size(ir::Kernel& kernel);
 // loop body longer than this many instructions is not done.
 constexpr size_t kMaxUnrolledInsts = 6000;
 
+// A float max-reduction over a loop of at least this many trips runs on integer keys (max_reduce_as_int),
+// whose loop the C compiler vectorizes as a reduction; upcast_reduce leaves such a loop whole for it.
+constexpr int64_t kMinKeyedMaxTrips = 16;
+
 // A reduce block inside a global loop: DEFINE_ACC × n (first_acc..range-1), RANGE (reduce) at `range`,
 // a body that ASSIGNs only those accumulators, END_RANGE at `end`. The body has no loops but a chain of
 // perfectly nested reduce loops (a reduce over several axes: each inner END_RANGE right before the outer).

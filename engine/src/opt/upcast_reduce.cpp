@@ -87,6 +87,8 @@ void upcast_reduce(ir::Kernel& k) {
     return emit(c);
   };
   bool upcast_any = false;
+  bool upcast_global = false;  // max_reduce_as_int leaves such kernels' maxima as they are
+  for (const ir::AppliedOpt& o : k.opts) upcast_global = upcast_global || o.kind == ir::AppliedOpt::UpcastGlobal;
   size_t i = 0;
   while (i < old.size()) {
     // candidate: DEFINE_ACC, RANGE (reduce, constant bound) — or a perfectly nested chain of them — and
@@ -128,8 +130,19 @@ void upcast_reduce(ir::Kernel& k) {
       const int64_t n = static_cast<int64_t>(old[old[inner].src[0]].value);
       int64_t outer_trips = 1;
       for (size_t o : outer) outer_trips *= static_cast<int64_t>(old[old[o].src[0]].value);
-      const int u_count = upcast_factor(n, outer_trips, is_streaming_body(old, inner + 1, end),
-                                        k.plan.get(ir::AppliedOpt::UpcastReduce), end - inner);
+      const int planned = k.plan.get(ir::AppliedOpt::UpcastReduce);
+      // A float max over a loop of 16 or more (a row max: softmax's, attention's over 32 keys) is left whole
+      // on devices without workgroups, for max_reduce_as_int's integer keys, whose loop gcc vectorizes as
+      // a reduction. Upcast, its partial maxima are NaN-propagating selects that gcc 12 leaves scalar:
+      // measured alone (C, 1 thread, Zen 4), a row max of 262,144 floats in rows of 16 / 32 / 64 / 128 /
+      // 1024 took 51 / 105 / 144 / 195 / 51 us upcast against 24 / 36 / 34 / 32 / 29 us whole with keys,
+      // and attention's max of (scores · scale + causal mask) over rows of 32 133 against 44 us.
+      const bool keyed_max = planned == ir::OptPlan::kAuto && !k.target.workgroups() && !upcast_global &&
+                             n >= kMinKeyedMaxTrips && old[i].dtype == DType::Float32 && end > inner + 1 &&
+                             old[end - 1].op == Op::Assign && old[old[end - 1].src[1]].op == Op::Max;
+      const int u_count = keyed_max ? 1
+                                    : upcast_factor(n, outer_trips, is_streaming_body(old, inner + 1, end), planned,
+                                                    end - inner);
       simple = simple && end < old.size() && old[end].src[0] == inner && assigns == 1 && old[end - 1].op == Op::Assign &&
                old[end - 1].src[0] == i && u_count > 1;
       if (simple) {
