@@ -54,14 +54,13 @@ void max_reduce_as_int(ir::Kernel& k) {
   // a long loop's vector max would save (a max over rows of 12: 0.057 ms with keys, 0.006 without; rows
   // of 64: 0.22 against 0.14 ms; rows of 4096: 0.55 ms with keys against 2.3 ms without). On C a float max
   // over a loop of kMinKeyedMaxTrips or more is no longer upcast (upcast_reduce): it comes here whole.
-  constexpr int64_t kMinKeyedTrips = kMinKeyedMaxTrips;
   bool upcast_reduce = false;
   int64_t longest = 0;
   for (const ir::AppliedOpt& o : k.opts) upcast_reduce = upcast_reduce || o.kind == ir::AppliedOpt::UpcastReduce;
   for (const Inst& in : k.insts)
     if (in.op == Op::Range && in.arg == 0 && k.insts[in.src[0]].op == Op::Const)
       longest = std::max(longest, static_cast<int64_t>(k.insts[in.src[0]].value));
-  if (upcast_reduce && longest < kMinKeyedTrips) return;
+  if (upcast_reduce && longest < kMinKeyedMaxTrips) return;
   const std::vector<Inst> old = k.insts;
   std::vector<int> uses(old.size(), 0);
   for (const Inst& in : old)
@@ -69,7 +68,7 @@ void max_reduce_as_int(ir::Kernel& k) {
   // candidates: float32 accumulators updated in a loop as acc = max(acc, v)
   std::vector<bool> is_candidate(old.size(), false), is_update(old.size(), false);
   std::vector<ValueId> update_of(old.size(), ir::kNone);  // the MAX of an update → its accumulator
-  // An accumulator updated in a reduce loop of under kMinKeyedTrips trips keeps its float max: such a loop is
+  // An accumulator updated in a reduce loop of under kMinKeyedMaxTrips trips keeps its float max: such a loop is
   // not vectorized either way, and the keys' integer ops cost more than the selects they replace (a
   // cross-entropy's row max over 10 classes inside its loss kernel: 7.7 us with keys, 4.6 without).
   std::vector<bool> short_loop(old.size(), false);
@@ -85,7 +84,7 @@ void max_reduce_as_int(ir::Kernel& k) {
       is_update[in.src[1]] = true;
       update_of[in.src[1]] = in.src[0];
       const Inst& loop = old[ranges.back()];
-      if (loop.arg == ir::kReduceLoop && old[loop.src[0]].op == Op::Const && old[loop.src[0]].value < kMinKeyedTrips)
+      if (loop.arg == ir::kReduceLoop && old[loop.src[0]].op == Op::Const && old[loop.src[0]].value < kMinKeyedMaxTrips)
         short_loop[in.src[0]] = true;
     }
   }

@@ -379,17 +379,17 @@ void upcast_global(ir::Kernel& k) {
   // upcast by 16, not unrolled whole: two blocks of 16 leave REGISTER_TILE a loop to tile (7 output rows of 28
   // share each step of the taps' loops), which 32 accumulators per row leave it without. Measured on C (1
   // thread, Zen 4), the depthwise 3×3 of 32×16×28×28: 0.167 → 0.121 ms.
+  const int64_t n = static_cast<int64_t>(insts[insts[g].src[0]].value);
   int largest = kMaxUpcast;
   for (const ir::AppliedOpt& opt : k.opts)
     if (opt.kind == ir::AppliedOpt::Padto && opt.amount <= 8) largest = opt.amount;
-    else if (opt.kind == ir::AppliedOpt::Padto && insts[insts[g].src[0]].value <= kMaxUpcast) largest = 16;
+    else if (opt.kind == ir::AppliedOpt::Padto && n <= kMaxUpcast) largest = 16;
   int chosen = upcast_amount(k, g, largest);
   // A row of 20 or 28 that PADTO left as it is (its padded lanes would keep their masks) is upcast by half of
   // it, not by 4, the largest power of two that divides it: 10 or 14 accumulators per row (vectors of 8, 4, 2)
   // and a register tile of 3 beside them. Measured on C (1 thread, Zen 4), the weight gradient of the depthwise
   // 3×3 of 32×16×28×28 (r_16_3_3_28_32_28: 9 taps × 28 columns, summed over the batch and rows): 0.62 → 0.28
   // ms; padded to 32 and upcast by 16, 0.44.
-  const int64_t n = static_cast<int64_t>(insts[insts[g].src[0]].value);
   const size_t body = end_of_range(insts, g) - g;
   if (chosen == 4 && k.plan.get(ir::AppliedOpt::UpcastGlobal) == ir::OptPlan::kAuto && n > 16 && n <= kMaxUpcast &&
       n % 8 == 4 && body * static_cast<size_t>(n / 2) <= kMaxUnrolledInsts)

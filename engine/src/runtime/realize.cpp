@@ -582,8 +582,8 @@ void realize(const std::vector<NodeId>& targets) {
     ck.device = dev_index;
     ck.is_copy = item.is_copy;
     ck.numel = shape_numel(out.shape);
-    for (NodeId o : item.outputs) ck.outputs.push_back({key_index.at(o), g[o].dtype});
-    for (NodeId in : item.inputs) ck.inputs.push_back(key_index.at(in));
+    for (size_t o = 0; o < item.outputs.size(); o++) ck.outputs.push_back({stores[k][o], g[item.outputs[o]].dtype});
+    ck.inputs = reads[k];
     if (item.is_copy) {
       auto src = buffer_of(item.inputs[0]);
       auto dst = pooled_buffer(dev_index, out.dtype, ck.numel, &out.shape);
