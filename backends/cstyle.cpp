@@ -1,5 +1,6 @@
 #include "cstyle.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -234,8 +235,39 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
       loaded_by_lanes[i] = beside && group[{buffer, base}] > where_uses[i];
     }
   }
+  // Fused statements (fused_statements): the statement each instruction is written by (-1: its own), and the
+  // member at whose place each is written
+  const std::vector<FusedStatement> fused = fused_statements(k);
+  std::vector<int> fused_in(k.insts.size(), -1);
+  std::vector<size_t> fused_at(fused.size(), 0);
+  {
+    std::vector<bool> read(k.insts.size(), false);
+    for (size_t f = 0; f < fused.size(); f++) {
+      for (ir::ValueId m : fused[f].members) {
+        fused_in[m] = static_cast<int>(f);
+        fused_at[f] = std::max<size_t>(fused_at[f], m);
+      }
+      for (ir::ValueId r : fused[f].reads) read[r] = true;
+    }
+    // arithmetic whose every user is written by one fused statement goes with it (users come later: one
+    // backward walk sees a chain whole)
+    std::vector<int> users_in(k.insts.size(), -2);  // -2: no user yet; -1: a user written on its own
+    for (size_t i = k.insts.size(); i-- > 0;) {
+      if (fused.empty()) break;
+      const ir::Inst& in = k.insts[i];
+      if (fused_in[i] < 0 && is_alu(in.op) && !read[i] && users_in[i] >= 0) fused_in[i] = users_in[i];
+      for (int s = 0; s < in.num_src; s++) {
+        int& u = users_in[in.src[s]];
+        u = (u == -2 || u == fused_in[i]) ? fused_in[i] : -1;
+      }
+    }
+  }
   for (size_t i = 0; i < k.insts.size(); i++) {
     const ir::Inst& in = k.insts[i];
+    if (fused_in[i] >= 0) {
+      if (i == fused_at[fused_in[i]]) emit(fused[fused_in[i]].text(name), depth, static_cast<int>(i));
+      continue;
+    }
     auto src = [&](int s) { return name[in.src[s]]; };
     std::string t = type_name(in.dtype);
     std::string v = "v" + std::to_string(i);
@@ -346,6 +378,8 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
     }
   }
   emit("}", 0, -1);
+  for (size_t i = 0; i < k.insts.size(); i++)
+    if (fused_in[i] >= 0) out.ir_op_line[i] = out.ir_op_line[fused_at[fused_in[i]]];
   out.code = o.str();
   return out;
 }

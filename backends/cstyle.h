@@ -3,6 +3,7 @@
 // of spellings in CStyleLanguage, and in a few hooks where a table entry is not enough (the kernel's
 // signature everywhere; casts, bool buffers and bool arithmetic in GLSL).
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -86,6 +87,17 @@ class CStyleRenderer : public Renderer {
   // Whether the stores of an upcast group that land `stride` elements apart (not side by side) are staged
   // in a small array first and written from it by a loop (see render()): C's upcast kernels, for gcc's SLP.
   virtual bool stages_strided_store_groups(const ir::Kernel&) const { return false; }
+  // One statement a target writes in place of several instructions (C: the 64 loads and stores of a
+  // TRANSPOSE_TILE tile as one ts_transpose_8x8 call). It is written where the last of its `members` was;
+  // the members are not written, nor is index arithmetic that only they used; `reads` are the values its
+  // text names (written as usual before it). `text` is given the names of the kernel's values. In the
+  // listing's line map every member (and that arithmetic) points at the statement.
+  struct FusedStatement {
+    std::vector<ir::ValueId> members;
+    std::vector<ir::ValueId> reads;
+    std::function<std::string(const std::vector<std::string>& name)> text;
+  };
+  virtual std::vector<FusedStatement> fused_statements(const ir::Kernel&) const { return {}; }
   std::string type_name(DType dt) const;    // of a value (float16 values are floats)
   std::string buffer_type(DType dt) const;  // of a buffer element (float16: lang_.half_type)
   std::string literal(double value, DType dt) const;

@@ -1,7 +1,9 @@
 #include "c/c_renderer.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
+#include <tuple>
 
 #include "opt/pass_manager.h"
 
@@ -29,6 +31,40 @@ static CStyleLanguage c_language() {
       "/* the same as a select, for kernels without upcast outputs: gcc's loop vectorizer packs it, the mask\n"
       "   form from a float compare it may not (see CRenderer::alu_in) */\n"
       "static inline float ts_select_f32(_Bool c, float a, float b) { return c ? a : b; }\n"
+      "/* TRANSPOSE_TILE: dst[j*dst_stride + i] = src[i*src_stride + j] for i, j < 8, in registers: eight row\n"
+      "   loads, three rounds of shuffles (rows in pairs, pairs of pairs, halves), eight row stores. A source row\n"
+      "   whose bit in `rows` is clear reads as zeros (a padded weight's rows past its own). */\n"
+      "#if defined(__GNUC__) && !defined(__clang__)\n"
+      "typedef float ts_f8 __attribute__((vector_size(32)));\n"
+      "typedef int32_t ts_i8 __attribute__((vector_size(32)));\n"
+      "static inline void ts_transpose_8x8(const float* src, int src_stride, float* dst, int dst_stride, int rows) {\n"
+      "  ts_f8 r[8], t[8], u[8];\n"
+      "  for (int i = 0; i < 8; i++) {\n"
+      "    r[i] = (ts_f8){0};\n"
+      "    if (rows >> i & 1) __builtin_memcpy(&r[i], src + i * src_stride, sizeof r[i]);\n"
+      "  }\n"
+      "  for (int i = 0; i < 8; i += 2) {  /* t[i]: columns 0 1 4 5 of rows i and i+1 interleaved; t[i+1]: 2 3 6 7 */\n"
+      "    t[i] = __builtin_shuffle(r[i], r[i + 1], (ts_i8){0, 8, 1, 9, 4, 12, 5, 13});\n"
+      "    t[i + 1] = __builtin_shuffle(r[i], r[i + 1], (ts_i8){2, 10, 3, 11, 6, 14, 7, 15});\n"
+      "  }\n"
+      "  for (int i = 0; i < 8; i += 4)  /* u[i + c]: column c of rows i..i+3, then column c + 4 of them */\n"
+      "    for (int h = 0; h < 2; h++) {\n"
+      "      u[i + 2 * h] = __builtin_shuffle(t[i + h], t[i + h + 2], (ts_i8){0, 1, 8, 9, 4, 5, 12, 13});\n"
+      "      u[i + 2 * h + 1] = __builtin_shuffle(t[i + h], t[i + h + 2], (ts_i8){2, 3, 10, 11, 6, 7, 14, 15});\n"
+      "    }\n"
+      "  for (int c = 0; c < 4; c++) {  /* column c (and c + 4) of all eight rows: row c (c + 4) of dst */\n"
+      "    ts_f8 lo = __builtin_shuffle(u[c], u[c + 4], (ts_i8){0, 1, 2, 3, 8, 9, 10, 11});\n"
+      "    ts_f8 hi = __builtin_shuffle(u[c], u[c + 4], (ts_i8){4, 5, 6, 7, 12, 13, 14, 15});\n"
+      "    __builtin_memcpy(dst + c * dst_stride, &lo, sizeof lo);\n"
+      "    __builtin_memcpy(dst + (c + 4) * dst_stride, &hi, sizeof hi);\n"
+      "  }\n"
+      "}\n"
+      "#else\n"
+      "static inline void ts_transpose_8x8(const float* src, int src_stride, float* dst, int dst_stride, int rows) {\n"
+      "  for (int j = 0; j < 8; j++)\n"
+      "    for (int i = 0; i < 8; i++) dst[j * dst_stride + i] = (rows >> i & 1) ? src[i * src_stride + j] : 0.0f;\n"
+      "}\n"
+      "#endif\n"
       "/* THREADS: thread ts_core of ts_cores runs rows [TS_LO(n), TS_HI(n)) of the outermost global loop */\n"
       "#define TS_LO(n) ((int)(((long long)(n) * ts_core) / ts_cores))\n"
       "#define TS_HI(n) ((int)(((long long)(n) * (ts_core + 1)) / ts_cores))\n";
@@ -170,6 +206,121 @@ std::string CRenderer::where_on_shared_loaded_condition(const ir::Inst& in, cons
                                                         const std::vector<DType>& src_dtype) const {
   if (in.dtype == DType::Float32) return "(" + s[0] + " ? " + s[1] + " : " + s[2] + ")";
   return alu(in, s, src_dtype);
+}
+
+// TRANSPOSE_TILE (transpose_tile.cpp) leaves each 8×8 tile as 64 stores, out[sbase + s0 + j·S + i] =
+// in[lbase + l0 + i·T + j] (i: the input's row, j: the element in it), the loads of row i gated alike or not
+// at all. Found here by their indices (base + constant, as simplify leaves them) and written as one
+// ts_transpose_8x8 call: gcc keeps the 64 scalar copies scalar (an 8×8 tile of a 512×128 weight, 47 µs for
+// the whole copy that way, 15 µs in registers).
+std::vector<CStyleRenderer::FusedStatement> CRenderer::fused_statements(const ir::Kernel& k) const {
+  using ir::Op;
+  using ir::ValueId;
+  if (!has_applied(k, ir::AppliedOpt::TransposeTile)) return {};
+  const std::vector<ir::Inst>& insts = k.insts;
+  auto split_index = [&](ValueId idx) -> std::pair<ValueId, int64_t> {
+    const ir::Inst& in = insts[idx];
+    if (in.op == Op::Add && insts[in.src[1]].op == Op::Const) return {in.src[0], static_cast<int64_t>(insts[in.src[1]].value)};
+    return {idx, 0};
+  };
+  std::vector<int> uses(insts.size(), 0);
+  for (const ir::Inst& in : insts)
+    for (int s = 0; s < in.num_src; s++) uses[in.src[s]]++;
+  struct Copy {
+    int64_t store_offset, load_offset;
+    ValueId gate, store, load;
+  };
+  // (output, its base, input, its base) -> the copies between them
+  std::map<std::tuple<ValueId, ValueId, ValueId, ValueId>, std::vector<Copy>> groups;
+  for (size_t i = 0; i < insts.size(); i++) {
+    const ir::Inst& st = insts[i];
+    if (st.op != Op::Store || st.num_src != 3 || insts[st.src[2]].op != Op::Load || uses[st.src[2]] != 1) continue;
+    const ValueId load = st.src[2];
+    const ir::Inst& ld = insts[load];
+    if (ld.dtype != DType::Float32 || insts[st.src[0]].dtype != DType::Float32 || insts[ld.src[0]].dtype != DType::Float32)
+      continue;
+    const auto [sbase, soff] = split_index(st.src[1]);
+    const auto [lbase, loff] = split_index(ld.src[1]);
+    groups[{st.src[0], sbase, ld.src[0], lbase}].push_back(
+        {soff, loff, ld.num_src == 3 ? ld.src[2] : ir::kNone, static_cast<ValueId>(i), load});
+  }
+  // Stores of zero: rows of a tile whose gate simplify found always false (a padded weight's rows past its
+  // own, in a kernel whose loop of row blocks has one trip): (output, base) -> offset -> store
+  std::map<std::pair<ValueId, ValueId>, std::map<int64_t, ValueId>> zeros;
+  for (size_t i = 0; i < insts.size(); i++) {
+    const ir::Inst& st = insts[i];
+    if (st.op != Op::Store || st.num_src != 3 || insts[st.src[2]].op != Op::Const || insts[st.src[2]].value != 0 ||
+        insts[st.src[0]].dtype != DType::Float32)
+      continue;
+    const auto [sbase, soff] = split_index(st.src[1]);
+    zeros[{st.src[0], sbase}][soff] = static_cast<ValueId>(i);
+  }
+  std::vector<FusedStatement> out;
+  for (const auto& [key, copies] : groups) {
+    // The tiles of a group, one at a time from the copy at the smallest offsets left (transpose_tile's blocks
+    // of 16 hold two tiles side by side, the second 8 elements along a row of the input or of the output on)
+    std::map<std::pair<int64_t, int64_t>, const Copy*> left;  // (store offset, load offset) -> copy
+    for (const Copy& c : copies) left[{c.store_offset, c.load_offset}] = &c;
+    std::vector<FusedStatement> tiles;
+    while (!left.empty()) {
+      const auto [s0, l0] = left.begin()->first;
+      int64_t out_row = 0, in_row = 0;  // S: from element 1 of input row 0; T: from input row 1's element 0
+      for (const auto& [at, c] : left) {
+        if (at.second == l0 + 1 && out_row == 0) out_row = at.first - s0;
+        if (at.first == s0 + 1 && in_row == 0) in_row = at.second - l0;
+      }
+      if (out_row < 8 || in_row < 8) break;
+      std::vector<ValueId> gate(8, ir::kNone), members;
+      std::vector<bool> zero_row(8, false);
+      std::map<int64_t, ValueId>& zero = zeros[{std::get<0>(key), std::get<1>(key)}];
+      bool tile = true;
+      for (int i = 0; i < 8 && tile; i++)
+        for (int j = 0; j < 8 && tile; j++) {
+          const int64_t s = s0 + j * out_row + i;
+          auto it = left.find({s, l0 + i * in_row + j});
+          auto z = zero.find(s);
+          if (j == 0) zero_row[i] = it == left.end() && z != zero.end();
+          if (zero_row[i] && z != zero.end()) {
+            members.push_back(z->second);
+            zero.erase(z);
+            continue;
+          }
+          if (zero_row[i] || it == left.end()) {
+            tile = false;
+            break;
+          }
+          if (j == 0) gate[i] = it->second->gate;
+          tile = it->second->gate == gate[i];
+          members.insert(members.end(), {it->second->store, it->second->load});
+          left.erase(it);
+        }
+      if (!tile) break;
+      FusedStatement f;
+      f.members = std::move(members);
+      const auto [output, sbase, input, lbase] = key;
+      f.reads = {sbase, lbase};
+      for (ValueId g : gate)
+        if (g != ir::kNone) f.reads.push_back(g);
+      f.text = [=, output = output, sbase = sbase, input = input, lbase = lbase](const std::vector<std::string>& name) {
+        std::string rows;
+        int always = 0;
+        for (int i = 0; i < 8; i++)
+          if (zero_row[i]) continue;
+          else if (gate[i] == ir::kNone) always |= 1 << i;
+          else rows += " | ((int)" + name[gate[i]] + " << " + std::to_string(i) + ")";
+        auto at_offset = [](const std::string& base, int64_t offset) {
+          return offset ? "(" + base + " + " + std::to_string(offset) + ")" : base;
+        };
+        return "ts_transpose_8x8(" + name[input] + " + " + at_offset(name[lbase], l0) + ", " + std::to_string(in_row) +
+               ", " + name[output] + " + " + at_offset(name[sbase], s0) + ", " + std::to_string(out_row) + ", " +
+               std::to_string(always) + rows + ");";
+      };
+      tiles.push_back(std::move(f));
+    }
+    if (!left.empty()) continue;  // not tiles through and through: written element by element
+    for (FusedStatement& f : tiles) out.push_back(std::move(f));
+  }
+  return out;
 }
 
 const CRenderer& c_renderer() {

@@ -110,6 +110,7 @@ int expected_amount(AppliedOpt::Kind kind, int amount, int64_t m, int64_t n, int
       const int64_t padded = amount >= 2 ? (n + amount - 1) / amount * amount : 0;
       return amount >= 2 && n % amount != 0 && padded < 2 * n ? amount : 0;
     }
+    case AppliedOpt::TransposeTile: return 0;  // a matmul is no transposing copy
     case AppliedOpt::Local:
     case AppliedOpt::Group:
     case AppliedOpt::GroupTop:
@@ -427,4 +428,74 @@ TEST(OptPlan, APaddedKernelAgreesWithTheInterpreterOnEveryDevice) {
     devices++;
   }
   EXPECT_GE(devices, 1);  // C at least
+}
+
+// Wᵀ packed as a matmul reads it: out[a, b] = w[b, a] for b < N, 0 for the padded rows b in N..NP, with the
+// load gated by b < N as lowering writes it. (A, NP) = (20, 16): the tiles run along b outside (16 divides by
+// 8, 20 does not), two tiles along a and a tail of 4 columns element by element inside.
+static ir::Kernel padded_transpose_kernel(int64_t A, int64_t N, int64_t NP) {
+  ir::Kernel k;
+  k.name = "E_" + std::to_string(A) + "_" + std::to_string(NP);
+  k.globals = {{DType::Float32, A * NP, true}, {DType::Float32, N * A, false}};
+  ir::Builder b(k);
+  auto out = b.global(0, DType::Float32), w = b.global(1, DType::Float32);
+  auto ra = b.range(A, true), rb = b.range(NP, true);
+  auto gate = b.alu(Op::CmpLt, DType::Bool, rb, b.cint(N));
+  auto v = b.load(w, b.add(b.mul(rb, b.cint(A)), ra), gate);
+  b.store(out, b.add(b.mul(ra, b.cint(NP)), rb), v);
+  b.end_range(rb);
+  b.end_range(ra);
+  return k;
+}
+
+TEST(OptPlan, TransposeTileTransposesInRegistersOnCWithPaddedRowsAndATail) {
+  const int64_t A = 20, N = 13, NP = 16;
+  const ir::Kernel plain = padded_transpose_kernel(A, N, NP);
+  ir::Kernel k = plain;
+  run_passes(k, nullptr);
+  ASSERT_EQ(applied(k, AppliedOpt::TransposeTile), 8) << ir::print(k);
+  EXPECT_EQ(applied(k, AppliedOpt::UpcastGlobal), 0);  // the tiles are the upcast
+  std::vector<float> w(N * A), want(A * NP), interp(A * NP, NAN), c(A * NP, NAN);
+  for (size_t i = 0; i < w.size(); i++) w[i] = static_cast<float>(i) * 0.25f - 7;
+  ir::interpret(plain, {want.data(), w.data()});
+  for (int64_t a = 0; a < A; a++)  // the plain kernel is the transpose (the reference for the rest)
+    for (int64_t b = 0; b < NP; b++) ASSERT_EQ(want[a * NP + b], b < N ? w[b * A + a] : 0.0f);
+  ir::interpret(k, {interp.data(), w.data()});
+  EXPECT_EQ(interp, want);
+  // the C renderer writes each tile as one in-register transpose, its padded rows (b = 13, 14, 15 in the
+  // second tile of rows) read as zeros through the row mask
+  Device& dev = DeviceRegistry::at(DeviceRegistry::index("C"));
+  dev.plan_launch(k);
+  SourceListing src = dev.renderer()->render(k);
+  EXPECT_NE(src.code.find("ts_transpose_8x8(data1 + "), std::string::npos) << src.code;
+  size_t scalar_loads = 0;  // only the tail's, element by element
+  for (size_t at = src.code.find("data1["); at != std::string::npos; at = src.code.find("data1[", at + 1)) scalar_loads++;
+  EXPECT_EQ(scalar_loads, 1u) << src.code;
+  CompileResult compiled = dev.compile(k, &src);
+  auto out = allocate_buffer(DeviceRegistry::index("C"), DType::Float32, A * NP);
+  auto in = allocate_buffer(DeviceRegistry::index("C"), DType::Float32, N * A);
+  write_buffer(*out, c.data());
+  write_buffer(*in, w.data());
+  compiled.program->launch({out.get(), in.get()});
+  read_buffer(*out, c.data());
+  EXPECT_EQ(c, want);
+  // the plan turns it off; a copy that does not transpose (both contiguous along the inner loop) is left alone
+  ir::Kernel off = plain;
+  off.plan.set(AppliedOpt::TransposeTile, 0);
+  run_passes(off, nullptr);
+  EXPECT_EQ(applied(off, AppliedOpt::TransposeTile), 0);
+  ir::Kernel copy;
+  copy.name = "E_copy";
+  copy.globals = {{DType::Float32, 64 * 64, true}, {DType::Float32, 64 * 64, false}};
+  {
+    ir::Builder b(copy);
+    auto o = b.global(0, DType::Float32), x = b.global(1, DType::Float32);
+    auto r0 = b.range(64, true), r1 = b.range(64, true);
+    auto at = b.add(b.mul(r0, b.cint(64)), r1);
+    b.store(o, at, b.load(x, at));
+    b.end_range(r1);
+    b.end_range(r0);
+  }
+  run_passes(copy, nullptr);
+  EXPECT_EQ(applied(copy, AppliedOpt::TransposeTile), 0);
 }

@@ -2,9 +2,7 @@
 # the generated code (the IR header's applied actions, the loops in the IR) and against NumPy/PyTorch:
 #  - a reduce over adjacent axes that every view reads contiguously is one loop (lower.cpp merges them),
 #    so UPCAST_REDUCE vectorizes it (a BatchNorm's statistics over (N, H, W));
-#  - a transposing copy whose strided reads conflict in the L1 cache is tiled, 16 outputs stored side by
-#    side from 16 rows (upcast_global.cpp, upcast_transpose); one whose stride spreads over the cache is
-#    left alone;
+#  - a transposing copy runs in 8x8 tiles that the C renderer transposes in registers (transpose_tile.cpp);
 #  - on C, a matmul-like reduction followed by GELU stores the matmul: the epilogue gets its own kernel;
 #  - a max over outputs upcast side by side keeps its float selects (no integer keys) and propagates NaN;
 #  - attention's q @ kᵀ copies kᵀ contiguously first; a causal softmax's exp2(-inf) is an exact +0.
@@ -49,38 +47,46 @@ def _global_loops(ir):
     return [bounds[line.split("RANGE.int32 ")[1].split()[0]] for line in body.splitlines() if "RANGE.int32" in line and "; global" in line]
 
 
-def test_transposing_copy_with_conflicting_stride_is_tiled(tmp_path):
+def test_a_transposing_copy_runs_in_8x8_tiles_transposed_in_registers(tmp_path):
+    # w.T.contiguous() (a Linear's weight packed for the matmul that reads it): TRANSPOSE_TILE on C, blocks of
+    # 16 input rows (two 8x8 tiles) around a loop over the input's columns 8 at a time; the C source writes
+    # each tile as one ts_transpose_8x8 call (vector loads, shuffles, vector stores), no element by element copy
     ir = _kernels(tmp_path, "w = Tensor(rng.standard_normal((256, 512)).astype(np.float32)).realize()\n"
                             "w.T.contiguous().realize()\n"
                             "v = Tensor(rng.standard_normal((32, 784)).astype(np.float32)).realize()\n"
                             "v.T.contiguous().realize()\n")
-    assert "UPCAST_GLOBAL(16)" in ir["E_512_256"].splitlines()[0], ir["E_512_256"].splitlines()[0]
-    # the 16 lanes are 16 outputs of a row, side by side (one vector store), read from 16 rows of w; the
-    # loop over those 16-row blocks (n0) goes around the loop over w's columns (k), so each block's lines
-    # serve all of k before the next block's
-    assert _global_loops(ir["E_512_256"]) == ["16", "512"], ir["E_512_256"]
-    body = ir["E_512_256"].split("\n\n")[0]
-    stores = [line for line in body.splitlines() if line.strip().startswith("STORE")]
-    assert len(stores) == 16, body
-    assert "UPCAST" not in ir["E_784_32"].splitlines()[0], ir["E_784_32"].splitlines()[0]  # 3136-byte stride
-    w = np.random.default_rng(2).standard_normal((256, 512)).astype(np.float32)
-    np.testing.assert_array_equal(Tensor(w).T.contiguous().numpy(), w.T)
-    for shape in [(48, 1024), (16, 2048), (40, 512)]:  # other multiples of 16 and a row count of 40 (U = 8)
+    for name, loops in [("E_512_256", ["16", "64"]), ("E_784_32", ["2", "98"])]:
+        assert "TRANSPOSE_TILE(8)" in ir[name].splitlines()[0], ir[name].splitlines()[0]
+        assert "UPCAST" not in ir[name].splitlines()[0], ir[name].splitlines()[0]
+        assert _global_loops(ir[name]) == loops, ir[name]
+        body = ir[name].split("\n\n")[0]
+        assert len([line for line in body.splitlines() if line.strip().startswith("STORE")]) == 128, body
+    c = _kernels(tmp_path, "w = Tensor(rng.standard_normal((256, 512)).astype(np.float32)).realize()\n"
+                           "w.T.contiguous().realize()\n", listing=lambda k: k["sources"]["C"])["E_512_256"]
+    kernel = c[c.index("static void E_512_256_kernel"):]
+    assert kernel.count("ts_transpose_8x8(data1 + ") == 2 and "data1[" not in kernel, kernel
+    for shape in [(256, 512), (48, 1024), (16, 2048), (40, 512), (32, 784), (300, 784), (13, 27), (9, 8)]:
         a = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
         np.testing.assert_array_equal(Tensor(a).T.contiguous().numpy(), a.T)
 
 
-def test_a_transposing_copy_into_rows_no_lane_count_divides_is_tiled_along_its_loads(tmp_path):
-    # (50, 4096) -> (4096, 50): rows of 50 outputs take no 16, 8 or 4 lanes; 16 neighbouring rows do, each
-    # lane reading along the source's contiguous axis and storing into its own output row (a block of 16
-    # rows, 3.2 KB, filled before the next): 585 -> 127 us. The loop over those blocks goes outside.
+def test_a_transposing_copy_with_rows_8_does_not_divide_tiles_along_the_other_axis(tmp_path):
+    # (50, 4096) -> (4096, 50): the input's 50 rows take no 8-row tiles; its 4096 columns do: blocks of 16
+    # columns outside, six tiles of 8 rows inside, and the last 2 rows element by element (a tail loop of 2
+    # rows by 16 columns). A padded Wᵀ (the head of a 10-class classifier, rows 10..15 zeros) keeps its tiles,
+    # the padded rows read as zeros.
     ir = _kernels(tmp_path, "g = Tensor(rng.standard_normal((50, 4096)).astype(np.float32)).realize()\n"
-                            "g.T.contiguous().realize()\n")
-    assert "UPCAST_GLOBAL(16)" in ir["E_4096_50"].splitlines()[0], ir["E_4096_50"].splitlines()[0]
-    assert _global_loops(ir["E_4096_50"]) == ["256", "50"], ir["E_4096_50"]
+                            "g.T.contiguous().realize()\n"
+                            "h = Tensor(rng.standard_normal((10, 256)).astype(np.float32)).realize()\n"
+                            "h.pad(((0, 6), (0, 0))).T.contiguous().realize()\n")
+    assert "TRANSPOSE_TILE(8)" in ir["E_4096_50"].splitlines()[0], ir["E_4096_50"].splitlines()[0]
+    assert _global_loops(ir["E_4096_50"]) == ["256", "6", "2", "16"], ir["E_4096_50"]
+    assert "TRANSPOSE_TILE(8)" in ir["E_256_16"].splitlines()[0], ir["E_256_16"].splitlines()[0]
     for shape in [(50, 4096), (20, 36864), (11, 48)]:
         a = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
         np.testing.assert_array_equal(Tensor(a).T.contiguous().numpy(), a.T)
+    h = np.random.default_rng(6).standard_normal((10, 256)).astype(np.float32)
+    np.testing.assert_array_equal(Tensor(h).pad(((0, 6), (0, 0))).T.contiguous().numpy(), np.pad(h, ((0, 6), (0, 0))).T)
 
 
 def test_gelu_after_a_matmul_runs_in_its_own_kernel():
@@ -167,17 +173,25 @@ def test_upcast_lanes_share_one_base_index(tmp_path):
 
 
 def test_a_transposing_copy_keeps_no_more_lanes_than_the_l1_keeps_apart(tmp_path):
-    # w (256, 1024) -> wᵀ: the lanes read rows 4 KiB apart, which all fall into one 8-way L1 set: 8 lanes
-    # (16 evicted each other before the next column read them: 0.16 ms against 0.05 ms for 8 on Zen 4);
-    # (32, 1024, 16) -> (32, 16, 1024): its lanes read lines side by side, all 16 of them
-    ir = _kernels(tmp_path, "w = Tensor(rng.standard_normal((256, 1024)).astype(np.float32)).realize()\n"
+    # w (1024, 256) -> wᵀ: output rows 4 KiB apart all fall into one 8-way L1 set; 8x8 tiles (TRANSPOSE_TILE)
+    # evicted each other's lines there (115 us against 56), so upcast_global's tiling takes it: 16 lanes, a
+    # line of outputs side by side. w (256, 1024) -> wᵀ, output rows 1 KiB apart, gets the 8x8 tiles (its
+    # upcast took 8 lanes, since its reads 4 KiB apart would share a set; 16 evicted each other: 0.16 ms
+    # against 0.05 ms on Zen 4). (32, 1024, 16) -> (32, 16, 1024) (three loops, no tiles): its lanes read
+    # lines side by side, all 16 of them
+    ir = _kernels(tmp_path, "w = Tensor(rng.standard_normal((1024, 256)).astype(np.float32)).realize()\n"
                             "w.T.contiguous().realize()\n"
+                            "u = Tensor(rng.standard_normal((256, 1024)).astype(np.float32)).realize()\n"
+                            "u.T.contiguous().realize()\n"
                             "x = Tensor(rng.standard_normal((32, 1024, 16)).astype(np.float32)).realize()\n"
                             "x.permute(0, 2, 1).contiguous().realize()\n")
-    assert "UPCAST_GLOBAL(8)" in ir["E_1024_256"].splitlines()[0], ir["E_1024_256"].splitlines()[0]
+    assert "UPCAST_GLOBAL(16)" in ir["E_256_1024"].splitlines()[0], ir["E_256_1024"].splitlines()[0]
+    assert "TRANSPOSE_TILE" not in ir["E_256_1024"].splitlines()[0], ir["E_256_1024"].splitlines()[0]
+    assert "TRANSPOSE_TILE(8)" in ir["E_1024_256"].splitlines()[0], ir["E_1024_256"].splitlines()[0]
     assert "UPCAST_GLOBAL(16)" in ir["E_32_16_1024"].splitlines()[0], ir["E_32_16_1024"].splitlines()[0]
-    w = np.random.default_rng(4).standard_normal((256, 1024)).astype(np.float32)
-    np.testing.assert_array_equal(Tensor(w).T.contiguous().numpy(), w.T)
+    for shape in [(1024, 256), (256, 1024)]:
+        w = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+        np.testing.assert_array_equal(Tensor(w).T.contiguous().numpy(), w.T)
     x = np.random.default_rng(5).standard_normal((32, 1024, 16)).astype(np.float32)
     np.testing.assert_array_equal(Tensor(x).permute(0, 2, 1).contiguous().numpy(), x.transpose(0, 2, 1))
 

@@ -114,6 +114,8 @@ struct AppliedOpt {
                    // lanes run one after another over memory (PoCL on a CPU), worse for a GPU's coalescing
     Tile,          // GPU: a matmul in `amount`×`amount` output tiles, one workgroup each, with tiles of both
                    // operands staged in local memory (the shared-memory tiled matmul; the tile_local pass)
+    TransposeTile, // C: a transposing copy in `amount`×`amount` tiles (8), each transposed in registers by the
+                   // C renderer (the transpose_tile pass)
   } kind;
   int amount;  // the upcast factor, thread count or multiple
 };
@@ -126,8 +128,8 @@ struct AppliedOpt {
 // is for, the device has the feature); otherwise it applies nothing. What was applied is always Kernel::opts.
 struct OptPlan {
   static constexpr int kAuto = -1;
-  static constexpr int kKinds = 9;  // AppliedOpt::Kind values
-  int amount[kKinds] = {kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto};
+  static constexpr int kKinds = 10;  // AppliedOpt::Kind values
+  int amount[kKinds] = {kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto};
   int get(AppliedOpt::Kind kind) const { return amount[kind]; }
   void set(AppliedOpt::Kind kind, int u) { amount[kind] = u; }
   bool automatic() const {

@@ -63,6 +63,7 @@ const char* opt_name(AppliedOpt::Kind kind) {
     case AppliedOpt::Padto: return "PADTO";
     case AppliedOpt::GroupTop: return "GROUPTOP";
     case AppliedOpt::Tile: return "TILE";
+    case AppliedOpt::TransposeTile: return "TRANSPOSE_TILE";
   }
   return "?";
 }

@@ -39,6 +39,7 @@ void run_passes(ir::Kernel& kernel, std::vector<PassSnapshot>* snapshots, int ke
 void dead_code_elimination(ir::Kernel& kernel);
 void hoist_constants(ir::Kernel& kernel);
 void loop_invariant_code_motion(ir::Kernel& kernel);
+void transpose_tile(ir::Kernel& kernel);
 void padto(ir::Kernel& kernel);
 void upcast_global(ir::Kernel& kernel);
 void upcast_reduce(ir::Kernel& kernel);
@@ -140,6 +141,11 @@ struct Rewrite {
     return remap[i] = emit(in);
   }
 };
+
+// Whether a pass applied an action of `kind` to the kernel already.
+inline bool has_applied(const ir::Kernel& kernel, ir::AppliedOpt::Kind kind) {
+  return std::any_of(kernel.opts.begin(), kernel.opts.end(), [&](const ir::AppliedOpt& o) { return o.kind == kind; });
+}
 
 // Rebuilds `kernel` keeping instructions in `order` (old ids), renumbering operands. Shared by passes.
 void reorder_instructions(ir::Kernel& kernel, const std::vector<ir::ValueId>& order);

@@ -274,7 +274,8 @@ static void split_padded_tile(ir::Kernel& k) {
 }
 
 void split_index_set(ir::Kernel& k) {
-  if (k.target.workgroups()) return;
+  // a tiled transpose's gate (rows past a padded weight's) stays per tile row: the renderer reads it as a mask
+  if (k.target.workgroups() || has_applied(k, ir::AppliedOpt::TransposeTile)) return;
   for (const Inst& in : k.insts)
     if (in.op == Op::DefineAcc) return split_padded_tile(k);
   for (const Inst& in : k.insts)

@@ -364,6 +364,7 @@ size_t upcast_global_loop(const std::vector<Inst>& insts) {
 }
 
 void upcast_global(ir::Kernel& k) {
+  if (has_applied(k, ir::AppliedOpt::TransposeTile)) return;  // its tiles are the upcast (transpose_tile.cpp)
   const std::vector<Inst>& insts = k.insts;
   const size_t innermost = innermost_global_loop(insts);
   if (innermost == insts.size()) return;
