@@ -1,26 +1,27 @@
 // TRANSPOSE_TILE (C): a copy that transposes — x.T.contiguous(), a Linear's weight Wᵀ packed (and padded)
-// for the matmul that reads it — runs in 8×8 tiles. The loop nest
+// for the matmul that reads it — runs in 8×8 tiles. With b the loop along which the store is contiguous (the
+// input's rows) and a the one along which the load is (the input's columns), the loop nest
 //
-//   for a in 0..A:                       for a0 in 0..A/8:                     (the axis divisible by 8 outside)
-//     for b in 0..B:               →       for b0 in 0..B/8:
-//       out[a*S + b] = in[b*T + a]            out[(8a0+j)*S + 8b0+i] = in[(8b0+i)*T + 8a0+j]   for i, j < 8
-//                                          [for b in 8*(B/8)..B: for j < 8: the element as before]  (the tail)
+//   for a in 0..A:                       for b0 in 0..B/16:                (the input's rows outside, if 8 divides B)
+//     for b in 0..B:               →       for a0 in 0..A/8:
+//       out[a*S + b] = in[b*T + a]            out[(8a0+j)*S + 16b0+i] = in[(16b0+i)*T + 8a0+j]   i < 16, j < 8
+//                                          [for a in 8*(A/8)..A: for i < 16: the element as before]  (the tail)
 //
 // is written as 64 loads and 64 stores per tile: eight rows of eight contiguous inputs, eight rows of eight
 // contiguous outputs. The C renderer writes each tile as what it is, eight vector loads, an in-register
 // transpose (24 shuffles; ts_transpose_8x8 in the C prelude) and eight vector stores (c_renderer.cpp); gcc
-// left the element-by-element form scalar, and its loop vectorizer turns either loop order into gathers or
-// scatters. Measured on C (1 thread, Zen 4): a 512×128 weight transposed, 47 → 15 µs with the data in the
-// caches, 138 → 57 µs with it in memory (the optimizer wrote it a step earlier); the 300×784 first layer of an
-// MLP packed into (784, 304): 220 → 165 µs from memory. (The transpose of a blocked matrix: the classic
-// cache- and register-blocked transpose, as BLAS libraries pack their panels.)
+// left the element-by-element form scalar in every loop order. Measured on C (1 thread, Zen 4, the copy alone
+// with its data in the caches): a 300×784 weight transposed 90 → 35 µs, (50, 4096) 120 → 50 µs, (256, 512)
+// 23–30 → 20–22 µs; read from memory (as a step's weight is, written by the optimizer a step earlier) about the
+// same as before, within this machine's noise. (The cache- and register-blocked transpose, as BLAS libraries
+// pack their panels.)
 //
 // It applies to an elementwise kernel of two global loops, perfectly nested, whose only load and store are a
 // float32 element moved unchanged: the load contiguous along one loop, the store along the other, both
-// indices affine (no division), the load gated at most by `b < N` on the store's contiguous loop (the rows of
-// a padded Wᵀ past the weight's are zeros). One of the two loops must divide by 8, the other must have at least
-// 8 trips; the tiles' loop over the divisible axis stays outermost (the C device's threads split it). Output
-// rows a multiple of 4 KiB apart are left to upcast_global (see below).
+// indices affine (no division), the load gated at most by `b < N` (the rows of a padded Wᵀ past the weight's
+// are zeros). One of the two loops must divide by 8, the other must have at least 8 trips; the tiles' loop
+// over the divisible axis stays outermost (the C device's threads split it). Output rows a multiple of 4 KiB
+// apart are left to upcast_global (see below).
 #include <functional>
 
 #include "opt/pass_manager.h"
