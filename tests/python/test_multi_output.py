@@ -310,6 +310,34 @@ def test_small_kernels_of_several_shapes_are_one_kernel_over_the_largest(dev, tm
 
 
 @devices
+def test_a_transposing_copy_of_1024_or_more_keeps_its_own_loop(dev, tmp_path):
+    # LeNet-5's head: W (16, 84) copied transposed (1,344 elements, kMultiOutputOwnLoopTransposeElements = 1,024)
+    # and a (32, 84) ReLU realized together are two kernels: merged, the copy's indices came from divisions of
+    # the other's flat index (7 us for the pair, scalar); apart, the copy is tiled (TRANSPOSE_TILE on C). A (3, 5)
+    # transpose still shares a loop (test_small_kernels_of_several_shapes_are_one_kernel_over_the_largest).
+    rng = np.random.default_rng(12)
+    wv, av = rng.standard_normal((16, 84)).astype(np.float32), rng.standard_normal((32, 84)).astype(np.float32)
+    w, a = Tensor(wv, device=dev).realize(), Tensor(av, device=dev).realize()
+    wt, r = w.T.contiguous(), a.relu()
+
+    def realize():
+        wt.realize(r)
+
+    kernels = _recorded_kernels(realize, tmp_path)
+    assert sorted(k["name"] for k in kernels) == ["E_32_84", "E_84_16"], [k["name"] for k in kernels]
+    np.testing.assert_array_equal(wt.numpy(), wv.T)
+    np.testing.assert_array_equal(r.numpy(), np.maximum(av, 0))
+    if dev == "C":  # the applied actions, through tensorscope-cli
+        script = tmp_path / "k.py"
+        script.write_text("import numpy as np\nfrom tensorscope import Tensor\n"
+                          "w, a = Tensor(np.ones((16, 84), np.float32)), Tensor(np.ones((32, 84), np.float32))\n"
+                          "w.T.contiguous().realize(a.relu())\n")
+        out = run_cli_out(script, tmp_path / "out")
+        (copy,) = [k for k in json.loads((out / "kernels.json").read_text())["kernels"] if k["name"] == "E_84_16"]
+        assert "TRANSPOSE_TILE(8)" in copy["actions"]["applied"], copy["actions"]
+
+
+@devices
 def test_small_results_of_random_shapes_and_dtypes_realized_together_are_one_kernel(dev):
     # Fixed-seed programs: 2 to 6 small results of random shapes (0-d to 3-d), float and bool, some read through
     # a transpose or a reversed view, realized together: one kernel each time, every value as NumPy computes it.

@@ -300,6 +300,19 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
   auto elementwise = [&](const ScheduleItem& item) {
     return !item.is_copy && shape_numel(g[item.outputs[0]].shape) > 0 && !has_reduce(item);
   };
+  // A kernel of kMultiOutputOwnLoopTransposeElements or more that reads through a permute moving the last axis
+  // (a transposing copy: a classifier head's Wᵀ packed for its matmul) keeps a loop of its own shape: in a loop
+  // over another shape's elements its indices come from divisions of the flat index, which the C compiler
+  // leaves scalar, and TRANSPOSE_TILE does not apply (LeNet-5's head, Wᵀ (10, 84) -> (84, 16) stored in the
+  // loop of the (32, 84) ReLU before it: 7 µs for the pair, against about 1 µs for the two kernels apart).
+  auto transposes = [&](const ScheduleItem& item) {
+    if (shape_numel(g[item.outputs[0]].shape) < kMultiOutputOwnLoopTransposeElements) return false;
+    for (NodeId f : item.fused) {
+      const Node& n = g[f];
+      if (n.op == Op::Permute && !n.arg.empty() && n.arg.back() != static_cast<int64_t>(n.arg.size()) - 1) return true;
+    }
+    return false;
+  };
   // A reduce kernel heads a group on devices without workgroups (C, INTERP: its outputs' loop is the
   // kernel's loop; a GPU kernel's reduce passes expect one store)
   std::map<int, bool> without_workgroups;  // device → its properties say so (looked up once per device)
@@ -337,6 +350,7 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
         limit = most_buffers.emplace(device, bound == 0 ? kMaxMultiOutputBuffers : std::min(bound, kMaxMultiOutputBuffers)).first;
       }
       const bool small = shape_numel(g[root].shape) <= kMultiOutputSmallElements;
+      const bool any_shape_ok = small && !transposes(item);  // may share a loop with kernels of other shapes
       // the most recent groups of this shape, newest first (the last kMultiOutputLookBack of them)
       const size_t oldest = same.size() > kMultiOutputLookBack ? same.size() - kMultiOutputLookBack : 0;
       for (size_t c = same.size(); c-- > oldest && !join;) {
@@ -360,7 +374,7 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
       // outputs it reads: a value computed in the kernel is read at the kernel's index, one shape's.
       std::vector<size_t>& any_shape = small_candidates[device];
       const size_t oldest_small = any_shape.size() > kMultiOutputLookBack ? any_shape.size() - kMultiOutputLookBack : 0;
-      for (size_t c = any_shape.size(); small && !join && c-- > oldest_small;) {
+      for (size_t c = any_shape.size(); any_shape_ok && !join && c-- > oldest_small;) {
         const Group& group = groups[any_shape[c]];
         if (!group.open || !group.small || read.count(any_shape[c])) continue;
         std::set<NodeId> buffers(group.outputs);
@@ -372,8 +386,8 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
       if (!join) {
         join = groups.size();
         groups.emplace_back();
-        groups.back().small = small;
-        if (small) any_shape.push_back(*join);
+        groups.back().small = any_shape_ok;
+        if (any_shape_ok) any_shape.push_back(*join);
       }
       // found by later kernels of this shape too (Adam's parameter update reads its m and v in place)
       if (groups[*join].listed.insert(g[root].shape).second) same.push_back(*join);

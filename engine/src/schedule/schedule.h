@@ -98,6 +98,11 @@ constexpr int kTiledEpilogueMinOutputs = 1024;
 // replay and about 3 µs of host time per kernel in an eager step (graph, cached schedule, launch: a chain of 50
 // tiny kernels, 1 thread, measured 2026-11-27), the time of moving a few thousand floats.
 constexpr int64_t kMultiOutputSmallElements = 4096;
+// ...except a transposing copy of at least this many elements (a classifier head's Wᵀ, (10, 84) -> (84, 16)):
+// in the loop of another shape its indices come from divisions of the flat index and stay scalar, which costs
+// about what a launch saves from here on (LeNet-5's pair: 7 µs merged, about 1 µs apart); apart, it gets
+// TRANSPOSE_TILE. Smaller ones (a (3, 5) bias's transpose) still merge.
+constexpr int64_t kMultiOutputOwnLoopTransposeElements = 1024;
 // A multi-output kernel takes at most this many buffers, or fewer where the device binds fewer
 // (DeviceProperties::max_kernel_buffers): one kernel storing 1000 small tensors compiled for 5.6 s, while
 // groups of this size share one compiled program.
