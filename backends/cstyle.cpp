@@ -131,15 +131,16 @@ struct StridedStoreGroup {
   int64_t offset = 0, stride = 0;
 };
 
+std::pair<ir::ValueId, int64_t> index_base_and_offset(const ir::Kernel& k, ir::ValueId index) {
+  const ir::Inst& in = k.insts[index];
+  if (in.op == ir::Op::Add && k.insts[in.src[1]].op == ir::Op::Const)
+    return {in.src[0], static_cast<int64_t>(k.insts[in.src[1]].value)};
+  return {index, 0};
+}
+
 static std::vector<StridedStoreGroup> strided_store_groups(const ir::Kernel& k) {
   using ir::Op;
-  // a STORE's index as (base, constant offset): base + c (Builder adds constant offsets last), or base itself
-  auto split_index = [&](ir::ValueId idx) -> std::pair<ir::ValueId, int64_t> {
-    const ir::Inst& in = k.insts[idx];
-    if (in.op == Op::Add && k.insts[in.src[1]].op == Op::Const)
-      return {in.src[0], static_cast<int64_t>(k.insts[in.src[1]].value)};
-    return {idx, 0};
-  };
+  auto split_index = [&](ir::ValueId idx) { return index_base_and_offset(k, idx); };
   auto plain_store = [&](size_t i) {
     return k.insts[i].op == Op::Store && k.insts[i].num_src == 3 && k.insts[k.insts[i].src[0]].op == Op::DefineGlobal;
   };
@@ -252,8 +253,7 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
     // arithmetic whose every user is written by one fused statement goes with it (users come later: one
     // backward walk sees a chain whole)
     std::vector<int> users_in(k.insts.size(), -2);  // -2: no user yet; -1: a user written on its own
-    for (size_t i = k.insts.size(); i-- > 0;) {
-      if (fused.empty()) break;
+    for (size_t i = fused.empty() ? 0 : k.insts.size(); i-- > 0;) {
       const ir::Inst& in = k.insts[i];
       if (fused_in[i] < 0 && is_alu(in.op) && !read[i] && users_in[i] >= 0) fused_in[i] = users_in[i];
       for (int s = 0; s < in.num_src; s++) {

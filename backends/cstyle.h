@@ -5,6 +5,7 @@
 #pragma once
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_launch.h"
@@ -43,6 +44,11 @@ struct CStyleLanguage {
   std::string barrier;          // "barrier(CLK_LOCAL_MEM_FENCE);"
   std::string local_qualifier;  // "__local"
 };
+
+// An index as (base, constant offset): `base + c` (the Builder adds constant offsets last), or the index itself
+// with offset 0. Neighbouring elements of an upcast group share the base (strided store groups, C's transpose
+// tiles).
+std::pair<ir::ValueId, int64_t> index_base_and_offset(const ir::Kernel& kernel, ir::ValueId index);
 
 class CStyleRenderer : public Renderer {
  public:

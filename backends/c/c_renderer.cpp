@@ -218,11 +218,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::fused_statements(const ir
   using ir::ValueId;
   if (!has_applied(k, ir::AppliedOpt::TransposeTile)) return {};
   const std::vector<ir::Inst>& insts = k.insts;
-  auto split_index = [&](ValueId idx) -> std::pair<ValueId, int64_t> {
-    const ir::Inst& in = insts[idx];
-    if (in.op == Op::Add && insts[in.src[1]].op == Op::Const) return {in.src[0], static_cast<int64_t>(insts[in.src[1]].value)};
-    return {idx, 0};
-  };
+  auto split_index = [&](ValueId idx) { return index_base_and_offset(k, idx); };
   std::vector<int> uses(insts.size(), 0);
   for (const ir::Inst& in : insts)
     for (int s = 0; s < in.num_src; s++) uses[in.src[s]]++;

@@ -31,6 +31,16 @@ def _recorded_kernels(fn, tmp_path):
     return [k for kernels, _ in recorded_schedules(fn, tmp_path) for k in kernels]
 
 
+def _cli_kernel(tmp_path, body, name):
+    """(tensorscope-cli's --out folder, kernels.json's entry for kernel `name`) of the script `body` (after the
+    imports of numpy and Tensor)."""
+    script = tmp_path / "k.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor\n" + body)
+    out = run_cli_out(script, tmp_path / "out")
+    (listed,) = [k for k in json.loads((out / "kernels.json").read_text())["kernels"] if k["name"] == name]
+    return out, listed
+
+
 def _params(dev, seed=0):
     rng = np.random.default_rng(seed)
     w = rng.standard_normal((6, 5)).astype(np.float32)
@@ -299,12 +309,8 @@ def test_small_kernels_of_several_shapes_are_one_kernel_over_the_largest(dev, tm
     np.testing.assert_allclose(y.numpy(), torch.tensor(bv).T.exp().numpy(), rtol=1e-6)
     np.testing.assert_array_equal(z.numpy(), np.abs(cv - np.float32(3)))
     if dev == "C":  # the generated code, through tensorscope-cli: no comparison left after the split
-        script = tmp_path / "k.py"
-        script.write_text("import numpy as np\nfrom tensorscope import Tensor\n"
-                          "a, b, c = Tensor(np.ones(16, np.float32)), Tensor(np.ones((5, 3), np.float32)), Tensor(np.float32(2))\n"
-                          "(a * 2 + 1).realize(b.T.exp(), (c - 3).abs())\n")
-        out = run_cli_out(script, tmp_path / "out")
-        (listed,) = [k for k in json.loads((out / "kernels.json").read_text())["kernels"] if k["name"] == "E_16"]
+        out, listed = _cli_kernel(tmp_path, "a, b, c = Tensor(np.ones(16, np.float32)), Tensor(np.ones((5, 3), np.float32)), "
+                                            "Tensor(np.float32(2))\n(a * 2 + 1).realize(b.T.exp(), (c - 3).abs())\n", "E_16")
         code = (out / listed["sources"]["C"]).read_text().split("static void ")[-1]
         assert "if (" not in code and not re.search(r"\((v|ridx)\d+ < \d+\)", code), code  # no mask of an index
 
@@ -328,12 +334,8 @@ def test_a_transposing_copy_of_1024_or_more_keeps_its_own_loop(dev, tmp_path):
     np.testing.assert_array_equal(wt.numpy(), wv.T)
     np.testing.assert_array_equal(r.numpy(), np.maximum(av, 0))
     if dev == "C":  # the applied actions, through tensorscope-cli
-        script = tmp_path / "k.py"
-        script.write_text("import numpy as np\nfrom tensorscope import Tensor\n"
-                          "w, a = Tensor(np.ones((16, 84), np.float32)), Tensor(np.ones((32, 84), np.float32))\n"
-                          "w.T.contiguous().realize(a.relu())\n")
-        out = run_cli_out(script, tmp_path / "out")
-        (copy,) = [k for k in json.loads((out / "kernels.json").read_text())["kernels"] if k["name"] == "E_84_16"]
+        _, copy = _cli_kernel(tmp_path, "w, a = Tensor(np.ones((16, 84), np.float32)), Tensor(np.ones((32, 84), np.float32))\n"
+                                        "w.T.contiguous().realize(a.relu())\n", "E_84_16")
         assert "TRANSPOSE_TILE(8)" in copy["actions"]["applied"], copy["actions"]
 
 
