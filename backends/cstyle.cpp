@@ -250,7 +250,8 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
       }
       for (ir::ValueId r : fused[f].reads) read[r] = true;
     }
-    // arithmetic whose every user is written by one fused statement goes with it (users come later: one
+    // arithmetic whose every user is written by fused statements, and that none of them reads, is not
+    // written either; the line map points it at the last of those statements (users come later: one
     // backward walk sees a chain whole)
     std::vector<int> users_in(k.insts.size(), -2);  // -2: no user yet; -1: a user written on its own
     for (size_t i = fused.empty() ? 0 : k.insts.size(); i-- > 0;) {
@@ -258,14 +259,17 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
       if (fused_in[i] < 0 && is_alu(in.op) && !read[i] && users_in[i] >= 0) fused_in[i] = users_in[i];
       for (int s = 0; s < in.num_src; s++) {
         int& u = users_in[in.src[s]];
-        u = (u == -2 || u == fused_in[i]) ? fused_in[i] : -1;
+        u = fused_in[i] < 0 || u == -1 ? -1 : u == -2 ? fused_in[i] : u;
       }
     }
   }
   for (size_t i = 0; i < k.insts.size(); i++) {
     const ir::Inst& in = k.insts[i];
     if (fused_in[i] >= 0) {
-      if (i == fused_at[fused_in[i]]) emit(fused[fused_in[i]].text(name), depth, static_cast<int>(i));
+      if (i == fused_at[fused_in[i]]) {
+        emit(fused[fused_in[i]].text(name), depth, static_cast<int>(i));
+        for (const auto& [member, member_name] : fused[fused_in[i]].names) name[member] = member_name;
+      }
       continue;
     }
     auto src = [&](int s) { return name[in.src[s]]; };

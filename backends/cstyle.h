@@ -97,11 +97,13 @@ class CStyleRenderer : public Renderer {
   // TRANSPOSE_TILE tile as one ts_transpose_8x8 call). It is written where the last of its `members` was;
   // the members are not written, nor is index arithmetic that only they used; `reads` are the values its
   // text names (written as usual before it). `text` is given the names of the kernel's values. In the
-  // listing's line map every member (and that arithmetic) points at the statement.
+  // listing's line map every member (and that arithmetic) points at the statement. `names` are the names later
+  // instructions read members by (C's vector accumulators: acc295 is lane 0 of the vector vacc295, `vacc295[0]`).
   struct FusedStatement {
     std::vector<ir::ValueId> members;
     std::vector<ir::ValueId> reads;
     std::function<std::string(const std::vector<std::string>& name)> text;
+    std::vector<std::pair<ir::ValueId, std::string>> names;
   };
   virtual std::vector<FusedStatement> fused_statements(const ir::Kernel&) const { return {}; }
   std::string type_name(DType dt) const;    // of a value (float16 values are floats)

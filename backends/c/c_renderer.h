@@ -23,11 +23,16 @@ class CRenderer : public CStyleRenderer {
                      const std::vector<DType>& src_dtype) const override;
   // Upcast kernels stage their strided store groups (see CStyleRenderer::render).
   bool stages_strided_store_groups(const ir::Kernel& kernel) const override;
-  // TRANSPOSE_TILE kernels: each 8×8 tile's loads and stores as one ts_transpose_8x8 call (see the .cpp).
+  // TRANSPOSE_TILE kernels: each 8×8 tile's loads and stores as one ts_transpose_8x8 call; the multiply-adds
+  // of 16 accumulators side by side as one vector statement (see the .cpp).
   std::vector<FusedStatement> fused_statements(const ir::Kernel& kernel) const override;
   // A float WHERE on a bool loaded once and shared by several WHEREs renders as `c ? a : b` (see the .cpp).
   std::string where_on_shared_loaded_condition(const ir::Inst& in, const std::vector<std::string>& src,
                                                const std::vector<DType>& src_dtype) const override;
+
+ private:
+  std::vector<FusedStatement> transpose_tiles(const ir::Kernel& kernel) const;
+  std::vector<FusedStatement> vector_accumulators(const ir::Kernel& kernel) const;
 };
 
 const CRenderer& c_renderer();

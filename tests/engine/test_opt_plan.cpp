@@ -499,3 +499,93 @@ TEST(OptPlan, TransposeTileTransposesInRegistersOnCWithPaddedRowsAndATail) {
   run_passes(copy, nullptr);
   EXPECT_EQ(applied(copy, AppliedOpt::TransposeTile), 0);
 }
+
+// The weight gradient of a depthwise convolution in one dimension: out[t, j] = sum over rows r of
+// g[r, j] · x[r, j + t] for the taps t = 0, 1, 2 and 32 positions j (rows of x 34 wide). After upcast_global (the
+// 32 positions) and register_tile (the 3 taps), each trip multiplies one row of g into three overlapping
+// windows of a row of x. Globals: out (3·32), g (R·32), x (R·34).
+static ir::Kernel tap_correlation_kernel(int64_t R) {
+  ir::Kernel k;
+  k.name = "tap_correlation";
+  k.globals = {{DType::Float32, 3 * 32, true}, {DType::Float32, R * 32, false}, {DType::Float32, R * 34, false}};
+  ir::Builder b(k);
+  auto out = b.global(0, DType::Float32), g = b.global(1, DType::Float32), x = b.global(2, DType::Float32);
+  auto rt = b.range(3, true), rj = b.range(32, true);
+  auto acc = b.acc(0, DType::Float32);
+  auto rr = b.range(R);
+  auto gv = b.load(g, b.add(b.mul(rr, b.cint(32)), rj));
+  auto xv = b.load(x, b.add(b.add(b.mul(rr, b.cint(34)), rj), rt));
+  b.assign(acc, b.alu(Op::Add, DType::Float32, acc, b.alu(Op::Mul, DType::Float32, gv, xv)));
+  b.end_range(rr);
+  b.store(out, b.add(b.mul(rt, b.cint(32)), rj), acc);
+  b.end_range(rj);
+  b.end_range(rt);
+  return k;
+}
+
+static size_t count(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) n++;
+  return n;
+}
+
+TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
+  Device& dev = DeviceRegistry::at(DeviceRegistry::index("C"));
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1, 1);
+  // overlapping windows (the taps' loads of x share 31 of 32 elements from one tap to the next): one vector
+  // statement per 16 lanes of each tap, every operand a vector load, no scalar load left in the reduce loop
+  {
+    const ir::Kernel plain = tap_correlation_kernel(40);
+    ir::Kernel k = plain;
+    run_passes(k, nullptr);
+    ASSERT_EQ(applied(k, AppliedOpt::UpcastGlobal), 32) << ir::print(k);
+    ASSERT_EQ(applied(k, AppliedOpt::RegisterTile), 3) << ir::print(k);
+    const SourceListing src = dev.renderer()->render(k);
+    EXPECT_EQ(count(src.code, " = ts_v16_fma(ts_v16_load(data1 + "), 6u) << src.code;
+    EXPECT_EQ(count(src.code, "ts_v16 vacc"), 6u) << src.code;
+    EXPECT_EQ(count(src.code, "data1["), 0u) << src.code;
+    EXPECT_EQ(count(src.code, "data2["), 0u) << src.code;
+    for (int t = 0; t < 3; t++)  // the three windows of x's row, 1 element apart
+      EXPECT_NE(src.code.find("ts_v16_load(data2 + " + std::string(t ? "(" : "")), std::string::npos) << src.code;
+    std::vector<float> g(40 * 32), x(40 * 34);
+    for (float& v : g) v = u(rng);
+    for (float& v : x) v = u(rng);
+    auto [want, c] = run(plain, g, x);
+    auto [interp, c_opt] = run(k, g, x);
+    EXPECT_EQ(c_opt, interp);  // fmaf per lane: the same bits as the interpreter's multiply-adds
+    for (size_t i = 0; i < want.size(); i++) EXPECT_NEAR(c_opt[i], want[i], 1e-4f);  // before fuse_multiply_add
+  }
+  // a matmul's register tile: x[i, k] broadcast to every lane of row i, w's row loaded as vectors
+  {
+    const ir::Kernel plain = matmul(8, 32, 24);
+    ir::Kernel k = plain;
+    run_passes(k, nullptr);
+    const SourceListing src = dev.renderer()->render(k);
+    EXPECT_EQ(count(src.code, "_fma(ts_v16_splat("), 16u) << src.code;  // 8 rows x 2 vectors of 16
+    std::vector<float> x(8 * 24), w(24 * 32);
+    for (float& v : x) v = u(rng);
+    for (float& v : w) v = u(rng);
+    auto [want, c] = run(plain, x, w);
+    auto [interp, c_opt] = run(k, x, w);
+    EXPECT_EQ(c_opt, interp);
+    for (size_t i = 0; i < want.size(); i++) EXPECT_NEAR(c_opt[i], want[i], 1e-4f);
+  }
+  // 12 lanes (a padded row's real part): a vector of 8 and one of 4
+  {
+    const ir::Kernel plain = matmul(8, 12, 24);
+    ir::Kernel k = plain;
+    k.plan.set(AppliedOpt::Padto, 0);
+    k.plan.set(AppliedOpt::UpcastGlobal, 12);
+    run_passes(k, nullptr);
+    ASSERT_EQ(applied(k, AppliedOpt::UpcastGlobal), 12) << ir::print(k);
+    const SourceListing src = dev.renderer()->render(k);
+    EXPECT_GT(count(src.code, " = ts_v8_fma("), 0u) << src.code;
+    EXPECT_EQ(count(src.code, " = ts_v8_fma("), count(src.code, " = ts_v4_fma(")) << src.code;
+    std::vector<float> x(8 * 24), w(24 * 12);
+    for (float& v : x) v = u(rng);
+    for (float& v : w) v = u(rng);
+    auto [interp, c_opt] = run(k, x, w);
+    EXPECT_EQ(c_opt, interp);
+  }
+}

@@ -394,3 +394,54 @@ def test_a_padded_depthwise_convolution_reads_its_input_stored_padded():
     np.testing.assert_allclose(y.numpy(), py.detach().numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(tw.grad.numpy(), pw.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("n,c,h,w,k,pad,bias", [(32, 16, 28, 28, 3, 1, False), (4, 8, 30, 28, 3, 0, True),
+                                                (2, 16, 28, 28, 5, 2, True), (2, 16, 28, 28, 3, (0, 2, 1, 1), True),
+                                                (3, 16, 20, 20, 3, 1, False)])
+def test_depthwise_convolutions_on_widened_rows_match_pytorch(n, c, h, w, k, pad, bias):
+    # groups = channels with output rows of 28 (widened to 32) or 16 and 32 (whole vectors already), unit
+    # stride (ops_nn.cpp, depthwise_conv_wide): forward, input, weight and bias gradients against PyTorch, also
+    # without padding, with 5x5 taps and with padding on one side only (torch: F.pad first)
+    from tensorscope import Tensor
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    wt = rng.standard_normal((c, 1, k, k)).astype(np.float32)
+    b = rng.standard_normal(c).astype(np.float32)
+    tx, tw, tb = (Tensor(a, device="C", requires_grad=True) for a in (x, wt, b))
+    out = tx.conv2d(tw, tb if bias else None, groups=c, padding=pad)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    (out * Tensor(g, device="C")).sum().backward()
+    px, pw, pb = (torch.tensor(a, requires_grad=True) for a in (x, wt, b))
+    if isinstance(pad, tuple):
+        ref = F.conv2d(F.pad(px, pad), pw, pb if bias else None, groups=c)
+    else:
+        ref = F.conv2d(px, pw, pb if bias else None, padding=pad, groups=c)
+    (ref * torch.tensor(g)).sum().backward()
+    pairs = [(out, ref), (tx.grad, px.grad), (tw.grad, pw.grad)] + ([(tb.grad, pb.grad)] if bias else [])
+    for got, want in pairs:
+        want = want.detach().numpy()
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5 * float(np.abs(want).max()))
+
+
+def test_a_depthwise_weight_gradient_tiles_its_taps_over_the_stored_widened_rows(tmp_path):
+    # 32 x 16 x 28 x 28, 3x3, padding 1 (the bench's depthwise row): x stored padded and widened to rows of 34
+    # (E_32_16_30_34), the output gradient likewise for the transposed convolution (the second E_32_16_30_34),
+    # the forward (here summed into the loss in the same kernel) and the input gradient (r_32_16_28_28_3_3) read
+    # them in place, and the weight gradient keeps
+    # the 32 positions of a widened row as vectors with the 9 taps as the register tile's rows
+    # (r_16_9_32_32_28), its 18 vector accumulators multiplying one row of the gradient into the input row at
+    # each tap: a vector load per tap (CRenderer's vector accumulators), not lanes assembled from scalars.
+    out, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(0)\n"
+                                  "x = Tensor(rng.standard_normal((32, 16, 28, 28)).astype(np.float32), requires_grad=True)\n"
+                                  "w = Tensor(rng.standard_normal((16, 1, 3, 3)).astype(np.float32), requires_grad=True)\n"
+                                  "x.conv2d(w, padding=1, groups=16).sum().backward()\n"
+                                  "Tensor.realize(x.grad, w.grad)\n")
+    names = [k["name"] for k in kernels]
+    assert len(names) == 6 and names.count("E_32_16_30_34") == 2 and "r_32_16_28_28_3_3" in names, names
+    assert "r_16_9_32_32_28" in names and "r_16_3_3_32" in names, names
+    wgrad = next(k for k in kernels if k["name"] == "r_16_9_32_32_28")
+    assert "UPCAST_GLOBAL(32)" in wgrad["actions"]["applied"] and "REGISTER_TILE(9)" in wgrad["actions"]["applied"], wgrad["actions"]
+    source = (out / wgrad["sources"]["C"]).read_text()
+    assert source.count(" = ts_v16_fma(ts_v16_load(") == 18, source
+    assert "data1[" not in source.split("for (int")[-1] and "data2[" not in source, source
