@@ -227,12 +227,6 @@ std::string CRenderer::where_on_shared_loaded_condition(const ir::Inst& in, cons
 // at all. Found here by their indices (base + constant, as simplify leaves them) and written as one
 // ts_transpose_8x8 call: gcc keeps the 64 copies scalar (a 300×784 weight's whole copy took 90 µs as the C
 // code had it before, 35 µs in registers). A group that is not tiles through and through stays element by element.
-std::vector<CStyleRenderer::FusedStatement> CRenderer::fused_statements(const ir::Kernel& k) const {
-  std::vector<FusedStatement> out = transpose_tiles(k);
-  for (FusedStatement& f : vector_accumulators(k)) out.push_back(std::move(f));
-  return out;
-}
-
 std::vector<CStyleRenderer::FusedStatement> CRenderer::transpose_tiles(const ir::Kernel& k) const {
   using ir::Op;
   using ir::ValueId;
@@ -339,13 +333,22 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::transpose_tiles(const ir:
   return out;
 }
 
+// The transpose tiles, then the vector accumulators (their members never overlap: a tile's are loads and stores
+// of a copy, an accumulator run's are MULACCs, ASSIGNs and the loads only they read).
+std::vector<CStyleRenderer::FusedStatement> CRenderer::fused_statements(const ir::Kernel& k) const {
+  std::vector<FusedStatement> out = transpose_tiles(k);
+  for (FusedStatement& f : vector_accumulators(k)) out.push_back(std::move(f));
+  return out;
+}
+
 // Vector accumulators. An upcast reduce loop (UPCAST_GLOBAL, REGISTER_TILE, UPCAST_REDUCE) updates its
 // accumulators lane by lane, acc_j = fma(a_j, b_j, acc_j), each operand either an element of a row (a_j loaded
 // from base + c + j) or one value for every lane (a broadcast: x[i, k] of a matmul's row i). gcc's SLP
 // vectorizer packs such groups into vector registers, unless two groups load overlapping runs of one row: a
 // depthwise convolution's weight gradient tiled over its 3x3 taps reads row y at x + kx + lane for kx = 0, 1,
 // 2; gcc loads each element once and builds every tap's vector from scalars (0.49 ms for 32 x 16 x 28 x 28).
-// So 16 such accumulators side by side are written as one vector of 16 lanes (GCC's vector extensions):
+// So 16 such accumulators side by side (or 8, or 4: a row of 12 is a vector of 8 and one of 4) are written as
+// one vector (GCC's vector extensions; the widest run that starts at each MULACC, in the IR's order):
 //   ts_v16 vacc295 = ts_v16_splat(0.0f);                                             (the 16 DEFINE_ACCs)
 //   vacc295 = ts_v16_fma(ts_v16_load(data1 + v588), ts_v16_load(data2 + (v588 + 35)), vacc295);  (16 MULACCs)
 // and read after the loop as vacc295[0] .. vacc295[15]. Each lane still rounds once (fmaf): the same bits.
