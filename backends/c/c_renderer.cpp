@@ -1,6 +1,7 @@
 #include "c/c_renderer.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <set>
 #include <tuple>
@@ -352,9 +353,13 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::fused_statements(const ir
 //   ts_v16 vacc295 = ts_v16_splat(0.0f);                                             (the 16 DEFINE_ACCs)
 //   vacc295 = ts_v16_fma(ts_v16_load(data1 + v588), ts_v16_load(data2 + (v588 + 35)), vacc295);  (16 MULACCs)
 // and read after the loop as vacc295[0] .. vacc295[15]. Each lane still rounds once (fmaf): the same bits.
-// A run qualifies when its MULACCs are the only users of their accumulators between the first of them and
-// the last ASSIGN, each MULACC only feeds its ASSIGN, no loop begins or ends among them, and at least one
-// operand is a row of an ungated float32 buffer.
+// Sums are written the same way, `vacc = vacc + ts_v16_load(..)`, and a sum of rows selected by one condition
+// for every lane (acc + (c ? x : 0): an embedding's gradient as onehot(idx)ᵀ @ g, where a row is selected for
+// one token in 11) as `if (c) vacc = vacc + ts_v16_load(..);`, which skips the rows not selected (gcc's SLP had
+// blended every one of them in: r_32_11_32_12, ...).
+// A run qualifies when its updates are the only users of their accumulators between the first of them and
+// the last ASSIGN, each update only feeds its ASSIGN, no loop begins or ends among them, and at least one
+// operand is a row of an ungated float32 buffer (a sum's operand always is).
 std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const ir::Kernel& k) const {
   using ir::Op;
   using ir::ValueId;
@@ -379,60 +384,99 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     }
     return Operand{ir::kNone, v, 0};
   };
-  std::vector<ValueId> mulaccs;  // MULACCs into a float32 accumulator, whose only user is that accumulator's ASSIGN
+  // A lane's update of its accumulator: acc = fma(a, b, acc) (MULACC), acc + x (ADD), or acc + (c ? x : 0) (ADD of
+  // a WHERE on a condition; one condition for every lane: a one-hot's rows, onehot(idx)ᵀ @ g, an embedding's
+  // gradient), each the only user of its accumulator's value in the loop and read only by its ASSIGN
+  struct Update {
+    ValueId inst = ir::kNone, acc = ir::kNone;
+    ValueId src[2] = {ir::kNone, ir::kNone};  // MULACC: a, b; ADD: x
+    ValueId where = ir::kNone, cond = ir::kNone;  // ADD of a WHERE: the WHERE and its condition
+  };
+  auto zero_const = [&](ValueId v) {
+    return insts[v].op == Op::Const && insts[v].value == 0 && !std::signbit(insts[v].value);
+  };
+  std::vector<Update> updates;
   for (size_t i = 0; i < insts.size(); i++) {
     const ir::Inst& in = insts[i];
-    if (in.op != Op::MulAcc || in.dtype != DType::Float32 || insts[in.src[2]].op != Op::DefineAcc) continue;
-    const ValueId acc = in.src[2], assign = assign_of[acc];
-    if (assign != ir::kNone && users[i].size() == 1 && users[i][0] == assign) mulaccs.push_back(static_cast<ValueId>(i));
+    if (in.dtype != DType::Float32 || (in.op != Op::MulAcc && in.op != Op::Add)) continue;
+    const int acc_at = in.op == Op::MulAcc ? 2 : insts[in.src[0]].op == Op::DefineAcc ? 0 : 1;
+    const ValueId acc = in.src[acc_at];
+    if (insts[acc].op != Op::DefineAcc || assign_of[acc] == ir::kNone || users[i].size() != 1 || users[i][0] != assign_of[acc])
+      continue;
+    Update u;
+    u.inst = static_cast<ValueId>(i);
+    u.acc = acc;
+    if (in.op == Op::MulAcc) {
+      u.src[0] = in.src[0];
+      u.src[1] = in.src[1];
+    } else {
+      const ValueId x = in.src[1 - acc_at];
+      const ir::Inst& w = insts[x];
+      // skipping the ADD where the condition is false leaves acc as adding +0 would: from +0, a sum of floats is
+      // -0 only when both terms are -0, so acc is never -0
+      const bool from_plus_zero = insts[acc].value == 0 && !std::signbit(insts[acc].value);
+      if (w.op == Op::Where && w.dtype == DType::Float32 && zero_const(w.src[2]) && users[x].size() == 1 && from_plus_zero) {
+        u.where = x;
+        u.cond = w.src[0];
+        u.src[0] = w.src[1];
+      } else {
+        u.src[0] = x;
+      }
+    }
+    updates.push_back(u);
   }
   struct Run {
-    std::vector<ValueId> mulaccs;  // lane j's MULACC; empty: no run
-    Operand a[2];                  // lane 0's operands
+    std::vector<Update> lanes;  // lane j's update; empty: no run
+    Op kind = Op::MulAcc;
+    ValueId cond = ir::kNone;
+    Operand a[2];  // lane 0's operands (ADD: a[0])
   };
-  // The run of `lanes` MULACCs from mulaccs[p] on, if they qualify (see above)
+  // The run of `lanes` updates from updates[p] on, if they qualify (see above)
   auto lane_run = [&](size_t p, int lanes) {
     Run run;
-    run.mulaccs.assign(mulaccs.begin() + static_cast<std::ptrdiff_t>(p), mulaccs.begin() + static_cast<std::ptrdiff_t>(p) + lanes);
+    run.lanes.assign(updates.begin() + static_cast<std::ptrdiff_t>(p), updates.begin() + static_cast<std::ptrdiff_t>(p) + lanes);
+    run.kind = insts[run.lanes[0].inst].op;
+    run.cond = run.lanes[0].cond;
     bool ok = true, loads_a_row = false;
-    for (int s = 0; s < 2 && ok; s++) {
-      const ValueId v0 = insts[run.mulaccs[0]].src[s];
-      bool same = true;  // one value for every lane (a broadcast), even when it is a load
-      for (int j = 1; j < lanes; j++) same = same && insts[run.mulaccs[j]].src[s] == v0;
+    for (const Update& u : run.lanes) ok = ok && insts[u.inst].op == run.kind && u.cond == run.cond;
+    for (int s = 0; s < (run.kind == Op::MulAcc ? 2 : 1) && ok; s++) {
+      const ValueId v0 = run.lanes[0].src[s];
+      bool same = run.kind == Op::MulAcc;  // one value for every lane (a broadcast), even when it is a load
+      for (int j = 1; j < lanes; j++) same = same && run.lanes[j].src[s] == v0;
       run.a[s] = same ? Operand{ir::kNone, v0, 0} : operand(v0);
-      for (int j = 1; j < lanes && ok && !same; j++) {
-        const Operand o = operand(insts[run.mulaccs[j]].src[s]);
+      for (int j = 0; j < lanes && ok && !same; j++) {
+        const Operand o = operand(run.lanes[j].src[s]);
         ok = o.buffer != ir::kNone && o.buffer == run.a[s].buffer && o.base == run.a[s].base && o.offset == run.a[s].offset + j;
       }
       loads_a_row = loads_a_row || run.a[s].buffer != ir::kNone;
     }
-    const ValueId first = run.mulaccs.front();
-    ValueId last = first;
-    for (ValueId m : run.mulaccs) last = std::max(last, assign_of[insts[m].src[2]]);
-    for (ValueId x = first; x <= last && ok; x++) ok = insts[x].op != Op::Range && insts[x].op != Op::EndRange;
-    const double init = insts[insts[first].src[2]].value;
-    for (ValueId m : run.mulaccs) {
-      const ValueId acc = insts[m].src[2];
-      ok = ok && insts[acc].value == init;
-      for (ValueId u : users[acc]) ok = ok && (u == m || u == assign_of[acc] || u < first || u > last);
+    ValueId first = run.lanes[0].inst, last = first;
+    for (const Update& u : run.lanes) {
+      first = std::min({first, u.inst, u.where});
+      last = std::max(last, assign_of[u.acc]);
     }
-    for (int j = 1; j < lanes && ok; j++) ok = insts[run.mulaccs[j]].src[2] != insts[run.mulaccs[j - 1]].src[2];
+    for (ValueId x = first; x <= last && ok; x++) ok = insts[x].op != Op::Range && insts[x].op != Op::EndRange;
+    for (const Update& u : run.lanes) {
+      ok = ok && insts[u.acc].value == insts[run.lanes[0].acc].value;
+      for (ValueId user : users[u.acc]) ok = ok && (user == u.inst || user == assign_of[u.acc] || user < first || user > last);
+    }
+    for (int j = 1; j < lanes && ok; j++) ok = run.lanes[j].acc != run.lanes[j - 1].acc;
     // the vector is declared where the last accumulator was: all of them in one scope
-    ValueId acc_first = insts[first].src[2], acc_last = acc_first;
-    for (ValueId m : run.mulaccs) {
-      acc_first = std::min(acc_first, insts[m].src[2]);
-      acc_last = std::max(acc_last, insts[m].src[2]);
+    ValueId acc_first = run.lanes[0].acc, acc_last = acc_first;
+    for (const Update& u : run.lanes) {
+      acc_first = std::min(acc_first, u.acc);
+      acc_last = std::max(acc_last, u.acc);
     }
     for (ValueId x = acc_first; x <= acc_last && ok; x++) ok = insts[x].op != Op::Range && insts[x].op != Op::EndRange;
-    if (!ok || !loads_a_row) run.mulaccs.clear();
+    if (!ok || !loads_a_row) run.lanes.clear();
     return run;
   };
   std::vector<Run> runs;
-  for (size_t p = 0; p < mulaccs.size();) {
+  for (size_t p = 0; p < updates.size();) {
     Run run;
     int lanes = 16;  // the widest run that starts here
     for (; lanes >= 4; lanes /= 2)
-      if (p + lanes <= mulaccs.size() && (run = lane_run(p, lanes), !run.mulaccs.empty())) break;
+      if (p + lanes <= updates.size() && (run = lane_run(p, lanes), !run.lanes.empty())) break;
     if (lanes < 4) {
       p++;
       continue;
@@ -442,13 +486,17 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   }
   if (runs.empty()) return {};
   // A scalar load that only vectorized lanes read as a row element is not written (each run loads its rows as
-  // vectors); one that a run broadcasts is
+  // vectors); one that a run broadcasts, or selects on, is
   std::vector<int> run_of(insts.size(), -1);
   std::vector<bool> broadcast(insts.size(), false);
   for (size_t r = 0; r < runs.size(); r++) {
-    for (ValueId m : runs[r].mulaccs) run_of[m] = static_cast<int>(r);
+    for (const Update& u : runs[r].lanes) {
+      run_of[u.inst] = static_cast<int>(r);
+      if (u.where != ir::kNone) run_of[u.where] = static_cast<int>(r);
+    }
     for (const Operand& o : runs[r].a)
-      if (o.buffer == ir::kNone) broadcast[o.base] = true;
+      if (o.buffer == ir::kNone && o.base != ir::kNone) broadcast[o.base] = true;
+    if (runs[r].cond != ir::kNone) broadcast[runs[r].cond] = true;  // written: the statement reads it
   }
   std::vector<std::vector<ValueId>> dropped_loads(runs.size());
   for (size_t i = 0; i < insts.size(); i++) {
@@ -460,28 +508,33 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   std::vector<FusedStatement> out;
   for (size_t r = 0; r < runs.size(); r++) {
     const Run& run = runs[r];
-    const std::string vec = "vacc" + std::to_string(insts[run.mulaccs[0]].src[2]);
-    const std::string type = "ts_v" + std::to_string(run.mulaccs.size());
+    const std::string vec = "vacc" + std::to_string(run.lanes[0].acc);
+    const std::string type = "ts_v" + std::to_string(run.lanes.size());
     FusedStatement declare;  // the accumulators' DEFINE_ACCs
-    for (size_t j = 0; j < run.mulaccs.size(); j++) {
-      const ValueId acc = insts[run.mulaccs[j]].src[2];
-      declare.members.push_back(acc);
-      declare.names.push_back({acc, vec + "[" + std::to_string(j) + "]"});
+    for (size_t j = 0; j < run.lanes.size(); j++) {
+      declare.members.push_back(run.lanes[j].acc);
+      declare.names.push_back({run.lanes[j].acc, vec + "[" + std::to_string(j) + "]"});
     }
-    const std::string init = literal(insts[insts[run.mulaccs[0]].src[2]].value, DType::Float32);
+    const std::string init = literal(insts[run.lanes[0].acc].value, DType::Float32);
     declare.text = [vec, type, init](const std::vector<std::string>&) { return type + " " + vec + " = " + type + "_splat(" + init + ");"; };
     out.push_back(std::move(declare));
-    FusedStatement update;  // the MULACCs and their ASSIGNs
-    for (ValueId m : run.mulaccs) update.members.insert(update.members.end(), {m, assign_of[insts[m].src[2]]});
+    FusedStatement update;  // the updates, their WHEREs and their ASSIGNs
+    for (const Update& u : run.lanes) {
+      update.members.insert(update.members.end(), {u.inst, assign_of[u.acc]});
+      if (u.where != ir::kNone) update.members.push_back(u.where);
+    }
     update.members.insert(update.members.end(), dropped_loads[r].begin(), dropped_loads[r].end());
-    for (const Operand& o : run.a) update.reads.push_back(o.base);
-    update.text = [vec, type, a = run.a[0], b = run.a[1]](const std::vector<std::string>& name) {
+    const int slots = run.kind == Op::MulAcc ? 2 : 1;
+    for (int s = 0; s < slots; s++) update.reads.push_back(run.a[s].base);
+    if (run.cond != ir::kNone) update.reads.push_back(run.cond);
+    update.text = [vec, type, kind = run.kind, cond = run.cond, a = run.a[0], b = run.a[1]](const std::vector<std::string>& name) {
       auto lanes = [&](const Operand& o) {
         if (o.buffer == ir::kNone) return type + "_splat(" + name[o.base] + ")";
         const std::string at = o.offset ? "(" + name[o.base] + " + " + std::to_string(o.offset) + ")" : name[o.base];
         return type + "_load(" + name[o.buffer] + " + " + at + ")";
       };
-      return vec + " = " + type + "_fma(" + lanes(a) + ", " + lanes(b) + ", " + vec + ");";
+      if (kind == Op::MulAcc) return vec + " = " + type + "_fma(" + lanes(a) + ", " + lanes(b) + ", " + vec + ");";
+      return (cond == ir::kNone ? "" : "if (" + name[cond] + ") ") + vec + " = " + vec + " + " + lanes(a) + ";";
     };
     out.push_back(std::move(update));
   }

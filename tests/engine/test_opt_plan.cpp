@@ -589,3 +589,55 @@ TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
     EXPECT_EQ(c_opt, interp);
   }
 }
+
+// An embedding's gradient as a one-hot product: out[v, j] = sum over tokens t of (onehot[t, v] ? g[t, j] : 0) for
+// V = 11 rows and 32 columns. Globals: out (V·32), onehot (T·V bools), g (T·32).
+static ir::Kernel onehot_rows_kernel(int64_t T, int64_t V) {
+  ir::Kernel k;
+  k.name = "onehot_rows";
+  k.globals = {{DType::Float32, V * 32, true}, {DType::Bool, T * V, false}, {DType::Float32, T * 32, false}};
+  ir::Builder b(k);
+  auto out = b.global(0, DType::Float32), hot = b.global(1, DType::Bool), g = b.global(2, DType::Float32);
+  auto rv = b.range(V, true), rj = b.range(32, true);
+  auto acc = b.acc(0, DType::Float32);
+  auto rt = b.range(T);
+  auto c = b.load(hot, b.add(b.mul(rt, b.cint(V)), rv));
+  auto gv = b.load(g, b.add(b.mul(rt, b.cint(32)), rj));
+  b.assign(acc, b.alu(Op::Add, DType::Float32, acc, b.alu(Op::Where, DType::Float32, c, gv, b.constant(0, DType::Float32))));
+  b.end_range(rt);
+  b.store(out, b.add(b.mul(rv, b.cint(32)), rj), acc);
+  b.end_range(rj);
+  b.end_range(rv);
+  return k;
+}
+
+TEST(CRenderer, AddsTheRowsOneConditionSelectsAsVectorsAndSkipsTheOthers) {
+  const int64_t T = 50, V = 11;
+  const ir::Kernel plain = onehot_rows_kernel(T, V);
+  ir::Kernel k = plain;
+  run_passes(k, nullptr);
+  ASSERT_EQ(applied(k, AppliedOpt::UpcastGlobal), 32) << ir::print(k);
+  Device& dev = DeviceRegistry::at(DeviceRegistry::index("C"));
+  dev.plan_launch(k);
+  const SourceListing src = dev.renderer()->render(k);
+  // 32 lanes: two vectors, each added only where the token's bool is set
+  EXPECT_EQ(count(src.code, ") vacc"), 2u) << src.code;
+  EXPECT_EQ(count(src.code, " + ts_v16_load(data2 + "), 2u) << src.code;
+  EXPECT_EQ(count(src.code, "data2["), 0u) << src.code;
+  std::vector<uint8_t> hot(T * V, 0);
+  std::vector<float> g(T * 32), want(V * 32, NAN), c(V * 32, NAN);
+  std::mt19937 rng(3);
+  for (int64_t t = 0; t < T; t++) hot[t * V + static_cast<int64_t>(rng() % V)] = 1;
+  for (size_t i = 0; i < g.size(); i++) g[i] = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 64.0f;
+  ir::interpret(plain, {want.data(), hot.data(), g.data()});
+  CompileResult compiled = dev.compile(k, &src);
+  auto o = allocate_buffer(DeviceRegistry::index("C"), DType::Float32, V * 32);
+  auto h = allocate_buffer(DeviceRegistry::index("C"), DType::Bool, T * V);
+  auto gb = allocate_buffer(DeviceRegistry::index("C"), DType::Float32, T * 32);
+  write_buffer(*o, c.data());
+  write_buffer(*h, hot.data());
+  write_buffer(*gb, g.data());
+  compiled.program->launch({o.get(), h.get(), gb.get()});
+  read_buffer(*o, c.data());
+  EXPECT_EQ(c, want);  // multiples of 1/64: every order of the sums is exact
+}
