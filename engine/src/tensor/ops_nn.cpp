@@ -702,27 +702,29 @@ int64_t depthwise_wide_row(const Tensor& x, const Tensor& weight, int64_t groups
   return wide;
 }
 
+// x (N, C, H, W), weight (C, 1, KH, KW), bias (C) or null; `wide`: depthwise_wide_row's. PyTorch's conv2d with
+// groups = C, and its gradients.
 Tensor depthwise_conv_wide(const Tensor& x, const Tensor& weight, const Tensor* bias, const Pairs& pads, int64_t wide) {
-  const int64_t bs = x.shape()[0], c = x.shape()[1], kh = weight.shape()[2], kw = weight.shape()[3];
-  const int64_t oh = x.shape()[2] + pads[0].first + pads[0].second - kh + 1;
-  const int64_t ow = x.shape()[3] + pads[1].first + pads[1].second - kw + 1;
+  const int64_t bs = x.shape()[0], c = x.shape()[1], h = x.shape()[2], w = x.shape()[3];
+  const int64_t kh = weight.shape()[2], kw = weight.shape()[3];
+  const int64_t oh = h + pads[0].first + pads[0].second - kh + 1, ow = w + pads[1].first + pads[1].second - kw + 1;
   Pairs wpads = pads;  // (N, C, OH + KH - 1, wide + KW - 1)
   wpads[1].second += wide - ow;
   const Tensor xw = x.pad(full_pads(x, wpads)).contiguous();
-  auto first = [bs, c](const Tensor& t, int64_t rows, int64_t cols) { return t.shrink({{0, bs}, {0, c}, {0, rows}, {0, cols}}); };
+  // the first `rows` rows and `cols` columns of a stored, widened (N, C, rows', cols') tensor
+  auto crop = [bs, c](const Tensor& t, int64_t rows, int64_t cols) { return t.shrink({{0, bs}, {0, c}, {0, rows}, {0, cols}}); };
   auto add_bias = [&](const Tensor& r) { return bias ? r.add(bias->reshape({1, c, 1, 1})) : r; };
   const Pairs none{{0, 0}, {0, 0}};
   std::vector<Tensor> inputs{x, weight};
   if (bias) inputs.push_back(*bias);
   return with_custom_backward(
-      inputs, [&] { return add_bias(conv_direct(first(xw, oh + kh - 1, ow + kw - 1), weight, c, {1, 1}, {1, 1}, none)); },
-      [xw, weight, pads, wide, bs, c, kh, kw, oh, ow, has_bias = bias != nullptr, first, none](const Tensor&, const Tensor& g) {
-        const int64_t h = xw.shape()[2] - pads[0].first - pads[0].second, w = ow + kw - 1 - pads[1].first - pads[1].second;
+      inputs, [&] { return add_bias(conv_direct(crop(xw, oh + kh - 1, ow + kw - 1), weight, c, {1, 1}, {1, 1}, none)); },
+      [xw, weight, pads, wide, bs, c, h, w, kh, kw, oh, ow, has_bias = bias != nullptr, crop, none](const Tensor&, const Tensor& g) {
         // the transposed convolution's padding: KH - 1 - p before and after (PyTorch's conv_transpose2d),
         // the row widened like the input's
         const int64_t top = kh - 1 - pads[0].first, left = kw - 1 - pads[1].first;
         const Tensor gw = g.pad({{0, 0}, {0, 0}, {top, kh - 1 - pads[0].second}, {left, kw - 1 - pads[1].second + wide - ow}}).contiguous();
-        const Tensor dx = conv_direct(first(gw, h + kh - 1, w + kw - 1), weight.flip({2, 3}), c, {1, 1}, {1, 1}, none);
+        const Tensor dx = conv_direct(crop(gw, h + kh - 1, w + kw - 1), weight.flip({2, 3}), c, {1, 1}, {1, 1}, none);
         // (N, C, OH, wide) · windows (N, C, OH, wide, KH·KW) summed over N and OH: (C, KH·KW, wide)
         const Tensor g_rows = gw.shrink({{0, bs}, {0, c}, {top, top + oh}, {left, left + wide}}).reshape({bs, c, oh, wide, 1});
         const Tensor win = pool(xw, {kh, kw}, {1, 1}, {1, 1}).reshape({bs, c, oh, wide, kh * kw});
