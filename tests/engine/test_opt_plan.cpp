@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <random>
+#include <set>
 #include <stdexcept>
 #include <vector>
 
@@ -546,8 +547,15 @@ TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
     EXPECT_EQ(count(src.code, "ts_v16 vacc"), 6u) << src.code;
     EXPECT_EQ(count(src.code, "data1["), 0u) << src.code;
     EXPECT_EQ(count(src.code, "data2["), 0u) << src.code;
-    for (int t = 0; t < 3; t++)  // the three windows of x's row, 1 element apart
-      EXPECT_NE(src.code.find("ts_v16_load(data2 + " + std::string(t ? "(" : "")), std::string::npos) << src.code;
+    std::set<std::string> windows;  // the three windows of x's row, 1 element apart, 2 vectors each: 6 loads
+    for (size_t at = src.code.find("ts_v16_load(data2 + "); at != std::string::npos; at = src.code.find("ts_v16_load(data2 + ", at + 1))
+    {
+      int depth = 1;  // to the load's own ')'
+      size_t end = at + std::string("ts_v16_load(").size();
+      for (; depth > 0; end++) depth += src.code[end] == '(' ? 1 : src.code[end] == ')' ? -1 : 0;
+      windows.insert(src.code.substr(at, end - at));
+    }
+    EXPECT_EQ(windows.size(), 6u) << src.code;
     std::vector<float> g(40 * 32), x(40 * 34);
     for (float& v : g) v = u(rng);
     for (float& v : x) v = u(rng);
