@@ -548,8 +548,8 @@ TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
     EXPECT_EQ(count(src.code, "data1["), 0u) << src.code;
     EXPECT_EQ(count(src.code, "data2["), 0u) << src.code;
     std::set<std::string> windows;  // the three windows of x's row, 1 element apart, 2 vectors each: 6 loads
-    for (size_t at = src.code.find("ts_v16_load(data2 + "); at != std::string::npos; at = src.code.find("ts_v16_load(data2 + ", at + 1))
-    {
+    const std::string x_load = "ts_v16_load(data2 + ";
+    for (size_t at = src.code.find(x_load); at != std::string::npos; at = src.code.find(x_load, at + 1)) {
       int depth = 1;  // to the load's own ')'
       size_t end = at + std::string("ts_v16_load(").size();
       for (; depth > 0; end++) depth += src.code[end] == '(' ? 1 : src.code[end] == ')' ? -1 : 0;
