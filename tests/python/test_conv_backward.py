@@ -428,10 +428,10 @@ def test_a_depthwise_weight_gradient_tiles_its_taps_over_the_stored_widened_rows
     # 32 x 16 x 28 x 28, 3x3, padding 1 (the bench's depthwise row): x stored padded and widened to rows of 34
     # (E_32_16_30_34), the output gradient likewise for the transposed convolution (the second E_32_16_30_34),
     # the forward (here summed into the loss in the same kernel) and the input gradient (r_32_16_28_28_3_3) read
-    # them in place, and the weight gradient keeps
-    # the 32 positions of a widened row as vectors with the 9 taps as the register tile's rows
-    # (r_16_9_32_32_28), its 18 vector accumulators multiplying one row of the gradient into the input row at
-    # each tap: a vector load per tap (CRenderer's vector accumulators), not lanes assembled from scalars.
+    # them in place, and the weight gradient keeps the 32 positions of a widened row as vectors with the 9 taps
+    # as the register tile's rows (r_16_9_32_32_28), its 18 vector accumulators multiplying one row of the
+    # gradient into the input row at each tap: a vector load per tap (CRenderer's vector accumulators), not
+    # lanes assembled from scalars.
     out, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(0)\n"
                                   "x = Tensor(rng.standard_normal((32, 16, 28, 28)).astype(np.float32), requires_grad=True)\n"
                                   "w = Tensor(rng.standard_normal((16, 1, 3, 3)).astype(np.float32), requires_grad=True)\n"
