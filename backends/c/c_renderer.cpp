@@ -356,7 +356,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::fused_statements(const ir
 // Sums are written the same way, `vacc = vacc + ts_v16_load(..)`, and a sum of rows selected by one condition
 // for every lane (acc + (c ? x : 0): an embedding's gradient as onehot(idx)ᵀ @ g, where a row is selected for
 // one token in 11) as `if (c) vacc = vacc + ts_v16_load(..);`, which skips the rows not selected (gcc's SLP had
-// blended every one of them in: r_32_11_32_12, ...).
+// blended every one of them in: the transformer sample's r_32_11_32_12 5.9 -> 3.0 us, alone, in the caches).
 // A run qualifies when its updates are the only users of their accumulators between the first of them and
 // the last ASSIGN, each update only feeds its ASSIGN, no loop begins or ends among them, and at least one
 // operand is a row of an ungated float32 buffer (a sum's operand always is).
