@@ -431,6 +431,11 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     ValueId cond = ir::kNone;
     Operand a[2];  // lane 0's operands (ADD: a[0])
   };
+  auto one_scope = [&](ValueId from, ValueId to) {  // no loop begins or ends from `from` to `to`
+    for (ValueId x = from; x <= to; x++)
+      if (insts[x].op == Op::Range || insts[x].op == Op::EndRange) return false;
+    return true;
+  };
   // The run of `lanes` updates from updates[p] on, if they qualify (see above)
   auto lane_run = [&](size_t p, int lanes) {
     Run run;
@@ -455,7 +460,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       first = std::min({first, u.inst, u.where});
       last = std::max(last, assign_of[u.acc]);
     }
-    for (ValueId x = first; x <= last && ok; x++) ok = insts[x].op != Op::Range && insts[x].op != Op::EndRange;
+    ok = ok && one_scope(first, last);
     for (const Update& u : run.lanes) {
       ok = ok && insts[u.acc].value == insts[run.lanes[0].acc].value;
       for (ValueId user : users[u.acc]) ok = ok && (user == u.inst || user == assign_of[u.acc] || user < first || user > last);
@@ -467,7 +472,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       acc_first = std::min(acc_first, u.acc);
       acc_last = std::max(acc_last, u.acc);
     }
-    for (ValueId x = acc_first; x <= acc_last && ok; x++) ok = insts[x].op != Op::Range && insts[x].op != Op::EndRange;
+    ok = ok && one_scope(acc_first, acc_last);
     if (!ok || !loads_a_row) run.lanes.clear();
     return run;
   };
