@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
 #include <set>
 #include <tuple>
@@ -80,6 +81,26 @@ static CStyleLanguage c_language() {
       "TS_VECTOR(16)\n"
       "TS_VECTOR(8)\n"
       "TS_VECTOR(4)\n"
+      "/* ts_vN_maskz_load(p, m): lane i is p[i] where bit i of m is set, else 0 (a row read through a pad view: its\n"
+      "   lanes past the edge are not read). AVX-512's masked loads (GCC's builtins for _mm512_maskz_loadu_ps and\n"
+      "   the 256- and 128-bit forms, without immintrin.h's parse time) do not touch a lane whose bit is clear. */\n"
+      "#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__GNUC__) && !defined(__clang__)\n"
+      "static inline ts_v16 ts_v16_maskz_load(const float* p, unsigned m) {\n"
+      "  return (ts_v16)__builtin_ia32_loadups512_mask(p, (ts_v16){0}, (unsigned short)m);\n"
+      "}\n"
+      "static inline ts_v8 ts_v8_maskz_load(const float* p, unsigned m) { return (ts_v8)__builtin_ia32_loadups256_mask(p, (ts_v8){0}, (unsigned char)m); }\n"
+      "static inline ts_v4 ts_v4_maskz_load(const float* p, unsigned m) { return (ts_v4)__builtin_ia32_loadups128_mask(p, (ts_v4){0}, (unsigned char)m); }\n"
+      "#else\n"
+      "#define TS_MASKZ_LOAD(n)                                                                              \\\n"
+      "  static inline ts_v##n ts_v##n##_maskz_load(const float* p, unsigned m) {                             \\\n"
+      "    ts_v##n v;                                                                                         \\\n"
+      "    for (int i = 0; i < n; i++) v[i] = (m >> i & 1) ? p[i] : 0.0f;                                     \\\n"
+      "    return v;                                                                                          \\\n"
+      "  }\n"
+      "TS_MASKZ_LOAD(16)\n"
+      "TS_MASKZ_LOAD(8)\n"
+      "TS_MASKZ_LOAD(4)\n"
+      "#endif\n"
       "/* THREADS: thread ts_core of ts_cores runs rows [TS_LO(n), TS_HI(n)) of the outermost global loop */\n"
       "#define TS_LO(n) ((int)(((long long)(n) * ts_core) / ts_cores))\n"
       "#define TS_HI(n) ((int)(((long long)(n) * (ts_core + 1)) / ts_cores))\n";
@@ -360,6 +381,27 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::fused_statements(const ir
 // A run qualifies when its updates are the only users of their accumulators between the first of them and
 // the last ASSIGN, each update only feeds its ASSIGN, no loop begins or ends among them, and at least one
 // operand is a row of an ungated float32 buffer (a sum's operand always is).
+// A lane of a row that is never read (see vector_accumulators' Update)
+constexpr ir::ValueId kMaskedOff = ir::kNone - 1;
+
+// The mask of a row read through a pad view, lane j's bit set where its load is not gated off: the lanes read
+// unconditionally as one constant, each gate's lanes as one select, `0x7feu | (v225 ? 0x1u : 0u) | ...`
+static std::string lane_mask(const std::vector<ir::ValueId>& gates, const std::vector<std::string>& name) {
+  auto hex = [](unsigned bits) {
+    char text[16];
+    std::snprintf(text, sizeof text, "0x%xu", bits);
+    return std::string(text);
+  };
+  unsigned always = 0;
+  std::map<ir::ValueId, unsigned> gated;  // gate -> the lanes it guards
+  for (size_t j = 0; j < gates.size(); j++)
+    if (gates[j] == ir::kNone) always |= 1u << j;
+    else if (gates[j] != kMaskedOff) gated[gates[j]] |= 1u << j;
+  std::string mask = hex(always);
+  for (const auto& [gate, bits] : gated) mask += " | (" + name[gate] + " ? " + hex(bits) + " : 0u)";
+  return mask;
+}
+
 std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const ir::Kernel& k) const {
   using ir::Op;
   using ir::ValueId;
@@ -370,27 +412,34 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   std::vector<ValueId> assign_of(insts.size(), ir::kNone);
   for (size_t i = 0; i < insts.size(); i++)
     if (insts[i].op == Op::Assign) assign_of[insts[i].src[0]] = static_cast<ValueId>(i);
-  // An operand of one lane: the row element it loads (buffer, base, offset), or the value itself (buffer kNone)
+  // An operand of one lane: the row element it loads (buffer, base, offset; gate: kNone, or the condition
+  // without which it reads 0), or the value itself (buffer kNone)
   struct Operand {
     ValueId buffer = ir::kNone, base = ir::kNone;
     int64_t offset = 0;
+    ValueId gate = ir::kNone;
   };
   auto operand = [&](ValueId v) {
     const ir::Inst& in = insts[v];
-    if (in.op == Op::Load && in.num_src == 2 && in.dtype == DType::Float32 && insts[in.src[0]].op == Op::DefineGlobal &&
+    if (in.op == Op::Load && in.dtype == DType::Float32 && insts[in.src[0]].op == Op::DefineGlobal &&
         insts[in.src[0]].dtype == DType::Float32) {
       const auto [base, offset] = index_base_and_offset(k, in.src[1]);
-      return Operand{in.src[0], base, offset};
+      return Operand{in.src[0], base, offset, in.num_src == 3 ? in.src[2] : ir::kNone};
     }
-    return Operand{ir::kNone, v, 0};
+    return Operand{ir::kNone, v, 0, ir::kNone};
   };
   // A lane's update of its accumulator: acc = fma(a, b, acc) (MULACC), acc + x (ADD), or acc + (c ? x : 0) (ADD of
   // a WHERE on a condition; one condition for every lane: a one-hot's rows, onehot(idx)ᵀ @ g, an embedding's
-  // gradient), each the only user of its accumulator's value in the loop and read only by its ASSIGN
+  // gradient), each the only user of its accumulator's value in the loop and read only by its ASSIGN. A
+  // multiply-add whose load simplify found always masked off is acc + a · 0 (an ADD of a MUL by +0: a lane of a
+  // row read through a pad view that falls wholly in the padding), the same bits as fma(a, 0, acc): a lane of a
+  // MULACC run whose row is masked off there.
   struct Update {
     ValueId inst = ir::kNone, acc = ir::kNone;
+    Op kind = Op::MulAcc;
     ValueId src[2] = {ir::kNone, ir::kNone};  // MULACC: a, b; ADD: x
     ValueId where = ir::kNone, cond = ir::kNone;  // ADD of a WHERE: the WHERE and its condition
+    ValueId product = ir::kNone;  // acc + a · 0: the MUL (not written when only vector statements read it)
   };
   auto zero_const = [&](ValueId v) {
     return insts[v].op == Op::Const && insts[v].value == 0 && !std::signbit(insts[v].value);
@@ -406,7 +455,14 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     Update u;
     u.inst = static_cast<ValueId>(i);
     u.acc = acc;
-    if (in.op == Op::MulAcc) {
+    u.kind = in.op;
+    if (const ir::Inst& m = insts[in.src[1 - acc_at]];
+        in.op == Op::Add && m.op == Op::Mul && m.dtype == DType::Float32 && (zero_const(m.src[0]) || zero_const(m.src[1]))) {
+      u.kind = Op::MulAcc;
+      u.product = in.src[1 - acc_at];
+      u.src[0] = m.src[0];
+      u.src[1] = m.src[1];
+    } else if (in.op == Op::MulAcc) {
       u.src[0] = in.src[0];
       u.src[1] = in.src[1];
     } else {
@@ -430,6 +486,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     Op kind = Op::MulAcc;
     ValueId cond = ir::kNone;
     Operand a[2];  // lane 0's operands (ADD: a[0])
+    std::vector<ValueId> gates[2];  // a row's lane gates (kNone: read unconditionally); empty: none gated
   };
   auto one_scope = [&](ValueId from, ValueId to) {  // no loop begins or ends from `from` to `to`
     for (ValueId x = from; x <= to; x++)
@@ -440,19 +497,30 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   auto lane_run = [&](size_t p, int lanes) {
     Run run;
     run.lanes.assign(updates.begin() + static_cast<std::ptrdiff_t>(p), updates.begin() + static_cast<std::ptrdiff_t>(p) + lanes);
-    run.kind = insts[run.lanes[0].inst].op;
+    run.kind = run.lanes[0].kind;
     run.cond = run.lanes[0].cond;
     bool ok = true, loads_a_row = false;
-    for (const Update& u : run.lanes) ok = ok && insts[u.inst].op == run.kind && u.cond == run.cond;
+    for (const Update& u : run.lanes) ok = ok && u.kind == run.kind && u.cond == run.cond;
     for (int s = 0; s < (run.kind == Op::MulAcc ? 2 : 1) && ok; s++) {
       const ValueId v0 = run.lanes[0].src[s];
       bool same = run.kind == Op::MulAcc;  // one value for every lane (a broadcast), even when it is a load
       for (int j = 1; j < lanes; j++) same = same && run.lanes[j].src[s] == v0;
-      run.a[s] = same ? Operand{ir::kNone, v0, 0} : operand(v0);
+      // a row: lane j loads base + offset + j, or is +0 (masked off: a load simplify folded, see Update)
+      int first_load = 0;
+      while (!same && first_load < lanes - 1 && zero_const(run.lanes[first_load].src[s])) first_load++;
+      run.a[s] = same ? Operand{ir::kNone, v0, 0} : operand(run.lanes[first_load].src[s]);
+      run.a[s].offset -= same ? 0 : first_load;
+      std::vector<ValueId> gates;
       for (int j = 0; j < lanes && ok && !same; j++) {
+        if (zero_const(run.lanes[j].src[s])) {
+          gates.push_back(kMaskedOff);
+          continue;
+        }
         const Operand o = operand(run.lanes[j].src[s]);
         ok = o.buffer != ir::kNone && o.buffer == run.a[s].buffer && o.base == run.a[s].base && o.offset == run.a[s].offset + j;
+        gates.push_back(o.gate);
       }
+      if (std::any_of(gates.begin(), gates.end(), [](ValueId g) { return g != ir::kNone; })) run.gates[s] = gates;
       loads_a_row = loads_a_row || run.a[s].buffer != ir::kNone;
     }
     ValueId first = run.lanes[0].inst, last = first;
@@ -503,6 +571,12 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       if (o.buffer == ir::kNone && o.base != ir::kNone) broadcast[o.base] = true;
     if (runs[r].cond != ir::kNone) broadcast[runs[r].cond] = true;  // written: the statement reads it
   }
+  // a · 0 (several lanes may share one) is not written when every user is a vectorized lane, nor are its loads
+  for (const Run& run : runs)
+    for (const Update& u : run.lanes)
+      if (u.product != ir::kNone &&
+          std::all_of(users[u.product].begin(), users[u.product].end(), [&](ValueId user) { return run_of[user] >= 0; }))
+        run_of[u.product] = run_of[u.inst];
   std::vector<std::vector<ValueId>> dropped_loads(runs.size());
   for (size_t i = 0; i < insts.size(); i++) {
     if (insts[i].op != Op::Load || users[i].empty() || broadcast[i]) continue;
@@ -530,16 +604,22 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     }
     update.members.insert(update.members.end(), dropped_loads[r].begin(), dropped_loads[r].end());
     const int slots = run.kind == Op::MulAcc ? 2 : 1;
-    for (int s = 0; s < slots; s++) update.reads.push_back(run.a[s].base);
+    for (int s = 0; s < slots; s++) {
+      update.reads.push_back(run.a[s].base);
+      for (ValueId g : std::set<ValueId>(run.gates[s].begin(), run.gates[s].end()))
+        if (g != ir::kNone && g != kMaskedOff) update.reads.push_back(g);
+    }
     if (run.cond != ir::kNone) update.reads.push_back(run.cond);
-    update.text = [vec, type, kind = run.kind, cond = run.cond, a = run.a[0], b = run.a[1]](const std::vector<std::string>& name) {
-      auto lanes = [&](const Operand& o) {
+    update.text = [vec, type, kind = run.kind, cond = run.cond, a = run.a[0], b = run.a[1], ga = run.gates[0],
+                   gb = run.gates[1]](const std::vector<std::string>& name) {
+      auto lanes = [&](const Operand& o, const std::vector<ValueId>& gates) {
         if (o.buffer == ir::kNone) return type + "_splat(" + name[o.base] + ")";
         const std::string at = o.offset ? "(" + name[o.base] + " + " + std::to_string(o.offset) + ")" : name[o.base];
-        return type + "_load(" + name[o.buffer] + " + " + at + ")";
+        if (gates.empty()) return type + "_load(" + name[o.buffer] + " + " + at + ")";
+        return type + "_maskz_load(" + name[o.buffer] + " + " + at + ", " + lane_mask(gates, name) + ")";
       };
-      if (kind == Op::MulAcc) return vec + " = " + type + "_fma(" + lanes(a) + ", " + lanes(b) + ", " + vec + ");";
-      return (cond == ir::kNone ? "" : "if (" + name[cond] + ") ") + vec + " = " + vec + " + " + lanes(a) + ";";
+      if (kind == Op::MulAcc) return vec + " = " + type + "_fma(" + lanes(a, ga) + ", " + lanes(b, gb) + ", " + vec + ");";
+      return (cond == ir::kNone ? "" : "if (" + name[cond] + ") ") + vec + " = " + vec + " + " + lanes(a, ga) + ";";
     };
     out.push_back(std::move(update));
   }

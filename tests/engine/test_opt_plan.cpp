@@ -598,6 +598,58 @@ TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
   }
 }
 
+// The weight gradient of a depthwise convolution in one dimension read through a pad view, as depthwise_conv_wide
+// reads x: out[t, j] = sum over rows r of g[r, j] · xp[r, j + t], xp the row of x (30 wide) padded by 1 on the
+// left and 3 on the right (34), so x's element is x[r, j + t - 1] where 0 <= j + t - 1 < 30 and 0 outside.
+// Globals: out (3·32), g (R·32), x (R·30).
+static ir::Kernel padded_tap_correlation_kernel(int64_t R) {
+  ir::Kernel k;
+  k.name = "padded_tap_correlation";
+  k.globals = {{DType::Float32, 3 * 32, true}, {DType::Float32, R * 32, false}, {DType::Float32, R * 30, false}};
+  ir::Builder b(k);
+  auto out = b.global(0, DType::Float32), g = b.global(1, DType::Float32), x = b.global(2, DType::Float32);
+  auto rt = b.range(3, true), rj = b.range(32, true);
+  auto acc = b.acc(0, DType::Float32);
+  auto rr = b.range(R);
+  auto gv = b.load(g, b.add(b.mul(rr, b.cint(32)), rj));
+  auto col = b.add(rj, rt);  // the column in xp; x's is col - 1
+  auto inside = b.land(b.alu(Op::CmpLt, DType::Bool, b.cint(0), col), b.alu(Op::CmpLt, DType::Bool, col, b.cint(31)));
+  auto xv = b.load(x, b.add(b.add(b.mul(rr, b.cint(30)), col), b.cint(-1)), inside);
+  b.assign(acc, b.alu(Op::Add, DType::Float32, acc, b.alu(Op::Mul, DType::Float32, gv, xv)));
+  b.end_range(rr);
+  b.store(out, b.add(b.mul(rt, b.cint(32)), rj), acc);
+  b.end_range(rj);
+  b.end_range(rt);
+  return k;
+}
+
+// Rows read through a pad view: the lanes past an edge are masked off in one vector load (ts_v16_maskz_load),
+// including those simplify found always off (acc + x · 0): the same bits as the interpreter, no scalar load
+TEST(CRenderer, ReadsARowThroughAPadViewAsOneMaskedVectorLoad) {
+  Device& dev = DeviceRegistry::at(DeviceRegistry::index("C"));
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1, 1);
+  const ir::Kernel plain = padded_tap_correlation_kernel(40);
+  ir::Kernel k = plain;
+  run_passes(k, nullptr);
+  ASSERT_EQ(applied(k, AppliedOpt::UpcastGlobal), 32) << ir::print(k);
+  ASSERT_EQ(applied(k, AppliedOpt::RegisterTile), 3) << ir::print(k);
+  const SourceListing src = dev.renderer()->render(k);
+  EXPECT_EQ(count(src.code, " = ts_v16_fma("), 6u) << src.code;  // 3 taps x 2 vectors of 16 lanes
+  // tap 0's first vector has lane 0 always off (column -1); tap 2's second, its last two (columns 30, 31)
+  EXPECT_GE(count(src.code, "ts_v16_maskz_load(data2 + "), 2u) << src.code;
+  EXPECT_EQ(count(src.code, "data1["), 0u) << src.code;
+  EXPECT_EQ(count(src.code, "data2["), 0u) << src.code;
+  EXPECT_EQ(count(src.code, "* 0.0f"), 0u) << src.code;
+  std::vector<float> g(40 * 32), x(40 * 30);
+  for (float& v : g) v = u(rng);
+  for (float& v : x) v = u(rng);
+  auto [want, c] = run(plain, g, x);
+  auto [interp, c_opt] = run(k, g, x);
+  EXPECT_EQ(c_opt, interp);
+  for (size_t i = 0; i < want.size(); i++) EXPECT_NEAR(c_opt[i], want[i], 1e-4f);
+}
+
 // An embedding's gradient as a one-hot product: out[v, j] = sum over tokens t of (onehot[t, v] ? g[t, j] : 0) for
 // V = 11 rows and 32 columns. Globals: out (V·32), onehot (T·V bools), g (T·32).
 static ir::Kernel onehot_rows_kernel(int64_t T, int64_t V) {

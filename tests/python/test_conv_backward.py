@@ -372,11 +372,11 @@ def test_widened_rows_match_pytorch(n, ci, h, w, co, k, pad):
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-4 * float(np.abs(want).max()))
 
 
-def test_a_padded_depthwise_convolution_reads_its_input_stored_padded():
+def test_a_padded_depthwise_convolution_reads_its_input_through_the_pad_in_one_kernel():
     # groups = channels (MobileNet's depthwise 3x3) takes the direct form; read through the pad, every load of
-    # its unrolled rows was a masked select that gcc left scalar (0.58 ms for 32 x 16 x 28 x 28); on C the
-    # input is stored padded first (0.23 ms, PyTorch 0.22). Its weight gradient sums per row of positions first
-    # (conv_weight_grad's direct form: 1.9 -> 0.84 ms). Values and gradients against PyTorch.
+    # its unrolled rows was a masked select that gcc left scalar (0.58 ms for 32 x 16 x 28 x 28), so the input
+    # was stored padded first (0.23 ms); the C renderer now reads such a row as one masked vector load, and the
+    # forward is one kernel (depthwise_conv_wide). Values and gradients against PyTorch.
     from tensorscope import GlobalCounters, Tensor
     rng = np.random.default_rng(7)
     x = rng.standard_normal((8, 16, 16, 16)).astype(np.float32)  # rows of 16: the partial-sum weight gradient
@@ -386,7 +386,7 @@ def test_a_padded_depthwise_convolution_reads_its_input_stored_padded():
     GlobalCounters.reset()
     y = tx.conv2d(tw, padding=1, groups=16)
     y.realize()
-    assert GlobalCounters.kernel_count == 2  # the padded copy, then the convolution
+    assert GlobalCounters.kernel_count == 1  # the convolution, reading x through the pad: no padded copy
     (y * Tensor(g, device="C")).sum().backward()
     px, pw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
     py = torch.nn.functional.conv2d(px, pw, padding=1, groups=16)
@@ -424,24 +424,27 @@ def test_depthwise_convolutions_on_widened_rows_match_pytorch(n, c, h, w, k, pad
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5 * float(np.abs(want).max()))
 
 
-def test_a_depthwise_weight_gradient_tiles_its_taps_over_the_stored_widened_rows(tmp_path):
-    # 32 x 16 x 28 x 28, 3x3, padding 1 (the bench's depthwise row): x stored padded and widened to rows of 34
-    # (E_32_16_30_34), the output gradient likewise for the transposed convolution (the second E_32_16_30_34),
-    # the forward (here summed into the loss in the same kernel) and the input gradient (r_32_16_28_28_3_3) read
-    # them in place, and the weight gradient keeps the 32 positions of a widened row as vectors with the 9 taps
-    # as the register tile's rows (r_16_9_32_32_28), its 18 vector accumulators multiplying one row of the
-    # gradient into the input row at each tap: a vector load per tap (CRenderer's vector accumulators), not
-    # lanes assembled from scalars.
+def test_a_depthwise_weight_gradient_tiles_its_taps_over_widened_rows_read_through_the_pad(tmp_path):
+    # 32 x 16 x 28 x 28, 3x3, padding 1 (the bench's depthwise row): nothing is stored padded; the output
+    # gradient is stored once (E_32_16_28_28: here the loss's ones), the forward (here summed into the loss in
+    # the same kernel), the input gradient (r_32_16_28_28_3_3) and the weight gradient read x and it through
+    # pad views, the lanes past a row's edge masked off. The weight gradient keeps the 32 positions of a widened
+    # row as vectors with the 9 taps as the register tile's rows (r_16_9_32_32_28), its 18 vector accumulators
+    # multiplying one row of the gradient into the input row at each tap: a (masked) vector load per tap
+    # (CRenderer's vector accumulators), not lanes assembled from scalars.
     out, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(0)\n"
                                   "x = Tensor(rng.standard_normal((32, 16, 28, 28)).astype(np.float32), requires_grad=True)\n"
                                   "w = Tensor(rng.standard_normal((16, 1, 3, 3)).astype(np.float32), requires_grad=True)\n"
                                   "x.conv2d(w, padding=1, groups=16).sum().backward()\n"
                                   "Tensor.realize(x.grad, w.grad)\n")
     names = [k["name"] for k in kernels]
-    assert len(names) == 6 and names.count("E_32_16_30_34") == 2 and "r_32_16_28_28_3_3" in names, names
+    assert len(names) == 5 and names.count("E_32_16_28_28") == 1 and "r_32_16_28_28_3_3" in names, names
     assert "r_16_9_32_32_28" in names and "r_16_3_3_32" in names, names
     wgrad = next(k for k in kernels if k["name"] == "r_16_9_32_32_28")
     assert "UPCAST_GLOBAL(32)" in wgrad["actions"]["applied"] and "REGISTER_TILE(9)" in wgrad["actions"]["applied"], wgrad["actions"]
     source = (out / wgrad["sources"]["C"]).read_text()
-    assert source.count(" = ts_v16_fma(ts_v16_load(") == 18, source
-    assert "data1[" not in source.split("for (int")[-1] and "data2[" not in source, source
+    assert source.count(" = ts_v16_fma(") == 18 and source.count("ts_v16_maskz_load(") >= 18, source
+    assert "data1[" not in source and "data2[" not in source and "fmaf(" not in source.split("ts_v16 vacc")[-1], source
+    dgrad = next(k for k in kernels if k["name"] == "r_32_16_28_28_3_3")
+    source = (out / dgrad["sources"]["C"]).read_text()
+    assert "ts_v16_maskz_load(" in source and "fmaf(" not in source.split("ts_v16 vacc")[-1], source

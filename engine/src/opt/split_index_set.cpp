@@ -262,8 +262,7 @@ static void split_padded_tile(ir::Kernel& k) {
       if (in.op != Op::CmpLt || k.insts[in.src[0]].dtype != DType::Int32 ||
           !depends_on(k.insts, static_cast<ValueId>(i), static_cast<ValueId>(g), memo))
         continue;
-      if (!of_loop_only(k.insts, in.src[0], g) || !of_loop_only(k.insts, in.src[1], g)) return;
-      compares = true;
+      if (of_loop_only(k.insts, in.src[0], g) && of_loop_only(k.insts, in.src[1], g)) compares = true;
     }
     if (!compares) continue;
     if (!split_keeps_threads(k, g)) return;

@@ -669,17 +669,21 @@ Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g_cm, const Ten
 
 // A depthwise convolution (groups = C_in = C_out, one filter per channel: MobileNet's 3x3) on C, 2-D, stride and
 // dilation 1, whose output rows fill vectors of 16 with at most a quarter of padding (rows of 28 -> 32): the row
-// width `depthwise_wide_row` returns, else 0. Its input and its output gradient are each stored once, padded
-// for the forward and for the transposed convolution and widened on the right to that width (zeros), and read
-// in place by all three convolutions:
-//  * forward: every output sums its window (the direct form) from the stored input;
-//  * input gradient: the transposed convolution (the flipped filter over the padded gradient), the same way;
+// width `depthwise_wide_row` returns, else 0. The forward reads its input through the pad (masked vector loads:
+// CRenderer::vector_accumulators); the backward stores the input and the output gradient once each, padded
+// for the forward and for the transposed convolution and widened on the right to that width (zeros):
+//  * forward: every output sums its window (the direct form), the row's lanes past an edge masked off (its
+//    rows of 28 are a vector of 16 and one of 12, split_index_set's split_padded_tile: 32 x 16 x 28 x 28 3x3,
+//    0.18 ms as a stored padded copy and the direct form over it, 0.13 ms this way, alone in a C harness);
+//  * input gradient: the transposed convolution (the flipped filter over the stored padded gradient: read
+//    through the pad, the gradient's producers ran in every tap's masked load, 5 ms);
 //  * weight gradient: dW[c, ky, kx] = sum over n, y, x of g[n, c, y, x] · x_pad[n, c, y + ky, x + kx] keeps
 //    the row's positions as an output axis, (C, KH·KW, wide), summed over the batch and the rows, then over the
 //    positions. The stored gradient's widened columns are zeros, so every position of a widened row counts
 //    exactly once; the row is whole vectors (upcast_global), the KH·KW taps the register tile's rows (one
 //    loop of taps: 3x3 = 9 rows of 2 vectors), and each tap's lanes one vector load of the shifted input row
-//    (CRenderer::vector_accumulators: the taps overlap, x + kx for kx = 0, 1, 2).
+//    from the stored copy (CRenderer::vector_accumulators: the taps overlap, x + kx for kx = 0, 1, 2; through
+//    the pad, the lanes that read only padding fold to x · 0 and break the vectors: 0.41 against 0.16 ms).
 // 32 x 16 x 28 x 28, 3x3, padding 1, forward and both gradients (1 thread): 0.61 ms as the direct forms and
 // conv_weight_grad's partial sums had it (the weight gradient read x through masked loads: 0.27 ms of it), 0.49 ms
 // this way (weight gradient 0.14 ms; 0.45 ms before the C renderer wrote the taps' overlapping loads as vectors).
@@ -710,24 +714,24 @@ Tensor depthwise_conv_wide(const Tensor& x, const Tensor& weight, const Tensor* 
   const int64_t oh = h + pads[0].first + pads[0].second - kh + 1, ow = w + pads[1].first + pads[1].second - kw + 1;
   Pairs wpads = pads;  // (N, C, OH + KH - 1, wide + KW - 1)
   wpads[1].second += wide - ow;
-  const Tensor xw = x.pad(full_pads(x, wpads)).contiguous();
-  // the first `rows` rows and `cols` columns of a stored, widened (N, C, rows', cols') tensor
+  const Tensor xp = x.pad(full_pads(x, wpads));  // a view: the forward reads it through masked loads
+  // the first `rows` rows and `cols` columns of a padded, widened (N, C, rows', cols') tensor
   auto crop = [bs, c](const Tensor& t, int64_t rows, int64_t cols) { return t.shrink({{0, bs}, {0, c}, {0, rows}, {0, cols}}); };
   auto add_bias = [&](const Tensor& r) { return bias ? r.add(bias->reshape({1, c, 1, 1})) : r; };
   const Pairs none{{0, 0}, {0, 0}};
   std::vector<Tensor> inputs{x, weight};
   if (bias) inputs.push_back(*bias);
   return with_custom_backward(
-      inputs, [&] { return add_bias(conv_direct(crop(xw, oh + kh - 1, ow + kw - 1), weight, c, {1, 1}, {1, 1}, none)); },
-      [xw, weight, pads, wide, bs, c, h, w, kh, kw, oh, ow, has_bias = bias != nullptr, crop, none](const Tensor&, const Tensor& g) {
+      inputs, [&] { return add_bias(conv_direct(crop(xp, oh + kh - 1, ow + kw - 1), weight, c, {1, 1}, {1, 1}, none)); },
+      [xp, weight, pads, wide, bs, c, h, w, kh, kw, oh, ow, has_bias = bias != nullptr, crop, none](const Tensor&, const Tensor& g) {
         // the transposed convolution's padding: KH - 1 - p before and after (PyTorch's conv_transpose2d),
         // the row widened like the input's
         const int64_t top = kh - 1 - pads[0].first, left = kw - 1 - pads[1].first;
-        const Tensor gw = g.pad({{0, 0}, {0, 0}, {top, kh - 1 - pads[0].second}, {left, kw - 1 - pads[1].second + wide - ow}}).contiguous();
+        const Tensor gw = g.contiguous().pad({{0, 0}, {0, 0}, {top, kh - 1 - pads[0].second}, {left, kw - 1 - pads[1].second + wide - ow}});
         const Tensor dx = conv_direct(crop(gw, h + kh - 1, w + kw - 1), weight.flip({2, 3}), c, {1, 1}, {1, 1}, none);
         // (N, C, OH, wide) · windows (N, C, OH, wide, KH·KW) summed over N and OH: (C, KH·KW, wide)
         const Tensor g_rows = gw.shrink({{0, bs}, {0, c}, {top, top + oh}, {left, left + wide}}).reshape({bs, c, oh, wide, 1});
-        const Tensor win = pool(xw, {kh, kw}, {1, 1}, {1, 1}).reshape({bs, c, oh, wide, kh * kw});
+        const Tensor win = pool(xp, {kh, kw}, {1, 1}, {1, 1}).reshape({bs, c, oh, wide, kh * kw});
         const Tensor partial = g_rows.mul(win).permute({1, 4, 3, 0, 2}).sum(std::vector<int64_t>{3, 4}).contiguous();
         std::vector<Tensor> grads{dx, partial.sum(std::vector<int64_t>{-1}).reshape(weight.shape())};
         if (has_bias) grads.push_back(g.sum(std::vector<int64_t>{0, 2, 3}));
