@@ -505,6 +505,8 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       const ValueId v0 = run.lanes[0].src[s];
       bool same = run.kind == Op::MulAcc;  // one value for every lane (a broadcast), even when it is a load
       for (int j = 1; j < lanes; j++) same = same && run.lanes[j].src[s] == v0;
+      // every lane a · 0 (a product simplify found wholly masked off): left as it was, nothing to load as a row
+      ok = ok && !(same && zero_const(v0) && run.lanes[0].product != ir::kNone);
       // a row: lane j loads base + offset + j, or is +0 (masked off: a load simplify folded, see Update)
       int first_load = 0;
       while (!same && first_load < lanes - 1 && zero_const(run.lanes[first_load].src[s])) first_load++;
