@@ -363,24 +363,6 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::fused_statements(const ir
   return out;
 }
 
-// Vector accumulators. An upcast reduce loop (UPCAST_GLOBAL, REGISTER_TILE, UPCAST_REDUCE) updates its
-// accumulators lane by lane, acc_j = fma(a_j, b_j, acc_j), each operand either an element of a row (a_j loaded
-// from base + c + j) or one value for every lane (a broadcast: x[i, k] of a matmul's row i). gcc's SLP
-// vectorizer packs such groups into vector registers, unless two groups load overlapping runs of one row: a
-// depthwise convolution's weight gradient tiled over its 3x3 taps reads row y at x + kx + lane for kx = 0, 1,
-// 2; gcc loads each element once and builds every tap's vector from scalars (0.49 ms for 32 x 16 x 28 x 28).
-// So 16 such accumulators side by side (or 8, or 4: a row of 12 is a vector of 8 and one of 4) are written as
-// one vector (GCC's vector extensions; the widest run that starts at each MULACC, in the IR's order):
-//   ts_v16 vacc295 = ts_v16_splat(0.0f);                                             (the 16 DEFINE_ACCs)
-//   vacc295 = ts_v16_fma(ts_v16_load(data1 + v588), ts_v16_load(data2 + (v588 + 35)), vacc295);  (16 MULACCs)
-// and read after the loop as vacc295[0] .. vacc295[15]. Each lane still rounds once (fmaf): the same bits.
-// Sums are written the same way, `vacc = vacc + ts_v16_load(..)`, and a sum of rows selected by one condition
-// for every lane (acc + (c ? x : 0): an embedding's gradient as onehot(idx)ᵀ @ g, where a row is selected for
-// one token in 11) as `if (c) vacc = vacc + ts_v16_load(..);`, which skips the rows not selected (gcc's SLP had
-// blended every one of them in: the transformer sample's r_32_11_32_12 5.9 -> 3.0 us, alone, in the caches).
-// A run qualifies when its updates are the only users of their accumulators between the first of them and
-// the last ASSIGN, each update only feeds its ASSIGN, no loop begins or ends among them, and at least one
-// operand is a row of an ungated float32 buffer (a sum's operand always is).
 // A lane of a row that is never read (see vector_accumulators' Update)
 constexpr ir::ValueId kMaskedOff = ir::kNone - 1;
 
@@ -397,11 +379,34 @@ static std::string lane_mask(const std::vector<ir::ValueId>& gates, const std::v
   for (size_t j = 0; j < gates.size(); j++)
     if (gates[j] == ir::kNone) always |= 1u << j;
     else if (gates[j] != kMaskedOff) gated[gates[j]] |= 1u << j;
-  std::string mask = hex(always);
-  for (const auto& [gate, bits] : gated) mask += " | (" + name[gate] + " ? " + hex(bits) + " : 0u)";
+  std::string mask = always || gated.empty() ? hex(always) : "";
+  for (const auto& [gate, bits] : gated) mask += (mask.empty() ? "(" : " | (") + name[gate] + " ? " + hex(bits) + " : 0u)";
   return mask;
 }
 
+// Vector accumulators. An upcast reduce loop (UPCAST_GLOBAL, REGISTER_TILE, UPCAST_REDUCE) updates its
+// accumulators lane by lane, acc_j = fma(a_j, b_j, acc_j), each operand either an element of a row (a_j loaded
+// from base + c + j) or one value for every lane (a broadcast: x[i, k] of a matmul's row i). gcc's SLP
+// vectorizer packs such groups into vector registers, unless two groups load overlapping runs of one row: a
+// depthwise convolution's weight gradient tiled over its 3x3 taps reads row y at x + kx + lane for kx = 0, 1,
+// 2; gcc loads each element once and builds every tap's vector from scalars (0.49 ms for 32 x 16 x 28 x 28).
+// So 16 such accumulators side by side (or 8, or 4: a row of 12 is a vector of 8 and one of 4) are written as
+// one vector (GCC's vector extensions; the widest run that starts at each MULACC, in the IR's order):
+//   ts_v16 vacc295 = ts_v16_splat(0.0f);                                             (the 16 DEFINE_ACCs)
+//   vacc295 = ts_v16_fma(ts_v16_load(data1 + v588), ts_v16_load(data2 + (v588 + 35)), vacc295);  (16 MULACCs)
+// and read after the loop as vacc295[0] .. vacc295[15]. Each lane still rounds once (fmaf): the same bits.
+// Sums are written the same way, `vacc = vacc + ts_v16_load(..)`, and a sum of rows selected by one condition
+// for every lane (acc + (c ? x : 0): an embedding's gradient as onehot(idx)ᵀ @ g, where a row is selected for
+// one token in 11) as `if (c) vacc = vacc + ts_v16_load(..);`, which skips the rows not selected (gcc's SLP had
+// blended every one of them in: the transformer sample's r_32_11_32_12 5.9 -> 3.0 us, alone, in the caches).
+// A row read through a pad view (each lane's load gated: gate ? x[i] : 0) is one masked load,
+// `ts_v16_maskz_load(data2 + (v166 + -1), 0xfffeu | (v212 ? 0x1u : 0u))`, its lanes past the edge not read (AVX-512's
+// masked loads; a lane loop elsewhere), and a lane simplify found always masked off (acc + x · 0) is a clear bit of
+// the mask: a depthwise convolution reads its input and output gradient in place instead of padded copies
+// (depthwise_conv_wide; gcc had kept every gated lane scalar, 0.51 ms against 0.13 for its forward).
+// A run qualifies when its updates are the only users of their accumulators between the first of them and
+// the last ASSIGN, each update only feeds its ASSIGN, no loop begins or ends among them, and at least one
+// operand is a row of a float32 buffer (a sum's operand always is).
 std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const ir::Kernel& k) const {
   using ir::Op;
   using ir::ValueId;

@@ -448,3 +448,6 @@ def test_a_depthwise_weight_gradient_tiles_its_taps_over_widened_rows_read_throu
     dgrad = next(k for k in kernels if k["name"] == "r_32_16_28_28_3_3")
     source = (out / dgrad["sources"]["C"]).read_text()
     assert "ts_v16_maskz_load(" in source and "fmaf(" not in source.split("ts_v16 vacc")[-1], source
+    # rows of 28 padded to 32: the loop of 16-lane blocks split at the padded block (split_padded_tile), its 12
+    # real lanes stored without a gate (a store behind a branch per lane had made it 4x slower)
+    assert "if (" not in source.split("TS_VECTOR(4)")[-1].split("#endif")[-1], source
