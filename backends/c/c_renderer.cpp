@@ -77,6 +77,11 @@ static CStyleLanguage c_language() {
       "  static inline ts_v##n ts_v##n##_fma(ts_v##n a, ts_v##n b, ts_v##n c) {                              \\\n"
       "    for (int i = 0; i < n; i++) c[i] = fmaf(a[i], b[i], c[i]);                                         \\\n"
       "    return c;                                                                                          \\\n"
+      "  }                                                                                                    \\\n"
+      "  typedef int32_t ts_m##n __attribute__((vector_size(4 * n))); /* a lane mask: -1 or 0 */             \\\n"
+      "  static inline ts_v##n ts_v##n##_max(ts_v##n a, ts_v##n b) { /* ts_fmaxf lane by lane */             \\\n"
+      "    ts_m##n m = (a != a) | (a > b);                                                                    \\\n"
+      "    return (ts_v##n)(((ts_m##n)a & m) | ((ts_m##n)b & ~m));                                            \\\n"
       "  }\n"
       "TS_VECTOR(16)\n"
       "TS_VECTOR(8)\n"
@@ -399,6 +404,9 @@ static std::string lane_mask(const std::vector<ir::ValueId>& gates, const std::v
 // for every lane (acc + (c ? x : 0): an embedding's gradient as onehot(idx)ᵀ @ g, where a row is selected for
 // one token in 11) as `if (c) vacc = vacc + ts_v16_load(..);`, which skips the rows not selected (gcc's SLP had
 // blended every one of them in: the transformer sample's r_32_11_32_12 5.9 -> 3.0 us, alone, in the caches).
+// A max (UPCAST_REDUCE's accumulators of a row max: a softmax's rows of 12) is `vacc = ts_v4_max(vacc, row)`, each
+// lane ts_fmaxf's NaN-propagating select in bit masks (the branchy scalar form kept it scalar); the combine of
+// the lanes after the loop, assigned to the first accumulator, reads and writes vacc[0].
 // A row read through a pad view (each lane's load gated: gate ? x[i] : 0) is one masked load,
 // `ts_v16_maskz_load(data2 + (v166 + -1), 0xfffeu | (v212 ? 0x1u : 0u))`, its lanes past the edge not read (AVX-512's
 // masked loads; a lane loop elsewhere), and a lane simplify found always masked off (acc + x · 0) is a clear bit of
@@ -414,9 +422,6 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   std::vector<std::vector<ValueId>> users(insts.size());
   for (size_t i = 0; i < insts.size(); i++)
     for (int s = 0; s < insts[i].num_src; s++) users[insts[i].src[s]].push_back(static_cast<ValueId>(i));
-  std::vector<ValueId> assign_of(insts.size(), ir::kNone);
-  for (size_t i = 0; i < insts.size(); i++)
-    if (insts[i].op == Op::Assign) assign_of[insts[i].src[0]] = static_cast<ValueId>(i);
   // An operand of one lane: the row element it loads (buffer, base, offset; gate: kNone, or the condition
   // without which it reads 0), or the value itself (buffer kNone)
   struct Operand {
@@ -440,11 +445,12 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   // row read through a pad view that falls wholly in the padding), the same bits as fma(a, 0, acc): a lane of a
   // MULACC run whose row is masked off there.
   struct Update {
-    ValueId inst = ir::kNone, acc = ir::kNone;
+    ValueId inst = ir::kNone, acc = ir::kNone, assign = ir::kNone;
     Op kind = Op::MulAcc;
     ValueId src[2] = {ir::kNone, ir::kNone};  // MULACC: a, b; ADD: x
     ValueId where = ir::kNone, cond = ir::kNone;  // ADD of a WHERE: the WHERE and its condition
     ValueId product = ir::kNone;  // acc + a · 0: the MUL (not written when only vector statements read it)
+    bool acc_second = false;  // MAX(x, acc) rather than MAX(acc, x) (they differ on NaNs and signed zeros)
   };
   auto zero_const = [&](ValueId v) {
     return insts[v].op == Op::Const && insts[v].value == 0 && !std::signbit(insts[v].value);
@@ -452,14 +458,17 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   std::vector<Update> updates;
   for (size_t i = 0; i < insts.size(); i++) {
     const ir::Inst& in = insts[i];
-    if (in.dtype != DType::Float32 || (in.op != Op::MulAcc && in.op != Op::Add)) continue;
+    if (in.dtype != DType::Float32 || (in.op != Op::MulAcc && in.op != Op::Add && in.op != Op::Max)) continue;
     const int acc_at = in.op == Op::MulAcc ? 2 : insts[in.src[0]].op == Op::DefineAcc ? 0 : 1;
     const ValueId acc = in.src[acc_at];
-    if (insts[acc].op != Op::DefineAcc || assign_of[acc] == ir::kNone || users[i].size() != 1 || users[i][0] != assign_of[acc])
+    // its ASSIGN: an UPCAST_REDUCE's first accumulator is assigned again after the loop (the lanes' max or sum)
+    if (insts[acc].op != Op::DefineAcc || users[i].size() != 1 || insts[users[i][0]].op != Op::Assign ||
+        insts[users[i][0]].src[0] != acc)
       continue;
     Update u;
     u.inst = static_cast<ValueId>(i);
     u.acc = acc;
+    u.assign = users[i][0];
     u.kind = in.op;
     if (const ir::Inst& m = insts[in.src[1 - acc_at]];
         in.op == Op::Add && m.op == Op::Mul && m.dtype == DType::Float32 && (zero_const(m.src[0]) || zero_const(m.src[1]))) {
@@ -470,6 +479,9 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     } else if (in.op == Op::MulAcc) {
       u.src[0] = in.src[0];
       u.src[1] = in.src[1];
+    } else if (in.op == Op::Max) {
+      u.src[0] = in.src[1 - acc_at];
+      u.acc_second = acc_at == 1;
     } else {
       const ValueId x = in.src[1 - acc_at];
       const ir::Inst& w = insts[x];
@@ -505,7 +517,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     run.kind = run.lanes[0].kind;
     run.cond = run.lanes[0].cond;
     bool ok = true, loads_a_row = false;
-    for (const Update& u : run.lanes) ok = ok && u.kind == run.kind && u.cond == run.cond;
+    for (const Update& u : run.lanes) ok = ok && u.kind == run.kind && u.cond == run.cond && u.acc_second == run.lanes[0].acc_second;
     for (int s = 0; s < (run.kind == Op::MulAcc ? 2 : 1) && ok; s++) {
       const ValueId v0 = run.lanes[0].src[s];
       bool same = run.kind == Op::MulAcc;  // one value for every lane (a broadcast), even when it is a load
@@ -533,12 +545,12 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     ValueId first = run.lanes[0].inst, last = first;
     for (const Update& u : run.lanes) {
       first = std::min({first, u.inst, u.where});
-      last = std::max(last, assign_of[u.acc]);
+      last = std::max(last, u.assign);
     }
     ok = ok && one_scope(first, last);
     for (const Update& u : run.lanes) {
       ok = ok && insts[u.acc].value == insts[run.lanes[0].acc].value;
-      for (ValueId user : users[u.acc]) ok = ok && (user == u.inst || user == assign_of[u.acc] || user < first || user > last);
+      for (ValueId user : users[u.acc]) ok = ok && (user == u.inst || user == u.assign || user < first || user > last);
     }
     for (int j = 1; j < lanes && ok; j++) ok = run.lanes[j].acc != run.lanes[j - 1].acc;
     // the vector is declared where the last accumulator was: all of them in one scope
@@ -606,7 +618,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     out.push_back(std::move(declare));
     FusedStatement update;  // the updates, their WHEREs and their ASSIGNs
     for (const Update& u : run.lanes) {
-      update.members.insert(update.members.end(), {u.inst, assign_of[u.acc]});
+      update.members.insert(update.members.end(), {u.inst, u.assign});
       if (u.where != ir::kNone) update.members.push_back(u.where);
     }
     update.members.insert(update.members.end(), dropped_loads[r].begin(), dropped_loads[r].end());
@@ -618,7 +630,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     }
     if (run.cond != ir::kNone) update.reads.push_back(run.cond);
     update.text = [vec, type, kind = run.kind, cond = run.cond, a = run.a[0], b = run.a[1], ga = run.gates[0],
-                   gb = run.gates[1]](const std::vector<std::string>& name) {
+                   gb = run.gates[1], acc_second = run.lanes[0].acc_second](const std::vector<std::string>& name) {
       auto lanes = [&](const Operand& o, const std::vector<ValueId>& gates) {
         if (o.buffer == ir::kNone) return type + "_splat(" + name[o.base] + ")";
         const std::string at = o.offset ? "(" + name[o.base] + " + " + std::to_string(o.offset) + ")" : name[o.base];
@@ -626,6 +638,8 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
         return type + "_maskz_load(" + name[o.buffer] + " + " + at + ", " + lane_mask(gates, name) + ")";
       };
       if (kind == Op::MulAcc) return vec + " = " + type + "_fma(" + lanes(a, ga) + ", " + lanes(b, gb) + ", " + vec + ");";
+      if (kind == Op::Max)
+        return vec + " = " + type + "_max(" + (acc_second ? lanes(a, ga) + ", " + vec : vec + ", " + lanes(a, ga)) + ");";
       return (cond == ir::kNone ? "" : "if (" + name[cond] + ") ") + vec + " = " + vec + " + " + lanes(a, ga) + ";";
     };
     out.push_back(std::move(update));

@@ -650,6 +650,35 @@ TEST(CRenderer, ReadsARowThroughAPadViewAsOneMaskedVectorLoad) {
   for (size_t i = 0; i < want.size(); i++) EXPECT_NEAR(c_opt[i], want[i], 1e-4f);
 }
 
+// A row max upcast by UPCAST_REDUCE (a softmax's rows of 12: r_32_4_12_12_12): its accumulators are one vector,
+// `vacc = ts_v4_max(vacc, ts_v4_load(..))`, each lane ts_fmaxf's NaN-propagating max; the same bits as the
+// interpreter with NaNs, infinities and zeros of both signs in the rows
+TEST(CRenderer, UpdatesTheLanesOfAnUpcastMaxAsOneVector) {
+  const int64_t m = 6, k = 48;
+  ir::Kernel kern = test::row_max_kernel(m, k);
+  kern.plan.set(AppliedOpt::UpcastReduce, 4);
+  run_passes(kern, nullptr);
+  ASSERT_EQ(applied(kern, AppliedOpt::UpcastReduce), 4) << ir::print(kern);
+  const SourceListing src = DeviceRegistry::at(DeviceRegistry::index("C")).renderer()->render(kern);
+  EXPECT_EQ(count(src.code, "_max(vacc"), 1u) << src.code;
+  EXPECT_EQ(count(src.code, "ts_v4 vacc"), 1u) << src.code;
+  std::vector<float> xs(m * k);
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-4, 4);
+  for (float& v : xs) v = u(rng);
+  xs[0 * k + 5] = std::nanf("");                               // a NaN in row 0
+  xs[1 * k + 7] = INFINITY;                                     // row 1: +inf
+  for (int64_t j = 0; j < k; j++) xs[2 * k + j] = -INFINITY;    // row 2: all -inf
+  for (int64_t j = 0; j < k; j++) xs[3 * k + j] = j % 2 ? -0.0f : 0.0f;  // row 3: zeros of both signs
+  xs[4 * k + 47] = std::nanf("");                               // a NaN in the last lane of row 4
+  auto [interp, c] = run(kern, xs, {});
+  for (int64_t i = 0; i < m; i++)
+    EXPECT_EQ(std::signbit(c[i]) * 2 + std::isnan(c[i]), std::signbit(interp[i]) * 2 + std::isnan(interp[i])) << "row " << i;
+  for (int64_t i = 0; i < m; i++)
+    if (!std::isnan(interp[i])) EXPECT_EQ(c[i], interp[i]) << "row " << i;
+  EXPECT_TRUE(std::isnan(c[0]) && std::isnan(c[4]));
+}
+
 // An embedding's gradient as a one-hot product: out[v, j] = sum over tokens t of (onehot[t, v] ? g[t, j] : 0) for
 // V = 11 rows and 32 columns. Globals: out (V·32), onehot (T·V bools), g (T·32).
 static ir::Kernel onehot_rows_kernel(int64_t T, int64_t V) {
