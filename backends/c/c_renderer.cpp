@@ -564,15 +564,22 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     return run;
   };
   std::vector<Run> runs;
+  std::set<ValueId> vectorized;  // accumulators a run holds: one vector each (a second loop over them stays scalar)
+  auto fresh = [&](const Run& run) {
+    for (const Update& u : run.lanes)
+      if (vectorized.count(u.acc)) return false;
+    return true;
+  };
   for (size_t p = 0; p < updates.size();) {
     Run run;
     int lanes = 16;  // the widest run that starts here
     for (; lanes >= 4; lanes /= 2)
-      if (p + lanes <= updates.size() && (run = lane_run(p, lanes), !run.lanes.empty())) break;
+      if (p + lanes <= updates.size() && (run = lane_run(p, lanes), !run.lanes.empty()) && fresh(run)) break;
     if (lanes < 4) {
       p++;
       continue;
     }
+    for (const Update& u : run.lanes) vectorized.insert(u.acc);
     runs.push_back(std::move(run));
     p += static_cast<size_t>(lanes);
   }

@@ -669,26 +669,27 @@ Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g_cm, const Ten
 
 // A depthwise convolution (groups = C_in = C_out, one filter per channel: MobileNet's 3x3) on C, 2-D, stride and
 // dilation 1, whose output rows fill vectors of 16 with at most a quarter of padding (rows of 28 -> 32): the row
-// width `depthwise_wide_row` returns, else 0. The forward reads its input through the pad (masked vector loads:
-// CRenderer::vector_accumulators); the backward stores the input and the output gradient once each, padded
-// for the forward and for the transposed convolution and widened on the right to that width (zeros):
-//  * forward: every output sums its window (the direct form), the row's lanes past an edge masked off (its
-//    rows of 28 are a vector of 16 and one of 12, split_index_set's split_padded_tile: 32 x 16 x 28 x 28 3x3,
-//    0.18 ms as a stored padded copy and the direct form over it, 0.13 ms this way, alone in a C harness);
-//  * input gradient: the transposed convolution (the flipped filter over the stored padded gradient: read
-//    through the pad, the gradient's producers ran in every tap's masked load, 5 ms);
+// width `depthwise_wide_row` returns, else 0. Nothing is stored padded: all three convolutions read the input and
+// the output gradient (stored once, unpadded) through pad views, padded for the forward and for the transposed
+// convolution and widened on the right to that width, the lanes of a row past an edge masked off (masked vector
+// loads, CRenderer::vector_accumulators):
+//  * forward: every output sums its window (the direct form); its rows of 28 are a vector of 16 and one of 12
+//    (split_index_set's split_padded_tile). 32 x 16 x 28 x 28, 3x3: 0.13 ms, against 0.18 ms for a stored padded
+//    copy and the direct form over it (alone, in a C harness);
+//  * input gradient: the transposed convolution (the flipped filter over the padded gradient), the same way (the
+//    gradient stored first: read through the pad, its producers ran in every tap's masked load, 5 ms);
 //  * weight gradient: dW[c, ky, kx] = sum over n, y, x of g[n, c, y, x] · x_pad[n, c, y + ky, x + kx] keeps
 //    the row's positions as an output axis, (C, KH·KW, wide), summed over the batch and the rows, then over the
-//    positions. The stored gradient's widened columns are zeros, so every position of a widened row counts
+//    positions. The gradient's widened columns read as zeros, so every position of a widened row counts
 //    exactly once; the row is whole vectors (upcast_global), the KH·KW taps the register tile's rows (one
-//    loop of taps: 3x3 = 9 rows of 2 vectors), and each tap's lanes one vector load of the shifted input row
-//    from the stored copy (CRenderer::vector_accumulators: the taps overlap, x + kx for kx = 0, 1, 2; through
-//    the pad, the lanes that read only padding fold to x · 0 and break the vectors: 0.41 against 0.16 ms).
+//    loop of taps: 3x3 = 9 rows of 2 vectors), and each tap's lanes one (masked) vector load of the shifted
+//    input row (CRenderer::vector_accumulators: the taps overlap, x + kx for kx = 0, 1, 2; a lane that reads
+//    only padding, folded to x · 0 by simplify, is a masked-off lane).
 // 32 x 16 x 28 x 28, 3x3, padding 1, forward and both gradients (1 thread): 0.61 ms as the direct forms and
 // conv_weight_grad's partial sums had it (the weight gradient read x through masked loads: 0.27 ms of it), 0.49 ms
-// this way (weight gradient 0.14 ms; 0.45 ms before the C renderer wrote the taps' overlapping loads as vectors).
-// With a non-finite input value, a widened position multiplies it by a zero of the padded gradient: the
-// weight gradient may be NaN where PyTorch's is infinite (as widened_row's).
+// with padded copies (weight gradient 0.14 ms; 0.45 ms before the C renderer wrote the taps' overlapping loads as
+// vectors); without them the forward is one kernel. With a non-finite input value, a widened position multiplies
+// it by a zero of the padded gradient: the weight gradient may be NaN where PyTorch's is infinite (as widened_row's).
 int64_t depthwise_wide_row(const Tensor& x, const Tensor& weight, int64_t groups, const std::vector<int64_t>& stride,
                            const std::vector<int64_t>& dilation, const Pairs& pads) {
   if (x.device() != "C" || weight.ndim() != 4 || x.ndim() != 4 || pads.size() != 2) return 0;
@@ -714,7 +715,7 @@ Tensor depthwise_conv_wide(const Tensor& x, const Tensor& weight, const Tensor* 
   const int64_t oh = h + pads[0].first + pads[0].second - kh + 1, ow = w + pads[1].first + pads[1].second - kw + 1;
   Pairs wpads = pads;  // (N, C, OH + KH - 1, wide + KW - 1)
   wpads[1].second += wide - ow;
-  const Tensor xp = x.pad(full_pads(x, wpads));  // a view: the forward reads it through masked loads
+  const Tensor xp = x.pad(full_pads(x, wpads));  // a view: read through masked loads
   // the first `rows` rows and `cols` columns of a padded, widened (N, C, rows', cols') tensor
   auto crop = [bs, c](const Tensor& t, int64_t rows, int64_t cols) { return t.shrink({{0, bs}, {0, c}, {0, rows}, {0, cols}}); };
   auto add_bias = [&](const Tensor& r) { return bias ? r.add(bias->reshape({1, c, 1, 1})) : r; };
