@@ -226,6 +226,26 @@ Tensor padded_windows(const Tensor& x, const Pairs& pads, const std::vector<int6
   return pool(padded ? xp.contiguous() : xp, k, stride, dilation);
 }
 
+// x as a stored buffer: x itself when it is one already (a realized tensor: a script's input, a layer's output
+// of an earlier step), else x.contiguous(), its producers computed once into memory.
+Tensor stored(const Tensor& x) {
+  const Node& n = node(x);
+  return n.realized() && n.buffer->numel == x.numel() ? x : x.contiguous();
+}
+
+// The windows a direct convolution (or an implicit GEMM) reads: the input stored (see stored), then read
+// through the pad's view. The C renderer loads each row's lanes as one masked vector load
+// (CRenderer::vector_accumulators), so no padded copy is needed; the input must be stored, since a producer
+// fused into the convolution would run again in every tap's masked load (a transposed convolution over an
+// output gradient 2·y read through the pad: 59 ms, against 2.4 ms). Read through the pad before the C renderer
+// wrote masked vector loads, every load of the unrolled row was a masked select that gcc left scalar (a
+// depthwise 3x3 of 32 x 16 x 28 x 28, padding 1: 0.58 ms; stored padded, 0.23 ms). 16 -> 16 channels 3x3 on 32 x
+// 32 images, padding 1 (the implicit GEMM), alone: 0.21 ms padded copy + 1.91 ms, 1.72 ms through the pad.
+Tensor stored_then_padded_windows(const Tensor& x, const Pairs& pads, const std::vector<int64_t>& k,
+                                  const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation) {
+  return pool(stored(x).pad(full_pads(x, pads)), k, stride, dilation);
+}
+
 // What a convolution's forward tells its weight gradient (conv_direct → conv_weight_grad).
 struct ForwardIm2col {
   // the forward computed (C_out, N·O) (few output channels, or a count 16 does not divide): the output gradient
@@ -308,7 +328,7 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
   const bool rows_of_32 = o.back() % 32 == 0 || (k_size == 1 && !padded && o_size % 32 == 0);
   const bool implicit = unit_stride && rows_of_32 && cin * k_size >= kIm2colMinReduce && cout / groups >= kImplicitMinChannels &&
                         conv_flops(bs, o, cout, cin, HW) >= kIm2colMinFlops;
-  if (implicit) p = padded_windows(x, pads, HW, stride, dilation);
+  if (implicit) p = stored_then_padded_windows(x, pads, HW, stride, dilation);
   if (!implicit && groups > 1 && cin * k_size >= kIm2colMinReduce && cout / groups >= kIm2colMinWidth &&
       conv_flops(bs, o, cout, cin, HW) >= kIm2colMinFlops) {
     // a batched matmul over the groups: (G, N·O, C_in/G·K) @ (G, C_in/G·K, C_out/G), stored as
@@ -371,12 +391,11 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
     }
     return y.reshape(ys).permute(order);
   }
-  // The direct form: every output sums its window's products. On C a padded input is stored padded first
-  // (one copy): read through the pad, every load of the unrolled row was a masked select, which gcc does not
-  // vectorize (a depthwise 3x3 of 32 x 16 x 28 x 28, padding 1: 0.58 ms; stored padded, 0.23 ms). Small
-  // convolutions keep one kernel: the copy's launch would cost more than the masks.
+  // The direct form: every output sums its window's products. On C a padded input is read through the pad
+  // from a stored input (stored_then_padded_windows). Small convolutions keep one kernel: storing the input
+  // would cost a launch more than the masks.
   if (padded && x.device() == "C" && conv_flops(bs, o, cout, cin, HW) >= kIm2colMinFlops)
-    p = padded_windows(x, pads, HW, stride, dilation);
+    p = stored_then_padded_windows(x, pads, HW, stride, dilation);
   int64_t rcout = cout / groups;
   Shape s1{bs, groups, cin, 1}, e1{bs, groups, cin, rcout};
   s1.insert(s1.end(), o.begin(), o.end());
@@ -715,7 +734,7 @@ Tensor depthwise_conv_wide(const Tensor& x, const Tensor& weight, const Tensor* 
   const int64_t oh = h + pads[0].first + pads[0].second - kh + 1, ow = w + pads[1].first + pads[1].second - kw + 1;
   Pairs wpads = pads;  // (N, C, OH + KH - 1, wide + KW - 1)
   wpads[1].second += wide - ow;
-  const Tensor xp = x.pad(full_pads(x, wpads));  // a view: read through masked loads
+  const Tensor xp = stored(x).pad(full_pads(x, wpads));  // a view: read through masked loads
   // the first `rows` rows and `cols` columns of a padded, widened (N, C, rows', cols') tensor
   auto crop = [bs, c](const Tensor& t, int64_t rows, int64_t cols) { return t.shrink({{0, bs}, {0, c}, {0, rows}, {0, cols}}); };
   auto add_bias = [&](const Tensor& r) { return bias ? r.add(bias->reshape({1, c, 1, 1})) : r; };
@@ -728,7 +747,7 @@ Tensor depthwise_conv_wide(const Tensor& x, const Tensor& weight, const Tensor* 
         // the transposed convolution's padding: KH - 1 - p before and after (PyTorch's conv_transpose2d),
         // the row widened like the input's
         const int64_t top = kh - 1 - pads[0].first, left = kw - 1 - pads[1].first;
-        const Tensor gw = g.contiguous().pad({{0, 0}, {0, 0}, {top, kh - 1 - pads[0].second}, {left, kw - 1 - pads[1].second + wide - ow}});
+        const Tensor gw = stored(g).pad({{0, 0}, {0, 0}, {top, kh - 1 - pads[0].second}, {left, kw - 1 - pads[1].second + wide - ow}});
         const Tensor dx = conv_direct(crop(gw, h + kh - 1, w + kw - 1), weight.flip({2, 3}), c, {1, 1}, {1, 1}, none);
         // (N, C, OH, wide) · windows (N, C, OH, wide, KH·KW) summed over N and OH: (C, KH·KW, wide)
         const Tensor g_rows = gw.shrink({{0, bs}, {0, c}, {top, top + oh}, {left, left + wide}}).reshape({bs, c, oh, wide, 1});
