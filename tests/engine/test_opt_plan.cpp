@@ -648,6 +648,10 @@ TEST(CRenderer, ReadsARowThroughAPadViewAsOneMaskedVectorLoad) {
   auto [interp, c_opt] = run(k, g, x);
   EXPECT_EQ(c_opt, interp);
   for (size_t i = 0; i < want.size(); i++) EXPECT_NEAR(c_opt[i], want[i], 1e-4f);
+  // x's last row read past the buffer's end by the masked-off lanes of tap 2: with x ending at a page that
+  // faults, the masked loads must not touch them
+  auto [interp_fenced, c_fenced] = run_fenced(k, g, x);
+  EXPECT_EQ(c_fenced, interp_fenced);
 }
 
 // A row max upcast by UPCAST_REDUCE (a softmax's rows of 12: r_32_4_12_12_12): its accumulators are one vector,
