@@ -470,20 +470,21 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     u.acc = acc;
     u.assign = users[i][0];
     u.kind = in.op;
-    if (const ir::Inst& m = insts[in.src[1 - acc_at]];
-        in.op == Op::Add && m.op == Op::Mul && m.dtype == DType::Float32 && (zero_const(m.src[0]) || zero_const(m.src[1]))) {
+    const ValueId other = in.op == Op::MulAcc ? ir::kNone : in.src[1 - acc_at];  // ADD, MAX: the other operand
+    if (in.op == Op::Add && insts[other].op == Op::Mul && insts[other].dtype == DType::Float32 &&
+        (zero_const(insts[other].src[0]) || zero_const(insts[other].src[1]))) {
       u.kind = Op::MulAcc;
-      u.product = in.src[1 - acc_at];
-      u.src[0] = m.src[0];
-      u.src[1] = m.src[1];
+      u.product = other;
+      u.src[0] = insts[other].src[0];
+      u.src[1] = insts[other].src[1];
     } else if (in.op == Op::MulAcc) {
       u.src[0] = in.src[0];
       u.src[1] = in.src[1];
     } else if (in.op == Op::Max) {
-      u.src[0] = in.src[1 - acc_at];
+      u.src[0] = other;
       u.acc_second = acc_at == 1;
     } else {
-      const ValueId x = in.src[1 - acc_at];
+      const ValueId x = other;
       const ir::Inst& w = insts[x];
       // skipping the ADD where the condition is false leaves acc as adding +0 would: from +0, a sum of floats is
       // -0 only when both terms are -0, so acc is never -0
