@@ -679,7 +679,9 @@ TEST(CRenderer, UpdatesTheLanesOfAnUpcastMaxAsOneVector) {
   for (int64_t i = 0; i < m; i++)
     EXPECT_EQ(std::signbit(c[i]) * 2 + std::isnan(c[i]), std::signbit(interp[i]) * 2 + std::isnan(interp[i])) << "row " << i;
   for (int64_t i = 0; i < m; i++) {
-    if (!std::isnan(interp[i])) EXPECT_EQ(c[i], interp[i]) << "row " << i;
+    if (!std::isnan(interp[i])) {
+      EXPECT_EQ(c[i], interp[i]) << "row " << i;
+    }
   }
   EXPECT_TRUE(std::isnan(c[0]) && std::isnan(c[4]));
 }
