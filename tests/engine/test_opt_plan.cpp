@@ -505,17 +505,24 @@ TEST(OptPlan, TransposeTileTransposesInRegistersOnCWithPaddedRowsAndATail) {
 // g[r, j] · x[r, j + t] for the taps t = 0, 1, 2 and 32 positions j (rows of x 34 wide). After upcast_global (the
 // 32 positions) and register_tile (the 3 taps), each trip multiplies one row of g into three overlapping
 // windows of a row of x. Globals: out (3·32), g (R·32), x (R·34).
-static ir::Kernel tap_correlation_kernel(int64_t R) {
+// `through_pad`: x's rows are 30 wide and read through a pad view, as depthwise_conv_wide reads its input (1 on
+// the left, 3 on the right): x[r, j + t - 1] where 0 <= j + t - 1 < 30, else 0. Globals: out, g, x (R·30).
+static ir::Kernel tap_correlation_kernel(int64_t R, bool through_pad = false) {
+  const int64_t width = through_pad ? 30 : 34;
   ir::Kernel k;
-  k.name = "tap_correlation";
-  k.globals = {{DType::Float32, 3 * 32, true}, {DType::Float32, R * 32, false}, {DType::Float32, R * 34, false}};
+  k.name = through_pad ? "padded_tap_correlation" : "tap_correlation";
+  k.globals = {{DType::Float32, 3 * 32, true}, {DType::Float32, R * 32, false}, {DType::Float32, R * width, false}};
   ir::Builder b(k);
   auto out = b.global(0, DType::Float32), g = b.global(1, DType::Float32), x = b.global(2, DType::Float32);
   auto rt = b.range(3, true), rj = b.range(32, true);
   auto acc = b.acc(0, DType::Float32);
   auto rr = b.range(R);
   auto gv = b.load(g, b.add(b.mul(rr, b.cint(32)), rj));
-  auto xv = b.load(x, b.add(b.add(b.mul(rr, b.cint(34)), rj), rt));
+  auto col = b.add(rj, rt);  // the column of the (padded) row
+  auto row = b.add(b.mul(rr, b.cint(width)), col);
+  auto xv = through_pad ? b.load(x, b.add(row, b.cint(-1)),
+                                 b.land(b.alu(Op::CmpLt, DType::Bool, b.cint(0), col), b.alu(Op::CmpLt, DType::Bool, col, b.cint(31))))
+                        : b.load(x, row);
   b.assign(acc, b.alu(Op::Add, DType::Float32, acc, b.alu(Op::Mul, DType::Float32, gv, xv)));
   b.end_range(rr);
   b.store(out, b.add(b.mul(rt, b.cint(32)), rj), acc);
@@ -598,46 +605,22 @@ TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
   }
 }
 
-// The weight gradient of a depthwise convolution in one dimension read through a pad view, as depthwise_conv_wide
-// reads x: out[t, j] = sum over rows r of g[r, j] · xp[r, j + t], xp the row of x (30 wide) padded by 1 on the
-// left and 3 on the right (34), so x's element is x[r, j + t - 1] where 0 <= j + t - 1 < 30 and 0 outside.
-// Globals: out (3·32), g (R·32), x (R·30).
-static ir::Kernel padded_tap_correlation_kernel(int64_t R) {
-  ir::Kernel k;
-  k.name = "padded_tap_correlation";
-  k.globals = {{DType::Float32, 3 * 32, true}, {DType::Float32, R * 32, false}, {DType::Float32, R * 30, false}};
-  ir::Builder b(k);
-  auto out = b.global(0, DType::Float32), g = b.global(1, DType::Float32), x = b.global(2, DType::Float32);
-  auto rt = b.range(3, true), rj = b.range(32, true);
-  auto acc = b.acc(0, DType::Float32);
-  auto rr = b.range(R);
-  auto gv = b.load(g, b.add(b.mul(rr, b.cint(32)), rj));
-  auto col = b.add(rj, rt);  // the column in xp; x's is col - 1
-  auto inside = b.land(b.alu(Op::CmpLt, DType::Bool, b.cint(0), col), b.alu(Op::CmpLt, DType::Bool, col, b.cint(31)));
-  auto xv = b.load(x, b.add(b.add(b.mul(rr, b.cint(30)), col), b.cint(-1)), inside);
-  b.assign(acc, b.alu(Op::Add, DType::Float32, acc, b.alu(Op::Mul, DType::Float32, gv, xv)));
-  b.end_range(rr);
-  b.store(out, b.add(b.mul(rt, b.cint(32)), rj), acc);
-  b.end_range(rj);
-  b.end_range(rt);
-  return k;
-}
-
 // Rows read through a pad view: the lanes past an edge are masked off in one vector load (ts_v16_maskz_load),
 // including those simplify found always off (acc + x · 0): the same bits as the interpreter, no scalar load
 TEST(CRenderer, ReadsARowThroughAPadViewAsOneMaskedVectorLoad) {
   Device& dev = DeviceRegistry::at(DeviceRegistry::index("C"));
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1, 1);
-  const ir::Kernel plain = padded_tap_correlation_kernel(40);
+  const ir::Kernel plain = tap_correlation_kernel(40, /*through_pad=*/true);
   ir::Kernel k = plain;
   run_passes(k, nullptr);
   ASSERT_EQ(applied(k, AppliedOpt::UpcastGlobal), 32) << ir::print(k);
   ASSERT_EQ(applied(k, AppliedOpt::RegisterTile), 3) << ir::print(k);
   const SourceListing src = dev.renderer()->render(k);
   EXPECT_EQ(count(src.code, " = ts_v16_fma("), 6u) << src.code;  // 3 taps x 2 vectors of 16 lanes
-  // tap 0's first vector has lane 0 always off (column -1); tap 2's second, its last two (columns 30, 31)
-  EXPECT_GE(count(src.code, "ts_v16_maskz_load(data2 + "), 2u) << src.code;
+  // tap 0's first vector has lane 0 always off (x's column -1), the second vectors of taps 0, 1, 2 their last
+  // one, two, three lanes (columns 30 to 32): four masked loads of x, two plain ones
+  EXPECT_EQ(count(src.code, "ts_v16_maskz_load(data2 + "), 4u) << src.code;
   EXPECT_EQ(count(src.code, "data1["), 0u) << src.code;
   EXPECT_EQ(count(src.code, "data2["), 0u) << src.code;
   EXPECT_EQ(count(src.code, "* 0.0f"), 0u) << src.code;
