@@ -73,7 +73,7 @@ static CStyleLanguage c_language() {
       "  typedef float ts_v##n __attribute__((vector_size(4 * n)));                                           \\\n"
       "  typedef float ts_u##n __attribute__((vector_size(4 * n), aligned(4), may_alias)); /* unaligned */   \\\n"
       "  static inline ts_v##n ts_v##n##_load(const float* p) { return *(const ts_u##n*)p; }                 \\\n"
-      "  static inline ts_v##n ts_v##n##_splat(float x) { ts_v##n v; for (int i = 0; i < n; i++) v[i] = x; return v; } \\\n"
+      "  static inline ts_v##n ts_v##n##_splat(float x) { return x - (ts_v##n){0}; } /* x - +0 is x, -0 too */  \\\n"
       "  static inline ts_v##n ts_v##n##_fma(ts_v##n a, ts_v##n b, ts_v##n c) {                              \\\n"
       "    for (int i = 0; i < n; i++) c[i] = fmaf(a[i], b[i], c[i]);                                         \\\n"
       "    return c;                                                                                          \\\n"
@@ -106,6 +106,38 @@ static CStyleLanguage c_language() {
       "TS_MASKZ_LOAD(8)\n"
       "TS_MASKZ_LOAD(4)\n"
       "#endif\n"
+      "/* ts_vN_select_bytes(c, x): lane i is x[i] where the bool c[i] is true, else +0 (a row of a bool mask selecting\n"
+      "   what a sum adds): the n bools as a bit mask (AVX-512BW's vptestmb), then a masked move */\n"
+      "#if defined(__AVX512F__) && defined(__AVX512VL__) && defined(__AVX512BW__) && defined(__GNUC__) && !defined(__clang__)\n"
+      "typedef char ts_q16 __attribute__((vector_size(16)));\n"
+      "static inline unsigned ts_bool_bits(const _Bool* c, int n) {\n"
+      "  ts_q16 b = {0};\n"
+      "  __builtin_memcpy(&b, c, n);\n"
+      "  return __builtin_ia32_ptestmb128(b, b, (unsigned short)0xffff);\n"
+      "}\n"
+      "static inline ts_v16 ts_v16_maskz_mov(unsigned m, ts_v16 x) { return (ts_v16)__builtin_ia32_movaps512_mask(x, (ts_v16){0}, (unsigned short)m); }\n"
+      "static inline ts_v8 ts_v8_maskz_mov(unsigned m, ts_v8 x) { return (ts_v8)__builtin_ia32_movaps256_mask(x, (ts_v8){0}, (unsigned char)m); }\n"
+      "static inline ts_v4 ts_v4_maskz_mov(unsigned m, ts_v4 x) { return (ts_v4)__builtin_ia32_movaps128_mask(x, (ts_v4){0}, (unsigned char)m); }\n"
+      "#else\n"
+      "static inline unsigned ts_bool_bits(const _Bool* c, int n) {\n"
+      "  unsigned m = 0;\n"
+      "  for (int i = 0; i < n; i++) m |= (unsigned)c[i] << i;\n"
+      "  return m;\n"
+      "}\n"
+      "#define TS_MASKZ_MOV(n)                                                                               \\\n"
+      "  static inline ts_v##n ts_v##n##_maskz_mov(unsigned m, ts_v##n x) {                                  \\\n"
+      "    for (int i = 0; i < n; i++) x[i] = (m >> i & 1) ? x[i] : 0.0f;                                     \\\n"
+      "    return x;                                                                                          \\\n"
+      "  }\n"
+      "TS_MASKZ_MOV(16)\n"
+      "TS_MASKZ_MOV(8)\n"
+      "TS_MASKZ_MOV(4)\n"
+      "#endif\n"
+      "#define TS_SELECT_BYTES(n)                                                                            \\\n"
+      "  static inline ts_v##n ts_v##n##_select_bytes(const _Bool* c, ts_v##n x) { return ts_v##n##_maskz_mov(ts_bool_bits(c, n), x); }\n"
+      "TS_SELECT_BYTES(16)\n"
+      "TS_SELECT_BYTES(8)\n"
+      "TS_SELECT_BYTES(4)\n"
       "/* THREADS: thread ts_core of ts_cores runs rows [TS_LO(n), TS_HI(n)) of the outermost global loop */\n"
       "#define TS_LO(n) ((int)(((long long)(n) * ts_core) / ts_cores))\n"
       "#define TS_HI(n) ((int)(((long long)(n) * (ts_core + 1)) / ts_cores))\n";
@@ -404,6 +436,9 @@ static std::string lane_mask(const std::vector<ir::ValueId>& gates, const std::v
 // for every lane (acc + (c ? x : 0): an embedding's gradient as onehot(idx)ᵀ @ g, where a row is selected for
 // one token in 11) as `if (c) vacc = vacc + ts_v16_load(..);`, which skips the rows not selected (gcc's SLP had
 // blended every one of them in: the transformer sample's r_32_11_32_12 5.9 -> 3.0 us, alone, in the caches).
+// A sum of values each lane selects by its own bool, a row of a bool buffer (acc_j + (m[k, j] ? x : 0): a mask
+// matrix's product, the wide transformer's position-embedding gradient r_128_32_32), is `vacc = vacc +
+// ts_v16_select_bytes(m + .., ts_v16_splat(x))`: the 16 bools as a bit mask, a masked move (4.6 -> 3.3 us).
 // A max (UPCAST_REDUCE's accumulators of a row max: a softmax's rows of 12) is `vacc = ts_v4_max(vacc, row)`, each
 // lane ts_fmaxf's NaN-propagating select in bit masks (the branchy scalar form kept it scalar); the combine of
 // the lanes after the loop, assigned to the first accumulator, reads and writes vacc[0].
@@ -451,6 +486,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     ValueId where = ir::kNone, cond = ir::kNone;  // ADD of a WHERE: the WHERE and its condition
     ValueId product = ir::kNone;  // acc + a · 0: the MUL (not written when only vector statements read it)
     bool acc_second = false;  // MAX(x, acc) rather than MAX(acc, x) (they differ on NaNs and signed zeros)
+    bool may_skip = false;  // acc + (c ? x : 0) from +0: skipping it where c is false gives the same bits
   };
   auto zero_const = [&](ValueId v) {
     return insts[v].op == Op::Const && insts[v].value == 0 && !std::signbit(insts[v].value);
@@ -489,10 +525,11 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       // skipping the ADD where the condition is false leaves acc as adding +0 would: from +0, a sum of floats is
       // -0 only when both terms are -0, so acc is never -0
       const bool from_plus_zero = insts[acc].value == 0 && !std::signbit(insts[acc].value);
-      if (w.op == Op::Where && w.dtype == DType::Float32 && zero_const(w.src[2]) && users[x].size() == 1 && from_plus_zero) {
+      if (w.op == Op::Where && w.dtype == DType::Float32 && zero_const(w.src[2]) && users[x].size() == 1) {
         u.where = x;
         u.cond = w.src[0];
         u.src[0] = w.src[1];
+        u.may_skip = from_plus_zero;
       } else {
         u.src[0] = x;
       }
@@ -502,7 +539,8 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   struct Run {
     std::vector<Update> lanes;  // lane j's update; empty: no run
     Op kind = Op::MulAcc;
-    ValueId cond = ir::kNone;
+    ValueId cond = ir::kNone;  // one condition for every lane
+    Operand cond_row;  // or a row of bools, lane j's condition at base + offset + j
     Operand a[2];  // lane 0's operands (ADD: a[0])
     std::vector<ValueId> gates[2];  // a row's lane gates (kNone: read unconditionally); empty: none gated
   };
@@ -517,11 +555,33 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     run.lanes.assign(updates.begin() + static_cast<std::ptrdiff_t>(p), updates.begin() + static_cast<std::ptrdiff_t>(p) + lanes);
     run.kind = run.lanes[0].kind;
     run.cond = run.lanes[0].cond;
-    bool ok = true, loads_a_row = false;
-    for (const Update& u : run.lanes) ok = ok && u.kind == run.kind && u.cond == run.cond && u.acc_second == run.lanes[0].acc_second;
+    bool ok = true, loads_a_row = false, one_cond = true;
+    for (const Update& u : run.lanes) {
+      ok = ok && u.kind == run.kind && u.acc_second == run.lanes[0].acc_second && (u.cond == ir::kNone) == (run.cond == ir::kNone);
+      one_cond = one_cond && u.cond == run.cond;
+    }
+    if (ok && !one_cond) {  // a row of bools (a mask matrix's row: where(mask, x, 0) summed), read as one vector
+      const auto bool_row = [&](ValueId c) {
+        const ir::Inst& in = insts[c];
+        if (in.op != Op::Load || in.num_src != 2 || in.dtype != DType::Bool || insts[in.src[0]].op != Op::DefineGlobal)
+          return Operand{};
+        const auto [base, offset] = index_base_and_offset(k, in.src[1]);
+        return Operand{in.src[0], base, offset, ir::kNone};
+      };
+      run.cond_row = bool_row(run.cond);
+      for (int j = 0; j < lanes && ok; j++) {
+        const Operand o = bool_row(run.lanes[j].cond);
+        ok = o.buffer != ir::kNone && o.buffer == run.cond_row.buffer && o.base == run.cond_row.base && o.offset == run.cond_row.offset + j;
+      }
+      run.cond = ir::kNone;
+    } else if (run.cond != ir::kNone) {  // one condition: the ADD is skipped where it is false
+      for (const Update& u : run.lanes) ok = ok && u.may_skip;
+    }
     for (int s = 0; s < (run.kind == Op::MulAcc ? 2 : 1) && ok; s++) {
       const ValueId v0 = run.lanes[0].src[s];
-      bool same = run.kind == Op::MulAcc;  // one value for every lane (a broadcast), even when it is a load
+      // one value for every lane (a broadcast), even when it is a load: a multiply-add's operand, or the value
+      // a row of conditions selects
+      bool same = run.kind == Op::MulAcc || run.cond_row.buffer != ir::kNone;
       for (int j = 1; j < lanes; j++) same = same && run.lanes[j].src[s] == v0;
       // every lane a · 0 (a product simplify found wholly masked off): left as it was, nothing to load as a row
       ok = ok && !(same && zero_const(v0) && run.lanes[0].product != ir::kNone);
@@ -561,7 +621,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       acc_last = std::max(acc_last, u.acc);
     }
     ok = ok && one_scope(acc_first, acc_last);
-    if (!ok || !loads_a_row) run.lanes.clear();
+    if (!ok || !(loads_a_row || run.cond_row.buffer != ir::kNone)) run.lanes.clear();
     return run;
   };
   std::vector<Run> runs;
@@ -637,8 +697,10 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
         if (g != ir::kNone && g != kMaskedOff) update.reads.push_back(g);
     }
     if (run.cond != ir::kNone) update.reads.push_back(run.cond);
+    if (run.cond_row.buffer != ir::kNone) update.reads.push_back(run.cond_row.base);
     update.text = [vec, type, kind = run.kind, cond = run.cond, a = run.a[0], b = run.a[1], ga = run.gates[0],
-                   gb = run.gates[1], acc_second = run.lanes[0].acc_second](const std::vector<std::string>& name) {
+                   gb = run.gates[1], acc_second = run.lanes[0].acc_second,
+                   cond_row = run.cond_row](const std::vector<std::string>& name) {
       auto lanes = [&](const Operand& o, const std::vector<ValueId>& gates) {
         if (o.buffer == ir::kNone) return type + "_splat(" + name[o.base] + ")";
         const std::string at = o.offset ? "(" + name[o.base] + " + " + std::to_string(o.offset) + ")" : name[o.base];
@@ -648,6 +710,11 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       if (kind == Op::MulAcc) return vec + " = " + type + "_fma(" + lanes(a, ga) + ", " + lanes(b, gb) + ", " + vec + ");";
       if (kind == Op::Max)
         return vec + " = " + type + "_max(" + (acc_second ? lanes(a, ga) + ", " + vec : vec + ", " + lanes(a, ga)) + ");";
+      if (cond_row.buffer != ir::kNone) {
+        const std::string at = cond_row.offset ? "(" + name[cond_row.base] + " + " + std::to_string(cond_row.offset) + ")"
+                                               : name[cond_row.base];
+        return vec + " = " + vec + " + " + type + "_select_bytes(" + name[cond_row.buffer] + " + " + at + ", " + lanes(a, ga) + ");";
+      }
       return (cond == ir::kNone ? "" : "if (" + name[cond] + ") ") + vec + " = " + vec + " + " + lanes(a, ga) + ";";
     };
     out.push_back(std::move(update));
