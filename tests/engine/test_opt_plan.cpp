@@ -537,10 +537,28 @@ static size_t count(const std::string& text, const std::string& what) {
   return n;
 }
 
+// `k` (a copy of `plain` after the passes) on the C device gives the interpreter's bits for `k` (fmaf per lane: the
+// vector accumulators round as the interpreter's multiply-adds), and `plain`'s values within 1e-4 (its sums
+// were rounded before fuse_multiply_add)
+static void expect_c_as_interpreter(const ir::Kernel& plain, const ir::Kernel& k, const std::vector<float>& a,
+                                    const std::vector<float>& b) {
+  auto [want, c] = run(plain, a, b);
+  auto [interp, c_opt] = run(k, a, b);
+  EXPECT_EQ(c_opt, interp);
+  for (size_t i = 0; i < want.size(); i++) EXPECT_NEAR(c_opt[i], want[i], 1e-4f);
+}
+
+// n floats drawn from U(-1, 1)
+static std::vector<float> uniform_floats(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> u(-1, 1);
+  std::vector<float> v(n);
+  for (float& x : v) x = u(rng);
+  return v;
+}
+
 TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
   Device& dev = DeviceRegistry::at(DeviceRegistry::index("C"));
   std::mt19937 rng(5);
-  std::uniform_real_distribution<float> u(-1, 1);
   // overlapping windows (the taps' loads of x share 31 of 32 elements from one tap to the next): one vector
   // statement per 16 lanes of each tap, every operand a vector load, no scalar load left in the reduce loop
   {
@@ -563,13 +581,7 @@ TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
       windows.insert(src.code.substr(at, end - at));
     }
     EXPECT_EQ(windows.size(), 6u) << src.code;
-    std::vector<float> g(40 * 32), x(40 * 34);
-    for (float& v : g) v = u(rng);
-    for (float& v : x) v = u(rng);
-    auto [want, c] = run(plain, g, x);
-    auto [interp, c_opt] = run(k, g, x);
-    EXPECT_EQ(c_opt, interp);  // fmaf per lane: the same bits as the interpreter's multiply-adds
-    for (size_t i = 0; i < want.size(); i++) EXPECT_NEAR(c_opt[i], want[i], 1e-4f);  // before fuse_multiply_add
+    expect_c_as_interpreter(plain, k, uniform_floats(40 * 32, rng), uniform_floats(40 * 34, rng));
   }
   // a matmul's register tile: x[i, k] broadcast to every lane of row i, w's row loaded as vectors
   {
@@ -578,13 +590,7 @@ TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
     run_passes(k, nullptr);
     const SourceListing src = dev.renderer()->render(k);
     EXPECT_EQ(count(src.code, "_fma(ts_v16_splat("), 16u) << src.code;  // 8 rows x 2 vectors of 16
-    std::vector<float> x(8 * 24), w(24 * 32);
-    for (float& v : x) v = u(rng);
-    for (float& v : w) v = u(rng);
-    auto [want, c] = run(plain, x, w);
-    auto [interp, c_opt] = run(k, x, w);
-    EXPECT_EQ(c_opt, interp);
-    for (size_t i = 0; i < want.size(); i++) EXPECT_NEAR(c_opt[i], want[i], 1e-4f);
+    expect_c_as_interpreter(plain, k, uniform_floats(8 * 24, rng), uniform_floats(24 * 32, rng));
   }
   // 12 lanes (a padded row's real part): a vector of 8 and one of 4
   {
@@ -597,10 +603,7 @@ TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
     const SourceListing src = dev.renderer()->render(k);
     EXPECT_GT(count(src.code, " = ts_v8_fma("), 0u) << src.code;
     EXPECT_EQ(count(src.code, " = ts_v8_fma("), count(src.code, " = ts_v4_fma(")) << src.code;
-    std::vector<float> x(8 * 24), w(24 * 12);
-    for (float& v : x) v = u(rng);
-    for (float& v : w) v = u(rng);
-    auto [interp, c_opt] = run(k, x, w);
+    auto [interp, c_opt] = run(k, uniform_floats(8 * 24, rng), uniform_floats(24 * 12, rng));
     EXPECT_EQ(c_opt, interp);
   }
 }
@@ -610,7 +613,6 @@ TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
 TEST(CRenderer, ReadsARowThroughAPadViewAsOneMaskedVectorLoad) {
   Device& dev = DeviceRegistry::at(DeviceRegistry::index("C"));
   std::mt19937 rng(11);
-  std::uniform_real_distribution<float> u(-1, 1);
   const ir::Kernel plain = tap_correlation_kernel(40, /*through_pad=*/true);
   ir::Kernel k = plain;
   run_passes(k, nullptr);
@@ -624,13 +626,8 @@ TEST(CRenderer, ReadsARowThroughAPadViewAsOneMaskedVectorLoad) {
   EXPECT_EQ(count(src.code, "data1["), 0u) << src.code;
   EXPECT_EQ(count(src.code, "data2["), 0u) << src.code;
   EXPECT_EQ(count(src.code, "* 0.0f"), 0u) << src.code;
-  std::vector<float> g(40 * 32), x(40 * 30);
-  for (float& v : g) v = u(rng);
-  for (float& v : x) v = u(rng);
-  auto [want, c] = run(plain, g, x);
-  auto [interp, c_opt] = run(k, g, x);
-  EXPECT_EQ(c_opt, interp);
-  for (size_t i = 0; i < want.size(); i++) EXPECT_NEAR(c_opt[i], want[i], 1e-4f);
+  const std::vector<float> g = uniform_floats(40 * 32, rng), x = uniform_floats(40 * 30, rng);
+  expect_c_as_interpreter(plain, k, g, x);
   // x's last row read past the buffer's end by the masked-off lanes of tap 2: with x ending at a page that
   // faults, the masked loads must not touch them
   auto [interp_fenced, c_fenced] = run_fenced(k, g, x);

@@ -301,8 +301,9 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
   for (int64_t d : o) o_size *= d;
   // Implicit GEMM (the im2col never stored): with stride and dilation 1, the windows of one output row are the
   // input row shifted by each tap, so a register tile over 8 output channels × 32 positions of a row reads
-  // its 32 lanes of the (padded, stored) input as two vectors at every tap, exactly as it would read an
-  // im2col's row. Where the rows hold 32 positions (a 1×1 convolution without padding: all H·W of an image,
+  // its 32 lanes of the stored input, through the pad (stored_then_padded_windows: masked vector loads), as two
+  // vectors at every tap, exactly as it would read an im2col's row. Where the rows hold 32 positions (a 1×1
+  // convolution without padding: all H·W of an image,
   // one loop after lowering merges them), that saves the im2col's copy, K times the input: 16 -> 16 channels
   // 3x3 on 32x32 images, forward 2.7 -> 1.5 ms, forward and backward 8.5 -> 6.3 ms (its input gradient is such
   // a convolution too); 64 -> 64 1x1 on 16x16: 0.9 -> 0.6 ms. Rows of 16 (16x16 images, 3x3) got slower this way
