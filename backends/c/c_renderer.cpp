@@ -457,17 +457,16 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   std::vector<std::vector<ValueId>> users(insts.size());
   for (size_t i = 0; i < insts.size(); i++)
     for (int s = 0; s < insts[i].num_src; s++) users[insts[i].src[s]].push_back(static_cast<ValueId>(i));
-  // An operand of one lane: the row element it loads (buffer, base, offset; gate: kNone, or the condition
-  // without which it reads 0), or the value itself (buffer kNone)
+  // An operand of one lane: the row element it loads from a buffer of `dtype` (buffer, base, offset; gate: kNone,
+  // or the condition without which it reads 0), or the value itself (buffer kNone)
   struct Operand {
     ValueId buffer = ir::kNone, base = ir::kNone;
     int64_t offset = 0;
     ValueId gate = ir::kNone;
   };
-  auto operand = [&](ValueId v) {
+  auto operand = [&](ValueId v, DType dtype = DType::Float32) {
     const ir::Inst& in = insts[v];
-    if (in.op == Op::Load && in.dtype == DType::Float32 && insts[in.src[0]].op == Op::DefineGlobal &&
-        insts[in.src[0]].dtype == DType::Float32) {
+    if (in.op == Op::Load && in.dtype == dtype && insts[in.src[0]].op == Op::DefineGlobal && insts[in.src[0]].dtype == dtype) {
       const auto [base, offset] = index_base_and_offset(k, in.src[1]);
       return Operand{in.src[0], base, offset, in.num_src == 3 ? in.src[2] : ir::kNone};
     }
@@ -561,17 +560,11 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       one_cond = one_cond && u.cond == run.cond;
     }
     if (ok && !one_cond) {  // a row of bools (a mask matrix's row: where(mask, x, 0) summed), read as one vector
-      const auto bool_row = [&](ValueId c) {
-        const ir::Inst& in = insts[c];
-        if (in.op != Op::Load || in.num_src != 2 || in.dtype != DType::Bool || insts[in.src[0]].op != Op::DefineGlobal)
-          return Operand{};
-        const auto [base, offset] = index_base_and_offset(k, in.src[1]);
-        return Operand{in.src[0], base, offset, ir::kNone};
-      };
-      run.cond_row = bool_row(run.cond);
+      run.cond_row = operand(run.cond, DType::Bool);
       for (int j = 0; j < lanes && ok; j++) {
-        const Operand o = bool_row(run.lanes[j].cond);
-        ok = o.buffer != ir::kNone && o.buffer == run.cond_row.buffer && o.base == run.cond_row.base && o.offset == run.cond_row.offset + j;
+        const Operand o = operand(run.lanes[j].cond, DType::Bool);
+        ok = o.buffer != ir::kNone && o.gate == ir::kNone && o.buffer == run.cond_row.buffer && o.base == run.cond_row.base &&
+             o.offset == run.cond_row.offset + j;
       }
       run.cond = ir::kNone;
     } else if (run.cond != ir::kNone) {  // one condition: the ADD is skipped where it is false
