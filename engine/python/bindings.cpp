@@ -191,6 +191,7 @@ PYBIND11_MODULE(_C, m) {
       TS_UNARY(softsign) TS_UNARY(quick_gelu) TS_UNARY(selu) TS_UNARY(diag)
 #undef TS_UNARY
       .def("contiguous", &Tensor::contiguous)
+      .def("clone", &Tensor::clone)
       .def("hardtanh", &Tensor::hardtanh)
       .def("leaky_relu", &Tensor::leaky_relu)
       .def("elu", &Tensor::elu)

@@ -81,6 +81,16 @@ TEST(KernelCount, ContiguousEndsAKernel) {
   EXPECT_EQ(kernels_for([&] { return x.add(1.0).contiguous().mul(2.0); }), 2);
 }
 
+TEST(KernelCount, ContiguousOfARealizedBufferIsTheBufferItself) {
+  // torch.Tensor.contiguous returns self when it is contiguous; tinygrad drops a CONTIGUOUS of a buffer
+  Tensor x = realized({8, 8});
+  EXPECT_EQ(kernels_for([&] { return x.contiguous(); }), 0);
+  EXPECT_EQ(kernels_for([&] { return x.contiguous().mul(2.0); }), 1);
+  // a view of it is not a buffer of its own shape: copied; clone() always copies (torch.Tensor.clone)
+  EXPECT_EQ(kernels_for([&] { return x.permute({1, 0}).contiguous(); }), 1);
+  EXPECT_EQ(kernels_for([&] { return x.clone(); }), 1);
+}
+
 TEST(KernelCount, ExpensiveSharedValueIsStoredOnce) {
   Tensor x = realized({16, 16});
   // a long chain used twice: storing it beats recomputing 20 ALU ops per element

@@ -79,6 +79,31 @@ def test_movement(op, dev):
     check([shape], torch_fn, ts_fn, dev=dev)
 
 
+@devices
+def test_contiguous_of_a_realized_buffer_is_that_buffer_and_clone_copies(dev):
+    """As PyTorch: x.contiguous() of a contiguous tensor is x itself (no kernel, an assign through it is seen by x);
+    x.clone() is always a new buffer. A view's contiguous() copies; a lazy value's is a kernel boundary."""
+    from tensorscope import GlobalCounters
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = Tensor(a, device=dev)
+    tx = torch.from_numpy(a.copy())
+    GlobalCounters.reset()
+    y, c = x.contiguous(), x.clone()
+    y.realize()
+    assert GlobalCounters.kernel_count == 0, "contiguous() of a realized buffer copied it"
+    c.realize()
+    assert GlobalCounters.kernel_count == 1, "clone() must copy"
+    y.assign(Tensor(np.full((3, 4), 7, np.float32), device=dev)).realize()
+    ty, tc = tx.contiguous(), tx.clone()
+    ty.copy_(torch.full((3, 4), 7.0))
+    np.testing.assert_array_equal(x.numpy(), tx.numpy())  # 7s: y is x
+    np.testing.assert_array_equal(c.numpy(), tc.numpy())  # the old values: c is a copy
+    GlobalCounters.reset()
+    t = x.T.contiguous().realize()
+    assert GlobalCounters.kernel_count == 1
+    np.testing.assert_array_equal(t.numpy(), tx.T.contiguous().numpy())
+
+
 PADS = [
     ((3, 4), (1, 2)), ((3, 4), (1, 2, 0, 1)), ((2, 3, 4), (1, 1, 2, 0)), ((3, 4), (-1, 1)), ((3, 4), (0, 0, -1, -1)),
     ((2, 3, 4), (2, 1, 1, 2, 1, 0)), ((0, 3), (1, 1)),

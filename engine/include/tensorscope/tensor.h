@@ -246,7 +246,12 @@ class Tensor {
   Tensor unflatten(int64_t dim, const Shape& sizes) const;  // one -1 allowed in sizes (more: std::runtime_error)
   Tensor unsqueeze(int64_t dim) const;
   Tensor squeeze(std::optional<int64_t> dim = std::nullopt) const;
+  // The tensor's value in a contiguous buffer of its own shape: the tensor itself when it is already a realized
+  // buffer (torch.Tensor.contiguous returns self when contiguous; tinygrad drops a CONTIGUOUS of a buffer), else
+  // a kernel boundary: its producers are computed once into a new buffer ("explicit contiguous()").
   Tensor contiguous() const;
+  // Always a new buffer holding the value (torch.Tensor.clone): a copy kernel even for a realized buffer.
+  Tensor clone() const;
   // Concatenation as a sum of padded pieces (tinygrad); every piece's other dims must match.
   Tensor cat(const std::vector<Tensor>& others, int64_t dim = 0) const;
   static Tensor cat_all(const std::vector<Tensor>& tensors, int64_t dim = 0);

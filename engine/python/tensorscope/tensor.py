@@ -402,10 +402,13 @@ class Tensor:
         return self
 
     def contiguous(self) -> "Tensor":
+        """The value in a contiguous buffer: self when it already is a realized buffer (torch.Tensor.contiguous
+        returns self then), else a new buffer its producers are computed into once (a kernel boundary)."""
         return Tensor(self._t.contiguous())
 
     def clone(self) -> "Tensor":
-        return Tensor(self._t.contiguous())
+        """A new buffer holding the value, always a copy (torch.Tensor.clone)."""
+        return Tensor(self._t.clone())
 
     def cast(self, dtype: str) -> "Tensor":
         return Tensor(self._t.cast(str(dtype)))

@@ -694,7 +694,11 @@ Tensor Tensor::squeeze(std::optional<int64_t> dim) const {
   return reshape(s);
 }
 
-Tensor Tensor::contiguous() const { return primitive(Op::Contiguous, {*this}, shape(), dtype()); }
+Tensor Tensor::contiguous() const {
+  const Node& n = node(*this);  // a realized node is a BUFFER holding exactly its own shape (Graph::set_realized)
+  return n.realized() && n.buffer->numel == numel() ? *this : clone();
+}
+Tensor Tensor::clone() const { return primitive(Op::Contiguous, {*this}, shape(), dtype()); }
 
 // ---- linear algebra and nn ------------------------------------------------------------------------
 

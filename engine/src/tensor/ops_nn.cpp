@@ -226,14 +226,8 @@ Tensor padded_windows(const Tensor& x, const Pairs& pads, const std::vector<int6
   return pool(padded ? xp.contiguous() : xp, k, stride, dilation);
 }
 
-// x as a stored buffer: x itself when it is one already (a realized tensor: a script's input, a layer's output
-// of an earlier step), else x.contiguous(), its producers computed once into memory.
-Tensor stored(const Tensor& x) {
-  const Node& n = node(x);
-  return n.realized() && n.buffer->numel == x.numel() ? x : x.contiguous();
-}
-
-// The windows a direct convolution (or an implicit GEMM) reads: the input stored (see stored), then read
+// The windows a direct convolution (or an implicit GEMM) reads: the input stored (x.contiguous(): x itself when it
+// is a realized buffer already, a script's input or a layer's output of an earlier step), then read
 // through the pad's view. The C renderer loads each row's lanes as one masked vector load
 // (CRenderer::vector_accumulators), so no padded copy is needed; the input must be stored, since a producer
 // fused into the convolution would run again in every tap's masked load (a transposed convolution over an
@@ -243,7 +237,7 @@ Tensor stored(const Tensor& x) {
 // 32 images, padding 1 (the implicit GEMM), alone: 0.21 ms padded copy + 1.91 ms, 1.72 ms through the pad.
 Tensor stored_then_padded_windows(const Tensor& x, const Pairs& pads, const std::vector<int64_t>& k,
                                   const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation) {
-  return pool(stored(x).pad(full_pads(x, pads)), k, stride, dilation);
+  return pool(x.contiguous().pad(full_pads(x, pads)), k, stride, dilation);
 }
 
 // What a convolution's forward tells its weight gradient (conv_direct → conv_weight_grad).
@@ -735,7 +729,7 @@ Tensor depthwise_conv_wide(const Tensor& x, const Tensor& weight, const Tensor* 
   const int64_t oh = h + pads[0].first + pads[0].second - kh + 1, ow = w + pads[1].first + pads[1].second - kw + 1;
   Pairs wpads = pads;  // (N, C, OH + KH - 1, wide + KW - 1)
   wpads[1].second += wide - ow;
-  const Tensor xp = stored(x).pad(full_pads(x, wpads));  // a view: read through masked loads
+  const Tensor xp = x.contiguous().pad(full_pads(x, wpads));  // a view: read through masked loads
   // the first `rows` rows and `cols` columns of a padded, widened (N, C, rows', cols') tensor
   auto crop = [bs, c](const Tensor& t, int64_t rows, int64_t cols) { return t.shrink({{0, bs}, {0, c}, {0, rows}, {0, cols}}); };
   auto add_bias = [&](const Tensor& r) { return bias ? r.add(bias->reshape({1, c, 1, 1})) : r; };
@@ -748,7 +742,7 @@ Tensor depthwise_conv_wide(const Tensor& x, const Tensor& weight, const Tensor* 
         // the transposed convolution's padding: KH - 1 - p before and after (PyTorch's conv_transpose2d),
         // the row widened like the input's
         const int64_t top = kh - 1 - pads[0].first, left = kw - 1 - pads[1].first;
-        const Tensor gw = stored(g).pad({{0, 0}, {0, 0}, {top, kh - 1 - pads[0].second}, {left, kw - 1 - pads[1].second + wide - ow}});
+        const Tensor gw = g.contiguous().pad({{0, 0}, {0, 0}, {top, kh - 1 - pads[0].second}, {left, kw - 1 - pads[1].second + wide - ow}});
         const Tensor dx = conv_direct(crop(gw, h + kh - 1, w + kw - 1), weight.flip({2, 3}), c, {1, 1}, {1, 1}, none);
         // (N, C, OH, wide) · windows (N, C, OH, wide, KH·KW) summed over N and OH: (C, KH·KW, wide)
         const Tensor g_rows = gw.shrink({{0, bs}, {0, c}, {top, top + oh}, {left, left + wide}}).reshape({bs, c, oh, wide, 1});
