@@ -26,6 +26,10 @@ const std::vector<Pass>& pipeline() {
       {"transpose_tile",
        "TRANSPOSE_TILE (C): a copy that transposes (a weight packed as Wᵀ) runs in 8×8 tiles, each transposed in registers",
        transpose_tile},
+      {"columns_as_lanes",
+       "a column sum (a bias's gradient) walks its rows once, all its columns' accumulators side by side in a loop "
+       "the C compiler vectorizes",
+       columns_as_lanes},
       {"padto", "PADTO: the loop UPCAST_GLOBAL is for runs to a multiple of the plan's amount, the extra iterations masked",
        padto},
       {"upcast_global", "UPCAST: up to 32 neighbouring outputs share one pass of their reduce loop",

@@ -46,6 +46,7 @@ void upcast_reduce(ir::Kernel& kernel);
 void register_tile(ir::Kernel& kernel);
 void split_index_set(ir::Kernel& kernel);
 void rows_as_lanes(ir::Kernel& kernel);
+void columns_as_lanes(ir::Kernel& kernel);
 void reorder_global_loops(ir::Kernel& kernel);
 void simplify(ir::Kernel& kernel);
 void fuse_multiply_add(ir::Kernel& kernel);
@@ -81,6 +82,15 @@ size_t upcast_global_loop(const std::vector<ir::Inst>& insts);
 // `side_by_side` the u copies of each instruction are adjacent, otherwise the body is written u times
 // in a row. With u = the bound the loop disappears. Shared by upcast_global and register_tile.
 void upcast_loop(ir::Kernel& kernel, size_t g, int u, bool side_by_side);
+
+// The rewrite rows_as_lanes and columns_as_lanes share: global loop g (a constant bound that `lanes` divides),
+// whose body is the one reduce block b (one accumulator, one reduce loop without loops inside, its ASSIGN last
+// in that loop, no store in front of it), computes `lanes` iterations of g side by side: their accumulators in
+// a DEFINE_LOCAL array of `lanes` elements, every trip of the reduce loop a local loop over the lanes (on the C
+// device a plain loop its compiler vectorizes; on a GPU the lanes of one workgroup), and what follows the
+// reduction a local loop too. What precedes the reduce loop in g's body is recomputed in each lane loop.
+// Throws std::logic_error when g and b are not of that shape.
+void reduce_lanes_in_local_memory(ir::Kernel& kernel, size_t g, const ReduceBlock& b, int64_t lanes);
 
 // Swaps two perfectly nested loops (`outer` holds only index arithmetic before `inner`, and ends right after
 // it): for o: for i: body  →  for i: for o: body. Shared by upcast_global and register_tile.

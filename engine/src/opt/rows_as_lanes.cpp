@@ -27,6 +27,8 @@
 // multiple of 16 or 8) whose body is one reduce block with one accumulator (float32 or int32) over a
 // single loop of 2..15 trips whose body holds EXP2, LOG2, SIN or SQRT, with no transcendental outside
 // the reduce loop (what comes before it is recomputed in each lane loop).
+#include <stdexcept>
+
 #include "opt/pass_manager.h"
 
 namespace ts {
@@ -78,6 +80,19 @@ void rows_as_lanes(ir::Kernel& k) {
     if (i < b.range && old[i].op == Op::Store) return;
   }
 
+  reduce_lanes_in_local_memory(k, g, b, lanes);
+}
+
+void reduce_lanes_in_local_memory(ir::Kernel& k, size_t g, const ReduceBlock& b, int64_t lanes) {
+  const std::vector<Inst> old = k.insts;
+  const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
+  const size_t g_end = end_of_range(old, g);
+  const ValueId acc = static_cast<ValueId>(b.first_acc);
+  const DType acc_type = old[acc].dtype;
+  size_t assign = old.size();
+  for (size_t i = b.range + 1; i < b.end; i++)
+    if (old[i].op == Op::Assign) assign = i;
+  if (n % lanes != 0 || assign + 1 != b.end) throw std::logic_error("reduce_lanes_in_local_memory: not a lane-sized loop or block");
   Rewrite w(old);
   auto emit = [&](const Inst& in) { return w.emit(in); };
   auto copy = [&](size_t i) { w.copy(i); };
@@ -106,7 +121,7 @@ void rows_as_lanes(ir::Kernel& k) {
   end(lane);
   barrier();
   Inst reduce = old[b.range];
-  reduce.src[0] = cint(static_cast<int64_t>(bound.value));
+  reduce.src[0] = cint(static_cast<int64_t>(old[old[b.range].src[0]].value));
   remap[b.range] = emit(reduce);
   lane = lane_loop();
   prefix();
