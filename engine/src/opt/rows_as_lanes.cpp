@@ -27,6 +27,7 @@
 // multiple of 16 or 8) whose body is one reduce block with one accumulator (float32 or int32) over a
 // single loop of 2..15 trips whose body holds EXP2, LOG2, SIN or SQRT, with no transcendental outside
 // the reduce loop (what comes before it is recomputed in each lane loop).
+// The rewrite itself is reduce_lanes_in_local_memory (below), which columns_as_lanes shares.
 #include <stdexcept>
 
 #include "opt/pass_manager.h"
