@@ -31,15 +31,30 @@ SHAPES = ("g = Tensor(rng.standard_normal((512, 128)).astype(np.float32))\n"
 
 def test_column_sums_wider_than_one_upcast_take_their_columns_as_lanes(tmp_path):
     ir = _final_ir(tmp_path, SHAPES)
-    for name in ("r_128_512", "r_4_144_64", "r_512_64"):
+    for name, lanes in (("r_128_512", 128), ("r_4_144_64", 144), ("r_512_64", 256)):
         (text,) = ir[name]
-        assert _has_lanes(text) and "UPCAST_GLOBAL" not in text.split("\n")[0], text
+        header = text.split("\n")[0]
+        assert _has_lanes(text) and "UPCAST_GLOBAL" not in header and f"LANES({lanes})" in header, text
     (text,) = ir["r_512_64"]
     assert "DEFINE_LOCAL.float32 [256]" in text, text  # 256 columns side by side, two trips of the global loop
     for name in ("r_32_512", "r_100_64", "r_96_512", "r_64_128_96"):
         (text,) = ir[name]
         assert not _has_lanes(text), text
     assert "REGISTER_TILE" in ir["r_64_128_96"][0].split("\n")[0]  # the matmul keeps its register tile
+
+
+def test_a_plans_lanes_turn_the_passes_off_or_choose_the_lanes(tmp_path):
+    # LANES=0 (TENSORSCOPE_OPTS, or a BEAM candidate): neither a column sum nor a cross-entropy's short rows get
+    # lanes; LANES=64: the column sum's 128 columns in two blocks of 64
+    body = ("Tensor(rng.standard_normal((512, 128)).astype(np.float32)).sum(0).realize()\n"
+            "Tensor(rng.standard_normal((64, 11)).astype(np.float32)).exp().sum(1).realize()\n")
+    default = _final_ir(tmp_path, body)
+    assert "LANES(128)" in default["r_128_512"][0].split("\n")[0] and "LANES(16)" in default["r_64_11"][0].split("\n")[0]
+    off = _final_ir(tmp_path, body, env={"TENSORSCOPE_OPTS": "LANES=0"})
+    assert not _has_lanes(off["r_128_512"][0]) and not _has_lanes(off["r_64_11"][0]), off
+    (tmp_path / "out_off").rename(tmp_path / "out_off0")
+    asked = _final_ir(tmp_path, body, env={"TENSORSCOPE_OPTS": "LANES=64"})
+    assert "LANES(64)" in asked["r_128_512"][0].split("\n")[0] and "DEFINE_LOCAL.float32 [64]" in asked["r_128_512"][0]
 
 
 def test_the_pass_is_visible_after_its_own_name(tmp_path):

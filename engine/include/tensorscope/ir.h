@@ -116,6 +116,10 @@ struct AppliedOpt {
                    // operands staged in local memory (the shared-memory tiled matmul; the tile_local pass)
     TransposeTile, // C: a transposing copy in `amount`×`amount` tiles (8), each transposed in registers by the
                    // C renderer (the transpose_tile pass)
+    Lanes,         // C, INTERP: `amount` iterations of a reduce kernel's innermost global loop computed side by
+                   // side, the lanes of a local loop with their accumulators in local memory (the IR of one
+                   // workgroup of `amount` threads): short rows with a transcendental (rows_as_lanes), a column
+                   // sum's columns (columns_as_lanes)
   } kind;
   int amount;  // the upcast factor, thread count or multiple
 };
@@ -128,8 +132,8 @@ struct AppliedOpt {
 // is for, the device has the feature); otherwise it applies nothing. What was applied is always Kernel::opts.
 struct OptPlan {
   static constexpr int kAuto = -1;
-  static constexpr int kKinds = 10;  // AppliedOpt::Kind values
-  int amount[kKinds] = {kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto};
+  static constexpr int kKinds = 11;  // AppliedOpt::Kind values
+  int amount[kKinds] = {kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto, kAuto};
   int get(AppliedOpt::Kind kind) const { return amount[kind]; }
   void set(AppliedOpt::Kind kind, int u) { amount[kind] = u; }
   bool automatic() const {

@@ -64,6 +64,7 @@ const char* opt_name(AppliedOpt::Kind kind) {
     case AppliedOpt::GroupTop: return "GROUPTOP";
     case AppliedOpt::Tile: return "TILE";
     case AppliedOpt::TransposeTile: return "TRANSPOSE_TILE";
+    case AppliedOpt::Lanes: return "LANES";
   }
   return "?";
 }

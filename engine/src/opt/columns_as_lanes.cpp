@@ -17,8 +17,9 @@
 // evicted (a 64 MiB write in between) 51 -> 33 us; a plain column sum of the same shape 4.2 -> 3.0 and 29 ->
 // 24 us. On a GPU the same IR is one workgroup per N columns, a thread per column, each walking the rows.
 //
-// Applies on devices without workgroups (C, INTERP), under the default plan (an UPCAST_GLOBAL asked for is
-// upcast_global's), to the innermost global loop when: its bound is a multiple of 16 above 32 (at most 32
+// Recorded as LANES(n). Applies on devices without workgroups (C, INTERP), by default (a plan's LANES=0 turns it
+// off, LANES=n asks for n lanes; an UPCAST_GLOBAL asked for without LANES is upcast_global's) to the innermost
+// global loop when: its bound is a multiple of 16 above 32 (at most 32
 // columns upcast_global covers in one pass), taken 256 columns at a time at most; its body is one reduce block
 // with one float32 or int32 accumulator and one reduce loop of at least 16 rows; every load that moves with
 // the columns moves by one element per column and by at least a row of them per trip of the reduce loop (the
@@ -49,7 +50,9 @@ int64_t lane_count(int64_t n) {
 }  // namespace
 
 void columns_as_lanes(ir::Kernel& k) {
-  if (k.target.workgroups() || k.plan.get(ir::AppliedOpt::UpcastGlobal) != ir::OptPlan::kAuto) return;
+  const int asked = k.plan.get(ir::AppliedOpt::Lanes);  // LANES: kAuto (the rule above), 0 (off) or the lanes
+  if (k.target.workgroups() || asked == 0) return;
+  if (asked == ir::OptPlan::kAuto && k.plan.get(ir::AppliedOpt::UpcastGlobal) != ir::OptPlan::kAuto) return;
   const std::vector<Inst>& insts = k.insts;
   for (const Inst& in : insts)
     if (in.op == Op::DefineLocal || (in.op == Op::Range && in.arg == ir::kLocalLoop)) return;
@@ -58,10 +61,11 @@ void columns_as_lanes(ir::Kernel& k) {
   const size_t g = loops.back();
   if (insts[insts[g].src[0]].op != Op::Const) return;
   const int64_t n = static_cast<int64_t>(insts[insts[g].src[0]].value);
-  if (n <= kUpcastCovers || n % 16 != 0) return;
-  const int64_t lanes = lane_count(n);
+  const bool automatic = asked == ir::OptPlan::kAuto;
+  const int64_t lanes = !automatic ? (asked <= kMaxLanes && n % asked == 0 ? asked : 0)
+                                   : (n > kUpcastCovers && n % 16 == 0 ? lane_count(n) : 0);
   if (lanes == 0) return;
-  if (loops.size() == 1 && loop_work(k) >= kMinParallelWork) return;  // the C device's threads split g
+  if (automatic && loops.size() == 1 && loop_work(k) >= kMinParallelWork) return;  // the C device's threads split g
   const std::vector<ReduceBlock> blocks = upcastable_body(insts, g);
   if (blocks.size() != 1) return;
   const ReduceBlock& b = blocks[0];

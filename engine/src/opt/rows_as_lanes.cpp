@@ -23,7 +23,9 @@
 // is_row_local_expand in schedule.cpp, and its sums read them: no transcendental, no lanes. The
 // transformer's loss, a log-softmax over 11 classes, still runs this way.)
 //
-// Applies on devices without workgroups (C, INTERP) to the innermost global loop (constant bound, a
+// Recorded as LANES(16) (or 8); a plan's LANES=0 turns it off, LANES=n asks for n lanes (where n divides the
+// loop, whether or not the body has a transcendental). By default it applies on devices without workgroups
+// (C, INTERP) to the innermost global loop (constant bound, a
 // multiple of 16 or 8) whose body is one reduce block with one accumulator (float32 or int32) over a
 // single loop of 2..15 trips whose body holds EXP2, LOG2, SIN or SQRT, with no transcendental outside
 // the reduce loop (what comes before it is recomputed in each lane loop).
@@ -40,12 +42,14 @@ using ir::Op;
 using ir::ValueId;
 
 constexpr int64_t kMaxRow = 15;  // rows of 16 or more vectorize along the row (upcast_reduce)
+constexpr int64_t kMaxAskedLanes = 256;  // a plan's LANES: at most a 1 KiB array of accumulators
 
 bool transcendental(Op op) { return op == Op::Exp2 || op == Op::Log2 || op == Op::Sin || op == Op::Sqrt; }
 }  // namespace
 
 void rows_as_lanes(ir::Kernel& k) {
-  if (k.target.workgroups()) return;
+  const int asked = k.plan.get(ir::AppliedOpt::Lanes);  // LANES: kAuto (the rule below), 0 (off) or the lanes
+  if (k.target.workgroups() || asked == 0) return;
   const std::vector<Inst> old = k.insts;
   for (const Inst& in : old)
     if (in.op == Op::DefineLocal || (in.op == Op::Range && in.arg == ir::kLocalLoop)) return;
@@ -54,7 +58,10 @@ void rows_as_lanes(ir::Kernel& k) {
     if (old[i].op == Op::Range && old[i].arg == ir::kGlobalLoop) g = i;
   if (g == old.size() || old[old[g].src[0]].op != Op::Const) return;
   const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
-  const int64_t lanes = n % 16 == 0 ? 16 : n % 8 == 0 ? 8 : 0;
+  const int64_t lanes = asked != ir::OptPlan::kAuto ? (asked <= kMaxAskedLanes && n % asked == 0 ? asked : 0)
+                       : n % 16 == 0                ? 16
+                       : n % 8 == 0                 ? 8
+                                                    : 0;
   if (lanes == 0) return;
   const std::vector<ReduceBlock> blocks = upcastable_body(old, g);
   if (blocks.size() != 1) return;
@@ -75,7 +82,7 @@ void rows_as_lanes(ir::Kernel& k) {
     if (old[i].op == Op::Assign) assign = i;
     worth_it = worth_it || transcendental(old[i].op);
   }
-  if (!worth_it || assign + 1 != b.end) return;  // the ASSIGN ends the body: nothing reads the new value in it
+  if ((!worth_it && asked == ir::OptPlan::kAuto) || assign + 1 != b.end) return;  // the ASSIGN ends the body: nothing reads the new value in it
   for (size_t i = g + 1; i < g_end; i++) {  // what the lanes recompute: no transcendental, no store before the reduce
     if ((i < b.range || i > b.end) && transcendental(old[i].op)) return;
     if (i < b.range && old[i].op == Op::Store) return;
@@ -144,6 +151,7 @@ void reduce_lanes_in_local_memory(ir::Kernel& k, size_t g, const ReduceBlock& b,
   for (size_t i = g_end + 1; i < old.size(); i++) copy(i);
   k.insts = std::move(w.out);
   dead_code_elimination(k);  // the prefix values a lane loop does not read
+  k.opts.push_back({ir::AppliedOpt::Lanes, static_cast<int>(lanes)});
 }
 
 }  // namespace ts

@@ -62,6 +62,10 @@ std::vector<int> candidate_amounts(ir::AppliedOpt::Kind kind, const Device& dev,
     case ir::AppliedOpt::Padto: return {4, 8, 16};  // with UPCAST_GLOBAL's default, which then divides the loop
     case ir::AppliedOpt::TransposeTile:  // C only: on or off (tiles of 8)
       return dev.name() == "C" ? std::vector<int>{0, 8} : std::vector<int>{};
+    case ir::AppliedOpt::Lanes: {  // devices without workgroups (C, INTERP): off, or the lanes a loop could take
+      if (DeviceRegistry::properties(DeviceRegistry::index(dev.name())).max_workgroup_size != 0) return {};
+      return {0, 16, 64, 128};
+    }
     case ir::AppliedOpt::Threads: {  // C only (its launch action): 1, 2, … the pool's size
       if (dev.name() != "C") return {};
       std::vector<int> counts;
