@@ -84,7 +84,7 @@ size_t upcast_global_loop(const std::vector<ir::Inst>& insts);
 void upcast_loop(ir::Kernel& kernel, size_t g, int u, bool side_by_side);
 
 // The rewrite rows_as_lanes and columns_as_lanes share: global loop g (a constant bound that `lanes` divides),
-// whose body is the one reduce block b (one accumulator, one reduce loop without loops inside, its ASSIGN last
+// whose body is the one reduce block b (one accumulator, one constant reduce loop without loops inside, its ASSIGN last
 // in that loop, no store in front of it), computes `lanes` iterations of g side by side: their accumulators in
 // a DEFINE_LOCAL array of `lanes` elements, every trip of the reduce loop a local loop over the lanes (on the C
 // device a plain loop its compiler vectorizes; on a GPU the lanes of one workgroup), and what follows the

@@ -100,7 +100,8 @@ void reduce_lanes_in_local_memory(ir::Kernel& k, size_t g, const ReduceBlock& b,
   size_t assign = old.size();
   for (size_t i = b.range + 1; i < b.end; i++)
     if (old[i].op == Op::Assign) assign = i;
-  if (n % lanes != 0 || assign + 1 != b.end) throw std::logic_error("reduce_lanes_in_local_memory: not a lane-sized loop or block");
+  if (lanes < 1 || n % lanes != 0 || assign + 1 != b.end || old[old[b.range].src[0]].op != Op::Const)
+    throw std::logic_error("reduce_lanes_in_local_memory: not a lane-sized loop or not a reduce block of a constant loop");
   Rewrite w(old);
   auto emit = [&](const Inst& in) { return w.emit(in); };
   auto copy = [&](size_t i) { w.copy(i); };
