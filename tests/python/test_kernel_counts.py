@@ -166,11 +166,10 @@ def _mlp_train_step_kernel_count():
     step()
     # 13, forward, loss, backward and update in one schedule: the contiguous copy of W1.T, the copy of W2.T padded
     # to 16 columns (a head of 10: one vector of outputs per row, register-tiled, its 6 extra columns cropped), the logits stored
-    # once, the logits' row max and sum of exponentials stored once for the loss and the softmax gradient,
-    # the softmax gradient stored once (it feeds two matmuls) by the kernel that also sums the loss
-    # gradient over each row for it (its expand is row-local: the walk stops at the stored softmax
-    # gradient, whose EXP2 is in another operand; 13 kernels before), and no recompute of x @ W1.T + b in
-    # the backward; a reduction of a broadcast constant is folded to a constant (issue 16)
+    # once, x - max and the row sums of its exponentials stored once for the loss and its gradient, the
+    # gradient softmax - one-hot written out as PyTorch's log_softmax_backward and nll_loss_backward compute it
+    # (one elementwise kernel, stored since it feeds two matmuls; through the log-softmax's chain rule it was a
+    # kernel with a row sum of the one-hot's gradient), and no recompute of x @ W1.T + b in the backward
     assert GlobalCounters.kernel_count == 13
 
 

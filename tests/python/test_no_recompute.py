@@ -156,6 +156,26 @@ def test_the_reasons_tell_a_matmul_output_from_a_row_reduction_read_apart(tmp_pa
     assert apart[0] == "r_32_8_8", ends  # x - max (then the row sums of exponentials, read by two kernels)
 
 
+def test_the_cross_entropy_gradient_is_one_elementwise_kernel(tmp_path):
+    # d loss / d logits = (softmax - one-hot) / N, written out as PyTorch's log_softmax_backward and
+    # nll_loss_backward compute it: an elementwise kernel over the logits' shape that reads the x - max and the
+    # row sums of exponentials the forward stored. Through the log-softmax's chain rule it was a reduce
+    # kernel (r_32_10_10) with a row sum of the one-hot's gradient in front of the exponentials. Label
+    # smoothing changes the target, not the kernels.
+    for smoothing in (0.0, 0.1):
+        logits = Tensor(rng.standard_normal((32, 10), dtype=np.float32), requires_grad=True)
+        y = Tensor(rng.integers(0, 10, 32).astype(np.int32))
+
+        def step():
+            logits.grad = None
+            logits.sparse_categorical_crossentropy(y, label_smoothing=smoothing).backward()
+            logits.grad.realize()
+        names = [k["name"] for k in _recorded_kernels(step, tmp_path)]
+        assert names.count("E_32_10") == 1 and "r_32_10_10" in names, names  # the gradient; x - max
+        assert names.count("r_32_10_10") == 1, names  # only the forward's x - max reduces rows of the logits' shape
+        (tmp_path / "reasons.tsrec").unlink()
+
+
 def test_forward_backward_and_update_are_one_schedule(tmp_path):
     # backward() realizes the loss with the next realize (the optimizer's step), so that the whole training
     # step is one schedule and what both passes read is computed once; loss.numpy() then reads a buffer

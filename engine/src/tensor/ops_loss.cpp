@@ -1,6 +1,8 @@
 // Losses as compositions (torch.nn.functional semantics; tinygrad's spellings: the loss is a method of
 // the prediction). reduction: "mean" | "sum" | "none"; anything else throws std::invalid_argument
 // (ValueError). Class labels are integer tensors, turned into one-hot masks (index == arange(C)).
+#include <memory>
+
 #include "tensor/ops_common.h"
 
 namespace ts {
@@ -72,25 +74,58 @@ Tensor Tensor::cross_entropy(const Tensor& y, const std::string& reduction, doub
 }
 
 // tinygrad's sparse_categorical_crossentropy: class axis last; ignore_index = −1 ignores nothing;
-// "mean" averages over the labels that are not ignored
+// "mean" averages over the labels that are not ignored. Its gradient is written out, as PyTorch's
+// log_softmax_backward ∘ nll_loss_backward computes it, rather than taken through the log-softmax's chain rule:
+//   ∂loss_i/∂x_ij = m_i · (p_ij − (1 − ε)·[j = y_i] − ε/C),   p = softmax(x) = exp(x − max) / Σ exp(x − max),
+// m the mask, times the output's gradient (per row for "none"; divided by Σm for "mean"): one elementwise kernel
+// that reads x − max and the row sums the forward stored, where the chain rule had a reduce per row (Σ_j of the
+// one-hot's gradient) in front of the exponentials.
 Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::string& reduction, int64_t ignore_index,
                                                double label_smoothing) const {
   if (auto r = float16_rule(&Tensor::sparse_categorical_crossentropy, *this, y, reduction, ignore_index, label_smoothing))
     return *r;
   check_reduction(reduction);
   if (ndim() < 1) throw std::invalid_argument("sparse_categorical_crossentropy: logits need a class axis (last)");
-  Tensor y_one_hot = labels_one_hot(*this, y, ndim() - 1, "sparse_categorical_crossentropy");
-  Tensor log_probs = log_softmax(-1);
-  Tensor labels = y.cast(DType::Int32);
-  Tensor mask = ignore_index != -1 ? labels.ne(iconst(labels, static_cast<double>(ignore_index))).cast(DType::Float32)
-                                   : Tensor::ones(y.shape(), DType::Float32, device());
-  std::vector<int64_t> last{-1};
-  Tensor picked = y_one_hot.where(log_probs, fconst(log_probs, 0)).sum(last).mul(mask);
-  Tensor loss = picked.mul(1 - label_smoothing);
-  if (label_smoothing > 0) loss = loss.add(log_probs.mean(last).mul(mask).mul(label_smoothing));
-  if (reduction == "none") return loss.neg();
-  if (reduction == "sum") return loss.sum().neg();
-  return loss.sum().div(mask.sum()).neg();
+  const Tensor y_one_hot = labels_one_hot(*this, y, ndim() - 1, "sparse_categorical_crossentropy");
+  const Tensor labels = y.cast(DType::Int32);
+  const Tensor mask = ignore_index != -1 ? labels.ne(iconst(labels, static_cast<double>(ignore_index))).cast(DType::Float32)
+                                         : Tensor::ones(y.shape(), DType::Float32, device());
+  const std::vector<int64_t> last{-1};
+  const double eps = label_smoothing;
+  // what the forward computes and the backward reads again: x − max (the max a constant, as log_softmax's) and its
+  // row sums of exponentials
+  struct Saved {
+    Tensor shifted, sum_exp;
+  };
+  auto saved = std::make_shared<Saved>();
+  const Tensor x = *this;
+  return with_custom_backward(
+      {x},
+      [&] {
+        Tensor log_probs = x.log_softmax(-1);  // no classes: an empty log_softmax, and an empty gradient
+        if (x.shape().back() > 0) {
+          saved->shifted = x.sub(x.max(last, true));
+          saved->sum_exp = saved->shifted.exp().sum(last, true);
+          log_probs = saved->shifted.sub(saved->sum_exp.log());
+        } else {
+          saved->shifted = log_probs;
+          saved->sum_exp = fconst(log_probs, 1);
+        }
+        Tensor picked = y_one_hot.where(log_probs, fconst(log_probs, 0)).sum(last).mul(mask);
+        Tensor loss = picked.mul(1 - eps);
+        if (eps > 0) loss = loss.add(log_probs.mean(last).mul(mask).mul(eps));
+        if (reduction == "none") return loss.neg();
+        if (reduction == "sum") return loss.sum().neg();
+        return loss.sum().div(mask.sum()).neg();
+      },
+      [saved, y_one_hot, mask, eps, reduction](const Tensor&, const Tensor& g) {
+        const Tensor probs = saved->shifted.exp().div(saved->sum_exp);
+        const double classes = static_cast<double>(probs.shape().back());
+        const Tensor target = y_one_hot.where(fconst(probs, 1 - eps + eps / classes), fconst(probs, eps / classes));
+        Tensor scale = g.mul(mask);  // "none": one gradient per row; "sum": one for all
+        if (reduction == "mean") scale = scale.div(mask.sum());
+        return std::vector<Tensor>{probs.sub(target).mul(scale.unsqueeze(-1))};
+      });
 }
 
 // −w[y]·x[y] along the class axis 1 (0 for 1-D input); ignored labels weigh 0; "mean" divides by Σ w[y]
