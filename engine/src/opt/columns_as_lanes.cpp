@@ -37,7 +37,6 @@ using ir::Inst;
 using ir::Op;
 using ir::ValueId;
 
-constexpr int64_t kMaxLanes = 256;  // a 1 KiB accumulator array: well inside the L1
 constexpr int64_t kUpcastCovers = 32;  // upcast_global's widest upcast: up to this many columns in one pass
 constexpr int64_t kMinRows = 16;
 

@@ -91,6 +91,8 @@ void upcast_loop(ir::Kernel& kernel, size_t g, int u, bool side_by_side);
 // reduction a local loop too. What precedes the reduce loop in g's body is recomputed in each lane loop.
 // Throws std::logic_error when g and b are not of that shape.
 void reduce_lanes_in_local_memory(ir::Kernel& kernel, size_t g, const ReduceBlock& b, int64_t lanes);
+// The most lanes either pass takes, by default or when a plan's LANES asks: a 1 KiB array of accumulators.
+constexpr int64_t kMaxLanes = 256;
 
 // Swaps two perfectly nested loops (`outer` holds only index arithmetic before `inner`, and ends right after
 // it): for o: for i: body  →  for i: for o: body. Shared by upcast_global and register_tile.

@@ -42,7 +42,6 @@ using ir::Op;
 using ir::ValueId;
 
 constexpr int64_t kMaxRow = 15;  // rows of 16 or more vectorize along the row (upcast_reduce)
-constexpr int64_t kMaxAskedLanes = 256;  // a plan's LANES: at most a 1 KiB array of accumulators
 
 bool transcendental(Op op) { return op == Op::Exp2 || op == Op::Log2 || op == Op::Sin || op == Op::Sqrt; }
 }  // namespace
@@ -58,7 +57,7 @@ void rows_as_lanes(ir::Kernel& k) {
     if (old[i].op == Op::Range && old[i].arg == ir::kGlobalLoop) g = i;
   if (g == old.size() || old[old[g].src[0]].op != Op::Const) return;
   const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
-  const int64_t lanes = asked != ir::OptPlan::kAuto ? (asked <= kMaxAskedLanes && n % asked == 0 ? asked : 0)
+  const int64_t lanes = asked != ir::OptPlan::kAuto ? (asked <= kMaxLanes && n % asked == 0 ? asked : 0)
                        : n % 16 == 0                ? 16
                        : n % 8 == 0                 ? 8
                                                     : 0;

@@ -102,13 +102,13 @@ Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::strin
   return with_custom_backward(
       {x},
       [&] {
-        Tensor log_probs = x.log_softmax(-1);  // no classes: an empty log_softmax, and an empty gradient
+        Tensor log_probs;
         if (x.shape().back() > 0) {
           saved->shifted = x.sub(x.max(last, true));
           saved->sum_exp = saved->shifted.exp().sum(last, true);
           log_probs = saved->shifted.sub(saved->sum_exp.log());
-        } else {
-          saved->shifted = log_probs;
+        } else {  // no classes: an empty log_softmax, and an empty gradient
+          log_probs = saved->shifted = x.log_softmax(-1);
           saved->sum_exp = fconst(log_probs, 1);
         }
         Tensor picked = y_one_hot.where(log_probs, fconst(log_probs, 0)).sum(last).mul(mask);
