@@ -47,6 +47,7 @@ void register_tile(ir::Kernel& kernel);
 void split_index_set(ir::Kernel& kernel);
 void rows_as_lanes(ir::Kernel& kernel);
 void columns_as_lanes(ir::Kernel& kernel);
+void coalesce_short_rows(ir::Kernel& kernel);
 void reorder_global_loops(ir::Kernel& kernel);
 void simplify(ir::Kernel& kernel);
 void fuse_multiply_add(ir::Kernel& kernel);
