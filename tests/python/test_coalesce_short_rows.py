@@ -1,5 +1,5 @@
 # Issue 13: the coalesce_short_rows pass (engine/src/opt/coalesce_short_rows.cpp). The elementwise loop over a
-# row of 3 to 15 elements (not a power of two) runs over 8 or 16 rows at once as one loop, the values each row
+# row of 3 to 15 elements (not a power of two) runs over several rows at once as one loop (8 of 12, 16 of 11), the values each row
 # computes first (its max) spread out into a DEFINE_LOCAL array. Checked on the IR and C source tensorscope-cli
 # writes (which kernels get it, which do not), against PyTorch on C and INTERP (where the pass runs too), and
 # against the same run with the pass turned off (bit for bit: the pass moves work, it changes no arithmetic).

@@ -52,8 +52,8 @@ const std::vector<Pass>& pipeline() {
       {"max_reduce_as_int", "a float max-reduction runs on order-preserving int32 keys (vectorizes; NaN still wins)",
        max_reduce_as_int},
       {"coalesce_short_rows",
-       "an elementwise loop over short rows (a softmax over 12 keys) runs over 8 or 16 rows at once, the values per "
-       "row spread out in local memory: one loop the C compiler vectorizes in whole vectors",
+       "an elementwise loop over short rows (a softmax over 12 keys) runs over several rows at once (8 of 12, 16 of 11), "
+       "the values per row spread out in local memory: one loop the C compiler vectorizes in whole vectors",
        coalesce_short_rows},
       {"fuse_multiply_add", "acc = acc + a*b becomes one fused multiply-add (MULACC)", fuse_multiply_add},
       {"sink_after_loops", "values used only after a loop (an epilogue's loads) are computed after it, not held through it",
