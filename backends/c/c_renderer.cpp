@@ -683,7 +683,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   // exponentials after it), gcc's scalar form (a NaN test that is never taken, then vmaxss) has the shorter
   // latency: 21 us there against 25 with ts_v4_hmax, so the combine outside local loops stays scalar.
   std::vector<bool> in_local_loop(insts.size(), false);
-  {
+  if (std::any_of(runs.begin(), runs.end(), [](const Run& run) { return run.kind == Op::Max; })) {
     std::vector<ValueId> open;
     for (size_t i = 0; i < insts.size(); i++) {
       if (insts[i].op == Op::EndRange && !open.empty()) open.pop_back();

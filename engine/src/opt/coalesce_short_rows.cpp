@@ -95,7 +95,8 @@ void coalesce_short_rows(ir::Kernel& k) {
   // same for every row of an element position or computed per row ("spread": written out into local memory).
   // A flat value is a row start plus the element index, or reads one.
   const ValueId rv = static_cast<ValueId>(r), cv = static_cast<ValueId>(c);
-  std::vector<char> flat(old.size(), 0), row_start(old.size(), 0);
+  std::vector<char> flat(old.size(), 0);
+  std::vector<ValueId> start_of(old.size(), ir::kNone);  // a row start + the element index: that row start
   for (size_t i = c + 1; i < c_end; i++) {
     const Inst& in = old[i];
     for (int s = 0; s < in.num_src; s++) flat[i] = flat[i] || flat[in.src[s]];
@@ -104,11 +105,13 @@ void coalesce_short_rows(ir::Kernel& k) {
         const ValueId start = in.src[s], other = in.src[1 - s];
         if (other != cv || start >= cv || !pure_index(old, start, rv)) continue;
         const int64_t at0 = eval_index(old, start, rv, 0);
-        if (eval_index(old, start, rv, 1) - at0 == length && eval_index(old, start, rv, rows - 1) - at0 == (rows - 1) * length)
-          flat[i] = row_start[i] = 1;
+        if (eval_index(old, start, rv, 1) - at0 == length && eval_index(old, start, rv, rows - 1) - at0 == (rows - 1) * length) {
+          flat[i] = 1;
+          start_of[i] = start;
+        }
       }
     }
-    if (in.op == Op::Store && !(flat[in.src[1]] && row_start[in.src[1]])) return;  // a store at the row's own element only
+    if (in.op == Op::Store && start_of[in.src[1]] == ir::kNone) return;  // a store at the row's own element only
   }
   // a load that moves with the element moves with the row too only through a row start (a transposed read would
   // be read per row and spread: more work, not less); a load of the element's position alone (a bias) is spread
@@ -122,7 +125,7 @@ void coalesce_short_rows(ir::Kernel& k) {
   std::map<ValueId, ValueId> spread;  // old value -> its DEFINE_LOCAL (set below)
   std::set<ValueId> uniform;          // constants and buffers defined in the rows' loop that flat values read: again
   for (size_t i = c + 1; i < c_end; i++) {
-    if (!flat[i] || row_start[i]) continue;  // a row start is recomputed per block
+    if (!flat[i] || start_of[i] != ir::kNone) continue;  // a row start is recomputed per block
     for (int s = 0; s < old[i].num_src; s++) {
       const ValueId v = old[i].src[s];
       if (flat[v] || v < rv) continue;
@@ -172,21 +175,14 @@ void coalesce_short_rows(ir::Kernel& k) {
   };
   std::map<ValueId, ValueId> starts;  // row start (old) -> the block's start (new), emitted before the loop
   for (size_t i = c + 1; i < c_end; i++)
-    if (row_start[i]) {
-      const ValueId start = old[i].src[old[i].src[0] == cv ? 1 : 0];
-      if (!starts.count(start)) starts[start] = for_first_row(start);
-    }
+    if (start_of[i] != ir::kNone && !starts.count(start_of[i])) starts[start_of[i]] = for_first_row(start_of[i]);
   for (ValueId v : uniform) w.remap[v] = emit(old[v]);
   const ValueId j = emit(make_inst(Op::Range, DType::Int32, {cint(g * length)}, ir::kGlobalLoop));
   for (const auto& [v, mem] : spread) w.remap[v] = emit(make_inst(Op::Load, old[v].dtype, {mem, j}));
   for (size_t i = c + 1; i < c_end; i++) {
     if (!flat[i]) continue;
-    if (row_start[i]) {
-      const ValueId start = old[i].src[old[i].src[0] == cv ? 1 : 0];
-      w.remap[i] = emit(make_inst(Op::Add, DType::Int32, {starts[start], j}));
-    } else {
-      w.copy(i);
-    }
+    if (start_of[i] != ir::kNone) w.remap[i] = emit(make_inst(Op::Add, DType::Int32, {starts[start_of[i]], j}));
+    else w.copy(i);
   }
   end(j);
   emit(make_inst(Op::Barrier, DType::Float32, {}));  // the next block's rows write the local arrays again
