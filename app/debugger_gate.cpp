@@ -191,7 +191,9 @@ void DebuggerGate::wait_here(std::unique_lock<std::mutex>& lock, const nlohmann:
                              const GateStop* stop) {
   if (gone_ || stopping_) return;
   requests_.clear();  // asked for while running: they were for a pause that is over
-  const std::string bytes = frame_bytes('P', where.dump());
+  nlohmann::json numbered = where;
+  numbered["pause"] = ++pauses_;
+  const std::string bytes = frame_bytes('P', numbered.dump());
   send_all(bytes);
   resumed_ = false;
   waiting_ = true;

@@ -10,10 +10,13 @@
 //     (PyEval_SetTrace, a C trace function) is on only while line breakpoints exist, and only for
 //     frames of files that have some: a run without line breakpoints pays nothing for them.
 // When it pauses it first emits the pending NodesEvents (so the debugger sees the lazy graph as it is),
-// then sends a 'P' frame {"stage", "kernel_id", "kernel", "detail", "file", "line"} and waits on the
-// engine's thread for a command. Paused on a script line, the pause console's "evaluate" commands run
+// then sends a 'P' frame {"pause", "stage", "kernel_id", "kernel", "detail", "file", "line"} and waits on
+// the engine's thread for a command. Paused on a script line, the pause console's "evaluate" commands run
 // Python in the paused frame (its globals and locals), on that same thread; what they print and
-// realize streams to the debugger like the script's own output and kernels.
+// realize streams to the debugger like the script's own output and kernels. After each evaluation the
+// same 'P' frame comes again. "pause" numbers the pauses (1, 2, ...; a frame sent again keeps its
+// number): the debugger ignores a 'P' whose pause it already resumed from, since "evaluate" then
+// "continue" may cross the evaluation's 'P' on the connection.
 //
 // Commands (JSON, on the command thread; see runner_command.h for the connection):
 //   {"command": "continue"}                 F5
@@ -102,6 +105,7 @@ class DebuggerGate : public GateHandler, public SessionObserver {
   std::string script_;
   bool pause_line_ = false;  // Pause: stop at the script's next line too
   bool waiting_ = false;     // the engine's thread waits in wait_here
+  uint64_t pauses_ = 0;      // pauses so far: the number of the current (or last) pause
   std::mutex mutex_;
   std::condition_variable wake_;
   bool resumed_ = false, gone_ = false;

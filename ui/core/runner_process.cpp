@@ -48,6 +48,8 @@ bool RunnerProcess::start(const QString& path, const QString& source, const QStr
   if (running_) return false;
   running_ = true;
   paused_ = false;
+  pausePoint_ = {};
+  resumedPause_ = 0;
   processDone_ = streamDone_ = stopRequested_ = killed_ = haveEnd_ = false;
   exitCode_ = 0;
   exitStatus_ = QProcess::NormalExit;
@@ -145,6 +147,7 @@ void RunnerProcess::stop() {
   sendCommand(R"({"command":"stop"})");
   if (paused_) {
     paused_ = false;
+    resumedPause_ = pausePoint_.number;
     Q_EMIT resumed();
   }
   killTimer_.start(kStopGraceMs);
@@ -186,6 +189,7 @@ void RunnerProcess::requestBuffers() {
 void RunnerProcess::resumeWith(const QByteArray& json) {
   if (!paused_) return;
   paused_ = false;
+  resumedPause_ = pausePoint_.number;
   sendCommand(json);
   Q_EMIT resumed();
 }
@@ -245,9 +249,14 @@ void RunnerProcess::onReadyRead() {
           break;
         case 'P': {  // paused at the gate: show everything before the stop, then say where
           const QJsonObject where = QJsonDocument::fromJson(QByteArray::fromStdString(frame.body)).object();
+          const qint64 number = where.value("pause").toInteger(0);
+          if (number > 0 && number == resumedPause_) {  // sent again after an evaluation that crossed our resume
+            deliver();
+            break;
+          }
           pausePoint_ = {where.value("stage").toString(), where.value("kernel_id").toInt(-1),
                          where.value("kernel").toString(), where.value("detail").toString(),
-                         where.value("file").toString(), where.value("line").toInt()};
+                         where.value("file").toString(), where.value("line").toInt(), number};
           deliver();
           paused_ = true;
           Q_EMIT paused();

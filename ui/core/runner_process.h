@@ -56,6 +56,7 @@ class RunnerProcess : public QObject {
     QString detail;  // "after pass": the pass; a breakpoint's reason ("breakpoint on op SUM")
     QString file;    // "line": the script line paused at
     int line = 0;
+    qint64 number = 0;  // the runner's pause number (1, 2, ...): a 'P' sent again after an evaluation keeps it
   };
   bool isPaused() const { return paused_; }
   const PausePoint& pausePoint() const { return pausePoint_; }
@@ -156,6 +157,7 @@ class RunnerProcess : public QObject {
   Autotune autotune_;
   bool paused_ = false;
   PausePoint pausePoint_;
+  qint64 resumedPause_ = 0;  // the number of the last pause resumed from: a late 'P' of it is not a pause
   Breakpoints breakpoints_;
   QString runPath_;  // the running script's path (its stacks' file name)
   int runToLine_ = 0;  // for the next start
