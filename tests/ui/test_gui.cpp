@@ -912,6 +912,27 @@ class GuiTest : public QObject {
     QVERIFY(window.consoleText().contains("d [[ 7. 10.]"));
   }
 
+  // An evaluation and F5 right after it: the evaluation runs, then the script goes on. The runner sends
+  // the pause again after the evaluation; when that crosses F5 on the connection it is no pause (the
+  // runner numbers its pauses), so the window never shows the script paused again.
+  void anEvaluationThenContinueRunsToTheEnd() {
+    tsui::MainWindow window;
+    window.show();
+    window.editor()->setText(kLazyScript);
+    window.editor()->toggleBreakpoint(6);
+    window.runScript();
+    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
+    QVERIFY(window.isPaused());
+    QSignalSpy pauses(window.runner(), &tsui::RunnerProcess::paused);
+    window.evaluate("print('evaluated', b.shape)");
+    window.continueOrRun();
+    QTRY_VERIFY_WITH_TIMEOUT(!window.isRunning(), kRunTimeoutMs);
+    QVERIFY(window.lastRunOk());
+    QCOMPARE(pauses.count(), 0);
+    QVERIFY(window.consoleText().contains("evaluated (2, 2)"));
+    QVERIFY(window.consoleText().contains("d [[ 7. 10.]"));
+  }
+
   // A script paused on its last line that goes on ends normally: the marker and the console's input go.
   void aScriptThatEndsWhilePausedLeavesTheDebuggerUsable() {
     tsui::MainWindow window;
