@@ -636,7 +636,9 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   };
   for (size_t p = 0; p < updates.size();) {
     Run run;
-    int lanes = 16;  // the widest run that starts here
+    // the widest run that starts here, at most one of the target's vector registers (16 floats with AVX-512, 8
+    // with AVX2: a wider vector is split into registers by gcc, and a tile of them no longer fits the register file)
+    int lanes = std::clamp(k.target.vector_floats(), 4, 16);
     for (; lanes >= 4; lanes /= 2)
       if (p + lanes <= updates.size() && (run = lane_run(p, lanes), !run.lanes.empty()) && fresh(run)) break;
     if (lanes < 4) {

@@ -140,6 +140,11 @@ struct DeviceProperties {
   uint32_t max_kernel_buffers = 0;
   bool can_run = true;              // false: compile-only (renders and compiles kernels, cannot launch them)
   bool float16 = true;              // float16 buffers and kernels (2-byte storage, float32 arithmetic)
+  // C and INTERP: the host CPU's vector registers (bytes each, and how many), which the passes size upcasts
+  // and register tiles to (ir::Target); 0 elsewhere (the passes' defaults). TENSORSCOPE_VECTOR_BYTES=16, 32
+  // or 64 (set before the first device is used) overrides the detection, to see another CPU's kernels here.
+  uint32_t vector_bytes = 0;
+  uint32_t vector_registers = 0;
   std::string note;                 // why it is compile-only, or anything else the user should know
 };
 

@@ -158,6 +158,12 @@ struct Target {
   // none (the C device, PoCL). The default plan's GPU rules (group_reduce, local_size) hold from 32 up:
   // below it the "GPU" is a CPU (lavapipe reports 8), where they were measured to lose.
   uint32_t subgroup_size = 0;
+  // The CPU's vector registers, which the CPU passes size their upcasts and register tiles to: 64 bytes and 32
+  // registers (AVX-512), 32 and 16 (AVX2), 16 and 16 (SSE, NEON). The default is AVX-512's, the machine the
+  // heuristics were first measured on; GPU devices keep it (their passes do not read it).
+  uint32_t vector_bytes = 64;
+  uint32_t vector_registers = 32;
+  int vector_floats() const { return static_cast<int>(vector_bytes / 4); }  // float lanes in one register
   bool workgroups() const { return max_workgroup_size > 0; }
   bool lockstep_gpu() const { return workgroups() && subgroup_size >= 32; }
 };

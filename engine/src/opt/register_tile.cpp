@@ -77,6 +77,14 @@ void register_tile(ir::Kernel& k) {
   bool selects_on_loaded_bools = false;
   for (size_t x = blocks[0].range + 1; x < blocks[0].end; x++)
     selects_on_loaded_bools = selects_on_loaded_bools || (insts[x].op == Op::Where && insts[insts[x].src[0]].op == Op::Load);
+  // The tile's accumulators stay in vector registers: each row holds ceil(NR / lanes) vectors, and a few
+  // registers are left for w's vectors and x's broadcast (4). With NR = 32 on AVX-512 (32 registers of 16
+  // floats) that is up to 14 rows; with NR = 16 on AVX2 (16 registers of 8 floats), 6 (BLIS's Haswell
+  // micro-kernel is 6x16). A tile of 8 rows there spills: (1024, 1024) @ (1024, 1024) on Zen 3, 1 thread, 56
+  // GFLOP/s with 8 x 16, 59 with 4 x 16; (100, 784) @ (784, 300) 46 with 4 x 16, 57 with 5 x 16.
+  const int64_t row_accumulators = blocks[0].range - blocks[0].first_acc;
+  const int64_t vectors_per_row = (row_accumulators + k.target.vector_floats() - 1) / k.target.vector_floats();
+  const int64_t max_rows = std::max<int64_t>(2, (static_cast<int64_t>(k.target.vector_registers) - 4) / vectors_per_row);
   auto row_factor = [&](size_t loop) {
     const int64_t m = static_cast<int64_t>(insts[insts[loop].src[0]].value);
     auto legal = [&](int u) { return u >= 2 && u <= m && m % u == 0 && (inner_end - inner) * u <= kMaxUnrolledInsts; };
@@ -88,13 +96,13 @@ void register_tile(ir::Kernel& k) {
     // GFLOP/s; 5 rows feed 10 multiply-adds with 7 loads). Where 8 divides, 10 gained nothing ((80, 512) @
     // (512, 512): 365 us with 8, 392 with 10).
     for (int u : {8, 10, 9, 7, 6, 5, 4, 3, 2})
-      if (legal(u)) return u;
+      if (u <= max_rows && legal(u)) return u;
     // A prime M up to 12 (a transformer's 11-token vocabulary: its head's weight gradient, (11, 512) @ (512,
     // 128)) is tiled whole: 11 rows of NR = 32 are 22 vector accumulators, where untiled each step of K loaded
     // two vectors of w for two multiply-adds (41 -> 13 us). Not a one-hot's product (an embedding's gradient,
     // a bool loaded per row and selected on): untiled, gcc turns each row's select into a branch that skips
     // the rows whose bool is false, 10 of 11 (6 us; tiled, 46).
-    if (m <= kMaxWholeRows && legal(static_cast<int>(m)) && !selects_on_loaded_bools) return static_cast<int>(m);
+    if (m <= std::min(kMaxWholeRows, max_rows) && legal(static_cast<int>(m)) && !selects_on_loaded_bools) return static_cast<int>(m);
     return 0;
   };
   if (reused_loads(inner) >= kMinAccumulators) {

@@ -374,17 +374,19 @@ void upcast_global(ir::Kernel& k) {
   }
   const size_t g = upcast_global_loop(insts);
   if (g == insts.size()) return;
-  // the heuristic: the largest of 32, 16, 8, 4 that divides the loop; a loop that PADTO padded to a multiple of 8
-  // or less (a short row, see padto.cpp) is upcast by that amount
+  // the heuristic: the largest of 32, 16, 8, 4 that divides the loop, at most two of the target's vector
+  // registers (32 floats with AVX-512, 16 with AVX2: the register tile's NR); a loop that PADTO padded to a
+  // multiple of 8 or less (a short row, see padto.cpp) is upcast by that amount
   // A row of 17 to 31 that PADTO padded to 32 (a 3×3 convolution's 28-wide rows of MNIST-sized images) is
   // upcast by 16, not unrolled whole: two blocks of 16 leave REGISTER_TILE a loop to tile (7 output rows of 28
   // share each step of the taps' loops), which 32 accumulators per row leave it without. Measured on C (1
   // thread, Zen 4), the depthwise 3×3 of 32×16×28×28: 0.167 → 0.121 ms.
   const int64_t n = static_cast<int64_t>(insts[insts[g].src[0]].value);
-  int largest = kMaxUpcast;
+  const int max_upcast = std::min(kMaxUpcast, 2 * k.target.vector_floats());
+  int largest = max_upcast;
   for (const ir::AppliedOpt& opt : k.opts)
     if (opt.kind == ir::AppliedOpt::Padto && opt.amount <= 8) largest = opt.amount;
-    else if (opt.kind == ir::AppliedOpt::Padto && n <= kMaxUpcast) largest = 16;
+    else if (opt.kind == ir::AppliedOpt::Padto && n <= kMaxUpcast) largest = std::min(16, max_upcast);
   int chosen = upcast_amount(k, g, largest);
   // A row of 20 or 28 that PADTO left as it is (its padded lanes would keep their masks) is upcast by half of
   // it, not by 4, the largest power of two that divides it: 10 or 14 accumulators per row (vectors of 8, 4, 2)

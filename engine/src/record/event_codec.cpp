@@ -94,6 +94,8 @@ std::string kernel_json(const ir::Kernel& k) {
   w.key("max_workgroup_size").value(static_cast<int64_t>(k.target.max_workgroup_size));
   w.key("local_memory_bytes").value(static_cast<uint64_t>(k.target.local_memory_bytes));
   w.key("subgroup_size").value(static_cast<int64_t>(k.target.subgroup_size));
+  w.key("vector_bytes").value(static_cast<int64_t>(k.target.vector_bytes));
+  w.key("vector_registers").value(static_cast<int64_t>(k.target.vector_registers));
   w.end_object();
   return w.take();
 }
@@ -729,6 +731,9 @@ ir::Kernel read_kernel(const json& j) {
   k.target.local_memory_bytes = static_cast<uint64_t>(integer(j, "local_memory_bytes", 0, INT64_MAX));
   // recordings made before the field existed have none: 0, as for a device that reports no subgroups
   if (j.contains("subgroup_size")) k.target.subgroup_size = static_cast<uint32_t>(integer(j, "subgroup_size", 0, 1024));
+  // and before these: made on the machine the defaults describe (AVX-512)
+  if (j.contains("vector_bytes")) k.target.vector_bytes = static_cast<uint32_t>(integer(j, "vector_bytes", 4, 1024));
+  if (j.contains("vector_registers")) k.target.vector_registers = static_cast<uint32_t>(integer(j, "vector_registers", 1, 1024));
   if (auto errors = ir::verify(k); !errors.empty()) throw RecordingError("kernel IR of " + k.name.substr(0, 60) + ": " + errors.front());
   return k;
 }

@@ -27,6 +27,8 @@ RunInfo new_run_info(const std::string& script_path, const std::string& script_t
   w.key("max_workgroup_size").value(p.max_workgroup_size);
   w.key("local_memory_bytes").value(p.local_memory_bytes);
   w.key("subgroup_size").value(static_cast<uint64_t>(p.subgroup_size));
+  w.key("vector_bytes").value(static_cast<uint64_t>(p.vector_bytes));
+  w.key("vector_registers").value(static_cast<uint64_t>(p.vector_registers));
   w.key("can_run").value(p.can_run);
   w.key("float16").value(p.float16);
   w.key("note").value(p.note);

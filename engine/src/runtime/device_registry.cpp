@@ -80,6 +80,21 @@ DeviceProperties host_properties(const std::string& name) {
     if (p.vendor.empty() && line.rfind("vendor_id", 0) == 0) p.vendor = value();
   }
   if (p.description.empty()) p.description = "host CPU";
+  // the vector unit that -march=native compiles for (the C device's flags): AVX-512 has 32 registers of 64
+  // bytes, AVX2 (and AVX) 16 of 32, SSE (and NEON, and anything else) 16 of 16
+  p.vector_bytes = 16;
+#if defined(__x86_64__) && defined(__GNUC__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) p.vector_bytes = 64;
+  else if (__builtin_cpu_supports("avx2")) p.vector_bytes = 32;
+#endif
+  if (const char* forced = std::getenv("TENSORSCOPE_VECTOR_BYTES")) {
+    const std::string v = forced;
+    if (v == "16" || v == "32" || v == "64") p.vector_bytes = static_cast<uint32_t>(std::stoi(v));
+    else if (!v.empty())
+      throw std::invalid_argument("TENSORSCOPE_VECTOR_BYTES='" + v.substr(0, 20) + "': expected 16, 32 or 64 (bytes in a vector register)");
+  }
+  p.vector_registers = p.vector_bytes == 64 ? 32 : 16;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   if (pages > 0 && page > 0) p.memory_bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
   return p;

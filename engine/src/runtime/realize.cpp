@@ -630,6 +630,8 @@ void realize(const std::vector<NodeId>& targets) {
     kernel.target.max_workgroup_size = static_cast<uint32_t>(std::min<uint64_t>(props.max_workgroup_size, UINT32_MAX));
     kernel.target.local_memory_bytes = props.local_memory_bytes;
     kernel.target.subgroup_size = props.subgroup_size;
+    if (props.vector_bytes) kernel.target.vector_bytes = props.vector_bytes;
+    if (props.vector_registers) kernel.target.vector_registers = props.vector_registers;
     // always on: a few µs per kernel, and an invalid kernel would otherwise fail in a compiler
     if (auto errors = ir::verify(kernel); !errors.empty())
       throw std::logic_error("IR verifier failed for kernel " + kernel.name + " after lowering: " + errors.front());
