@@ -95,6 +95,9 @@ int cmd_devices() {
                 p.vendor.substr(0, 14).c_str(), bytes_str(p.memory_bytes).c_str(), wg.c_str(),
                 bytes_str(p.local_memory_bytes).c_str(), sub.c_str(), p.description.c_str());
     std::string detail = p.driver;
+    if (p.vector_bytes)  // the host CPU's vector unit, which the C code's upcasts and register tiles are sized to
+      detail += (detail.empty() ? "" : "; ") + std::string("vector registers: ") + std::to_string(p.vector_registers) +
+                " x " + std::to_string(p.vector_bytes) + " bytes";
     if (!p.note.empty()) detail += (detail.empty() ? "" : "; ") + p.note;
     if (!detail.empty()) std::printf("%-10s   %s\n", "", detail.c_str());
   }

@@ -83,6 +83,7 @@ py::dict device_properties(const std::string& name) {
   d["driver"] = p.driver, d["memory_bytes"] = p.memory_bytes, d["max_workgroup_size"] = p.max_workgroup_size;
   d["local_memory_bytes"] = p.local_memory_bytes, d["subgroup_size"] = p.subgroup_size, d["can_run"] = p.can_run;
   d["float16"] = p.float16, d["note"] = p.note, d["max_kernel_buffers"] = p.max_kernel_buffers;
+  d["vector_bytes"] = p.vector_bytes, d["vector_registers"] = p.vector_registers;
   return d;
 }
 

@@ -97,13 +97,15 @@ def test_matmul_backward_shapes(xs, ws, dev):
 def run_cli_out(script, out, env=None):
     """`tensorscope-cli run SCRIPT --out OUT` with `env` added to the environment; returns OUT (skips when the
     CLI is not built). The script runs on the C device, whose generated code the callers read, unless `env`
-    names another: a run of the suite with TENSORSCOPE_DEVICE=OPENCL:0 or CUDA:0 still tests C's code here."""
+    names another: a run of the suite with TENSORSCOPE_DEVICE=OPENCL:0 or CUDA:0 still tests C's code here.
+    The code is the AVX-512 target's (TENSORSCOPE_VECTOR_BYTES=64: the plans the callers expect were measured
+    there) on any CPU, unless `env` names another width (test_vector_target.py reads AVX2's and SSE's)."""
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     cli = os.path.join(os.environ.get("TS_BUILD_DIR", os.path.join(repo, "build")), "bin", "tensorscope-cli")
     if not os.path.exists(cli):
         pytest.skip("tensorscope-cli is not built")
     r = subprocess.run([cli, "run", str(script), "--out", str(out)], capture_output=True, text=True, timeout=300,
-                       env={**os.environ, "TENSORSCOPE_DEVICE": "C", **(env or {})})
+                       env={**os.environ, "TENSORSCOPE_DEVICE": "C", "TENSORSCOPE_VECTOR_BYTES": "64", **(env or {})})
     assert r.returncode == 0, r.stderr
     return out
 

@@ -250,7 +250,7 @@ def test_adam_update_kernel_is_vectorized_without_alias_checks(tmp_path):
         pytest.skip("no C compiler")
     (tmp_path / "k.c").write_text(source)
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    r = subprocess.run([cc, "-O3", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fopt-info-vec-all",
+    r = subprocess.run([cc, "-O3", "-march=native", "-fno-math-errno", "-fno-trapping-math", "-ffp-contract=off", "-fopt-info-vec-all",
                         "-I", os.path.join(repo, "engine", "src", "ir"), "-c", str(tmp_path / "k.c"),
                         "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

@@ -61,7 +61,9 @@ void register_tile(ir::Kernel& k) {
   if (inner == insts.size() || insts[insts[inner].src[0]].op != Op::Const) return;
   const size_t inner_end = end_of_range(insts, inner);
   const std::vector<ReduceBlock> blocks = upcastable_body(insts, inner);
-  if (blocks.size() != 1 || blocks[0].range - blocks[0].first_acc < kMinAccumulators) return;
+  // (two vectors' worth on a target whose vectors are narrower than 8 floats: SSE's 4)
+  const int64_t min_accumulators = std::min<int64_t>(kMinAccumulators, 2 * k.target.vector_floats());
+  if (blocks.size() != 1 || blocks[0].range - blocks[0].first_acc < min_accumulators) return;
   // The rows of the tile: a loop that the loads of the upcast operand do not depend on. Usually the
   // loop around the inner one; but when upcast_global unrolled its loop completely (N = 32) the inner
   // loop itself is such a loop, and is upcast where it is.
@@ -82,7 +84,8 @@ void register_tile(ir::Kernel& k) {
   // floats) that is up to 14 rows; with NR = 16 on AVX2 (16 registers of 8 floats), 6 (BLIS's Haswell
   // micro-kernel is 6x16). A tile of 8 rows there spills: (1024, 1024) @ (1024, 1024) on Zen 3, 1 thread, 56
   // GFLOP/s with 8 x 16, 59 with 4 x 16; (100, 784) @ (784, 300) 46 with 4 x 16, 57 with 5 x 16.
-  const int64_t row_accumulators = blocks[0].range - blocks[0].first_acc;
+  int64_t row_accumulators = 0;
+  for (size_t x = blocks[0].first_acc; x < blocks[0].range; x++) row_accumulators += insts[x].op == Op::DefineAcc;
   const int64_t vectors_per_row = (row_accumulators + k.target.vector_floats() - 1) / k.target.vector_floats();
   const int64_t max_rows = std::max<int64_t>(2, (static_cast<int64_t>(k.target.vector_registers) - 4) / vectors_per_row);
   auto row_factor = [&](size_t loop) {
@@ -105,7 +108,7 @@ void register_tile(ir::Kernel& k) {
     if (m <= std::min(kMaxWholeRows, max_rows) && legal(static_cast<int>(m)) && !selects_on_loaded_bools) return static_cast<int>(m);
     return 0;
   };
-  if (reused_loads(inner) >= kMinAccumulators) {
+  if (reused_loads(inner) >= min_accumulators) {
     if (const int mr = row_factor(inner)) {
       upcast_loop(k, inner, mr, /*side_by_side=*/false);
       k.opts.push_back({ir::AppliedOpt::RegisterTile, mr});

@@ -1,0 +1,94 @@
+"""The CPU's vector registers shape the C device's matmul code (ir::Target::vector_bytes / vector_registers).
+
+C and INTERP detect the host's vector unit (AVX-512: 32 registers of 64 bytes; AVX2: 16 of 32; SSE: 16 of 16);
+TENSORSCOPE_VECTOR_BYTES=16/32/64 overrides it, so these tests read every target's kernels on any x86-64 CPU
+(a kernel compiled for a wider target than the CPU's still runs: gcc splits its vectors). Each target's
+matmul is checked against NumPy, with the plan its register file allows: NR = two vectors of floats, and as
+many rows of the register tile as leave 4 registers free (BLIS's micro-kernels: 6x16 on AVX2).
+"""
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from test_conv_backward import run_cli_out
+
+MATMUL = """\
+import numpy as np
+from tensorscope import Tensor
+rng = np.random.default_rng(0)
+x = rng.standard_normal((96, 200)).astype(np.float32)
+w = rng.standard_normal((200, 64)).astype(np.float32)
+got = (Tensor(x) @ Tensor(w)).numpy()
+want = x.astype(np.float64) @ w.astype(np.float64)
+assert np.allclose(got, want, rtol=1e-4, atol=1e-4), np.abs(got - want).max()
+"""
+
+
+def _matmul_kernel(tmp_path, vector_bytes):
+    script = tmp_path / f"mm{vector_bytes}.py"
+    script.write_text(MATMUL)
+    out = run_cli_out(script, tmp_path / f"out{vector_bytes}", env={"TENSORSCOPE_VECTOR_BYTES": str(vector_bytes)})
+    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    (k,) = [k for k in kernels if k["name"] == "r_96_64_200"]
+    (source,) = out.glob("k*_r_96_64_200.c")
+    return k["actions"]["applied"], source.read_text()
+
+
+@pytest.mark.parametrize("vector_bytes, upcast, tile, vector", [
+    (64, "UPCAST_GLOBAL(32)", "REGISTER_TILE(8)", "ts_v16 vacc"),  # 8 rows x 2 vectors of 16: 16 of 32 registers
+    (32, "UPCAST_GLOBAL(16)", "REGISTER_TILE(6)", "ts_v8 vacc"),   # 6 rows x 2 vectors of 8: 12 of 16 registers
+    (16, "UPCAST_GLOBAL(8)", "REGISTER_TILE(6)", "ts_v4 vacc"),    # the same on SSE's 4 floats
+])
+def test_the_matmul_tile_fits_the_targets_registers(tmp_path, vector_bytes, upcast, tile, vector):
+    applied, source = _matmul_kernel(tmp_path, vector_bytes)
+    assert upcast in applied and tile in applied, applied
+    assert vector in source, source[-2000:]
+    wider = {64: [], 32: ["ts_v16 vacc"], 16: ["ts_v16 vacc", "ts_v8 vacc"]}[vector_bytes]
+    assert not [v for v in wider if v in source], source[-2000:]  # no vector wider than a register
+
+
+def test_a_tile_of_rows_that_6_does_not_divide_takes_the_most_rows_that_fit(tmp_path):
+    # AVX2, (128, 784) @ (784, 512): 8 rows would need 16 accumulators, all of AVX2's registers; 4 do
+    script = tmp_path / "mm.py"
+    script.write_text(MATMUL.replace("(96, 200)", "(128, 784)").replace("(200, 64)", "(784, 512)"))
+    out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
+    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    (k,) = [k for k in kernels if k["name"].startswith("r_128_512_784")]
+    assert "UPCAST_GLOBAL(16)" in k["actions"]["applied"] and "REGISTER_TILE(4)" in k["actions"]["applied"], k["actions"]
+
+
+def _cli():
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    cli = os.path.join(os.environ.get("TS_BUILD_DIR", os.path.join(repo, "build")), "bin", "tensorscope-cli")
+    if not os.path.exists(cli):
+        pytest.skip("tensorscope-cli is not built")
+    return cli
+
+
+def test_the_target_is_recorded_with_the_run_and_each_kernel(tmp_path):
+    script = tmp_path / "mm.py"
+    script.write_text(MATMUL)
+    rec = tmp_path / "run.tsrec"
+    env = {**os.environ, "TENSORSCOPE_VECTOR_BYTES": "32", "TENSORSCOPE_DEVICE": "C"}
+    subprocess.run([_cli(), "record", str(script), "-o", str(rec)], env=env, check=True, capture_output=True, timeout=300)
+    db = sqlite3.connect(rec)
+    (props,) = db.execute("SELECT device_properties FROM run").fetchone()
+    assert json.loads(props)["vector_bytes"] == 32 and json.loads(props)["vector_registers"] == 16, props
+    blobs = [bytes(b) for (b,) in db.execute("SELECT data FROM blobs")]
+    irs = [b for b in blobs if b"vector_registers" in b and b"r_96_64_200" in b]
+    assert irs and all(b'"vector_bytes":32' in b for b in irs), len(blobs)
+    devices = subprocess.run([_cli(), "devices"], env=env, capture_output=True, text=True, timeout=120).stdout
+    assert "vector registers: 16 x 32 bytes" in devices, devices
+
+
+def test_a_bad_vector_width_is_a_clear_error(tmp_path):
+    r = subprocess.run([sys.executable, "-c", "from tensorscope import Tensor; (Tensor([1.0]) + 1).numpy()"],
+                       capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "TENSORSCOPE_VECTOR_BYTES": "48", "TENSORSCOPE_DEVICE": "C"})
+    assert r.returncode != 0
+    assert "TENSORSCOPE_VECTOR_BYTES='48': expected 16, 32 or 64" in r.stderr, r.stderr[-2000:]
