@@ -3,8 +3,9 @@
 C and INTERP detect the host's vector unit (AVX-512: 32 registers of 64 bytes; AVX2: 16 of 32; SSE: 16 of 16);
 TENSORSCOPE_VECTOR_BYTES=16/32/64 overrides it, so these tests read every target's kernels on any x86-64 CPU
 (a kernel compiled for a wider target than the CPU's still runs: gcc splits its vectors). Each target's
-matmul is checked against NumPy, with the plan its register file allows: NR = two vectors of floats, and as
-many rows of the register tile as leave 4 registers free (BLIS's micro-kernels: 6x16 on AVX2).
+matmul is checked against NumPy, with the plan its register file allows: NR = two vectors of floats (one on AVX2
+for a long reduce over rows that 8 divides), and as many rows of the register tile as leave 4 registers free
+(BLIS's micro-kernels: 6x16 on AVX2).
 """
 import json
 import os
@@ -52,14 +53,22 @@ def test_the_matmul_tile_fits_the_targets_registers(tmp_path, vector_bytes, upca
     assert not [v for v in wider if v in source], source[-2000:]  # no vector wider than a register
 
 
-def test_a_tile_of_rows_that_6_does_not_divide_takes_the_most_rows_that_fit(tmp_path):
-    # AVX2, (128, 784) @ (784, 512): 8 rows would need 16 accumulators, all of AVX2's registers; 4 do
+@pytest.mark.parametrize("shape, upcast, tile", [
+    # AVX2, K = 784: a long reduce takes one vector per row, and 8 rows (8 of 16 registers)
+    (((128, 784), (784, 512)), "UPCAST_GLOBAL(8)", "REGISTER_TILE(8)"),
+    # K = 400: two vectors per row; 8 rows would need all 16 registers, 6 do not divide 64: 4
+    (((64, 400), (400, 128)), "UPCAST_GLOBAL(16)", "REGISTER_TILE(4)"),
+    # K = 784 but 8 does not divide the 100 rows: two vectors per row, 5 rows
+    (((100, 784), (784, 320)), "UPCAST_GLOBAL(16)", "REGISTER_TILE(5)"),
+])
+def test_avx2_tiles_take_the_rows_and_vectors_that_fit_16_registers(tmp_path, shape, upcast, tile):
+    (m, k), (_, n) = shape
     script = tmp_path / "mm.py"
-    script.write_text(MATMUL.replace("(96, 200)", "(128, 784)").replace("(200, 64)", "(784, 512)"))
+    script.write_text(MATMUL.replace("(96, 200)", f"({m}, {k})").replace("(200, 64)", f"({k}, {n})"))
     out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
-    (k,) = [k for k in kernels if k["name"].startswith("r_128_512_784")]
-    assert "UPCAST_GLOBAL(16)" in k["actions"]["applied"] and "REGISTER_TILE(4)" in k["actions"]["applied"], k["actions"]
+    (found,) = [x for x in kernels if x["name"].startswith(f"r_{m}_")]
+    assert upcast in found["actions"]["applied"] and tile in found["actions"]["applied"], (found["name"], found["actions"])
 
 
 def _cli():

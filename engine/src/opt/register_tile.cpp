@@ -61,8 +61,8 @@ void register_tile(ir::Kernel& k) {
   if (inner == insts.size() || insts[insts[inner].src[0]].op != Op::Const) return;
   const size_t inner_end = end_of_range(insts, inner);
   const std::vector<ReduceBlock> blocks = upcastable_body(insts, inner);
-  // (two vectors' worth on a target whose vectors are narrower than 8 floats: SSE's 4)
-  const int64_t min_accumulators = std::min<int64_t>(kMinAccumulators, 2 * k.target.vector_floats());
+  // (one vector's worth on a target with narrower vectors: AVX2's 8 floats, SSE's 4; see upcast_global)
+  const int64_t min_accumulators = std::min<int64_t>(kMinAccumulators, k.target.vector_floats());
   if (blocks.size() != 1 || blocks[0].range - blocks[0].first_acc < min_accumulators) return;
   // The rows of the tile: a loop that the loads of the upcast operand do not depend on. Usually the
   // loop around the inner one; but when upcast_global unrolled its loop completely (N = 32) the inner

@@ -30,6 +30,7 @@ using ir::Op;
 using ir::ValueId;
 
 constexpr int kMaxUpcast = 32;  // two AVX-512 registers of floats
+constexpr int64_t kLongReduce = 768;  // a reduce of at least this many trips is long (see upcast_global)
 
 // Between a reduce block's DEFINE_ACCs and its RANGE: more accumulators, and values that earlier
 // passes (loop-invariant code motion) moved in front of the loop.
@@ -387,6 +388,28 @@ void upcast_global(ir::Kernel& k) {
   for (const ir::AppliedOpt& opt : k.opts)
     if (opt.kind == ir::AppliedOpt::Padto && opt.amount <= 8) largest = opt.amount;
     else if (opt.kind == ir::AppliedOpt::Padto && n <= kMaxUpcast) largest = std::min(16, max_upcast);
+  // With 16 registers (AVX2), a long reduce takes one vector of outputs per row, so that the register tile can
+  // take 8 rows (8 accumulators, 1 vector of w, 1 broadcast); a short one keeps two vectors and a tile of at
+  // most 6 rows (register_tile.cpp), since there the tile's stores and its start weigh more. Zen 3, 1 thread:
+  // (1024, 1024) @ (1024, 1024) 35 -> 28 ms, (128, 784) @ (784, 512) 1.75 -> 1.26 ms, (100, 784) @ (784, 300)
+  // 0.80 -> 0.60 ms; up to K = 512, 4 x 16 was faster ((256, 256) @ (256, 256) 0.64 ms, 8 x 8 0.82; (64, 400) @
+  // (400, 120) 0.12, 0.16; with K = 128, (512, 128) @ (128, 784) 2.2, 6.5).
+  if (k.target.vector_registers <= 16 && largest > k.target.vector_floats()) {
+    int64_t reduce_trips = 1;
+    for (const ReduceBlock& b : upcastable_body(insts, g))
+      for (size_t x = b.range; x < b.end; x++)
+        if (insts[x].op == Op::Range && insts[insts[x].src[0]].op == Op::Const)
+          reduce_trips *= static_cast<int64_t>(insts[insts[x].src[0]].value);
+    // the rows the register tile will take: the global loop around this one, when 8 divides it (a weight
+    // gradient of 50 rows, Caffe's (50, 64) @ (64, 4096)^T summed over 4096, was slower as 10 x 8 than as 5 x 16)
+    int64_t rows = 0;
+    for (size_t i = g; i-- > 0;)
+      if (insts[i].op == Op::Range && insts[i].arg == 1 && end_of_range(insts, i) > g) {
+        if (insts[insts[i].src[0]].op == Op::Const) rows = static_cast<int64_t>(insts[insts[i].src[0]].value);
+        break;
+      }
+    if (reduce_trips >= kLongReduce && rows > 0 && rows % 8 == 0) largest = k.target.vector_floats();
+  }
   int chosen = upcast_amount(k, g, largest);
   // A row of 20 or 28 that PADTO left as it is (its padded lanes would keep their masks) is upcast by half of
   // it, not by 4, the largest power of two that divides it: 10 or 14 accumulators per row (vectors of 8, 4, 2)
