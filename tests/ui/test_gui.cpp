@@ -46,6 +46,16 @@ const QString kLazyScript = QStringLiteral(
     "d = (a @ a).relu()\n"                     // 6
     "print('d', d.numpy())\n");                // 7
 
+// Shows `window`, runs kLazyScript with a breakpoint on line 6 and waits until the script pauses there.
+void runPausedOnLine6(tsui::MainWindow& window) {
+  window.show();
+  window.editor()->setText(kLazyScript);
+  window.editor()->toggleBreakpoint(6);
+  window.runScript();
+  QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
+  QVERIFY(window.isPaused());
+}
+
 ts::GraphNodeInfo node(uint64_t uid, const std::string& op, const std::string& cls, int kernel,
                        std::vector<uint64_t> srcs = {}) {
   ts::GraphNodeInfo n;
@@ -886,12 +896,8 @@ class GuiTest : public QObject {
   // crashes while paused (here from the console) leaves the debugger usable.
   void pauseConsoleEvaluatesAndTheDebuggerSurvivesACrashWhilePaused() {
     tsui::MainWindow window;
-    window.show();
-    window.editor()->setText(kLazyScript);
-    window.editor()->toggleBreakpoint(6);
-    window.runScript();
-    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
-    QVERIFY(window.isPaused());
+    runPausedOnLine6(window);
+    if (QTest::currentTestFailed()) return;
     QCOMPARE(window.runner()->pausePoint().line, 6);
     const int kernelsBefore = window.kernelCount();
     window.evaluate("(b * 10).numpy()");
@@ -917,12 +923,8 @@ class GuiTest : public QObject {
   // runner numbers its pauses), so the window never shows the script paused again.
   void anEvaluationThenContinueRunsToTheEnd() {
     tsui::MainWindow window;
-    window.show();
-    window.editor()->setText(kLazyScript);
-    window.editor()->toggleBreakpoint(6);
-    window.runScript();
-    QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
-    QVERIFY(window.isPaused());
+    runPausedOnLine6(window);
+    if (QTest::currentTestFailed()) return;
     QSignalSpy pauses(window.runner(), &tsui::RunnerProcess::paused);
     window.evaluate("print('evaluated', b.shape)");
     window.continueOrRun();
