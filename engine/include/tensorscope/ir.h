@@ -160,7 +160,7 @@ struct Target {
   uint32_t subgroup_size = 0;
   // The CPU's vector registers, which the CPU passes size their upcasts and register tiles to: 64 bytes and 32
   // registers (AVX-512), 32 and 16 (AVX2), 16 and 16 (SSE, NEON). The default is AVX-512's, the machine the
-  // heuristics were first measured on; GPU devices keep it (their passes do not read it).
+  // heuristics were first measured on; GPU devices keep it, so their plans are the ones they always had.
   uint32_t vector_bytes = 64;
   uint32_t vector_registers = 32;
   int vector_floats() const { return static_cast<int>(vector_bytes / 4); }  // float lanes in one register
