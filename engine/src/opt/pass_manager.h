@@ -74,6 +74,9 @@ struct ReduceBlock {
 // The reduce blocks of global loop `g` if its body holds only plain instructions and reduce blocks
 // (the shape the UPCAST passes rewrite); empty otherwise.
 std::vector<ReduceBlock> upcastable_body(const std::vector<ir::Inst>& insts, size_t g);
+// The trips of a reduce block's loops together (the product of their constant bounds: K of a matmul, the batch
+// times the sequence of a Linear's weight gradient).
+int64_t reduce_trips(const std::vector<ir::Inst>& insts, const ReduceBlock& block);
 // The loop upcast_global upcasts along a reduction: the innermost global loop, with a constant bound, when its
 // body is plain instructions and reduce blocks (upcastable_body) and some load in them moves by one element
 // when the loop does; insts.size() when there is none. PADTO pads this loop.

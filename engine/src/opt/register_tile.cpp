@@ -63,7 +63,7 @@ void register_tile(ir::Kernel& k) {
   const std::vector<ReduceBlock> blocks = upcastable_body(insts, inner);
   // (one vector's worth on a target with narrower vectors: AVX2's 8 floats, SSE's 4; see upcast_global)
   const int64_t min_accumulators = std::min<int64_t>(kMinAccumulators, k.target.vector_floats());
-  if (blocks.size() != 1 || blocks[0].range - blocks[0].first_acc < min_accumulators) return;
+  if (blocks.size() != 1 || static_cast<int64_t>(blocks[0].range - blocks[0].first_acc) < min_accumulators) return;
   // The rows of the tile: a loop that the loads of the upcast operand do not depend on. Usually the
   // loop around the inner one; but when upcast_global unrolled its loop completely (N = 32) the inner
   // loop itself is such a loop, and is upcast where it is.
@@ -84,9 +84,10 @@ void register_tile(ir::Kernel& k) {
   // floats) that is up to 14 rows; with NR = 16 on AVX2 (16 registers of 8 floats), 6 (BLIS's Haswell
   // micro-kernel is 6x16). A tile of 8 rows there spills: (1024, 1024) @ (1024, 1024) on Zen 3, 1 thread, 56
   // GFLOP/s with 8 x 16, 59 with 4 x 16; (100, 784) @ (784, 300) 46 with 4 x 16, 57 with 5 x 16.
-  int64_t row_accumulators = 0;
-  for (size_t x = blocks[0].first_acc; x < blocks[0].range; x++) row_accumulators += insts[x].op == Op::DefineAcc;
-  const int64_t vectors_per_row = (row_accumulators + k.target.vector_floats() - 1) / k.target.vector_floats();
+  int64_t accumulators = 0;  // the row's: NR
+  for (size_t x = blocks[0].first_acc; x < blocks[0].range; x++) accumulators += insts[x].op == Op::DefineAcc;
+  const int64_t trips = reduce_trips(insts, blocks[0]);
+  const int64_t vectors_per_row = (accumulators + k.target.vector_floats() - 1) / k.target.vector_floats();
   const int64_t max_rows = std::max<int64_t>(2, (static_cast<int64_t>(k.target.vector_registers) - 4) / vectors_per_row);
   auto row_factor = [&](size_t loop) {
     const int64_t m = static_cast<int64_t>(insts[insts[loop].src[0]].value);
@@ -125,12 +126,7 @@ void register_tile(ir::Kernel& k) {
   if (!mr) return;
   // What one group of rows reads (assuming 4-byte elements): the operand the rows share, N outputs (the inner
   // loop's trips × its accumulators) × K, and the group's own MR rows of K
-  int64_t accumulators = 0, reduce_trips = 1;
-  for (size_t x = blocks[0].first_acc; x < blocks[0].end; x++) {
-    accumulators += insts[x].op == Op::DefineAcc;
-    if (insts[x].op == Op::Range) reduce_trips *= static_cast<int64_t>(insts[insts[x].src[0]].value);
-  }
-  const int64_t group_bytes = (static_cast<int64_t>(insts[insts[inner].src[0]].value) * accumulators + mr) * reduce_trips * 4;
+  const int64_t group_bytes = (static_cast<int64_t>(insts[insts[inner].src[0]].value) * accumulators + mr) * trips * 4;
   const bool rows_loop_left = mr < static_cast<int64_t>(insts[insts[outer].src[0]].value);  // not unrolled completely
 
   // 1. loop interchange: (constants), RANGE inner, RANGE outer, (index arithmetic), inner's body,
@@ -154,7 +150,7 @@ void register_tile(ir::Kernel& k) {
   upcast_loop(k, new_outer, mr, /*side_by_side=*/false);
   k.opts.push_back({ir::AppliedOpt::RegisterTile, mr});
   // 3. the groups of rows back outside when w's panels fit in L2 (and a loop of them is left)
-  if (reduce_trips <= kShortReduce && group_bytes < kL2Bytes && rows_loop_left) {
+  if (trips <= kShortReduce && group_bytes < kL2Bytes && rows_loop_left) {
     const std::vector<size_t> loops = global_loops(k.insts);
     interchange(k, loops[loops.size() - 2], loops.back());
   }

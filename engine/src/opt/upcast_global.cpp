@@ -39,6 +39,13 @@ bool in_block_prefix(Op op) { return op == Op::DefineAcc || op == Op::Const || o
 
 }  // namespace
 
+int64_t reduce_trips(const std::vector<Inst>& insts, const ReduceBlock& block) {
+  int64_t trips = 1;
+  for (size_t x = block.range; x < block.end; x++)
+    if (insts[x].op == Op::Range && insts[insts[x].src[0]].op == Op::Const) trips *= static_cast<int64_t>(insts[insts[x].src[0]].value);
+  return trips;
+}
+
 std::vector<ReduceBlock> upcastable_body(const std::vector<Inst>& insts, size_t g) {
   const size_t g_end = end_of_range(insts, g);
   std::vector<ReduceBlock> blocks;
@@ -396,11 +403,8 @@ void upcast_global(ir::Kernel& k) {
   // 0.80 -> 0.60 ms; up to K = 512, 4 x 16 was faster ((256, 256) @ (256, 256) 0.64 ms, 8 x 8 0.82; (64, 400) @
   // (400, 120) 0.12, 0.16; with K = 128, (512, 128) @ (128, 784) 2.2, 6.5).
   if (k.target.vector_registers <= 16 && largest > k.target.vector_floats()) {
-    int64_t reduce_trips = 1;
-    for (const ReduceBlock& b : upcastable_body(insts, g))
-      for (size_t x = b.range; x < b.end; x++)
-        if (insts[x].op == Op::Range && insts[insts[x].src[0]].op == Op::Const)
-          reduce_trips *= static_cast<int64_t>(insts[insts[x].src[0]].value);
+    int64_t trips = 1;
+    for (const ReduceBlock& b : upcastable_body(insts, g)) trips *= reduce_trips(insts, b);
     // the rows the register tile will take: the global loop around this one, when 8 divides it (a weight
     // gradient of 50 rows, Caffe's (50, 64) @ (64, 4096)^T summed over 4096, was slower as 10 x 8 than as 5 x 16:
     // its panel of w, 4096 x 8 floats, is 128 KiB)
@@ -412,8 +416,8 @@ void upcast_global(ir::Kernel& k) {
       }
     // 10 rows of one vector (10 accumulators) too, while w's panel of one vector per k stays in L1 (the 300-wide
     // MLP's (100, 784) @ (784, 304): 0.74 -> 0.60 ms)
-    const bool panel_in_l1 = reduce_trips * k.target.vector_bytes <= kL1Bytes;
-    if (reduce_trips >= kLongReduce && rows > 0 && (rows % 8 == 0 || (rows % 10 == 0 && panel_in_l1)))
+    const bool panel_in_l1 = trips * k.target.vector_bytes <= kL1Bytes;
+    if (trips >= kLongReduce && rows > 0 && (rows % 8 == 0 || (rows % 10 == 0 && panel_in_l1)))
       largest = k.target.vector_floats();
   }
   int chosen = upcast_amount(k, g, largest);
