@@ -56,11 +56,17 @@ def test_the_matmul_tile_fits_the_targets_registers(tmp_path, vector_bytes, upca
 @pytest.mark.parametrize("shape, upcast, tile", [
     # AVX2, K = 784: a long reduce takes one vector per row, and 8 rows (8 of 16 registers)
     (((128, 784), (784, 512)), "UPCAST_GLOBAL(8)", "REGISTER_TILE(8)"),
-    # K = 400: two vectors per row; 8 rows would need all 16 registers, 6 do not divide 64: 4
-    (((64, 400), (400, 128)), "UPCAST_GLOBAL(16)", "REGISTER_TILE(4)"),
+    # K = 400: two vectors per row; 8 rows would need all 16 registers; 6 do not divide 64, whose rows are padded
+    # to 66 (PADTO(6)), the last group's 2 extra rows masked, rather than tiled 4 at a time
+    (((64, 400), (400, 128)), "UPCAST_GLOBAL(16)", "PADTO(6)"),
+    # a transformer's 512 tokens: 86 groups of 6, the last one with 2 rows
+    (((512, 128), (128, 512)), "UPCAST_GLOBAL(16)", "PADTO(6)"),
+    # an 11-token vocabulary: 2 groups of 6, the second with 5 rows
+    (((11, 512), (512, 128)), "UPCAST_GLOBAL(16)", "PADTO(6)"),
     # K = 784 over 100 rows: 10 rows of one vector, while w's panel (784 x 8 floats, 25 KiB) fits L1
     (((100, 784), (784, 320)), "UPCAST_GLOBAL(8)", "REGISTER_TILE(10)"),
-    # 50 rows summed over 4096: the panel (128 KiB) does not fit, so two vectors per row and 5 rows
+    # 50 rows summed over 4096: the panel (128 KiB) does not fit, so two vectors per row and 5 rows (5 divides 50:
+    # not padded to 54)
     (((50, 4096), (4096, 64)), "UPCAST_GLOBAL(16)", "REGISTER_TILE(5)"),
 ])
 def test_avx2_tiles_take_the_rows_and_vectors_that_fit_16_registers(tmp_path, shape, upcast, tile):
@@ -70,7 +76,15 @@ def test_avx2_tiles_take_the_rows_and_vectors_that_fit_16_registers(tmp_path, sh
     out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
     (found,) = [x for x in kernels if x["name"].startswith(f"r_{m}_")]
-    assert upcast in found["actions"]["applied"] and tile in found["actions"]["applied"], (found["name"], found["actions"])
+    applied = found["actions"]["applied"]
+    assert upcast in applied and tile in applied, (found["name"], found["actions"])
+    if tile == "PADTO(6)":  # the padded rows are the register tile's: its 6 rows, and no other tile
+        assert applied.index("PADTO(6)") == applied.index("REGISTER_TILE(6)") - 1, applied
+        assert not [a for a in applied if a.startswith("REGISTER_TILE") and a != "REGISTER_TILE(6)"], applied
+        # every group but the last unmasked (split_index_set): the source has two loops over the groups
+        (source,) = out.glob(f"k*_{found['name']}.c")
+        if m // 6 > 1:
+            assert source.read_text().count(f"< {m // 6}; ridx") == 1, source.read_text()[-3000:]
 
 
 def _cli():

@@ -95,30 +95,17 @@ bool split_will_unmask(const std::vector<Inst>& insts, const ir::Kernel& k, size
 }
 }  // namespace
 
-void padto(ir::Kernel& k) {
-  int p = k.plan.get(ir::AppliedOpt::Padto);
-  if (p != ir::OptPlan::kAuto && p < 2) return;
+bool pad_loop(ir::Kernel& k, size_t g, int64_t p) {
   const std::vector<Inst> old = k.insts;
-  for (const Inst& in : old)  // a workgroup kernel (TILE, GROUP) keeps its loops as its lanes need them
-    if (in.op == Op::DefineLocal || (in.op == Op::Range && in.arg == ir::kLocalLoop)) return;
-  const size_t g = upcast_global_loop(old);
-  if (g == old.size()) return;
+  if (old[old[g].src[0]].op != Op::Const) return false;
   const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
-  if (p == ir::OptPlan::kAuto) {  // the default: see above
-    const bool upcast_auto = k.plan.get(ir::AppliedOpt::UpcastGlobal) == ir::OptPlan::kAuto;
-    if (upcast_auto && n % kAutoPad != 0 && n > kAutoPad && matmul_like(old, g)) p = kAutoPad;
-    else if (upcast_auto && n % 4 != 0 && n >= kAutoMinTrips) p = kAutoPad;
-    else if (upcast_auto && n > kShortRowPad && n < 2 * kShortRowPad) p = kShortRowPad;
-    else if (upcast_auto && n % kAutoPad != 0 && n > kAutoPad && split_will_unmask(old, k, g)) p = kAutoPad;
-    else return;
-  }
   const int64_t padded = (n + p - 1) / p * p;
-  if (n % p == 0 || padded >= 2 * n) return;
+  if (n % p == 0 || padded >= 2 * n) return false;
   const size_t g_end = end_of_range(old, g);
   for (size_t x = g + 1; x < g_end; x++) {
     const Inst& in = old[x];
-    if (in.op == Op::Assign && in.src[0] < g) return;  // an accumulator from outside the loop
-    if ((in.op == Op::IDiv || in.op == Op::Mod) && old[in.src[1]].op != Op::Const) return;
+    if (in.op == Op::Assign && in.src[0] < g) return false;  // an accumulator from outside the loop
+    if ((in.op == Op::IDiv || in.op == Op::Mod) && old[in.src[1]].op != Op::Const) return false;
   }
   std::vector<int8_t> memo(old.size(), -1);
   std::vector<bool> gate(old.size(), false);
@@ -155,7 +142,27 @@ void padto(ir::Kernel& k) {
     remap[i] = emit(in);
   }
   k.insts = std::move(out);
-  k.opts.push_back({ir::AppliedOpt::Padto, p});
+  return true;
+}
+
+void padto(ir::Kernel& k) {
+  int p = k.plan.get(ir::AppliedOpt::Padto);
+  if (p != ir::OptPlan::kAuto && p < 2) return;
+  const std::vector<Inst> old = k.insts;
+  for (const Inst& in : old)  // a workgroup kernel (TILE, GROUP) keeps its loops as its lanes need them
+    if (in.op == Op::DefineLocal || (in.op == Op::Range && in.arg == ir::kLocalLoop)) return;
+  const size_t g = upcast_global_loop(old);
+  if (g == old.size()) return;
+  const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
+  if (p == ir::OptPlan::kAuto) {  // the default: see above
+    const bool upcast_auto = k.plan.get(ir::AppliedOpt::UpcastGlobal) == ir::OptPlan::kAuto;
+    if (upcast_auto && n % kAutoPad != 0 && n > kAutoPad && matmul_like(old, g)) p = kAutoPad;
+    else if (upcast_auto && n % 4 != 0 && n >= kAutoMinTrips) p = kAutoPad;
+    else if (upcast_auto && n > kShortRowPad && n < 2 * kShortRowPad) p = kShortRowPad;
+    else if (upcast_auto && n % kAutoPad != 0 && n > kAutoPad && split_will_unmask(old, k, g)) p = kAutoPad;
+    else return;
+  }
+  if (pad_loop(k, g, p)) k.opts.push_back({ir::AppliedOpt::Padto, p});
 }
 
 }  // namespace ts

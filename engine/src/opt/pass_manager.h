@@ -81,6 +81,11 @@ int64_t reduce_trips(const std::vector<ir::Inst>& insts, const ReduceBlock& bloc
 // body is plain instructions and reduce blocks (upcastable_body) and some load in them moves by one element
 // when the loop does; insts.size() when there is none. PADTO pads this loop.
 size_t upcast_global_loop(const std::vector<ir::Inst>& insts);
+// PADTO's rewrite (padto.cpp), shared with register_tile: global loop `g` (a constant bound n) runs
+// ceil(n/p)·p iterations, and in the extra ones every load that depends on g and every store is masked off
+// (gated with g < n). False (the kernel unchanged) when p divides n, the padding would double the loop, an
+// ASSIGN in the loop updates an accumulator defined outside it, or an IDIV/MOD divides by a non-constant.
+bool pad_loop(ir::Kernel& kernel, size_t g, int64_t p);
 // UPCAST global loop `g` (constant bound divisible by u): u iterations per trip, each instruction of
 // the body u times with its own accumulators; values the same in every copy are computed once. With
 // `side_by_side` the u copies of each instruction are adjacent, otherwise the body is written u times

@@ -47,6 +47,7 @@ constexpr int kMinAccumulators = 16;  // the inner loop must already be a vector
 constexpr int64_t kL2Bytes = int64_t{1} << 20;  // a core's L2 (AMD Zen 4: 1 MiB; Intel since Ice Lake: 1.25-2)
 constexpr int64_t kShortReduce = 64;            // K up to this: the groups of rows go back outside (see above)
 constexpr int64_t kMaxWholeRows = 12;           // M up to this that no factor below divides is tiled whole
+constexpr int kRowOrder[] = {8, 10, 9, 7, 6, 5, 4, 3, 2};  // the rows row_factor tries, best first
 
 }  // namespace
 
@@ -99,7 +100,7 @@ void register_tile(ir::Kernel& k) {
     // (28 -> 60 GFLOP/s); a batch of 100 rows goes 10 at a time, not 5 ((100, 784) @ (784, 320): 99 -> 113
     // GFLOP/s; 5 rows feed 10 multiply-adds with 7 loads). Where 8 divides, 10 gained nothing ((80, 512) @
     // (512, 512): 365 us with 8, 392 with 10).
-    for (int u : {8, 10, 9, 7, 6, 5, 4, 3, 2})
+    for (int u : kRowOrder)
       if (u <= max_rows && legal(u)) return u;
     // A prime M up to 12 (a transformer's 11-token vocabulary: its head's weight gradient, (11, 512) @ (512,
     // 128)) is tiled whole: 11 rows of NR = 32 are 22 vector accumulators, where untiled each step of K loaded
@@ -122,12 +123,41 @@ void register_tile(ir::Kernel& k) {
   for (size_t i = outer + 1; i < inner; i++)
     if (!is_alu(insts[i].op) && insts[i].op != Op::Const) return;  // only index arithmetic in between
   if (reused_loads(outer) == 0) return;
-  const int mr = row_factor(outer);
-  if (!mr) return;
+  const int64_t m = static_cast<int64_t>(insts[insts[outer].src[0]].value);
   // What one group of rows reads (assuming 4-byte elements): the operand the rows share, N outputs (the inner
   // loop's trips × its accumulators) × K, and the group's own MR rows of K
-  const int64_t group_bytes = (static_cast<int64_t>(insts[insts[inner].src[0]].value) * accumulators + mr) * trips * 4;
-  const bool rows_loop_left = mr < static_cast<int64_t>(insts[insts[outer].src[0]].value);  // not unrolled completely
+  auto group_bytes = [&](int64_t mr) {
+    return (static_cast<int64_t>(insts[insts[inner].src[0]].value) * accumulators + mr) * trips * 4;
+  };
+  // step 3 below: the groups of rows go back outside (a short reduce whose panels fit in L2)
+  // (and a loop of them is left: mr < rows)
+  auto groups_outside = [&](int64_t mr, int64_t rows) {
+    return trips <= kShortReduce && group_bytes(mr) < kL2Bytes && mr < rows;
+  };
+  int mr = row_factor(outer);
+  // Rows that the tile's preferred height does not divide (M = 512 rows on AVX2, whose tile is 6 x 16) are
+  // padded to a multiple of it, the extra rows masked (pad_loop, PADTO's rewrite), instead of falling back to
+  // a lower tile that divides M (4 x 16: 8 accumulators, too few to hide the multiply-add's latency).
+  // split_index_set then runs every group but the last unmasked, and the last one computes the rows that are
+  // left (BLIS's edge case: a partial micro-tile). Measured on Zen 3 (AVX2, 1 thread; the kernel alone): (512,
+  // 128) @ (128, 512) 49 -> ... GFLOP/s. Only while the wasted rows are at most an eighth of M and the groups stay
+  // inside the panels' loop (the split needs a loop around them for the threads), or the kernel runs on
+  // one thread anyway; not for a one-hot's product (see row_factor).
+  int preferred = 0;
+  for (int u : kRowOrder)
+    if (!preferred && u <= max_rows) preferred = u;
+  if (planned == ir::OptPlan::kAuto && preferred > 0 && mr < preferred - 1 && !selects_on_loaded_bools && m > preferred &&
+      (inner_end - inner) * static_cast<size_t>(preferred) <= kMaxUnrolledInsts) {
+    const int64_t padded = (m + preferred - 1) / preferred * preferred;
+    if ((padded - m) * 8 <= m && (!groups_outside(preferred, padded) || loop_work(k) < kMinParallelWork) &&
+        pad_loop(k, outer, preferred)) {
+      k.opts.push_back({ir::AppliedOpt::Padto, preferred});
+      register_tile(k);  // the same kernel with M a multiple of the preferred rows: row_factor takes them
+      return;
+    }
+  }
+  if (!mr) return;
+  const bool rows_outside = groups_outside(mr, m);  // decided before the loops move
 
   // 1. loop interchange: (constants), RANGE inner, RANGE outer, (index arithmetic), inner's body,
   //    END outer, END inner. Constants between the loops move up: inner's bound may be one of them.
@@ -150,7 +180,7 @@ void register_tile(ir::Kernel& k) {
   upcast_loop(k, new_outer, mr, /*side_by_side=*/false);
   k.opts.push_back({ir::AppliedOpt::RegisterTile, mr});
   // 3. the groups of rows back outside when w's panels fit in L2 (and a loop of them is left)
-  if (trips <= kShortReduce && group_bytes < kL2Bytes && rows_loop_left) {
+  if (rows_outside) {
     const std::vector<size_t> loops = global_loops(k.insts);
     interchange(k, loops[loops.size() - 2], loops.back());
   }
