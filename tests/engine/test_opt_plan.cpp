@@ -37,11 +37,12 @@ ir::Kernel matmul(int64_t m, int64_t n, int64_t k) {
   return kern;
 }
 
-int applied(const ir::Kernel& k, AppliedOpt::Kind kind) {  // the amount applied (0: none); every time the same
-  int amount = 0;
+// The amount the pass of that kind applied (0: none): the first such opt. (REGISTER_TILE may add a PADTO of its
+// own after the padto pass's, for rows that its tile's height does not divide: register_tile.cpp.)
+int applied(const ir::Kernel& k, AppliedOpt::Kind kind) {
   for (const AppliedOpt& o : k.opts)
-    if (o.kind == kind) amount = o.amount;
-  return amount;
+    if (o.kind == kind) return o.amount;
+  return 0;
 }
 
 // Runs `k` (globals: out, x, w) on the interpreter and on the C device.

@@ -3,9 +3,9 @@
 C and INTERP detect the host's vector unit (AVX-512: 32 registers of 64 bytes; AVX2: 16 of 32; SSE: 16 of 16);
 TENSORSCOPE_VECTOR_BYTES=16/32/64 overrides it, so these tests read every target's kernels on any x86-64 CPU
 (a kernel compiled for a wider target than the CPU's still runs: gcc splits its vectors). Each target's
-matmul is checked against NumPy, with the plan its register file allows: NR = two vectors of floats (one on AVX2
-for a long reduce over rows that 8 divides, or 10 while w's panel fits L1), and as many rows of the register tile as leave 4 registers free
-(BLIS's micro-kernels: 6x16 on AVX2).
+matmul is checked against NumPy, with the plan its register file allows: NR = two vectors of floats, and as many rows
+of the register tile as leave 4 registers free (BLIS's micro-kernels: 6x16 on AVX2), rows that 6 does not divide
+padded to a multiple of it.
 """
 import json
 import os
@@ -54,8 +54,11 @@ def test_the_matmul_tile_fits_the_targets_registers(tmp_path, vector_bytes, upca
 
 
 @pytest.mark.parametrize("shape, upcast, tile", [
-    # AVX2, K = 784: a long reduce takes one vector per row, and 8 rows (8 of 16 registers)
-    (((128, 784), (784, 512)), "UPCAST_GLOBAL(8)", "REGISTER_TILE(8)"),
+    # AVX2, K = 784, w packed in panels of 16 columns (Tensor::matmul_packed): 6 rows of two vectors, 128 rows
+    # padded to 132
+    (((128, 784), (784, 512)), "UPCAST_GLOBAL(16)", "PADTO(6)"),
+    # the same reduce over 32 rows (too few to pack w for): read in place, 32 rows padded to 36
+    (((32, 784), (784, 512)), "UPCAST_GLOBAL(16)", "PADTO(6)"),
     # K = 400: two vectors per row; 8 rows would need all 16 registers; 6 do not divide 64, whose rows are padded
     # to 66 (PADTO(6)), the last group's 2 extra rows masked, rather than tiled 4 at a time
     (((64, 400), (400, 128)), "UPCAST_GLOBAL(16)", "PADTO(6)"),
@@ -63,10 +66,9 @@ def test_the_matmul_tile_fits_the_targets_registers(tmp_path, vector_bytes, upca
     (((512, 128), (128, 512)), "UPCAST_GLOBAL(16)", "PADTO(6)"),
     # an 11-token vocabulary: 2 groups of 6, the second with 5 rows
     (((11, 512), (512, 128)), "UPCAST_GLOBAL(16)", "PADTO(6)"),
-    # K = 784 over 100 rows: 10 rows of one vector, while w's panel (784 x 8 floats, 25 KiB) fits L1
-    (((100, 784), (784, 320)), "UPCAST_GLOBAL(8)", "REGISTER_TILE(10)"),
-    # 50 rows summed over 4096: the panel (128 KiB) does not fit, so two vectors per row and 5 rows (5 divides 50:
-    # not padded to 54)
+    # 100 rows: 5 divides them (10 accumulators: not padded to 102 for 6)
+    (((100, 784), (784, 320)), "UPCAST_GLOBAL(16)", "REGISTER_TILE(5)"),
+    # 50 rows summed over 4096: 5 rows (5 divides 50: not padded to 54)
     (((50, 4096), (4096, 64)), "UPCAST_GLOBAL(16)", "REGISTER_TILE(5)"),
 ])
 def test_avx2_tiles_take_the_rows_and_vectors_that_fit_16_registers(tmp_path, shape, upcast, tile):

@@ -110,7 +110,34 @@ void register_tile(ir::Kernel& k) {
     if (m <= std::min(kMaxWholeRows, max_rows) && legal(static_cast<int>(m)) && !selects_on_loaded_bools) return static_cast<int>(m);
     return 0;
   };
+  // Rows that the tile's preferred height does not divide (M = 512 rows on AVX2, whose tile is 6 x 16) are
+  // padded to a multiple of it, the extra rows masked (pad_loop, PADTO's rewrite), instead of falling back to
+  // a lower tile that divides M (4 x 16: 8 accumulators, too few to hide the multiply-add's latency).
+  // split_index_set then runs every group but the last unmasked, and the last one computes the rows that are
+  // left (BLIS's edge case: a partial micro-tile). Measured on Zen 3 (AVX2, 1 thread; the kernel alone): (512,
+  // 128) @ (128, 512) 49 -> 62 GFLOP/s (78 with the FMA builtins, see the C renderer). Only while the wasted rows
+  // are at most an eighth of M and the groups stay inside another global loop (split_index_set leaves the
+  // outermost one whole for the threads), or the kernel runs on one thread anyway; not for a one-hot's product
+  // (see row_factor). Returns whether it padded `loop` (and tiled the padded kernel).
+  int preferred = 0;
+  for (int u : kRowOrder)
+    if (!preferred && u <= max_rows) preferred = u;
+  auto pad_rows = [&](size_t loop, bool groups_go_outside) {
+    const int64_t m = static_cast<int64_t>(insts[insts[loop].src[0]].value);
+    if (planned != ir::OptPlan::kAuto || !preferred || selects_on_loaded_bools || m <= preferred ||
+        row_factor(loop) >= preferred - 1 || (inner_end - inner) * static_cast<size_t>(preferred) > kMaxUnrolledInsts)
+      return false;
+    const int64_t padded = (m + preferred - 1) / preferred * preferred;
+    if ((padded - m) * 8 > m || (groups_go_outside && loop_work(k) >= kMinParallelWork) || !pad_loop(k, loop, preferred))
+      return false;
+    k.opts.push_back({ir::AppliedOpt::Padto, preferred});
+    register_tile(k);  // the same kernel with rows a multiple of the preferred ones: row_factor takes them
+    return true;
+  };
   if (reused_loads(inner) >= min_accumulators) {
+    // the rows loop is the innermost global loop: another one around it keeps the threads' loop whole
+    const bool enclosed = outer != insts.size() && end_of_range(insts, outer) > inner_end;
+    if (pad_rows(inner, !enclosed)) return;
     if (const int mr = row_factor(inner)) {
       upcast_loop(k, inner, mr, /*side_by_side=*/false);
       k.opts.push_back({ir::AppliedOpt::RegisterTile, mr});
@@ -134,28 +161,8 @@ void register_tile(ir::Kernel& k) {
   auto groups_outside = [&](int64_t mr, int64_t rows) {
     return trips <= kShortReduce && group_bytes(mr) < kL2Bytes && mr < rows;
   };
-  int mr = row_factor(outer);
-  // Rows that the tile's preferred height does not divide (M = 512 rows on AVX2, whose tile is 6 x 16) are
-  // padded to a multiple of it, the extra rows masked (pad_loop, PADTO's rewrite), instead of falling back to
-  // a lower tile that divides M (4 x 16: 8 accumulators, too few to hide the multiply-add's latency).
-  // split_index_set then runs every group but the last unmasked, and the last one computes the rows that are
-  // left (BLIS's edge case: a partial micro-tile). Measured on Zen 3 (AVX2, 1 thread; the kernel alone): (512,
-  // 128) @ (128, 512) 49 -> ... GFLOP/s. Only while the wasted rows are at most an eighth of M and the groups stay
-  // inside the panels' loop (the split needs a loop around them for the threads), or the kernel runs on
-  // one thread anyway; not for a one-hot's product (see row_factor).
-  int preferred = 0;
-  for (int u : kRowOrder)
-    if (!preferred && u <= max_rows) preferred = u;
-  if (planned == ir::OptPlan::kAuto && preferred > 0 && mr < preferred - 1 && !selects_on_loaded_bools && m > preferred &&
-      (inner_end - inner) * static_cast<size_t>(preferred) <= kMaxUnrolledInsts) {
-    const int64_t padded = (m + preferred - 1) / preferred * preferred;
-    if ((padded - m) * 8 <= m && (!groups_outside(preferred, padded) || loop_work(k) < kMinParallelWork) &&
-        pad_loop(k, outer, preferred)) {
-      k.opts.push_back({ir::AppliedOpt::Padto, preferred});
-      register_tile(k);  // the same kernel with M a multiple of the preferred rows: row_factor takes them
-      return;
-    }
-  }
+  if (pad_rows(outer, groups_outside(preferred, (m + preferred - 1) / preferred * preferred))) return;
+  const int mr = row_factor(outer);
   if (!mr) return;
   const bool rows_outside = groups_outside(mr, m);  // decided before the loops move
 

@@ -30,8 +30,6 @@ using ir::Op;
 using ir::ValueId;
 
 constexpr int kMaxUpcast = 32;  // two AVX-512 registers of floats
-constexpr int64_t kLongReduce = 768;  // a reduce of at least this many trips is long (see upcast_global)
-constexpr int64_t kL1Bytes = 32 << 10;  // a core's L1 data cache (Zen 3 and 4: 32 KiB)
 
 // Between a reduce block's DEFINE_ACCs and its RANGE: more accumulators, and values that earlier
 // passes (loop-invariant code motion) moved in front of the loop.
@@ -396,30 +394,13 @@ void upcast_global(ir::Kernel& k) {
   for (const ir::AppliedOpt& opt : k.opts)
     if (opt.kind == ir::AppliedOpt::Padto && opt.amount <= 8) largest = opt.amount;
     else if (opt.kind == ir::AppliedOpt::Padto && n <= kMaxUpcast) largest = std::min(16, max_upcast);
-  // With 16 registers (AVX2), a long reduce takes one vector of outputs per row, so that the register tile can
-  // take 8 rows (8 accumulators, 1 vector of w, 1 broadcast); a short one keeps two vectors and a tile of at
-  // most 6 rows (register_tile.cpp), since there the tile's stores and its start weigh more. Zen 3, 1 thread:
-  // (1024, 1024) @ (1024, 1024) 35 -> 28 ms, (128, 784) @ (784, 512) 1.75 -> 1.26 ms, (100, 784) @ (784, 300)
-  // 0.80 -> 0.60 ms; up to K = 512, 4 x 16 was faster ((256, 256) @ (256, 256) 0.64 ms, 8 x 8 0.82; (64, 400) @
-  // (400, 120) 0.12, 0.16; with K = 128, (512, 128) @ (128, 784) 2.2, 6.5).
-  if (k.target.vector_registers <= 16 && largest > k.target.vector_floats()) {
-    int64_t trips = 1;
-    for (const ReduceBlock& b : upcastable_body(insts, g)) trips *= reduce_trips(insts, b);
-    // the rows the register tile will take: the global loop around this one, when 8 divides it (a weight
-    // gradient of 50 rows, Caffe's (50, 64) @ (64, 4096)^T summed over 4096, was slower as 10 x 8 than as 5 x 16:
-    // its panel of w, 4096 x 8 floats, is 128 KiB)
-    int64_t rows = 0;
-    for (size_t i = g; i-- > 0;)
-      if (insts[i].op == Op::Range && insts[i].arg == 1 && end_of_range(insts, i) > g) {
-        if (insts[insts[i].src[0]].op == Op::Const) rows = static_cast<int64_t>(insts[insts[i].src[0]].value);
-        break;
-      }
-    // 10 rows of one vector (10 accumulators) too, while w's panel of one vector per k stays in L1 (the 300-wide
-    // MLP's (100, 784) @ (784, 304): 0.74 -> 0.60 ms)
-    const bool panel_in_l1 = trips * k.target.vector_bytes <= kL1Bytes;
-    if (trips >= kLongReduce && rows > 0 && (rows % 8 == 0 || (rows % 10 == 0 && panel_in_l1)))
-      largest = k.target.vector_floats();
-  }
+  // On AVX2 too the upcast is two vectors (16 floats) and the register tile 6 rows (register_tile.cpp), whatever
+  // the length of the reduce. Until the C renderer's FMA builtins, a reduce of 768 trips or more took one vector
+  // and 8 or 10 rows there, which the broadcasts that gcc assembled from vector loads made faster; with the
+  // builtins the 6 x 16 tile won every case measured (Zen 3, 1 thread, the kernel alone): (100, 784) @ (784, 304)
+  // 0.57-0.62 -> 0.48 ms, (100, 1024) @ (1024, 512) 2.2-2.4 -> 1.1 ms, (40, 784) @ (784, 256) 0.25 -> 0.22 ms,
+  // (32, 784) @ (784, 512) 0.60 -> 0.40 ms; and with w packed in panels of 16, (1024, 1024) @ (1024, 1024)
+  // 34.5 -> 22.2 ms (95 GFLOP/s).
   int chosen = upcast_amount(k, g, largest);
   // A row of 20 or 28 that PADTO left as it is (its padded lanes would keep their masks) is upcast by half of
   // it, not by 4, the largest power of two that divides it: 10 or 14 accumulators per row (vectors of 8, 4, 2)

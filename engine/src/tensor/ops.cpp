@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "tensor/ops_common.h"
+#include "tensorscope/device.h"
 
 namespace ts {
 
@@ -707,11 +708,25 @@ Tensor Tensor::clone() const { return primitive(Op::Contiguous, {*this}, shape()
 // register tile reads are K rows apart: for N = 1024 every row of the panel is 4 KiB from the next,
 // so they all land in the same L1 cache set and evict each other. Copying w once into panels
 // (N/NR, K, NR) puts each panel's K·NR floats one after another. It costs one extra kernel that reads
-// and writes w once (O(K·N)) for a matmul that reads it M times, so it is only done when w is larger
-// than this CPU's L2 share (1 MiB) and M is large enough to amortize it. GPUs have no use for it.
-constexpr int64_t kPanelWidth = 32;  // NR: the width upcast_global unrolls, two AVX-512 vectors
-constexpr int64_t kPanelRows = 8;    // MR: the rows register_tile upcasts
+// and writes w once (O(K·N)) for a matmul that reads it M times, so it is only done when M is large enough to
+// amortize it and w large enough to conflict: from 1 MiB with AVX-512 (measured on Zen 4), from 64 KiB with
+// AVX2, whose tiles of 16 columns make a panel of K lines (Zen 3, 1 thread: (512, 128) @ (128, 512), whose
+// panel rows are 2 KiB apart and fall into 2 of L1's 64 sets: 0.86 -> 0.73 ms a call, the copies included;
+// (1024, 1024) @ (1024, 1024) in panels of 16: 95 GFLOP/s, in panels of 32: 62). GPUs have no use for it.
+constexpr int64_t kPanelWidth = 32;  // NR at most: the width upcast_global unrolls, two AVX-512 vectors
+constexpr int64_t kPanelRows = 8;    // MR of AVX-512's tile (register_tile), the rows x is packed in there
 constexpr int64_t kPaddedWidth = 16; // a padded copy of w has a multiple of this many columns (one AVX-512 vector)
+
+// NR for the C device: two of its vector registers of floats, at most kPanelWidth (16 with AVX2)
+static int64_t panel_width() {
+  static const int64_t width = [] {
+    const DeviceProperties p = DeviceRegistry::properties(DeviceRegistry::index("C"));
+    return std::min<int64_t>(kPanelWidth, 2 * std::max<int64_t>(4, p.vector_bytes / 4));
+  }();
+  return width;
+}
+// The smallest w (bytes) matmul packs into panels (see above)
+static int64_t panel_min_bytes() { return panel_width() == kPanelWidth ? int64_t{1} << 20 : int64_t{64} << 10; }
 
 // The width a padded copy of w (K, N) gets, when 16 does not divide N: N rounded up to one vector (16), or,
 // from 64 columns on and for K below kWidePanelMaxK, to two (32), so that upcast_global takes 32 outputs per
@@ -722,7 +737,7 @@ constexpr int64_t kPaddedWidth = 16; // a padded copy of w has a multiple of thi
 constexpr int64_t kWidePanelMaxK = 512;
 int64_t padded_width(int64_t n, int64_t k) {
   if (n % kPaddedWidth == 0) return n;  // whole vectors already: no copy
-  const int64_t multiple = n >= 64 && k < kWidePanelMaxK ? kPanelWidth : kPaddedWidth;
+  const int64_t multiple = n >= 64 && k < kWidePanelMaxK ? panel_width() : kPaddedWidth;
   return (n + multiple - 1) / multiple * multiple;
 }
 
@@ -731,12 +746,12 @@ constexpr int64_t kWeightGradStoreMinBytes = int64_t{1} << 20;
 
 namespace {
 
-// True when matmul(x, w) on `device` packs w into panels (N/32, K, 32) first: device "C", w (K, N)
-// with N a multiple of 32 and at least 1 MiB, x with at least 64 rows.
+// True when matmul(x, w) on `device` packs w into panels (N/NR, K, NR) first: device "C", w (K, N)
+// with N a multiple of NR (panel_width) and at least panel_min_bytes, x with at least 64 rows.
 bool packs_panels(const Shape& x, const Shape& w, const std::string& device) {
   if (device != "C" || w.size() != 2 || x.size() < 2) return false;
   const int64_t k = w[0], n = w[1], m = x[x.size() - 2];
-  return n % kPanelWidth == 0 && k * n * 4 >= (int64_t{1} << 20) && m >= 64;
+  return n % panel_width() == 0 && k * n * 4 >= panel_min_bytes() && m >= 64;
 }
 
 // x @ Wᵀ, as nn.Linear computes it: W (N, K) is read through a transposed view, so every output
@@ -918,11 +933,13 @@ Tensor Tensor::matmul(const Tensor& w) const {
 Tensor Tensor::matmul_packed(const Tensor& w) const {
   const int64_t k = w.shape()[0], n = w.shape()[1];
   // w (K, N) → panels (N/NR, K, NR), realized contiguously: the one extra kernel
-  Tensor panels = w.reshape({k, n / kPanelWidth, kPanelWidth}).permute({1, 0, 2}).contiguous();
+  const int64_t nr = panel_width();
+  Tensor panels = w.reshape({k, n / nr, nr}).permute({1, 0, 2}).contiguous();
   // A 2-D x (M, K) is packed too, into panels of MR rows (M/MR, K, MR), and read back through a view
-  // as (M, K): the MR rows one register tile reads then sit next to each other instead of K apart.
+  // as (M, K): the MR rows one register tile reads then sit next to each other instead of K apart. Only
+  // for AVX-512's tile of 8 rows: AVX2's of 6 (rows padded to a multiple of 6, register_tile) reads x as it is.
   Tensor x = *this;
-  if (ndim() == 2 && shape()[0] % kPanelRows == 0) {
+  if (ndim() == 2 && nr == kPanelWidth && shape()[0] % kPanelRows == 0) {
     const int64_t m = shape()[0], kx = shape()[1];
     x = reshape({m / kPanelRows, kPanelRows, kx}).permute({0, 2, 1}).contiguous().permute({0, 2, 1}).reshape({m, kx});
   }
