@@ -467,7 +467,7 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     // L2 512 KiB, 1 thread: g's 688 KiB read 75 times from L3, 1.3-1.8 ms (14 GFLOP/s); in chunks of 4 images or of
     // 2, 0.77 ms; one image a chunk (35 KiB), 0.40 ms (65 GFLOP/s), its partial sums' kernel under 0.07.)
     const int64_t image_bytes = (oh * cout * wide + cin * xp.shape()[2] * xp.shape()[3]) * 4;
-    int64_t chunk = bs;
+    int64_t chunk = std::max<int64_t>(bs, 1);  // (an empty batch is never widened: it has no FLOPs)
     if (bs * image_bytes > kWeightGradChunkBytes)
       for (chunk = std::max<int64_t>(1, kWeightGradChunkBytes / image_bytes); bs % chunk != 0;) chunk--;
     const int64_t chunks = bs / chunk;
