@@ -118,13 +118,14 @@ void register_tile(ir::Kernel& k) {
   // 128) @ (128, 512) 49 -> 62 GFLOP/s (78 with the FMA builtins, see the C renderer). Only while the wasted rows
   // are at most an eighth of M and the groups stay inside another global loop (split_index_set leaves the
   // outermost one whole for the threads), or the kernel runs on one thread anyway; not for a one-hot's product
-  // (see row_factor). Returns whether it padded `loop` (and tiled the padded kernel).
+  // (see row_factor), nor on a device with workgroups (split_index_set leaves their kernels alone, and every
+  // group would keep its masks). Returns whether it padded `loop` (and tiled the padded kernel).
   int preferred = 0;
   for (int u : kRowOrder)
     if (!preferred && u <= max_rows) preferred = u;
   auto pad_rows = [&](size_t loop, bool groups_go_outside) {
     const int64_t m = static_cast<int64_t>(insts[insts[loop].src[0]].value);
-    if (planned != ir::OptPlan::kAuto || !preferred || selects_on_loaded_bools || m <= preferred ||
+    if (planned != ir::OptPlan::kAuto || !preferred || selects_on_loaded_bools || m <= preferred || k.target.workgroups() ||
         row_factor(loop) >= preferred - 1 || (inner_end - inner) * static_cast<size_t>(preferred) > kMaxUnrolledInsts)
       return false;
     const int64_t padded = (m + preferred - 1) / preferred * preferred;
