@@ -719,7 +719,7 @@ constexpr int64_t kPanelRows = 8;    // MR of AVX-512's tile (register_tile), th
 constexpr int64_t kPaddedWidth = 16; // a padded copy of w has a multiple of this many columns (one AVX-512 vector)
 
 // NR for the C device: two of its vector registers of floats, at most kPanelWidth (16 with AVX2)
-static int64_t panel_width() {
+int64_t detail::panel_width() {
   static const int64_t width = [] {
     const DeviceProperties p = DeviceRegistry::properties(DeviceRegistry::index("C"));
     return std::min<int64_t>(kPanelWidth, 2 * std::max<int64_t>(4, p.vector_bytes / 4));
