@@ -90,7 +90,7 @@ constexpr int64_t kIm2colPanelRows = 8, kIm2colPackMinBytes = int64_t{1} << 20;
 // With groups G > 1 each group is a matmul of its own: the windows' channels split into (G, C_in/G) and the
 // result is (G, N·O, C_in/G·K) — or (G, C_in/G·K, N·O) — for a batched matmul over the groups.
 //
-// `column_panels` (transposed only): written as (G, N·O/32, C_in/G·K, 32) and read back as (G, C_in/G·K, N·O), see
+// `column_panels` (transposed only): written as (G, N·O/NR, C_in/G·K, NR) and read back as (G, C_in/G·K, N·O), see
 // below; N·O must be a multiple of im2col_panel_columns().
 // im2col_panel_columns(): the outputs upcast_global takes per trip, matmul's panel width (panel_width in ops.cpp:
 // 32 on AVX-512, 16 on AVX2)
@@ -127,12 +127,12 @@ Tensor im2col(const Tensor& windows, size_t spatial_dims, bool transposed = fals
     // LeNet's second layer, (50, 500) @ (500, 4096): 54 GFLOP/s). Written in column panels, the 500 × 32
     // floats one tile reads lie one after another: 98 GFLOP/s. (The packing of ops.cpp's matmul_packed, made
     // by the im2col's own copy.) The tap axes stay apart in the copy's loops, as for the row panels below.
-    Shape split_columns{groups, s[1] / groups};  // (G, C_in/G, *k, N·O/32, 32)
+    Shape split_columns{groups, s[1] / groups};  // (G, C_in/G, *k, N·O/NR, NR)
     split_columns.insert(split_columns.end(), s.end() - spatial_dims, s.end());
     split_columns.push_back(positions / im2col_panel_columns());
     split_columns.push_back(im2col_panel_columns());
     const int64_t last = static_cast<int64_t>(split_columns.size()) - 1;
-    std::vector<int64_t> to_panels{0, last - 1};  // (G, N·O/32, C_in/G, *k, 32)
+    std::vector<int64_t> to_panels{0, last - 1};  // (G, N·O/NR, C_in/G, *k, NR)
     for (int64_t i = 1; i < last - 1; i++) to_panels.push_back(i);
     to_panels.push_back(last);
     const Tensor panels = view.reshape(split_columns).permute(to_panels).contiguous();
@@ -162,9 +162,9 @@ Tensor im2col(const Tensor& windows, size_t spatial_dims, bool transposed = fals
 }
 
 // The im2col (N·O, C_in·K) as the right operand of a matmul whose columns are the taps (groups 1): the taps
-// padded with zero columns to a multiple of 32 and written in column panels (C_in·K/32, N, *o, 32), read
-// back as (N·O, padded C_in·K) through a view. A register tile then reads its 32 taps of every position
-// one after another. Each panel's 32 lanes split their tap into channel and kernel position with div/mods
+// padded with zero columns to a multiple of NR (im2col_panel_columns) and written in column panels (C_in·K/NR,
+// N, *o, NR), read back as (N·O, padded C_in·K) through a view. A register tile then reads its NR taps of every
+// position one after another. Each panel's NR lanes split their tap into channel and kernel position with div/mods
 // that do not change along the positions (upcast_divided_index makes them loop-invariant).
 Tensor im2col_tap_panels(const Tensor& windows, size_t spatial_dims) {
   const Shape s = windows.shape();  // (N, C_in, *o, *k)
@@ -178,7 +178,7 @@ Tensor im2col_tap_panels(const Tensor& windows, size_t spatial_dims) {
   for (size_t i = 0; i < spatial_dims; i++) order.push_back(static_cast<int64_t>(2 + i));
   order.push_back(1);
   for (size_t i = 0; i < spatial_dims; i++) order.push_back(static_cast<int64_t>(2 + spatial_dims + i));
-  Shape by_position(s.begin(), s.begin() + 1);  // (N, *o, padded C_in·K / 32, 32)
+  Shape by_position(s.begin(), s.begin() + 1);  // (N, *o, padded C_in·K / NR, NR)
   by_position.insert(by_position.end(), s.begin() + 2, s.begin() + 2 + static_cast<int64_t>(spatial_dims));
   Shape rows = by_position;
   rows.push_back(taps);
@@ -188,7 +188,7 @@ Tensor im2col_tap_panels(const Tensor& windows, size_t spatial_dims) {
   for (size_t i = 0; i + 1 < rows.size(); i++) pad_taps.push_back({0, 0});
   pad_taps.push_back({0, padded - taps});
   const int64_t last = static_cast<int64_t>(by_position.size()) - 1;
-  std::vector<int64_t> to_panels{last - 1};  // (padded/32, N, *o, 32)
+  std::vector<int64_t> to_panels{last - 1};  // (padded/NR, N, *o, NR)
   for (int64_t i = 0; i < last - 1; i++) to_panels.push_back(i);
   to_panels.push_back(last);
   const Tensor panels = windows.permute(order).reshape(rows).pad(pad_taps).reshape(by_position).permute(to_panels).contiguous();
@@ -249,7 +249,7 @@ struct ForwardIm2col {
   bool channel_major = false;
   // its transposed im2col (C_in·K, N·O), for the weight gradient to read instead of copying the windows again
   std::optional<Tensor> cols;
-  // cols is a view of column panels (N·O/32, C_in·K, 32) (see im2col)
+  // cols is a view of column panels (N·O/NR, C_in·K, NR) (see im2col)
   bool cols_in_panels = false;
   // the forward computed rows widened to kWideRow positions (widened_row): its stored input, padded on the
   // right, which the weight gradient reads in place too
@@ -534,8 +534,8 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     const Tensor cols = transposed_cols();
     const int64_t chunk = split_k_chunk(taps, positions, panels ? im2col_panel_columns() : 16);
     if (panels) {
-      // The forward's im2col in column panels (N·O/32, C_in·K, 32): a chunk of positions (all of them when
-      // there is no split) is chunk/32 runs of 32 in neighbouring panels, summed over two reduce axes (the
+      // The forward's im2col in column panels (N·O/NR, C_in·K, NR): a chunk of positions (all of them when
+      // there is no split) is chunk/NR runs of NR in neighbouring panels, summed over two reduce axes (the
       // runs, the 32 in each), every index affine.
       const int64_t chunks = chunk ? positions / chunk : 1, runs = (chunk ? chunk : positions) / im2col_panel_columns();
       const Tensor g_runs = gm.reshape({cout, chunks, runs, im2col_panel_columns()}).permute({1, 0, 2, 3})
@@ -635,7 +635,7 @@ Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g_cm, const Ten
   // element, 2.7 ms for Caffe's LeNet's second layer). Computed as Wᵀ (C_in·K, C_out) @ g (C_out, N·O).
   Tensor g_right = g_cm;
   if (positions % im2col_panel_columns() == 0 && positions * 4 >= kPageBytes) {
-    // g as the matmul's right operand, copied into column panels (N·O/32, C_out, 32) for the reason im2col's
+    // g as the matmul's right operand, copied into column panels (N·O/NR, C_out, NR) for the reason im2col's
     // column_panels gives: its rows, N·O floats apart, are each in a page of their own. From the stored
     // g_cm, not from g's producers: a max-pool's backward written straight into panels splits every
     // 32-position run into image rows with a div and a mod (LeNet-5: 0.05 -> 0.46 ms). (Caffe's LeNet's
