@@ -47,3 +47,25 @@ def test_bool_select_feeding_a_float_select(dev):
     x, w = Tensor(xv, device=dev), Tensor(wv, device=dev)
     got = ((x < 0) | (x == 0)).where(0.0, w).numpy()
     np.testing.assert_array_equal(got, np.where(xv <= 0, 0, wv))
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_max_pool_and_max_keep_nan(dev):
+    # ts_fmaxf became branch-free (a maxss-style select, then a select on a's NaN): a NaN anywhere in a window
+    # still wins, as in torch.max_pool2d and torch.amax (fmaxf would drop it). Windows of random values, NaNs,
+    # -inf and zeros of both signs (which compare equal: which zero a window gives is the order of its
+    # comparisons', the last of equal values here, the first in PyTorch; not checked).
+    import torch
+    rng = np.random.default_rng(34)
+    xv = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    xv[0, 0, 0, 1] = np.nan
+    xv[1, 2, 5, 4] = np.nan
+    xv[0, 1, 2:4, 2:4] = [[0.0, -0.0], [-0.0, 0.0]]
+    xv[1, 0, 6:8, 6:8] = -np.inf
+    got = Tensor(xv, device=dev).max_pool2d(2).numpy()
+    want = torch.nn.functional.max_pool2d(torch.from_numpy(xv), 2).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.nan_to_num(got), np.nan_to_num(want))
+    got_max = Tensor(xv, device=dev).max(3).numpy()
+    np.testing.assert_array_equal(np.isnan(got_max), np.isnan(xv).any(3))
+    np.testing.assert_array_equal(np.nan_to_num(got_max), np.nan_to_num(torch.from_numpy(xv).amax(3).numpy()))
