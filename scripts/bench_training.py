@@ -66,6 +66,18 @@ Run: PYTHONPATH=build/python TENSORSCOPE_CACHE=build/kernel-cache /usr/bin/pytho
 import os
 import sys
 
+# glibc's malloc returns a large freed block to the system (munmap, or trimming the heap's top) and maps it again
+# at the next allocation, every page faulted in anew: PyTorch's CPU allocator has no cache of its own, so each of
+# its steps paid that for its activations and gradients until some earlier allocation had raised glibc's adaptive
+# thresholds, which made PyTorch's time depend on the rows before it (the MLP 784-512-256-10 step: 7.1-7.9 ms as
+# a process's first MLP row, 5.8 after one). Both thresholds are set high for the whole process, before anything
+# allocates (glibc reads its tunables at start-up: the script runs itself again with them), so that every row
+# measures each contender's steady state. Tensorscope's buffer pool keeps its own buffers either way.
+_TUNABLES = "glibc.malloc.mmap_threshold=268435456:glibc.malloc.trim_threshold=1073741824"
+if _TUNABLES not in os.environ.get("GLIBC_TUNABLES", ""):
+    os.environ["GLIBC_TUNABLES"] = ":".join(t for t in (os.environ.get("GLIBC_TUNABLES"), _TUNABLES) if t)
+    os.execv(sys.executable, [sys.executable] + sys.argv)
+
 THREADS = 1
 os.environ.pop("OPENBLAS_CORETYPE", None)  # as scripts/bench.py: let OpenBLAS pick its best kernels
 for _var in ("TENSORSCOPE_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
