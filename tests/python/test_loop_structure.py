@@ -89,6 +89,25 @@ def test_a_transposing_copy_with_rows_8_does_not_divide_tiles_along_the_other_ax
     np.testing.assert_array_equal(Tensor(h).pad(((0, 6), (0, 0))).T.contiguous().numpy(), np.pad(h, ((0, 6), (0, 0))).T)
 
 
+def test_a_weight_packed_into_panels_transposes_each_panel_in_8x8_tiles(tmp_path):
+    # Tensor::matmul_packed: W (N, K) of a Linear, read as Wᵀ, is copied into panels (N/NR, K, NR), each panel a
+    # transpose of NR of W's rows; the panels' loop is a batch loop around the two the tiles take (TRANSPOSE_TILE
+    # with the panel's offset a constant per tile). NR is 32 on this target (AVX-512's: run_cli_out); (640, 784):
+    # 20 panels. A padded W (1000 rows to 1024) is not tiled: its gate, panel · 32 + lane < 1000, depends on the
+    # batch loop (split_index_set splits the panels' loop instead). Values checked against NumPy on this CPU's
+    # own target, padded ones among them.
+    ir = _kernels(tmp_path, "x = Tensor(rng.standard_normal((128, 784)).astype(np.float32))\n"
+                            "w = Tensor(rng.standard_normal((640, 784)).astype(np.float32))\n"
+                            "(x @ w.T).realize()\n")
+    assert "TRANSPOSE_TILE(8)" in ir["E_20_784_32"].splitlines()[0], ir["E_20_784_32"].splitlines()[0]
+    assert _global_loops(ir["E_20_784_32"])[0] == "20", ir["E_20_784_32"]  # the panels' loop stays outermost
+    rng = np.random.default_rng(8)
+    for (m, k, n) in [(128, 784, 640), (128, 400, 1000), (128, 1024, 300), (64, 200, 1000)]:
+        x, w = rng.standard_normal((m, k)).astype(np.float32), rng.standard_normal((n, k)).astype(np.float32)
+        got = (Tensor(x) @ Tensor(w).T).numpy()
+        np.testing.assert_allclose(got, x.astype(np.float64) @ w.T.astype(np.float64), rtol=1e-4, atol=1e-4 * np.sqrt(k))
+
+
 def test_gelu_after_a_matmul_runs_in_its_own_kernel():
     rng = np.random.default_rng(4)
     x, w = rng.standard_normal((384, 32)).astype(np.float32), rng.standard_normal((32, 128)).astype(np.float32)
