@@ -24,9 +24,9 @@
 // whose only load and store are a float32 element moved unchanged: the load contiguous along one loop, the
 // store along the other, both indices affine (no division), the load gated at most by `b < N` (the rows of a
 // padded Wᵀ past the weight's are zeros; not a gate that depends on the batch loop: a padded weight's last
-// panel, which split_index_set splits off instead). One of the two loops must divide by 8, the other must have at least 8 trips; the tiles' loop
-// over the divisible axis stays outermost (the C device's threads split it). Output rows a multiple of 4 KiB
-// apart are left to upcast_global (see below).
+// panel, which split_index_set splits off instead). One of the two loops must divide by 8, the other must have
+// at least 8 trips; the tiles' loop over the divisible axis stays outermost (the C device's threads split it,
+// or the batch loop around it). Output rows a multiple of 4 KiB apart are left to upcast_global (see below).
 #include <functional>
 
 #include "opt/pass_manager.h"

@@ -27,10 +27,10 @@ DType promote(DType a, DType b);
 // an operand with dims within its category (bool < int < float). With one dtype per category but
 // float, that leaves one case: float16 with dims next to a 0-d float32 is float16.
 DType result_type(const Tensor& a, const Tensor& b);
-// NumPy broadcasting of two shapes; throws std::invalid_argument naming both shapes.
 // NR of the C device's matmul: the columns of w's packed panels and of an im2col's column panels, two of its
 // vector registers of floats (32 on AVX-512, 16 on AVX2; ops.cpp)
 int64_t panel_width();
+// NumPy broadcasting of two shapes; throws std::invalid_argument naming both shapes.
 Shape broadcast_shape(const Shape& a, const Shape& b);
 Tensor broadcast_to(const Tensor& t, const Shape& shape);
 std::vector<Tensor> broadcast_all(std::vector<Tensor> ts);
