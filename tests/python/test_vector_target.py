@@ -89,6 +89,54 @@ def test_avx2_tiles_take_the_rows_and_vectors_that_fit_16_registers(tmp_path, sh
             assert source.read_text().count(f"< {m // 6}; ridx") == 1, source.read_text()[-3000:]
 
 
+LINEAR_STEP = """\
+import numpy as np
+import torch
+from tensorscope import Tensor, nn
+rng = np.random.default_rng(0)
+x = rng.standard_normal(X_SHAPE).astype(np.float32)
+layer = nn.Linear(IN, OUT)
+t = torch.nn.Linear(IN, OUT)
+with torch.no_grad():
+    t.weight.copy_(torch.from_numpy(layer.weight.numpy())); t.bias.copy_(torch.from_numpy(layer.bias.numpy()))
+layer(Tensor(x)).relu().sum().backward()
+t(torch.from_numpy(x)).relu().sum().backward()
+got, want = layer.weight.grad.numpy(), t.weight.grad.numpy()
+assert np.allclose(got, want, rtol=1e-4, atol=1e-4), np.abs(got - want).max()
+"""
+
+
+def _linear_step_kernels(tmp_path, x_shape, n_in, n_out):
+    script = tmp_path / "step.py"
+    script.write_text(LINEAR_STEP.replace("X_SHAPE", str(tuple(x_shape))).replace("IN", str(n_in)).replace("OUT", str(n_out)))
+    out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
+    return json.loads((out / "kernels.json").read_text())["kernels"]
+
+
+def test_avx2_weight_gradient_reads_a_contiguous_copy_of_the_transposed_output_gradient(tmp_path):
+    # Tensor::matmul_packed: the weight gradient gᵀ @ x of Linear(784, 512) over a batch of 128 reads gᵀ, whose
+    # rows are columns of g (128, 512): a register tile's step of K reads a line 2 KiB after the last one, all of
+    # them in 2 of L1's 64 sets. On AVX2 (no 8-row panels of x there) gᵀ is copied contiguous first, (512, 128),
+    # and the tiled matmul reads that copy (84 -> 99 GFLOP/s, hand-written kernels on Zen 3). Values against PyTorch.
+    kernels = _linear_step_kernels(tmp_path, (128, 784), 784, 512)
+    (grad,) = [k for k in kernels if k["name"].startswith("r_") and k["outputs"][0]["shape"] == [512, 784]]
+    copies = [k for k in kernels if k["name"].startswith("E_") and k["outputs"][0]["shape"] == [512, 128]]
+    assert len(copies) == 1, [k["name"] for k in kernels]
+    assert [512, 128] in [i["shape"] for i in grad["inputs"]], grad["inputs"]
+    assert "REGISTER_TILE(6)" in grad["actions"]["applied"], grad["actions"]
+
+
+def test_avx2_batched_rows_of_a_linear_are_counted_for_panel_packing(tmp_path):
+    # packs_panels counts x's rows with its batch dims folded in: a transformer's (16, 32, 128) @ Wᵀ (128 -> 512)
+    # reads w 512 times (W's panels of 16 columns: (32, 128, 16)), not 32 (it ran unpacked at 75 GFLOP/s, its
+    # rows of w 2 KiB apart). Values against PyTorch.
+    kernels = _linear_step_kernels(tmp_path, (16, 32, 128), 128, 512)
+    panels = [k for k in kernels if k["outputs"][0]["shape"] == [32, 128, 16]]
+    assert len(panels) == 1, [(k["name"], k["outputs"][0]["shape"]) for k in kernels]
+    forward = [k for k in kernels if k["name"].startswith("r_16_32_") and [32, 128, 16] in [i["shape"] for i in k["inputs"]]]
+    assert forward, [k["name"] for k in kernels]
+
+
 def _cli():
     repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     cli = os.path.join(os.environ.get("TS_BUILD_DIR", os.path.join(repo, "build")), "bin", "tensorscope-cli")
