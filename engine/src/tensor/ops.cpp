@@ -717,7 +717,10 @@ Tensor Tensor::clone() const { return primitive(Op::Contiguous, {*this}, shape()
 constexpr int64_t kPanelWidth = 32;  // NR at most: the width upcast_global unrolls, two AVX-512 vectors
 constexpr int64_t kPanelRows = 8;    // MR of AVX-512's tile (register_tile), the rows x is packed in there
 constexpr int64_t kPaddedWidth = 16; // a padded copy of w has a multiple of this many columns (one AVX-512 vector)
-constexpr int64_t kTransposedXMinColumns = 64;  // N from which matmul_packed copies a transposed x (see there)
+// a transposed x is copied contiguous from N = 64 and 2^21 multiply-adds (copies_transposed_x; below, the copy's
+// launch costs more than it saves: LeNet's head, (84, 64) @ (64, 120))
+constexpr int64_t kTransposedXMinColumns = 64;
+constexpr int64_t kTransposedXMinMacs = int64_t{1} << 21;
 
 // NR for the C device: two of its vector registers of floats, at most kPanelWidth (16 with AVX2)
 int64_t detail::panel_width() {
@@ -796,6 +799,18 @@ bool copies_transposed_w(const Shape& x, const Tensor& w) {
   int64_t rows = 1;  // x's rows with its batch dims folded in: (B, T, K) @ (K, N) is a (B·T, K) @ (K, N)
   for (size_t d = 0; d + 1 < x.size(); d++) rows *= x[d];
   return transposed && w.shape()[nd - 1] >= (nd == 2 ? kShortHeadMin : 8) && rows >= 16;
+}
+
+// True when matmul(x, w) on the C device copies a 2-D x (M, K) that is a transpose (a weight gradient's gᵀ)
+// contiguous before the register-tiled product: M a multiple of 128 (the lines a tile reads in K steps, M·4
+// bytes apart, then fall into at most 8 of L1's 64 sets), w (K, N) at least kTransposedXMinColumns wide, at least
+// kTransposedXMinMacs multiply-adds. Other row distances spread over the sets, and the copy did not pay (Zen 3,
+// 1 thread, the copy included: gᵀ (120, 64) @ (64, 400) 78 -> 77 GFLOP/s, (300, 100) @ (100, 784) 94 -> 93;
+// (128, 512) @ (512, 512) 82 -> 90, (256, 128) @ (128, 512) 87 -> 91, (512, 128) @ (128, 784) 81 -> 96).
+bool copies_transposed_x(const Tensor& x, const Tensor& w) {
+  if (x.device() != "C" || x.ndim() != 2 || w.ndim() != 2 || !is_transpose(x)) return false;
+  const int64_t m = x.shape()[0], k = x.shape()[1], n = w.shape()[1];
+  return m % 128 == 0 && n >= kTransposedXMinColumns && m * k * n >= kTransposedXMinMacs;
 }
 
 // True when matmul(x, w) on the C device copies a w (K, N) that is not a transpose padded to whole vectors
@@ -929,6 +944,10 @@ Tensor Tensor::matmul(const Tensor& w) const {
     return matmul_padded(w);
   }
   if (n1 >= 2 && n2 >= 2 && strided_in_both_axes(w)) return matmul(w.contiguous());
+  // A transposed x read in place by the register tile has the rows of its MR neighbours K·4 bytes apart in
+  // memory, as matmul_packed describes; on a w that is not packed (AVX-512's panels of 32 do not divide 784
+  // columns: the MLP's first weight gradient, (512, 128) @ (128, 784)) it is copied contiguous first too.
+  if (n1 == 2 && n2 == 2 && copies_transposed_x(*this, w)) return contiguous().matmul(w);
   // tinygrad's dot: x (..., n, 1, k) * wᵀ (..., 1, m, k) broadcast, then sum over k
   int64_t ones = std::min<int64_t>({n1 - 1, n2 - 1, 1});
   Shape xs(shape().begin(), shape().end() - 1);
@@ -951,15 +970,15 @@ Tensor Tensor::matmul_packed(const Tensor& w) const {
   // as (M, K): the MR rows one register tile reads then sit next to each other instead of K apart. Only
   // for AVX-512's tile of 8 rows: AVX2's of 6 (rows padded to a multiple of 6, register_tile) reads x as it is.
   // Elsewhere an x that is a transpose (a weight gradient's gᵀ, whose register tile reads MR neighbours of one
-  // row of g per step of K, rows M·4 bytes apart) is copied contiguous first when there are enough panels to
-  // amortize the copy: with M = 512 every step of K reads a line 2 KiB from the last one, and those fall into 2
-  // of L1's 64 sets (Zen 3, 1 thread, a hand-written 6 x 16 kernel on panels of 16: (512, 128) @ (128, 784)
-  // 84 -> 99 GFLOP/s, (512, 512) @ (512, 128) 79 -> 100; the copy of a 512 x 128 gᵀ takes 0.02 ms).
+  // row of g per step of K, rows M·4 bytes apart) is copied contiguous first where copies_transposed_x says so:
+  // with M = 512 every step of K reads a line 2 KiB from the last one, and those fall into 2 of L1's 64 sets
+  // (Zen 3, 1 thread, a hand-written 6 x 16 kernel on panels of 16: (512, 128) @ (128, 784) 84 -> 99 GFLOP/s,
+  // (512, 512) @ (512, 128) 79 -> 100; the copy of a 512 x 128 gᵀ takes 0.02 ms).
   Tensor x = *this;
   if (ndim() == 2 && nr == kPanelWidth && shape()[0] % kPanelRows == 0) {
     const int64_t m = shape()[0], kx = shape()[1];
     x = reshape({m / kPanelRows, kPanelRows, kx}).permute({0, 2, 1}).contiguous().permute({0, 2, 1}).reshape({m, kx});
-  } else if (ndim() == 2 && n >= kTransposedXMinColumns && is_transpose(*this)) {
+  } else if (copies_transposed_x(*this, w)) {
     x = contiguous();
   }
   // x (..., M, K) → (..., M, 1, 1, K); panels → (N/NR, NR, K); product (..., M, N/NR, NR, K), summed over K
