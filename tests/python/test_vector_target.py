@@ -174,19 +174,34 @@ def test_avx2_depthwise_rows_are_split_where_every_tap_row_is_in_the_image(tmp_p
     # split_index_set (split_padded_tile): a depthwise 3x3's forward on AVX2 tiles 4 output rows of 28 (7 groups),
     # each reading rows 4·group + ky - 1 through the pad view. Every tap row is in the image from the second
     # group to the sixth: the groups' loop runs as 1 + 5 + 1, and the 5 middle groups load their rows with masks
-    # that fold to constants (0.18-0.19 -> 0.16 ms on Zen 3). Values and gradients against PyTorch.
+    # that fold to constants (0.18-0.19 -> 0.16 ms on Zen 3). The weight gradient's rows of x, each gated as a
+    # whole by its tap row being in the image, are read as (c ? load : 0) with constant lane masks (the C
+    # renderer; AVX2 builds a variable mask at run time). Values and gradients against PyTorch.
     script = tmp_path / "dw.py"
     script.write_text("import numpy as np\nimport torch\nfrom tensorscope import Tensor\n"
                       "rng = np.random.default_rng(0)\n"
                       "x = rng.standard_normal((32, 16, 28, 28)).astype(np.float32)\n"
                       "w = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)\n"
-                      "got = Tensor(x).conv2d(Tensor(w), padding=1, groups=16).numpy()\n"
-                      "want = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), padding=1, groups=16).numpy()\n"
-                      "assert np.allclose(got, want, rtol=1e-4, atol=1e-4), np.abs(got - want).max()\n")
+                      "g = rng.standard_normal((32, 16, 28, 28)).astype(np.float32)\n"
+                      "tx, tw = Tensor(x, requires_grad=True), Tensor(w, requires_grad=True)\n"
+                      "y = tx.conv2d(tw, padding=1, groups=16)\n"
+                      "y.backward(Tensor(g))\n"
+                      "px, pw = torch.from_numpy(x).requires_grad_(), torch.from_numpy(w).requires_grad_()\n"
+                      "py = torch.nn.functional.conv2d(px, pw, padding=1, groups=16)\n"
+                      "py.backward(torch.from_numpy(g))\n"
+                      "for got, want in ((y, py), (tx.grad, px.grad), (tw.grad, pw.grad)):\n"
+                      "    got, want = got.numpy(), want.detach().numpy()\n"
+                      "    assert np.allclose(got, want, rtol=1e-4, atol=1e-3), np.abs(got - want).max()\n")
     out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
-    (forward,) = [k for k in kernels if k["name"].startswith("r_32_16_28_28_3_3")]
-    assert "REGISTER_TILE(4)" in forward["actions"]["applied"], forward["actions"]
-    (source,) = out.glob(f"k*_{forward['name']}.c")
-    trips = [int(t) for t in re.findall(r"for \(int ridx\d+ = 0; ridx\d+ < (\d+); ridx\d+\+\+\)", source.read_text())]
-    assert 7 not in trips and 5 in trips, trips  # not one loop over the 7 groups: the 5 middle ones
+    forward = [k for k in kernels if k["name"] == "r_32_16_28_28_3_3"]
+    assert len(forward) == 2, [k["name"] for k in kernels]  # the forward and the input gradient (the same form)
+    assert all("REGISTER_TILE(4)" in k["actions"]["applied"] for k in forward), [k["actions"] for k in forward]
+    sources = list(out.glob("k*_r_32_16_28_28_3_3.c"))
+    assert len(sources) == 2, sources
+    for source in sources:
+        trips = [int(t) for t in re.findall(r"for \(int ridx\d+ = 0; ridx\d+ < (\d+); ridx\d+\+\+\)", source.read_text())]
+        assert 7 not in trips and 5 in trips, trips  # not one loop over the 7 groups: the 5 middle ones
+    (weight_grad,) = [k for k in kernels if k["name"].startswith("r_16_9_")]
+    (source,) = out.glob(f"k*_{weight_grad['name']}.c")
+    assert re.search(r"\(v\d+ \? ts_v8_load\(data\d", source.read_text()), source.read_text()[-3000:]
