@@ -717,8 +717,8 @@ Tensor Tensor::clone() const { return primitive(Op::Contiguous, {*this}, shape()
 constexpr int64_t kPanelWidth = 32;  // NR at most: the width upcast_global unrolls, two AVX-512 vectors
 constexpr int64_t kPanelRows = 8;    // MR of AVX-512's tile (register_tile), the rows x is packed in there
 constexpr int64_t kPaddedWidth = 16; // a padded copy of w has a multiple of this many columns (one AVX-512 vector)
-// a transposed x is copied contiguous from N = 64 and 2^21 multiply-adds (copies_transposed_x; below, the copy's
-// launch costs more than it saves: LeNet's head, (84, 64) @ (64, 120))
+// the smallest w width and product that copies_transposed_x copies a transposed x for (below, the copy's launch
+// costs about what it saves)
 constexpr int64_t kTransposedXMinColumns = 64;
 constexpr int64_t kTransposedXMinMacs = int64_t{1} << 21;
 

@@ -91,10 +91,8 @@ constexpr int64_t kIm2colPanelRows = 8, kIm2colPackMinBytes = int64_t{1} << 20;
 // result is (G, N·O, C_in/G·K) — or (G, C_in/G·K, N·O) — for a batched matmul over the groups.
 //
 // `column_panels` (transposed only): written as (G, N·O/NR, C_in/G·K, NR) and read back as (G, C_in/G·K, N·O), see
-// below; N·O must be a multiple of im2col_panel_columns().
-// im2col_panel_columns(): the outputs upcast_global takes per trip, matmul's panel width (panel_width in ops.cpp:
-// 32 on AVX-512, 16 on AVX2)
-static int64_t im2col_panel_columns() { return panel_width(); }
+// below; NR is matmul's panel width (panel_width(): the outputs upcast_global takes per trip, 32 on AVX-512, 16
+// on AVX2), and N·O must be a multiple of it.
 constexpr int64_t kPageBytes = 4096;         // from this row length every row of a matrix is in a page of its own
 Tensor im2col(const Tensor& windows, size_t spatial_dims, bool transposed = false, int64_t groups = 1,
               bool column_panels = false) {
@@ -127,16 +125,17 @@ Tensor im2col(const Tensor& windows, size_t spatial_dims, bool transposed = fals
     // LeNet's second layer, (50, 500) @ (500, 4096): 54 GFLOP/s). Written in column panels, the 500 × 32
     // floats one tile reads lie one after another: 98 GFLOP/s. (The packing of ops.cpp's matmul_packed, made
     // by the im2col's own copy.) The tap axes stay apart in the copy's loops, as for the row panels below.
+    const int64_t nr = panel_width();
     Shape split_columns{groups, s[1] / groups};  // (G, C_in/G, *k, N·O/NR, NR)
     split_columns.insert(split_columns.end(), s.end() - spatial_dims, s.end());
-    split_columns.push_back(positions / im2col_panel_columns());
-    split_columns.push_back(im2col_panel_columns());
+    split_columns.push_back(positions / nr);
+    split_columns.push_back(nr);
     const int64_t last = static_cast<int64_t>(split_columns.size()) - 1;
     std::vector<int64_t> to_panels{0, last - 1};  // (G, N·O/NR, C_in/G, *k, NR)
     for (int64_t i = 1; i < last - 1; i++) to_panels.push_back(i);
     to_panels.push_back(last);
     const Tensor panels = view.reshape(split_columns).permute(to_panels).contiguous();
-    return panels.reshape({groups, positions / im2col_panel_columns(), taps, im2col_panel_columns()})
+    return panels.reshape({groups, positions / nr, taps, nr})
         .permute({0, 2, 1, 3})
         .reshape(matrix);
   }
@@ -162,7 +161,7 @@ Tensor im2col(const Tensor& windows, size_t spatial_dims, bool transposed = fals
 }
 
 // The im2col (N·O, C_in·K) as the right operand of a matmul whose columns are the taps (groups 1): the taps
-// padded with zero columns to a multiple of NR (im2col_panel_columns) and written in column panels (C_in·K/NR,
+// padded with zero columns to a multiple of NR (panel_width) and written in column panels (C_in·K/NR,
 // N, *o, NR), read back as (N·O, padded C_in·K) through a view. A register tile then reads its NR taps of every
 // position one after another. Each panel's NR lanes split their tap into channel and kernel position with div/mods
 // that do not change along the positions (upcast_divided_index makes them loop-invariant).
@@ -173,7 +172,7 @@ Tensor im2col_tap_panels(const Tensor& windows, size_t spatial_dims) {
     positions *= s[2 + i];
     taps *= s[2 + spatial_dims + i];
   }
-  const int64_t padded = (taps + im2col_panel_columns() - 1) / im2col_panel_columns() * im2col_panel_columns();
+  const int64_t nr = panel_width(), padded = (taps + nr - 1) / nr * nr;
   std::vector<int64_t> order{0};  // (N, *o, C_in, *k)
   for (size_t i = 0; i < spatial_dims; i++) order.push_back(static_cast<int64_t>(2 + i));
   order.push_back(1);
@@ -182,8 +181,8 @@ Tensor im2col_tap_panels(const Tensor& windows, size_t spatial_dims) {
   by_position.insert(by_position.end(), s.begin() + 2, s.begin() + 2 + static_cast<int64_t>(spatial_dims));
   Shape rows = by_position;
   rows.push_back(taps);
-  by_position.push_back(padded / im2col_panel_columns());
-  by_position.push_back(im2col_panel_columns());
+  by_position.push_back(padded / nr);
+  by_position.push_back(nr);
   Pairs pad_taps;
   for (size_t i = 0; i + 1 < rows.size(); i++) pad_taps.push_back({0, 0});
   pad_taps.push_back({0, padded - taps});
@@ -192,7 +191,7 @@ Tensor im2col_tap_panels(const Tensor& windows, size_t spatial_dims) {
   for (int64_t i = 0; i < last - 1; i++) to_panels.push_back(i);
   to_panels.push_back(last);
   const Tensor panels = windows.permute(order).reshape(rows).pad(pad_taps).reshape(by_position).permute(to_panels).contiguous();
-  return panels.reshape({padded / im2col_panel_columns(), positions, im2col_panel_columns()}).permute({1, 0, 2}).reshape({positions, padded});
+  return panels.reshape({padded / nr, positions, nr}).permute({1, 0, 2}).reshape({positions, padded});
 }
 
 // A convolution is computed as a matmul over im2col when the matmul is big enough to gain from it: one
@@ -375,7 +374,7 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
       // chunks of whole panels); from 16 on it copies the windows for itself with the taps as the vector
       // axis (im2col_tap_panels; read as dWᵀ = cols @ gᵀ, 8 or 10 rows of taps at a time along N·O, these
       // panels jumped a panel every 32 steps: Caffe's (500, 4096) @ (4096, 64) 2.5 -> 5.4 ms).
-      const bool panels = (bs * o_size) % im2col_panel_columns() == 0 && bs * o_size * cin * k_size * 4 >= kIm2colPackMinBytes;
+      const bool panels = (bs * o_size) % panel_width() == 0 && bs * o_size * cin * k_size * 4 >= kIm2colPackMinBytes;
       const Tensor cols = im2col(p, n, /*transposed=*/true, 1, panels);
       if (forward) {
         forward->channel_major = true;
@@ -532,16 +531,14 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     Tensor gm = (g_cm ? *g_cm : channel_major_gradient(g)).reshape({cout, 1, positions});
     if (dbias) *dbias = gm.reshape({cout, positions}).sum(std::vector<int64_t>{1});
     const Tensor cols = transposed_cols();
-    const int64_t chunk = split_k_chunk(taps, positions, panels ? im2col_panel_columns() : 16);
+    const int64_t chunk = split_k_chunk(taps, positions, panels ? panel_width() : 16);
     if (panels) {
       // The forward's im2col in column panels (N·O/NR, C_in·K, NR): a chunk of positions (all of them when
       // there is no split) is chunk/NR runs of NR in neighbouring panels, summed over two reduce axes (the
       // runs, the 32 in each), every index affine.
-      const int64_t chunks = chunk ? positions / chunk : 1, runs = (chunk ? chunk : positions) / im2col_panel_columns();
-      const Tensor g_runs = gm.reshape({cout, chunks, runs, im2col_panel_columns()}).permute({1, 0, 2, 3})
-                                .reshape({chunks, cout, 1, runs, im2col_panel_columns()});
-      const Tensor c_runs = cols.reshape({taps, chunks, runs, im2col_panel_columns()}).permute({1, 0, 2, 3})
-                                .reshape({chunks, 1, taps, runs, im2col_panel_columns()});
+      const int64_t nr = panel_width(), chunks = chunk ? positions / chunk : 1, runs = (chunk ? chunk : positions) / nr;
+      const Tensor g_runs = gm.reshape({cout, chunks, runs, nr}).permute({1, 0, 2, 3}).reshape({chunks, cout, 1, runs, nr});
+      const Tensor c_runs = cols.reshape({taps, chunks, runs, nr}).permute({1, 0, 2, 3}).reshape({chunks, 1, taps, runs, nr});
       const Tensor partial = g_runs.mul(c_runs).sum(std::vector<int64_t>{-2, -1}).contiguous();  // (chunks, C_out, C_in·K)
       return chunks == 1 ? partial.reshape(wshape) : partial.sum(std::vector<int64_t>{0}).contiguous().reshape(wshape);
     }
@@ -634,13 +631,13 @@ Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g_cm, const Ten
   // the col2im's loop runs along (laid out (N, *o, C_in, *k) its loads were C_in·K apart: a gather per
   // element, 2.7 ms for Caffe's LeNet's second layer). Computed as Wᵀ (C_in·K, C_out) @ g (C_out, N·O).
   Tensor g_right = g_cm;
-  if (positions % im2col_panel_columns() == 0 && positions * 4 >= kPageBytes) {
+  if (positions % panel_width() == 0 && positions * 4 >= kPageBytes) {
     // g as the matmul's right operand, copied into column panels (N·O/NR, C_out, NR) for the reason im2col's
     // column_panels gives: its rows, N·O floats apart, are each in a page of their own. From the stored
     // g_cm, not from g's producers: a max-pool's backward written straight into panels splits every
     // 32-position run into image rows with a div and a mod (LeNet-5: 0.05 -> 0.46 ms). (Caffe's LeNet's
     // second layer, (500, 50) @ (50, 4096): 2.6 -> 2.3 ms from cold caches, with register_tile's order.)
-    g_right = g_cm.reshape({cout, positions / im2col_panel_columns(), im2col_panel_columns()})
+    g_right = g_cm.reshape({cout, positions / panel_width(), panel_width()})
                   .permute({1, 0, 2})
                   .contiguous()
                   .permute({1, 0, 2})
