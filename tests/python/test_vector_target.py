@@ -205,3 +205,25 @@ def test_avx2_depthwise_rows_are_split_where_every_tap_row_is_in_the_image(tmp_p
     (weight_grad,) = [k for k in kernels if k["name"].startswith("r_16_9_")]
     (source,) = out.glob(f"k*_{weight_grad['name']}.c")
     assert re.search(r"\(v\d+ \? ts_v8_load\(data\d", source.read_text()), source.read_text()[-3000:]
+
+
+@pytest.mark.parametrize("vector_bytes, tile", [("32", "REGISTER_TILE(4)"), ("64", "REGISTER_TILE(8)")])
+def test_a_row_scale_between_the_loops_does_not_keep_a_matmul_from_its_register_tile(tmp_path, vector_bytes, tile):
+    # (P * s) @ V with s one value per row of P (attention's P @ V with the softmax's 1 / sum fused in, as in the
+    # d128 transformer's training step): the load of s[i] sits between the rows' loop and the columns' loop once
+    # LICM has hoisted it, and register_tile took only index arithmetic there, so the kernel kept one row of 16
+    # columns, 2 accumulators (114 -> 86 us on Zen 3 with the tile). The load moves into the rows' loop with the
+    # index arithmetic. Values against NumPy.
+    script = tmp_path / "pv.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor\n"
+                      "rng = np.random.default_rng(0)\n"
+                      "p = rng.random((16, 4, 32, 32)).astype(np.float32)\n"
+                      "s = (1 / p.sum(-1, keepdims=True)).astype(np.float32)\n"
+                      "v = rng.standard_normal((16, 4, 32, 32)).astype(np.float32)\n"
+                      "got = ((Tensor(p) * Tensor(s)) @ Tensor(v)).numpy()\n"
+                      "want = (p.astype(np.float64) * s) @ v\n"
+                      "assert np.allclose(got, want, rtol=1e-5, atol=1e-5), np.abs(got - want).max()\n")
+    out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": vector_bytes})
+    (kernel,) = json.loads((out / "kernels.json").read_text())["kernels"]
+    assert [16, 4, 32, 1] in [i["shape"] for i in kernel["inputs"]], kernel["inputs"]  # s is read in the matmul
+    assert tile in kernel["actions"]["applied"], kernel["actions"]
