@@ -1,7 +1,7 @@
 # The upcast_reduce pass (engine/src/opt/upcast_reduce.cpp) copies a reduce loop's body U times with the loop
 # index i replaced by i·U + u, u = 0..U-1, and then rebuilds the kernel through the IR builder (simplify), so
 # that every copy's address is one base shared by the U copies plus the constant u. That is what gcc's
-# vectorizer needs to see U neighbouring loads: a window read as x[base + (o + k)] (the weight gradient of a
+# vectorizer (and the C renderer's vector accumulators) need to see U neighbouring loads: a window read as x[base + (o + k)] (the weight gradient of a
 # convolution summed along its output rows o, k the tap) had kept each copy's o + k apart, and gcc compiled
 # such a kernel to scalar code (3.8 ms instead of 1.0 for a 3 -> 6 channels 5x5 weight gradient).
 # Checked on the C source tensorscope-cli writes, and the values against PyTorch.
@@ -34,19 +34,15 @@ def _kernel_source(tmp_path, body, name):
 
 def test_the_copies_of_a_window_read_share_one_base(tmp_path):
     src = _kernel_source(tmp_path, WINDOWS, "r_5_2_3_32")
-    assert len(re.findall(r"float acc\d+ = 0\.0f;", src)) == 16, src  # 16 partial sums
-    # the input x (2·1·3·36 = 216 floats) is data2; its 16 loads in the body of the unrolled loop
+    # the 16 partial sums are one vector of 16 (CRenderer::vector_accumulators), and each copy's product of g and
+    # x one vector expression of two rows: the renderer reads x's 16 copies as one vector load only when they are
+    # one base plus 0..15 (a copy with its own base would leave the run scalar)
+    assert len(re.findall(r"ts_v16 vacc\d+ = ts_v16_splat\(0\.0f\);", src)) == 1, src
     x_slot = re.search(r"const float\* restrict (data\d+),\s*/\* input, 216 elements", src).group(1)
-    indices = re.findall(rf"= {x_slot}\[(v\d+)\];", src)
-    assert len(indices) == 16, src
-    definitions = dict(re.findall(r"int (v\d+) = \((.*)\);", src))
-    offsets = {}
-    for v in indices:
-        m = re.fullmatch(r"(v\d+) \+ (\d+)", definitions.get(v, ""))
-        offsets[v] = (m.group(1), int(m.group(2))) if m else (v, 0)
-    bases = {base for base, _ in offsets.values()}
-    assert len(bases) == 1, offsets  # one base for the 16 copies ...
-    assert sorted(c for _, c in offsets.values()) == list(range(16)), offsets  # ... plus 0..15
+    g_slot = re.search(r"const float\* restrict (data\d+),\s*/\* input, 192 elements", src).group(1)
+    update = re.findall(r"vacc\d+ = vacc\d+ \+ \(ts_v16_load\((data\d+) \+ v\d+\) \* ts_v16_load\((data\d+) \+ v\d+\)\);", src)
+    assert len(update) == 1 and set(update[0]) == {x_slot, g_slot}, src
+    assert not re.search(rf"= {x_slot}\[", src), src  # no scalar load of x is left
 
 
 def test_the_window_weight_gradient_matches_torch():
