@@ -633,10 +633,10 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   // variance sums (x_j - mean)²: acc_j + (x_j + m) · (x_j + m)), as one vector expression: a tree over lane 0's
   // instructions whose leaves are rows (lane j loads base + offset + j, ungated) or one value for every lane
   // (broadcast: the value, or a constant, splat). Its inner nodes are float ADD, MUL, NEG, MAX and RECIP, each
-  // read only by its lane's parent (once, or twice: a square): lane by lane they round as the scalar statements did (no contraction: the C
-  // device compiles with -ffp-contract=off), the same bits. Without it gcc's loop vectorizer took the rows as
-  // lanes, gathering each row's elements with permutes (the transformer sample's variance r_32_12_32: 6.8 us
-  // alone; as a vector expression 1.7).
+  // read only by its lane's parent (once, or twice: a square): lane by lane they round as the scalar statements
+  // did (no contraction: the C device compiles with -ffp-contract=off), the same bits. Without it gcc's loop
+  // vectorizer took the rows as lanes, gathering each row's elements with permutes (the transformer sample's
+  // variance r_32_12_32: 6.8 us alone; as a vector expression 1.8).
   struct RowExpr {
     enum class Kind { Row, Broadcast, Alu } kind = Kind::Broadcast;
     Operand row;                 // Row: lane 0's element

@@ -30,10 +30,11 @@
 // (256, 256) 105 -> 99 GFLOP/s with them outside, (128, 784) @ (784, 512) 100 -> 90.)
 //
 // It applies when the two innermost global loops are perfectly nested (only index arithmetic, and loads of a
-// row's own values, between them), the inner one was upcast (its reduce block has at least 16 accumulators) and some load in the
-// reduce loop does not depend on the outer loop (that is the operand the tile reuses). When upcast_global
-// unrolled the inner loop completely (N = 32: no loop is left for it) and the loop now innermost is one
-// that the upcast operand's loads do not depend on, that loop is the tile's rows and is upcast where it is.
+// row's own values, between them), the inner one was upcast (its reduce block has at least 16 accumulators)
+// and some load in the reduce loop does not depend on the outer loop (that is the operand the tile reuses).
+// When upcast_global unrolled the inner loop completely (N = 32: no loop is left for it) and the loop now
+// innermost is one that the upcast operand's loads do not depend on, that loop is the tile's rows and is
+// upcast where it is.
 #include "opt/pass_manager.h"
 
 namespace ts {
@@ -151,7 +152,8 @@ void register_tile(ir::Kernel& k) {
   // Between the loops only index arithmetic, and loads of a row's own values from buffers the kernel does not
   // store to (a softmax's 1 / sum that scales row i of P in P @ V): they move into the rows' loop with the index
   // arithmetic. (d128's attention P @ V, r_16_4_32_32_32, was left one row of 16 columns: 2 accumulators, the
-  // multiply-add's latency exposed: 114 -> 86 us alone on Zen 3; the 1 / sum multiplies x in the loop, 62 us without it.)
+  // multiply-add's latency exposed: 114 -> 86 us alone on Zen 3; the 1 / sum multiplies x in the loop, 62 us
+  // without it.)
   auto stored_to = [&](ValueId buffer) {
     return std::any_of(insts.begin(), insts.end(), [&](const Inst& in) { return in.op == Op::Store && in.src[0] == buffer; });
   };

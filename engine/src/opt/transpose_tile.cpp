@@ -26,12 +26,13 @@
 // function of it (gcc left the strided form scalar).
 //
 // It applies to an elementwise kernel of two global loops (inside at most one batch loop), perfectly nested,
-// whose only load and store are a float32 element moved unchanged (or, as above, stored as a function of it): the load contiguous along one loop, the
-// store along the other, both indices affine (no division), the load gated at most by `b < N` (the rows of a
-// padded Wᵀ past the weight's are zeros; not a gate that depends on the batch loop: a padded weight's last
-// panel, which split_index_set splits off instead). One of the two loops must divide by 8, the other must have
-// at least 8 trips; the tiles' loop over the divisible axis stays outermost (the C device's threads split it,
-// or the batch loop around it). Output rows a multiple of 4 KiB apart are left to upcast_global (see below).
+// whose only load and store are a float32 element moved unchanged (or, as above, stored as a function of it):
+// the load contiguous along one loop, the store along the other, both indices affine (no division), the load
+// gated at most by `b < N` (the rows of a padded Wᵀ past the weight's are zeros; not a gate that depends on the
+// batch loop: a padded weight's last panel, which split_index_set splits off instead). One of the two loops must
+// divide by 8, the other must have at least 8 trips; the tiles' loop over the divisible axis stays outermost (the
+// C device's threads split it, or the batch loop around it). Output rows a multiple of 4 KiB apart are left to
+// upcast_global (see below).
 #include <functional>
 
 #include "opt/pass_manager.h"
@@ -203,12 +204,8 @@ void transpose_tile(ir::Kernel& k) {
     w.remap[r_loop] = r_value;
     for (size_t i = outer + 1; i < inner_end; i++) {
       if (i == inner || !needed[i]) continue;
-      if (i == store || !elementwise) {
-        w.copy(i);
-        continue;
-      }
       w.copy(i);
-      if (i == std::max<size_t>(load, st.src[1]))  // the store of the loaded element, unchanged
+      if (elementwise && i == std::max<size_t>(load, st.src[1]))  // the store of the loaded element, unchanged
         w.emit(make_inst(Op::Store, DType::Float32, {w.remap[st.src[0]], w.remap[st.src[1]], w.remap[load]}));
     }
   };
