@@ -246,3 +246,35 @@ def test_a_sum_of_arithmetic_on_rows_is_one_vector_expression(tmp_path):
     sources = [p.read_text() for p in out.glob("k*.c")]
     assert any(re.search(r"vacc\d+ = vacc\d+ \+ \(\(ts_v8_load\(data\d \+ v\d+\) \+ ts_v8_splat\(v\d+\)\) \* "
                          r"\(ts_v8_load\(data\d \+ v\d+\) \+ ts_v8_splat\(v\d+\)\)\);", s) for s in sources), sources
+
+
+def test_vector_expressions_give_the_interpreters_bits(tmp_path):
+    # RowExpr (CRenderer::vector_accumulators): max, negation, reciprocal, products and sums of rows and
+    # broadcasts written as one vector expression round lane by lane as the scalar statements did, so the C
+    # device's sums are the interpreter's bits, NaN, ±inf and -0 in the rows included.
+    script = tmp_path / "rx.py"
+    script.write_text(
+        "import numpy as np\nfrom tensorscope import Tensor\n"
+        "rng = np.random.default_rng(0)\n"
+        "x = rng.standard_normal((384, 32)).astype(np.float32)\n"
+        "y = rng.standard_normal((384, 32)).astype(np.float32)\n"
+        "x[3, 5], x[7, 0], y[9, 31], x[11, 4] = np.nan, np.inf, -np.inf, -0.0\n"
+        "s = rng.standard_normal((384, 1)).astype(np.float32)\n"
+        "exprs = {\n"
+        "    'max': lambda d: (Tensor(x, device=d).maximum(Tensor(y, device=d)) * 2).sum(-1),\n"
+        "    'neg_recip': lambda d: (-(Tensor(x, device=d) + 3.0)).reciprocal().sum(-1),\n"
+        "    'shifted_square': lambda d: (lambda t: (t * t).sum(-1))(Tensor(x, device=d) + Tensor(s, device=d)),\n"
+        "    'product': lambda d: (Tensor(x, device=d) * Tensor(y, device=d) + Tensor(s, device=d)).sum(-1),\n"
+        "}\n"
+        "for name, f in exprs.items():\n"
+        "    c, i = f('C').numpy(), f('INTERP').numpy()\n"
+        "    assert np.array_equal(c, i, equal_nan=True), (name, c[:12], i[:12])\n"
+        "    assert np.isnan(c[3]) and np.isnan(i[3]), name\n")
+    out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
+    statements = [line.strip() for p in out.glob("k*.c") for line in p.read_text().splitlines()
+                  if re.match(r"\s*vacc\d+ = vacc\d+ \+ \(", line)]
+    assert any("ts_v8_max(ts_v8_load(" in t for t in statements), statements
+    assert any("ts_v8_splat(1.0f) / (-(ts_v8_load(" in t for t in statements), statements
+    assert any(re.search(r"\(ts_v8_load\(data\d \+ v\d+\) \* ts_v8_load\(data\d \+ v\d+\)\) \+ ts_v8_splat", t) for t in statements), statements
+    square = r"\(ts_v8_load\(data\d \+ v\d+\) \+ ts_v8_splat\(v\d+\)\)"
+    assert any(re.search(square + r" \* " + square, t) for t in statements), statements  # t · t: one node read twice
