@@ -51,8 +51,9 @@ memory-bound and its target is 50% of the measured bandwidth; otherwise 25% of t
 GFLOP/s (the 1024x1024 matmul measured in the same run). Bandwidth: NumPy copying 128 MiB (a read and
 a write per byte), best of 5. Per row: how many launches of the step miss their target and the share of
 the step's kernel time they take, how many of those take under 2 µs (a launch costs about 1 µs by itself,
-so a kernel over a few hundred bytes cannot reach its target: those are counted apart, not excused), and
-the three worst: the ones that lose the most time against their
+so a kernel over a few hundred bytes cannot reach its target: those are counted apart, not excused; and how
+many of the misses have a target time below the step's shortest launch, which only fusing them away would
+meet), and the three worst: the ones that lose the most time against their
 target (ms - ms at target; a 1 µs kernel far below its target loses nothing worth printing). And the
 step's share of its roofline (issue 14): the sum over its launches of the time each would take at the
 roofline (the larger of FLOPs / the best matmul's FLOP/s and bytes / the bandwidth) over their measured
@@ -807,11 +808,16 @@ for r in rows:
           f"{100 * sum(x[3] for x in below) / total_ms:.0f}% of the step's kernel time; "
           + ("every launch, the most time lost first:" if ALL_KERNELS else "the three that lose the most time against it:"))
     tiny = [x for x in below if x[3] < TINY_MS]
-    # a kernel's time is its function's call alone (CProgram::launch), the shortest launch of the step for scale
+    # a kernel's time is its function's call alone (CProgram::launch), the shortest launch of the step for scale;
+    # a launch whose target time (its measured time x its share of the target) is shorter than that cannot meet
+    # the target by faster code, only by not being a launch of its own (fused into another kernel)
+    shortest = min(x[3] for x in roof)
+    unreachable = sum(1 for x in below if x[3] * x[1] < shortest)
     print(f"    ({len(tiny)} of the {len(below)} below target take under {TINY_MS * 1e3:.0f} us, "
           f"{100 * sum(x[3] for x in tiny) / total_ms:.0f}% of the step's kernel time: optimizer updates of small "
           f"tensors, BatchNorm statistics, the loss, rows of 10 to 12; the shortest launch of the step took "
-          f"{min(x[3] for x in roof) * 1e3:.2f} us)")
+          f"{shortest * 1e3:.2f} us, and {unreachable} of the {len(below)} would have to run in less than that to "
+          f"meet their target)")
     for lost, frac, name, ms, gflops, gbs, bound in (roof if ALL_KERNELS else roof[:3]):
         print(f"    {name:28} {ms:8.3f} ms  {gflops:6.1f} GFLOP/s  {gbs:6.1f} GB/s  {bound}-bound, "
               f"{100 * frac:.0f}% of target, {lost:.3f} ms lost")
