@@ -642,7 +642,7 @@ class GuiTest : public QObject {
     QVERIFY(window.openScript(kQuickstart));
     QStringList stages;
     window.stepIntoNextStage();  // not running: starts paused at the first stop
-    for (int i = 0; i < 26; ++i) {
+    for (int i = 0; i < 27; ++i) {
       QTRY_VERIFY_WITH_TIMEOUT(window.isPaused() || !window.isRunning(), kRunTimeoutMs);
       const auto& at = window.runner()->pausePoint();
       stages << (at.detail.isEmpty() ? at.stage : at.stage + " " + at.detail);
@@ -651,8 +651,9 @@ class GuiTest : public QObject {
     QCOMPARE(stages, (QStringList{"before schedule", "before lowering", "after pass hoist_constants",
                                   "after pass dead_code_elimination", "after pass reorder_global_loops",
                                   "after pass loop_invariant_code_motion", "after pass tile_local",
-                                  "after pass transpose_tile", "after pass columns_as_lanes", "after pass padto", "after pass upcast_global", "after pass register_tile", "after pass split_index_set",
-                                  "after pass simplify", "after pass rows_as_lanes",
+                                  "after pass transpose_tile", "after pass columns_as_lanes", "after pass padto",
+                                  "after pass upcast_global", "after pass register_tile", "after pass split_index_set",
+                                  "after pass delinearize_reduce", "after pass simplify", "after pass rows_as_lanes",
                                   "after pass group_reduce", "after pass upcast_reduce", "after pass max_reduce_as_int",
                                   "after pass coalesce_short_rows", "after pass fuse_multiply_add", "after pass sink_after_loops",
                                   "after pass local_size", "before render C",

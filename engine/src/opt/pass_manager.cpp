@@ -40,6 +40,10 @@ const std::vector<Pass>& pipeline() {
        "a loop that compares its index with constants (a concatenation's gradient) runs as one loop per range, "
        "each without the comparisons",
        split_index_set},
+      {"delinearize_reduce",
+       "a reduce loop over merged axes whose index is taken apart by / and % (a convolution's channels and taps) "
+       "runs as one nested loop per axis",
+       delinearize_reduce},
       {"simplify", "fold constants, simplify index arithmetic and merge equal values again (after UPCAST)", simplify},
       {"rows_as_lanes",
        "a reduction over short rows with a transcendental (a softmax over 12 keys) runs 16 rows as the lanes of a "

@@ -45,6 +45,7 @@ void upcast_global(ir::Kernel& kernel);
 void upcast_reduce(ir::Kernel& kernel);
 void register_tile(ir::Kernel& kernel);
 void split_index_set(ir::Kernel& kernel);
+void delinearize_reduce(ir::Kernel& kernel);
 void rows_as_lanes(ir::Kernel& kernel);
 void columns_as_lanes(ir::Kernel& kernel);
 void coalesce_short_rows(ir::Kernel& kernel);

@@ -1,0 +1,86 @@
+// DELINEARIZE a reduce loop: a reduce over several axes merged into one loop (a convolution's input channels
+// and taps, k = c·25 + ky·5 + kx for a 5×5 kernel) whose index is taken apart again by division and modulo
+// (the input is read at c·1152 + ky·36 + kx: k / 25, k / 5 % 5, k % 5) runs as one nested loop per axis,
+//
+//   for k in 0..75:                         for c in 0..3:
+//     x[(k / 25)·1152 + (k / 5 % 5)·36   →     for ky in 0..5:
+//       + k % 5] · w[k]                           for kx in 0..5:  x[c·1152 + ky·36 + kx] · w[c·25 + ky·5 + kx]
+//
+// so that every index is a sum of loop indices times constants again, which the C compiler strength-reduces to
+// pointer increments. The merged loop is what the earlier passes tile (one reduce loop for REGISTER_TILE and
+// UPCAST_GLOBAL); this pass runs after them and only on their kernels. The loop's index becomes Σ q_i·d_i over
+// the new loops (d_i: the divisors the index is divided by, each dividing the next) and the simplify pass after
+// it folds the divisions away (div/mod of sums of multiples, Builder::divide_terms). The accumulators and the order
+// of the multiply-adds are unchanged, so are the results.
+// Measured on Zen 3 (AVX2, 1 thread, alone): LeNet-5's first convolution r_32_6_28_32_75 (6 × 16 tile, K = 75)
+// 420 -> 262-291 us: per step of k the divisions had cost about as many instructions as the 12 multiply-adds.
+#include <algorithm>
+
+#include "opt/pass_manager.h"
+
+namespace ts {
+namespace {
+
+using ir::Inst;
+using ir::Op;
+using ir::ValueId;
+
+constexpr size_t kMaxAxes = 4;  // loops one merged loop may become
+
+// The divisors of reduce loop `r`'s index (its IDIV and MOD users by positive constants), sorted, each
+// dividing the next and the last dividing the trip count; empty when there are none or they do not chain.
+std::vector<int64_t> divisors(const std::vector<Inst>& insts, size_t r, int64_t trips) {
+  std::vector<int64_t> ds;
+  for (size_t i = r + 1; i < insts.size(); i++) {
+    const Inst& in = insts[i];
+    if ((in.op != Op::IDiv && in.op != Op::Mod) || in.src[0] != static_cast<ValueId>(r)) continue;
+    const Inst& d = insts[in.src[1]];
+    if (d.op != Op::Const || d.value <= 1) return {};
+    ds.push_back(static_cast<int64_t>(d.value));
+  }
+  std::sort(ds.begin(), ds.end());
+  ds.erase(std::unique(ds.begin(), ds.end()), ds.end());
+  for (size_t j = 0; j < ds.size(); j++)
+    if ((j + 1 < ds.size() ? ds[j + 1] : trips) % ds[j] != 0 || ds[j] >= trips) return {};
+  if (ds.size() + 1 > kMaxAxes) return {};
+  return ds;
+}
+
+}  // namespace
+
+void delinearize_reduce(ir::Kernel& k) {
+  if (k.target.workgroups()) return;  // a GPU's reduce loops are left as the GPU views show them
+  if (!has_applied(k, ir::AppliedOpt::RegisterTile) && !has_applied(k, ir::AppliedOpt::UpcastGlobal)) return;
+  for (size_t r = 0; r < k.insts.size(); r++) {
+    const std::vector<Inst>& insts = k.insts;
+    const Inst& range = insts[r];
+    if (range.op != Op::Range || range.arg != ir::kReduceLoop || insts[range.src[0]].op != Op::Const) continue;
+    const int64_t trips = static_cast<int64_t>(insts[range.src[0]].value);
+    const std::vector<int64_t> ds = divisors(insts, r, trips);
+    if (ds.empty()) continue;
+    const size_t end = end_of_range(insts, r);
+    // extents, outermost first: trips / d_last, ..., d_1 / d_0 with d_0 = 1
+    std::vector<int64_t> strides{1};  // d_i of loop i, innermost first
+    for (int64_t d : ds) strides.push_back(d);
+    Rewrite w(insts);
+    for (size_t i = 0; i < r; i++) w.copy(i);
+    auto constant = [&](int64_t v) { return w.emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(v))); };
+    std::vector<ValueId> loops(strides.size());  // innermost first
+    for (size_t j = strides.size(); j-- > 0;) {
+      const int64_t extent = (j + 1 < strides.size() ? strides[j + 1] : trips) / strides[j];
+      loops[j] = w.emit(make_inst(Op::Range, DType::Int32, {constant(extent)}, ir::kReduceLoop));
+    }
+    // the old index: Σ q_j · d_j
+    ValueId index = loops[0];
+    for (size_t j = 1; j < loops.size(); j++)
+      index = w.emit(make_inst(Op::Add, DType::Int32, {index, w.emit(make_inst(Op::Mul, DType::Int32, {loops[j], constant(strides[j])}))}));
+    w.remap[r] = index;
+    for (size_t i = r + 1; i < end; i++) w.copy(i);
+    for (ValueId loop : loops) w.emit(make_inst(Op::EndRange, DType::Int32, {loop}));
+    // the END_RANGE of the old loop is gone; what follows points at the new loops' values as before
+    for (size_t i = end + 1; i < insts.size(); i++) w.copy(i);
+    k.insts = std::move(w.out);
+  }
+}
+
+}  // namespace ts
