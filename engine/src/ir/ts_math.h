@@ -15,8 +15,9 @@
  * its minimax polynomial of degree 6 and scales by 2^n in two steps so that results in the subnormal
  * range are rounded once. Its clamps are integer min on the float's bits and its 2^n1 an integer add
  * to the exponent: 28 AVX2 instructions a vector instead of 39 (a float compare and select cost gcc's
- * vectorizer up to four instructions a bound), 28 -> 18 us for 49,152 floats on a Zen 3. log2 splits x = m · 2^e with m in [sqrt(1/2), sqrt(2)),
- * and uses ln m = 2·atanh(s), s = (m − 1)/(m + 1), |s| < 0.172, to degree 9 (error < 4e-9).
+ * vectorizer up to four instructions a bound), 28 -> 18 us for 49,152 floats on a Zen 3.
+ * log2 splits x = m · 2^e with m in [sqrt(1/2), sqrt(2)), and uses ln m = 2·atanh(s),
+ * s = (m − 1)/(m + 1), |s| < 0.172, to degree 9 (error < 4e-9).
  * This file is C99 and C++: it is pasted into every generated C kernel. It also holds the float16
  * conversions (below). */
 #ifndef TS_MATH_H
