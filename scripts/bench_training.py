@@ -791,7 +791,8 @@ for r in rows:
     print(f"{r['name']:38} | {fmt(r['eager_ms']):>8} | {jit:>8} | {fmt(r['torch_ms']):>7} | "
           f"{r['torch_ms'] / r['eager_ms']:>11.3f} | {rj:>9} | {kern:>12} | {kms:>14} | {r['slow']}")
 print("(kernels/step and kernel ms/step, the device time of the kernels (mean of 3 steps): eager / jit)")
-print(f"reference: 1024x1024 matmul, best of 7 before and of 7 after the convolutions: Tensorscope {mm_ts:.1f} GFLOP/s, PyTorch {mm_torch:.1f} GFLOP/s; "
+print(f"reference: 1024x1024 matmul, best of 7 before and of 7 after the convolutions: "
+      f"Tensorscope {mm_ts:.1f} GFLOP/s, PyTorch {mm_torch:.1f} GFLOP/s; "
       f"memory: NumPy copy {bandwidth:.1f} GB/s; targets: compute-bound kernels >= {0.25 * mm_ts:.1f} GFLOP/s, "
       f"memory-bound (< {mm_ts / bandwidth:.1f} FLOP/byte) >= {0.5 * bandwidth:.1f} GB/s")
 for r in rows:
