@@ -1,8 +1,9 @@
 # The upcast_reduce pass (engine/src/opt/upcast_reduce.cpp) copies a reduce loop's body U times with the loop
 # index i replaced by i·U + u, u = 0..U-1, and then rebuilds the kernel through the IR builder (simplify), so
 # that every copy's address is one base shared by the U copies plus the constant u. That is what gcc's
-# vectorizer (and the C renderer's vector accumulators) need to see U neighbouring loads: a window read as x[base + (o + k)] (the weight gradient of a
-# convolution summed along its output rows o, k the tap) had kept each copy's o + k apart, and gcc compiled
+# vectorizer (and the C renderer's vector accumulators) need to see U neighbouring loads: a window read as
+# x[base + (o + k)] (the weight gradient of a convolution summed along its output rows o, k the tap) had kept
+# each copy's o + k apart, and gcc compiled
 # such a kernel to scalar code (3.8 ms instead of 1.0 for a 3 -> 6 channels 5x5 weight gradient).
 # Checked on the C source tensorscope-cli writes, and the values against PyTorch.
 import json
