@@ -5,6 +5,7 @@
 import itertools
 import json
 import os
+import re
 import subprocess
 
 import numpy as np
@@ -431,6 +432,42 @@ def test_depthwise_convolutions_on_widened_rows_match_pytorch(n, c, h, w, k, pad
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5 * float(np.abs(want).max()))
 
 
+@pytest.mark.parametrize("n,c,hw,stride,row", [(32, 16, 14, 1, 14), (32, 24, 28, 2, 14), (16, 32, 7, 1, 7),
+                                                (8, 16, 20, 1, 20)])
+def test_a_depthwise_weight_gradient_over_short_rows_keeps_the_row_as_vectors_in_chunks_of_the_batch(tmp_path, n, c, hw,
+                                                                                                     stride, row):
+    # groups = channels with output rows under 16 (small feature maps, stride 2) or not widened: the weight
+    # gradient keeps the row as its partial sums' vector axis (conv_weight_grad, from kRowPartialMinWidth = 4
+    # positions; as one sum over the batch and the plane it was a single chain of scalar multiply-adds: 32 x 16 x
+    # 14 x 14, forward and both gradients 1.24 -> 0.20 ms) and splits the batch into chunks whose planes stay in
+    # L1 (kWeightGradPlaneChunkBytes), summed by a second kernel. Values and gradients against PyTorch.
+    out, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(5)\n"
+                                  f"x = Tensor(rng.standard_normal(({n}, {c}, {hw}, {hw})).astype(np.float32), requires_grad=True)\n"
+                                  f"w = Tensor(rng.standard_normal(({c}, 1, 3, 3)).astype(np.float32), requires_grad=True)\n"
+                                  "y = x.conv2d(w, padding=1, stride=%d, groups=%d)\n" % (stride, c) +
+                                  "g = rng.standard_normal(y.shape).astype(np.float32)\n"
+                                  "y.backward(Tensor(g))\n"
+                                  "Tensor.realize(x.grad, w.grad)\n"
+                                  f"np.save({str(tmp_path / 'dx.npy')!r}, x.grad.numpy())\n"
+                                  f"np.save({str(tmp_path / 'dw.npy')!r}, w.grad.numpy())\n")
+    plane_bytes = (row * row + hw * hw) * 4
+    chunk = max(d for d in range(1, n + 1) if n % d == 0 and (d == 1 or d * plane_bytes <= 16 << 10))
+    chunks = f"_{n // chunk}" if chunk < n else ""  # (kernel names leave out axes of 1)
+    partial = f"r{chunks}_{c}_3_3_{row}_{chunk}_{row}"  # (chunks, G, 3, 3, row) summed over (chunk, rows)
+    names = [k["name"] for k in kernels]
+    assert partial in names and f"r_{c}_3_3{chunks}_{row}" in names, names
+    source = (out / next(k for k in kernels if k["name"] == partial)["sources"]["C"]).read_text()
+    if stride == 1 and row >= 8:  # vector multiply-adds along the row (a strided row's loads are not contiguous)
+        assert re.search(r"vacc\d+ = ts_v\d+_fma\(", source), source[-3000:]
+    rng = np.random.default_rng(5)
+    px = torch.tensor(rng.standard_normal((n, c, hw, hw)).astype(np.float32), requires_grad=True)
+    pw = torch.tensor(rng.standard_normal((c, 1, 3, 3)).astype(np.float32), requires_grad=True)
+    py = F.conv2d(px, pw, padding=1, stride=stride, groups=c)
+    py.backward(torch.from_numpy(rng.standard_normal(py.shape).astype(np.float32)))
+    np.testing.assert_allclose(np.load(tmp_path / "dx.npy"), px.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "dw.npy"), pw.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("n,ci,h,w,co,k,pad,relu", [(4, 16, 32, 32, 16, 3, 1, False), (2, 8, 20, 32, 16, 5, 2, True),
                                                    (2, 16, 32, 32, 8, 3, (0, 2, 1, 1), False),
                                                    (2, 16, 16, 32, 16, 3, (1, 0, 2, 0), True)])
@@ -461,9 +498,10 @@ def test_a_depthwise_weight_gradient_tiles_its_taps_over_widened_rows_read_throu
     # gradient is stored once (E_32_16_28_28: here the loss's ones), the forward (here summed into the loss in
     # the same kernel), the input gradient (r_32_16_28_28_3_3) and the weight gradient read x and it through
     # pad views, the lanes past a row's edge masked off. The weight gradient keeps the 32 positions of a widened
-    # row as vectors with the 9 taps as the register tile's rows (r_16_9_32_32_28), its 18 vector accumulators
-    # multiplying one row of the gradient into the input row at each tap: a (masked) vector load per tap
-    # (CRenderer's vector accumulators), not lanes assembled from scalars.
+    # row as vectors with the 9 taps as the register tile's rows, its 18 vector accumulators multiplying one row
+    # of the gradient into the input row at each tap: a (masked) vector load per tap (CRenderer's vector
+    # accumulators), not lanes assembled from scalars. Its batch is split into 16 chunks of 2 images
+    # (r_16_16_9_32_2_28: their planes stay in L1 while the taps run over them), summed by r_16_3_3_16_32.
     out, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(0)\n"
                                   "x = Tensor(rng.standard_normal((32, 16, 28, 28)).astype(np.float32), requires_grad=True)\n"
                                   "w = Tensor(rng.standard_normal((16, 1, 3, 3)).astype(np.float32), requires_grad=True)\n"
@@ -471,8 +509,8 @@ def test_a_depthwise_weight_gradient_tiles_its_taps_over_widened_rows_read_throu
                                   "Tensor.realize(x.grad, w.grad)\n")
     names = [k["name"] for k in kernels]
     assert len(names) == 5 and names.count("E_32_16_28_28") == 1 and "r_32_16_28_28_3_3" in names, names
-    assert "r_16_9_32_32_28" in names and "r_16_3_3_32" in names, names
-    wgrad = next(k for k in kernels if k["name"] == "r_16_9_32_32_28")
+    assert "r_16_16_9_32_2_28" in names and "r_16_3_3_16_32" in names, names
+    wgrad = next(k for k in kernels if k["name"] == "r_16_16_9_32_2_28")
     assert "UPCAST_GLOBAL(32)" in wgrad["actions"]["applied"] and "REGISTER_TILE(9)" in wgrad["actions"]["applied"], wgrad["actions"]
     source = (out / wgrad["sources"]["C"]).read_text()
     assert source.count(" = ts_v16_fma(") == 18 and source.count("ts_v16_maskz_load(") >= 18, source

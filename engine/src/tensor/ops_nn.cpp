@@ -202,6 +202,8 @@ Tensor im2col_tap_panels(const Tensor& windows, size_t spatial_dims) {
 constexpr int64_t kIm2colMinReduce = 8, kIm2colMinWidth = 16, kIm2colMinFlops = 1 << 18;
 // the output channels an implicit GEMM needs (see conv_direct): a register tile's 8 rows
 constexpr int64_t kImplicitMinChannels = 8;
+// The shortest output rows conv_weight_grad keeps as the vector axis of its partial sums (see there)
+constexpr int64_t kRowPartialMinWidth = 4;
 // The weight gradient gains from it sooner: read in place, its loop nest reduces over the batch and the
 // output positions with the input's window loads (and their padding masks) in the innermost loop, and its
 // few outputs (C_out·C_in·K) leave nothing to vectorize (a first layer's 8x1x3x3 gradient: 2 GFLOP/s).
@@ -270,6 +272,18 @@ struct ForwardIm2col {
 constexpr int64_t kWideRow = 32;
 // The most bytes of g and x one chunk of images of the widened weight gradient reads (about two L1 data caches)
 constexpr int64_t kWeightGradChunkBytes = int64_t{64} << 10;
+// The most bytes of one channel's g and x planes a chunk of images of the per-channel weight gradient (below,
+// conv_weight_grad's row partial sums) reads: half an L1 data cache of 32 KiB, so that they stay in it while
+// the register tile's tap rows run over them.
+constexpr int64_t kWeightGradPlaneChunkBytes = int64_t{16} << 10;
+// The images per chunk of a weight gradient split along the batch (split-K): the most whose bytes fit in
+// `budget`, at least 1, and a divisor of the batch `bs`.
+int64_t batch_chunk(int64_t bs, int64_t bytes_per_image, int64_t budget) {
+  int64_t chunk = std::max<int64_t>(bs, 1);
+  if (bs * bytes_per_image > budget)
+    for (chunk = std::max<int64_t>(1, budget / bytes_per_image); bs % chunk != 0;) chunk--;
+  return chunk;
+}
 int64_t widened_row(const Tensor& x, const Shape& o, int64_t groups, int64_t cout, bool unit_stride, int64_t flops) {
   if (x.device() != "C" || o.size() != 2 || groups != 1 || !unit_stride || cout >= kIm2colMinWidth) return 0;
   if (o.back() < kWideRow - 4 || o.back() >= kWideRow || flops < kIm2colMinFlops) return 0;
@@ -468,9 +482,7 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     // L2 512 KiB, 1 thread: g's 688 KiB read 75 times from L3, 1.3-1.8 ms (14 GFLOP/s); in chunks of 4 images or of
     // 2, 0.77 ms; one image a chunk (35 KiB), 0.40 ms (65 GFLOP/s), its partial sums' kernel under 0.07.)
     const int64_t image_bytes = (oh * cout * wide + cin * xp.shape()[2] * xp.shape()[3]) * 4;
-    int64_t chunk = std::max<int64_t>(bs, 1);  // (an empty batch is never widened: it has no FLOPs)
-    if (bs * image_bytes > kWeightGradChunkBytes)
-      for (chunk = std::max<int64_t>(1, kWeightGradChunkBytes / image_bytes); bs % chunk != 0;) chunk--;
+    const int64_t chunk = batch_chunk(bs, image_bytes, kWeightGradChunkBytes);  // (an empty batch has no FLOPs)
     const int64_t chunks = bs / chunk;
     // windows (N, C_in, OH, 32, KH, KW) -> (chunks, chunk, C_in, KH, KW, 1, OH, 32); g -> (chunks, chunk, 1, 1, 1,
     // C_out, OH, 32)
@@ -585,19 +597,32 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     *dbias = g.sum(batch_and_positions);
   }
   const Tensor products = p.reshape(ps).expand(full).mul(g.reshape(gs).expand(full));
-  if (x.device() == "C" && n >= 1 && o.back() >= kIm2colMinWidth && conv_flops(bs, o, wshape[0], cin, HW) >= kIm2colMinFlops) {
+  if (x.device() == "C" && n >= 1 && o.back() >= kRowPartialMinWidth && conv_flops(bs, o, wshape[0], cin, HW) >= kIm2colMinFlops) {
     // Partial sums that keep the last output axis (a row of positions), then the sum along it: summed at once,
     // every tap's dot product ran over the whole batch by itself, 4 lanes wide (a depthwise 3x3 of 32 x 16 x 28
     // x 28: 1.7-1.9 ms); with the row as the output's vector axis and the taps as a register tile, 0.84 ms
     // (the same split as widened_row's weight gradient; reading a padded copy of x instead of masked loads
-    // gave 0.82 ms plus the copy's 0.12).
-    std::vector<int64_t> order{0, 1, 2, 3};  // (N, G, C_out/G, C_in/G, *k, *o)
-    for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(4 + n + i));
-    for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(4 + i));
-    std::vector<int64_t> outer{0};  // the batch and every output axis but the last
-    for (size_t i = 0; i + 1 < n; i++) outer.push_back(static_cast<int64_t>(4 + n + i));
-    const Tensor partial = products.permute(order).sum(outer).contiguous();  // (G, C_out/G, C_in/G, *k, o_last)
-    return partial.sum(std::vector<int64_t>{-1}).reshape(wshape);
+    // gave 0.82 ms plus the copy's 0.12). Rows from kRowPartialMinWidth positions: below 16 the row is a
+    // partly masked vector, and still far faster than the whole sum's one chain of scalar multiply-adds
+    // (depthwise 3x3, 32 x 16 x 14 x 14: forward and both gradients 1.24 -> 0.20 ms; 32 x 24 x 28 x 28 at
+    // stride 2, rows of 14: 2.37 -> 0.96 ms).
+    // The batch is split into chunks whose planes of one channel stay in L1 while the tile's tap rows run
+    // over them (split-K, as widened_row's): read once per tap row over the whole batch, they came from L2
+    // (depthwise 3x3, 32 x 32 x 20 x 20: forward and both gradients 0.61 -> 0.53-0.56 ms).
+    int64_t g_plane = 1, x_plane = 1;  // one image's g and x planes of one channel
+    for (size_t i = 0; i < n; i++) g_plane *= o[i], x_plane *= x.shape()[2 + i];
+    const int64_t plane_bytes = (g_plane + x_plane) * 4;
+    const int64_t chunk = batch_chunk(bs, plane_bytes, kWeightGradPlaneChunkBytes), chunks = bs / chunk;
+    Shape split{chunks, chunk};
+    split.insert(split.end(), full.begin() + 1, full.end());
+    std::vector<int64_t> order{0, 1, 2, 3, 4};  // (chunks, chunk, G, C_out/G, C_in/G, *k, *o)
+    for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(5 + n + i));
+    for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(5 + i));
+    std::vector<int64_t> outer{1};  // the images of a chunk and every output axis but the last
+    for (size_t i = 0; i + 1 < n; i++) outer.push_back(static_cast<int64_t>(5 + n + i));
+    // (chunks, G, C_out/G, C_in/G, *k, o_last), then summed over the chunks and the last axis
+    const Tensor partial = products.reshape(split).permute(order).sum(outer).contiguous();
+    return partial.sum(std::vector<int64_t>{0, -1}).reshape(wshape);
   }
   return products.sum(axes).reshape(wshape);
 }
@@ -757,11 +782,17 @@ Tensor depthwise_conv_wide(const Tensor& x, const Tensor& weight, const Tensor* 
         const int64_t top = kh - 1 - pads[0].first, left = kw - 1 - pads[1].first;
         const Tensor gw = g.contiguous().pad({{0, 0}, {0, 0}, {top, kh - 1 - pads[0].second}, {left, kw - 1 - pads[1].second + wide - ow}});
         const Tensor dx = conv_direct(crop(gw, h + kh - 1, w + kw - 1), weight.flip({2, 3}), c, {1, 1}, {1, 1}, none);
-        // (N, C, OH, wide) · windows (N, C, OH, wide, KH·KW) summed over N and OH: (C, KH·KW, wide)
-        const Tensor g_rows = gw.shrink({{0, bs}, {0, c}, {top, top + oh}, {left, left + wide}}).reshape({bs, c, oh, wide, 1});
-        const Tensor win = pool(xp, {kh, kw}, {1, 1}, {1, 1}).reshape({bs, c, oh, wide, kh * kw});
-        const Tensor partial = g_rows.mul(win).permute({1, 4, 3, 0, 2}).sum(std::vector<int64_t>{3, 4}).contiguous();
-        std::vector<Tensor> grads{dx, partial.sum(std::vector<int64_t>{-1}).reshape(weight.shape())};
+        // (N, C, OH, wide) · windows (N, C, OH, wide, KH·KW) summed over N and OH: (C, KH·KW, wide), the
+        // batch split into chunks whose planes of one channel stay in L1 while the register tile's tap rows
+        // run over them (split-K): (chunks, chunk, C, OH, wide, KH·KW) summed over the chunk and OH, then
+        // over the chunks and the row. (32 x 16 x 28 x 28: 0.27 ms summed over the whole batch at once, its
+        // planes read from L2 once per tap row; 0.19 ms in chunks of 2 images.)
+        const int64_t plane_bytes = (oh * wide + (oh + kh - 1) * (wide + kw - 1)) * 4;
+        const int64_t chunk = batch_chunk(bs, plane_bytes, kWeightGradPlaneChunkBytes), chunks = bs / chunk;
+        const Tensor g_rows = gw.shrink({{0, bs}, {0, c}, {top, top + oh}, {left, left + wide}}).reshape({chunks, chunk, c, oh, wide, 1});
+        const Tensor win = pool(xp, {kh, kw}, {1, 1}, {1, 1}).reshape({chunks, chunk, c, oh, wide, kh * kw});
+        const Tensor partial = g_rows.mul(win).permute({0, 2, 5, 4, 1, 3}).sum(std::vector<int64_t>{4, 5}).contiguous();
+        std::vector<Tensor> grads{dx, partial.sum(std::vector<int64_t>{0, -1}).reshape(weight.shape())};
         if (has_bias) grads.push_back(g.sum(std::vector<int64_t>{0, 2, 3}));
         return grads;
       });
