@@ -595,7 +595,8 @@ TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
     EXPECT_EQ(count(src.code, "_fma(ts_v16_splat("), 16u) << src.code;  // 8 rows x 2 vectors of 16
     expect_c_as_interpreter(plain, k, uniform_floats(8 * 24, rng), uniform_floats(24 * 32, rng));
   }
-  // 12 lanes (a padded row's real part): a vector of 8 and one of 4
+  // 12 lanes (a padded row's real part): one vector of 16 whose last 4 lanes are masked off (never loaded, never
+  // stored), the same bits as the interpreter
   {
     const ir::Kernel plain = matmul(8, 12, 24);
     ir::Kernel k = plain;
@@ -604,8 +605,10 @@ TEST(CRenderer, WritesSixteenAccumulatorsSideBySideAsOneVector) {
     run_passes(k, nullptr);
     ASSERT_EQ(applied(k, AppliedOpt::UpcastGlobal), 12) << ir::print(k);
     const SourceListing src = dev.renderer()->render(k);
-    EXPECT_GT(count(src.code, " = ts_v8_fma("), 0u) << src.code;
-    EXPECT_EQ(count(src.code, " = ts_v8_fma("), count(src.code, " = ts_v4_fma(")) << src.code;
+    EXPECT_GT(count(src.code, " = ts_v16_fma("), 0u) << src.code;
+    EXPECT_EQ(count(src.code, " = ts_v16_fma("), count(src.code, "_maskz_load(data2 + v")) << src.code;
+    EXPECT_EQ(count(src.code, "_maskz_load(data2 + v"), count(src.code, ", 0xfffu)")) << src.code;
+    EXPECT_EQ(count(src.code, " = ts_v8_fma(") + count(src.code, " = ts_v4_fma(") + count(src.code, "fmaf(v"), 0u) << src.code;
     auto [interp, c_opt] = run(k, uniform_floats(8 * 24, rng), uniform_floats(24 * 12, rng));
     EXPECT_EQ(c_opt, interp);
   }
