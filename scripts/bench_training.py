@@ -688,8 +688,9 @@ CONV_SHAPES = [(32, 16, 16, 32, 3, 1, 1, 1), (32, 32, 32, 16, 3, 1, 1, 1), (32, 
                (32, 16, 32, 28, 5, 1, 2, 1), (32, 32, 64, 16, 3, 2, 1, 1), (32, 64, 64, 16, 1, 1, 0, 1),
                (32, 64, 64, 16, 3, 1, 1, 4),
                # depthwise (groups = channels, MobileNet's 3x3): 9 multiply-adds per output, memory-bound; also at
-               # stride 2 (rows of 14 read every other input) and on a 14x14 map (rows under a vector of 16)
+               # stride 2 (rows of 14 read every other input) and on 14x14 and 7x7 maps (rows under a vector of 16)
                (32, 16, 16, 28, 3, 1, 1, 16), (32, 24, 24, 28, 3, 2, 1, 24), (32, 32, 32, 14, 3, 1, 1, 32),
+               (32, 64, 64, 7, 3, 1, 1, 64),
                # no padding, channel counts 16 does not divide (Caffe's LeNet, LeNet-5; the last one, 3 -> 6
                # channels, is under the 16 and shown for what it is)
                (64, 20, 50, 12, 5, 1, 0, 1), (32, 6, 16, 14, 5, 1, 0, 1), (32, 3, 6, 32, 5, 1, 0, 1)]

@@ -282,15 +282,18 @@ def test_vector_expressions_give_the_interpreters_bits(tmp_path):
 
 
 @pytest.mark.parametrize("vector_bytes", ["32", "64"])
-def test_the_last_block_of_a_padded_row_is_one_partial_vector(tmp_path, vector_bytes):
-    # A depthwise 3x3's output rows of 14, padded to 16 (PADTO(8)): the last block has 6 real lanes. The C
-    # renderer writes them as one vector of 8 whose lanes past the 6 are masked off (never loaded, never stored),
-    # where it had written a vector of 4 and two scalar chains of multiply-adds (32 x 32 x 14 x 14, forward: 0.137
-    # -> 0.105 ms on Zen 3). Values against PyTorch, bit for bit with the interpreter's.
-    script = tmp_path / "dw14.py"
+@pytest.mark.parametrize("hw", [14, 7])
+def test_the_last_block_of_a_padded_row_is_one_partial_vector(tmp_path, vector_bytes, hw):
+    # A depthwise 3x3's output rows of 14 are padded to 16 (PADTO(8)), the last block with 6 real lanes; rows of 7
+    # (a 7x7 map) are padded to 8 (padto.cpp, kShortRowPad: a row of 5 to 7 inside other rows), 7 real lanes. The C
+    # renderer writes such a block as one vector of 8 whose lanes past the row are masked off (never loaded, never
+    # stored), where it had written a vector of 4 and two scalar chains of multiply-adds, and rows of 7 had stayed
+    # scalar (32 x 32 x 14 x 14, forward: 0.137 -> 0.105 ms on Zen 3; 32 x 32 x 7 x 7: 0.187 -> 0.056 ms). Values
+    # against PyTorch, bit for bit with the interpreter's.
+    script = tmp_path / "dw.py"
     script.write_text("import numpy as np\nimport torch\nfrom tensorscope import Tensor\n"
                       "rng = np.random.default_rng(0)\n"
-                      "x = rng.standard_normal((8, 16, 14, 14)).astype(np.float32)\n"
+                      f"x = rng.standard_normal((8, 16, {hw}, {hw})).astype(np.float32)\n"
                       "w = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)\n"
                       "got = Tensor(x).conv2d(Tensor(w), padding=1, groups=16).numpy()\n"
                       "interp = Tensor(x, device='INTERP').conv2d(Tensor(w, device='INTERP'), padding=1, groups=16).numpy()\n"
@@ -298,8 +301,11 @@ def test_the_last_block_of_a_padded_row_is_one_partial_vector(tmp_path, vector_b
                       "assert np.allclose(got, want, rtol=1e-5, atol=1e-5), np.abs(got - want).max()\n"
                       "assert np.array_equal(got, interp), np.abs(got - interp).max()\n")
     out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": vector_bytes})
-    (source,) = out.glob("k*_r_8_16_14_14_3_3.c")
-    body = source.read_text().split("static void r_8_16_14_14_3_3_kernel(")[1]
-    # lanes 0-4 read unconditionally, lane 5 while its column is in the image, lanes 6 and 7 never
-    assert re.search(r"ts_v8_fma\(ts_v8_maskz_load\(data\d \+ \(v\d+ \+ \d+\), 0x1fu \| \(v\d+ \? 0x20u : 0u\)\)", body), body
-    assert "fmaf(" not in body and "ts_v4_" not in body, body
+    name = f"r_8_16_{hw}_{hw}_3_3"
+    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    (kernel,) = [k for k in kernels if k["name"] == name and k["device"] == "C"]  # (and one on INTERP)
+    assert "PADTO(8)" in kernel["actions"]["applied"], kernel["actions"]
+    body = (out / kernel["sources"]["C"]).read_text().split(f"static void {name}_kernel(")[1]
+    if hw == 14:  # lanes 0-4 read unconditionally, lane 5 while its column is in the image, lanes 6 and 7 never
+        assert re.search(r"ts_v8_fma\(ts_v8_maskz_load\(data\d \+ \(v\d+ \+ \d+\), 0x1fu \| \(v\d+ \? 0x20u : 0u\)\)", body), body
+    assert "ts_v8_fma(ts_v8_maskz_load(" in body and "fmaf(" not in body and "ts_v4_" not in body, body
