@@ -648,6 +648,8 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   struct Run {
     std::vector<Update> lanes;  // lane j's update; empty: no run
     int width = 0;  // the vector's lanes: lanes.size(), or more (the lanes past them masked off, see lane_run)
+    bool continues = false;  // the lanes of an earlier run's vector, updated again (in a loop after its loop)
+    bool zero_row = false;  // every lane acc + p for one product p = x · 0 (see lane_run): a[0] is p, written
     Op kind = Op::MulAcc;
     ValueId cond = ir::kNone;  // one condition for every lane
     Operand cond_row;  // or a row of bools, lane j's condition at base + offset + j
@@ -733,7 +735,17 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     } else if (run.cond != ir::kNone) {  // one condition: the ADD is skipped where it is false
       for (const Update& u : run.lanes) ok = ok && u.may_skip;
     }
-    for (int s = 0; s < (run.kind == Op::MulAcc ? 2 : 1) && ok; s++) {
+    // Every lane acc + p for one product p = w · 0: a row that simplify found wholly masked off (a tap row above
+    // the image, in the range of a tap loop split_index_set split there), the same w for every lane: one vector
+    // add of p, lane by lane the scalar statements' sums (p is +0, -0 or NaN: not dropped)
+    if (ok && run.kind == Op::MulAcc &&
+        std::all_of(run.lanes.begin(), run.lanes.end(), [&](const Update& u) { return u.product != ir::kNone && u.product == run.lanes[0].product; })) {
+      run.kind = Op::Add;
+      run.zero_row = true;
+      run.a[0] = Operand{ir::kNone, run.lanes[0].product, 0, ir::kNone};
+      loads_a_row = true;  // (it qualifies as the rows' vector it belongs to)
+    }
+    for (int s = 0; s < (run.kind == Op::MulAcc ? 2 : 1) && ok && !run.zero_row; s++) {
       const ValueId v0 = run.lanes[0].src[s];
       // one value for every lane (a broadcast), even when it is a load: a multiply-add's operand, or the value
       // a row of conditions selects
@@ -799,19 +811,31 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     return run;
   };
   std::vector<Run> runs;
-  std::set<ValueId> vectorized;  // accumulators a run holds: one vector each (a second loop over them stays scalar)
-  auto fresh = [&](const Run& run) {
-    for (const Update& u : run.lanes)
-      if (vectorized.count(u.acc)) return false;
+  // The accumulators a run holds, one vector each. A second loop that updates them (split_index_set splits a
+  // convolution's tap loop where its lanes' masks change) continues that vector when it updates the same lanes
+  // in the same order; any other run over them stays scalar.
+  std::map<ValueId, std::pair<size_t, size_t>> vectorized;  // accumulator -> its run, its lane
+  auto fresh = [&](Run& run) {
+    size_t holds = 0;
+    for (const Update& u : run.lanes) holds += vectorized.count(u.acc);
+    if (holds == 0) return true;
+    if (holds != run.lanes.size() || run.kind == Op::Max) return false;
+    const auto [r0, lane0] = vectorized.at(run.lanes[0].acc);
+    if (lane0 != 0 || runs[r0].lanes.size() != run.lanes.size() || runs[r0].width != run.width || runs[r0].kind == Op::Max)
+      return false;
+    for (size_t j = 0; j < run.lanes.size(); j++)
+      if (runs[r0].lanes[j].acc != run.lanes[j].acc) return false;
+    run.continues = true;
     return true;
   };
   for (size_t p = 0; p < updates.size();) {
     Run run;
     // the widest run that starts here, at most one of the target's vector registers (16 floats with AVX-512, 8
-    // with AVX2: a wider vector is split into registers by gcc, and a tile of them no longer fits the register file)
-    // with AVX2's 8 or AVX-512's 16 lanes; else a partial vector of them (more than half its lanes real, see
-    // lane_run): the last block of a padded tile, 6 lanes of a depthwise convolution's row of 14, is one masked
-    // vector instead of a vector of 4 and two scalar chains (a depthwise 3x3 of 32 x 32 x 14 x 14, forward: 0.137 -> 0.105 ms; of 13 x 13, 0.112 -> 0.086)
+    // with AVX2: a wider vector is split into registers by gcc, and a tile of them no longer fits the register
+    // file); else a partial vector of 8 or 16 (more than half its lanes real, see lane_run): the last block of a
+    // padded tile, 6 lanes of a depthwise convolution's row of 14, is one masked vector instead of a vector of 4
+    // and two scalar chains (a depthwise 3x3 of 32 x 32 x 14 x 14, forward: 0.137 -> 0.105 ms; 13 x 13: 0.112 ->
+    // 0.086)
     bool found = false;
     for (int width = std::clamp(k.target.vector_floats(), 4, 16); width >= 4 && !found; width /= 2) {
       const int fewest = width >= 8 ? width / 2 + 1 : width;  // a whole vector first, then partial ones
@@ -822,7 +846,8 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       p++;
       continue;
     }
-    for (const Update& u : run.lanes) vectorized.insert(u.acc);
+    if (!run.continues)
+      for (size_t j = 0; j < run.lanes.size(); j++) vectorized[run.lanes[j].acc] = {runs.size(), j};
     p += run.lanes.size();
     runs.push_back(std::move(run));
   }
@@ -848,7 +873,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   // a · 0 (several lanes may share one) is not written when every user is a vectorized lane, nor are its loads
   for (const Run& run : runs)
     for (const Update& u : run.lanes)
-      if (u.product != ir::kNone &&
+      if (u.product != ir::kNone && !run.zero_row &&
           std::all_of(users[u.product].begin(), users[u.product].end(), [&](ValueId user) { return run_of[user] >= 0; }))
         run_of[u.product] = run_of[u.inst];
   std::vector<std::vector<ValueId>> dropped_loads(runs.size());
@@ -913,7 +938,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     }
     const std::string init = literal(insts[run.lanes[0].acc].value, DType::Float32);
     declare.text = [vec, type, init](const std::vector<std::string>&) { return type + " " + vec + " = " + type + "_splat(" + init + ");"; };
-    out.push_back(std::move(declare));
+    if (!run.continues) out.push_back(std::move(declare));  // a continued vector was declared by its first run
     FusedStatement update;  // the updates, their WHEREs and their ASSIGNs
     for (const Update& u : run.lanes) {
       update.members.insert(update.members.end(), {u.inst, u.assign});
