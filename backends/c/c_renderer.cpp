@@ -735,9 +735,9 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     } else if (run.cond != ir::kNone) {  // one condition: the ADD is skipped where it is false
       for (const Update& u : run.lanes) ok = ok && u.may_skip;
     }
-    // Every lane acc + p for one product p = w · 0: a row that simplify found wholly masked off (a tap row above
-    // the image, in the range of a tap loop split_index_set split there), the same w for every lane: one vector
-    // add of p, lane by lane the scalar statements' sums (p is +0, -0 or NaN: not dropped)
+    // Every lane acc + p for one product p = w · 0: a row that simplify found wholly masked off (a tap's row above
+    // or below the image, in a range of a loop split_index_set split), the same w for every lane: one vector add
+    // of p, lane by lane the scalar statements' sums (p is +0, -0 or NaN: not dropped)
     if (ok && run.kind == Op::MulAcc &&
         std::all_of(run.lanes.begin(), run.lanes.end(), [&](const Update& u) { return u.product != ir::kNone && u.product == run.lanes[0].product; })) {
       run.kind = Op::Add;

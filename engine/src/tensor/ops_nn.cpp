@@ -720,9 +720,9 @@ Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g_cm, const Ten
 }
 
 // A depthwise convolution (groups = C_in = C_out, one filter per channel: MobileNet's 3x3) on C, 2-D, stride and
-// dilation 1, whose output rows fill vectors of 16 with at most a quarter of padding (rows of 28 -> 32, of 13 to 15
-// -> 16): the row width `depthwise_wide_row` returns, else 0. Nothing is stored padded: all three convolutions read the input and
-// the output gradient (stored once, unpadded) through pad views, padded for the forward and for the transposed
+// dilation 1, whose output rows fill vectors of 16 with at most a quarter of padding (rows of 28 -> 32, of 13 to
+// 15 -> 16): the row width `depthwise_wide_row` returns, else 0. Nothing is stored padded: all three convolutions
+// read the input and the output gradient (stored once, unpadded) through pad views, padded for the forward and for the transposed
 // convolution and widened on the right to that width, the lanes of a row past an edge masked off (masked vector
 // loads, CRenderer::vector_accumulators):
 //  * forward: every output sums its window (the direct form); its rows of 28 are a vector of 16 and one of 12
@@ -742,8 +742,8 @@ Tensor conv_input_grad_col2im(const Shape& xshape, const Tensor& g_cm, const Ten
 // with padded copies (weight gradient 0.14 ms; 0.45 ms before the C renderer wrote the taps' overlapping loads as
 // vectors); without them the forward is one kernel. Rows of 13 to 15 (a 14x14 map): forward and both gradients
 // 0.25 -> 0.23 ms for 32 x 32 x 13 x 13, 0.32 -> 0.30 for 14 x 14, against conv_weight_grad's partial sums (its
-// rows kept as they are). With a non-finite input value, a widened position multiplies
-// it by a zero of the padded gradient: the weight gradient may be NaN where PyTorch's is infinite (as widened_row's).
+// rows kept as they are). With a non-finite input value, a widened position multiplies it by a zero of the padded
+// gradient: the weight gradient may be NaN where PyTorch's is infinite (as widened_row's).
 int64_t depthwise_wide_row(const Tensor& x, const Tensor& weight, int64_t groups, const std::vector<int64_t>& stride,
                            const std::vector<int64_t>& dilation, const Pairs& pads) {
   if (x.device() != "C" || weight.ndim() != 4 || x.ndim() != 4 || pads.size() != 2) return 0;
