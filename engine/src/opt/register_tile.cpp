@@ -136,7 +136,13 @@ void register_tile(ir::Kernel& k) {
     register_tile(k);  // the same kernel with rows a multiple of the preferred ones: row_factor takes them
     return true;
   };
-  if (reused_loads(inner) >= min_accumulators) {
+  // A row of one vector whose rows reuse no load but a broadcast (a depthwise convolution of a 7x7 map: each output
+  // row one vector of 8, its weight the one load the rows share) when no loop around the rows reuses any: the rows
+  // are tiled where they are, for the tile's independent accumulators; one row at a time ran its taps' multiply-adds
+  // as one chain (32 x 64 x 7 x 7, 3x3: 0.055 -> 0.043 ms alone on Zen 3)
+  const bool one_vector_rows = vectors_per_row == 1 && reused_loads(inner) > 0 &&
+                               (outer == insts.size() || reused_loads(outer) == 0);
+  if (reused_loads(inner) >= min_accumulators || one_vector_rows) {
     // the rows loop is the innermost global loop: another one around it keeps the threads' loop whole
     const bool enclosed = outer != insts.size() && end_of_range(insts, outer) > inner_end;
     if (pad_rows(inner, !enclosed)) return;
