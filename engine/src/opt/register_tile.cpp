@@ -140,9 +140,9 @@ void register_tile(ir::Kernel& k) {
   // row one vector of 8, its weight the one load the rows share) when no loop around the rows reuses any: the rows
   // are tiled where they are, for the tile's independent accumulators; one row at a time ran its taps' multiply-adds
   // as one chain (32 x 64 x 7 x 7, 3x3: 0.055 -> 0.043 ms alone on Zen 3)
-  const bool one_vector_rows = vectors_per_row == 1 && reused_loads(inner) > 0 &&
-                               (outer == insts.size() || reused_loads(outer) == 0);
-  if (reused_loads(inner) >= min_accumulators || one_vector_rows) {
+  const int inner_reuse = reused_loads(inner);
+  const bool one_vector_rows = vectors_per_row == 1 && inner_reuse > 0 && (outer == insts.size() || reused_loads(outer) == 0);
+  if (inner_reuse >= min_accumulators || one_vector_rows) {
     // the rows loop is the innermost global loop: another one around it keeps the threads' loop whole
     const bool enclosed = outer != insts.size() && end_of_range(insts, outer) > inner_end;
     if (pad_rows(inner, !enclosed)) return;
