@@ -222,6 +222,40 @@ static CStyleLanguage c_language() {
       "TS_SELECT_BYTES(16)\n"
       "TS_SELECT_BYTES(8)\n"
       "TS_SELECT_BYTES(4)\n"
+      "/* ts_vN_load2(p): lane i is p[2i] (a row read at every other element: a stride-2 convolution's input), from two\n"
+      "   loads of n neighbours, p[0 .. n-1] and p[n-1 .. 2n-2] (nothing past the last lane's element is read), and\n"
+      "   ts_vN_even: the first's even and the second's odd elements. On AVX2 the 8 lanes are one vshufps within each\n"
+      "   half and one vpermpd of the halves' pairs (as one shuffle of both, gcc wrote two vpermd and a blend).\n"
+      "   ts_vN_maskz_load2(p, m): lane i is 0, and p[2i] not read, where bit i of m is clear: each lane's bit moved\n"
+      "   to its element's place in its load, and a load whose lanes are all set, with an element read on its other\n"
+      "   side (the ends of the buffer lie outside the two), a plain one. */\n"
+      "static inline ts_v4 ts_v4_even(ts_v4 lo, ts_v4 hi) { return __builtin_shuffle(lo, hi, (ts_m4){0, 2, 5, 7}); }\n"
+      "#if defined(__AVX__) && !defined(__AVX512VL__)\n"
+      "typedef double ts_d4 __attribute__((vector_size(32)));\n"
+      "typedef long long ts_l4 __attribute__((vector_size(32)));\n"
+      "static inline ts_v8 ts_v8_even(ts_v8 lo, ts_v8 hi) {\n"
+      "  const ts_v8 pairs = __builtin_shuffle(lo, hi, (ts_m8){0, 2, 9, 11, 4, 6, 13, 15});\n"
+      "  return (ts_v8)__builtin_shuffle((ts_d4)pairs, (ts_l4){0, 2, 1, 3});\n"
+      "}\n"
+      "#else\n"
+      "static inline ts_v8 ts_v8_even(ts_v8 lo, ts_v8 hi) { return __builtin_shuffle(lo, hi, (ts_m8){0, 2, 4, 6, 9, 11, 13, 15}); }\n"
+      "#endif\n"
+      "static inline ts_v16 ts_v16_even(ts_v16 lo, ts_v16 hi) {\n"
+      "  return __builtin_shuffle(lo, hi, (ts_m16){0, 2, 4, 6, 8, 10, 12, 14, 17, 19, 21, 23, 25, 27, 29, 31});\n"
+      "}\n"
+      "#define TS_LOAD2(n)                                                                                   \\\n"
+      "  static inline ts_v##n ts_v##n##_load2(const float* p) { return ts_v##n##_even(ts_v##n##_load(p), ts_v##n##_load(p + n - 1)); } \\\n"
+      "  static inline ts_v##n ts_v##n##_maskz_load2(const float* p, unsigned m) {                           \\\n"
+      "    unsigned lo = 0, hi = 0, lo_all = 0, hi_all = 0;                                                  \\\n"
+      "    for (int i = 0; i < n / 2; i++) lo |= (m >> i & 1u) << 2 * i, lo_all |= 1u << 2 * i;               \\\n"
+      "    for (int i = n / 2; i < n; i++) hi |= (m >> i & 1u) << (2 * i - (n - 1)), hi_all |= 1u << (2 * i - (n - 1)); \\\n"
+      "    const ts_v##n a = lo == lo_all && (hi & 2u) ? ts_v##n##_load(p) : ts_v##n##_maskz_load(p, lo);      \\\n"
+      "    const ts_v##n b = hi == hi_all && lo ? ts_v##n##_load(p + n - 1) : ts_v##n##_maskz_load(p + n - 1, hi); \\\n"
+      "    return ts_v##n##_even(a, b);                                                                       \\\n"
+      "  }\n"
+      "TS_LOAD2(16)\n"
+      "TS_LOAD2(8)\n"
+      "TS_LOAD2(4)\n"
       "/* THREADS: thread ts_core of ts_cores runs rows [TS_LO(n), TS_HI(n)) of the outermost global loop */\n"
       "#define TS_LO(n) ((int)(((long long)(n) * ts_core) / ts_cores))\n"
       "#define TS_HI(n) ((int)(((long long)(n) * (ts_core + 1)) / ts_cores))\n";
@@ -654,6 +688,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     ValueId cond = ir::kNone;  // one condition for every lane
     Operand cond_row;  // or a row of bools, lane j's condition at base + offset + j
     Operand a[2];  // lane 0's operands (ADD: a[0])
+    int stride[2] = {1, 1};  // a row's elements apart from lane to lane: 1, or 2 (ts_vN_load2)
     std::vector<ValueId> gates[2];  // a row's lane gates (kNone: read unconditionally); empty: none gated
     std::shared_ptr<const RowExpr> expr[2];  // or an operand computed from rows (see RowExpr)
     std::vector<ValueId> expr_nodes;  // every lane's inner nodes of those trees (not written: the vector is)
@@ -763,11 +798,19 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       }
       // every lane a · 0 (a product simplify found wholly masked off): left as it was, nothing to load as a row
       ok = ok && !(same && zero_const(v0) && run.lanes[0].product != ir::kNone);
-      // a row: lane j loads base + offset + j, or is +0 (masked off: a load simplify folded, see Update)
+      // a row: lane j loads base + offset + stride · j, or is +0 (masked off: a load simplify folded, see
+      // Update); the stride is 1, or 2 (a stride-2 convolution's input row, every other element)
       int first_load = 0;
       while (!same && first_load < lanes - 1 && zero_const(run.lanes[first_load].src[s])) first_load++;
       run.a[s] = same ? Operand{ir::kNone, v0, 0} : operand(run.lanes[first_load].src[s]);
-      run.a[s].offset -= same ? 0 : first_load;
+      for (int j = first_load + 1; j < lanes && !same && run.a[s].buffer != ir::kNone; j++) {
+        if (zero_const(run.lanes[j].src[s])) continue;
+        const Operand o = operand(run.lanes[j].src[s]);
+        if (o.buffer == run.a[s].buffer && o.base == run.a[s].base && o.offset - run.a[s].offset == 2 * (j - first_load))
+          run.stride[s] = 2;
+        break;
+      }
+      run.a[s].offset -= same ? 0 : run.stride[s] * first_load;
       std::vector<ValueId> gates;
       for (int j = 0; j < lanes && ok && !same; j++) {
         if (zero_const(run.lanes[j].src[s])) {
@@ -775,7 +818,8 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
           continue;
         }
         const Operand o = operand(run.lanes[j].src[s]);
-        ok = o.buffer != ir::kNone && o.buffer == run.a[s].buffer && o.base == run.a[s].base && o.offset == run.a[s].offset + j;
+        ok = o.buffer != ir::kNone && o.buffer == run.a[s].buffer && o.base == run.a[s].base &&
+             o.offset == run.a[s].offset + run.stride[s] * j;
         gates.push_back(o.gate);
       }
       if (std::any_of(gates.begin(), gates.end(), [](ValueId g) { return g != ir::kNone; })) run.gates[s] = gates;
@@ -961,12 +1005,13 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     if (run.cond != ir::kNone) update.reads.push_back(run.cond);
     if (run.cond_row.buffer != ir::kNone) update.reads.push_back(run.cond_row.base);
     update.text = [vec, type, kind = run.kind, cond = run.cond, a = run.a[0], b = run.a[1], ga = run.gates[0],
-                   gb = run.gates[1], acc_second = run.lanes[0].acc_second, cond_row = run.cond_row,
-                   ea = run.expr[0], eb = run.expr[1]](const std::vector<std::string>& name) {
-      auto lanes = [&](const Operand& o, const std::vector<ValueId>& gates) {
+                   gb = run.gates[1], sa = run.stride[0], sb = run.stride[1], acc_second = run.lanes[0].acc_second,
+                   cond_row = run.cond_row, ea = run.expr[0], eb = run.expr[1]](const std::vector<std::string>& name) {
+      auto lanes = [&](const Operand& o, const std::vector<ValueId>& gates, int stride) {
         if (o.buffer == ir::kNone) return type + "_splat(" + name[o.base] + ")";
         const std::string at = o.offset ? "(" + name[o.base] + " + " + std::to_string(o.offset) + ")" : name[o.base];
-        if (gates.empty()) return type + "_load(" + name[o.buffer] + " + " + at + ")";
+        const std::string load = stride == 2 ? "_load2(" : "_load(", maskz_load = stride == 2 ? "_maskz_load2(" : "_maskz_load(";
+        if (gates.empty()) return type + load + name[o.buffer] + " + " + at + ")";
         // One condition for the whole row (the row of a tap that may lie outside the image), the lanes' masks
         // constant otherwise: the condition picks the load or zeros, and the mask stays a constant (AVX2
         // builds a mask that is not one at run time, a few instructions per load; gcc splits the loop where
@@ -977,24 +1022,24 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
           for (ValueId& g : lane_gates) g = g == row ? ir::kNone : g;
           const bool all = std::none_of(lane_gates.begin(), lane_gates.end(), [](ValueId g) { return g == kMaskedOff; });
           return "(" + name[row] + " ? " +
-                 (all ? type + "_load(" + name[o.buffer] + " + " + at + ")"
-                      : type + "_maskz_load(" + name[o.buffer] + " + " + at + ", " + lane_mask(lane_gates, name) + ")") +
+                 (all ? type + load + name[o.buffer] + " + " + at + ")"
+                      : type + maskz_load + name[o.buffer] + " + " + at + ", " + lane_mask(lane_gates, name) + ")") +
                  " : " + type + "_splat(0.0f))";
         }
-        return type + "_maskz_load(" + name[o.buffer] + " + " + at + ", " + lane_mask(gates, name) + ")";
+        return type + maskz_load + name[o.buffer] + " + " + at + ", " + lane_mask(gates, name) + ")";
       };
       // a RowExpr in GCC's vector extensions: + and * lane by lane, ts_vN_max as the scalar MAX's ts_fmaxf
       std::function<std::string(const RowExpr&)> vector_expr = [&](const RowExpr& e) -> std::string {
-        if (e.kind == RowExpr::Kind::Row) return lanes(e.row, {});
+        if (e.kind == RowExpr::Kind::Row) return lanes(e.row, {}, 1);
         if (e.kind == RowExpr::Kind::Broadcast) return type + "_splat(" + name[e.value] + ")";
         if (e.op == Op::Neg) return "(-" + vector_expr(e.src[0]) + ")";
         if (e.op == Op::Recip) return "(" + type + "_splat(1.0f) / " + vector_expr(e.src[0]) + ")";
         if (e.op == Op::Max) return type + "_max(" + vector_expr(e.src[0]) + ", " + vector_expr(e.src[1]) + ")";
         return "(" + vector_expr(e.src[0]) + (e.op == Op::Mul ? " * " : " + ") + vector_expr(e.src[1]) + ")";
       };
-      const std::string a_text = ea ? vector_expr(*ea) : lanes(a, ga);
+      const std::string a_text = ea ? vector_expr(*ea) : lanes(a, ga, sa);
       if (kind == Op::MulAcc)
-        return vec + " = " + type + "_fma(" + a_text + ", " + (eb ? vector_expr(*eb) : lanes(b, gb)) + ", " + vec + ");";
+        return vec + " = " + type + "_fma(" + a_text + ", " + (eb ? vector_expr(*eb) : lanes(b, gb, sb)) + ", " + vec + ");";
       if (kind == Op::Max)
         return vec + " = " + type + "_max(" + (acc_second ? a_text + ", " + vec : vec + ", " + a_text) + ");";
       if (cond_row.buffer != ir::kNone) {

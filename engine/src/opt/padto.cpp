@@ -160,7 +160,7 @@ void padto(ir::Kernel& k) {
   const std::vector<Inst> old = k.insts;
   for (const Inst& in : old)  // a workgroup kernel (TILE, GROUP) keeps its loops as its lanes need them
     if (in.op == Op::DefineLocal || (in.op == Op::Range && in.arg == ir::kLocalLoop)) return;
-  const size_t g = upcast_global_loop(old);
+  const size_t g = upcast_global_loop(old, rows_every_other(k.target));
   if (g == old.size()) return;
   const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
   if (p == ir::OptPlan::kAuto) {  // the default: see above

@@ -80,8 +80,13 @@ std::vector<ReduceBlock> upcastable_body(const std::vector<ir::Inst>& insts, siz
 int64_t reduce_trips(const std::vector<ir::Inst>& insts, const ReduceBlock& block);
 // The loop upcast_global upcasts along a reduction: the innermost global loop, with a constant bound, when its
 // body is plain instructions and reduce blocks (upcastable_body) and some load in them moves by one element
-// when the loop does; insts.size() when there is none. PADTO pads this loop.
-size_t upcast_global_loop(const std::vector<ir::Inst>& insts);
+// when the loop does, or by two with `every_other` (see rows_every_other); insts.size() when there is none.
+// PADTO pads this loop.
+size_t upcast_global_loop(const std::vector<ir::Inst>& insts, bool every_other);
+// True on targets whose renderer loads a row of every other element as one vector (the C device's
+// ts_vN_load2: two loads and a shuffle): a stride-2 convolution's or pooling's input, read at 2·x + kx, is
+// upcast like a contiguous row there. Devices with workgroups (GPUs) keep the plans they had.
+inline bool rows_every_other(const ir::Target& target) { return !target.workgroups(); }
 // PADTO's rewrite (padto.cpp), shared with register_tile: global loop `g` (a constant bound n) runs
 // ceil(n/p)·p iterations, and in the extra ones every load that depends on g and every store is masked off
 // (gated with g < n). False (the kernel unchanged) when p divides n, the padding would double the loop, an
