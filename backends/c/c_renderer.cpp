@@ -753,6 +753,10 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       if (insts[x].op == Op::Range || insts[x].op == Op::EndRange) return false;
     return true;
   };
+  // The accumulators the first search found in vectors (filled after it): a run of products by zero over them
+  // is a vector too in the second search (a 7x7 depthwise weight gradient's tap rows above and below the image:
+  // r_64_9_7_32_7 in the engine's timing, 0.063-0.083 -> 0.035-0.046 ms)
+  std::set<ValueId> held;
   // The run of `lanes` updates from updates[p] on, if they qualify (see above), in a vector of `width` lanes. A
   // width above `lanes` is a partial vector (the last block of a padded tile, 6 real lanes of a row of 14 in a
   // vector of 8): its lanes past the run are computed and never read (kPastRun: a row whose real lanes are all
@@ -805,8 +809,12 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
         run.expr[s] = std::move(expr);
         continue;
       }
-      // every lane a · 0 (a product simplify found wholly masked off): left as it was, nothing to load as a row
-      ok = ok && !(same && zero_const(v0) && run.lanes[0].product != ir::kNone);
+      // every lane a · 0 (a product simplify found wholly masked off): left as it was (the transformer's
+      // r_16_32_128_11, scalar otherwise: 8.8 -> 13.7 us as vectors), unless other runs hold its accumulators as
+      // vectors (see `held` below), which the scalar lanes would take apart and put together again
+      const bool all_held =
+          std::all_of(run.lanes.begin(), run.lanes.end(), [&](const Update& u) { return held.count(u.acc) > 0; });
+      ok = ok && !(same && zero_const(v0) && run.lanes[0].product != ir::kNone && !all_held);
       // a row: lane j loads base + offset + stride · j, or is +0 (masked off: a load simplify folded, see
       // Update); the stride is 1, or 2 (a stride-2 convolution's input row, every other element)
       int first_load = 0;
@@ -881,28 +889,43 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     run.continues = true;
     return true;
   };
-  for (size_t p = 0; p < updates.size();) {
-    Run run;
-    // the widest run that starts here, at most one of the target's vector registers (16 floats with AVX-512, 8
-    // with AVX2: a wider vector is split into registers by gcc, and a tile of them no longer fits the register
-    // file); else a partial vector of 8 or 16 (more than half its lanes real, see lane_run): the last block of a
-    // padded tile, 6 lanes of a depthwise convolution's row of 14, is one masked vector instead of a vector of 4
-    // and two scalar chains (a depthwise 3x3 of 32 x 32 x 14 x 14, forward: 0.137 -> 0.105 ms; 13 x 13: 0.112 ->
-    // 0.086)
-    bool found = false;
-    for (int width = std::clamp(k.target.vector_floats(), 4, 16); width >= 4 && !found; width /= 2) {
-      const int fewest = width >= 8 ? width / 2 + 1 : width;  // a whole vector first, then partial ones
-      for (int lanes = width; lanes >= fewest && !found; lanes--)
-        found = p + lanes <= updates.size() && (run = lane_run(p, lanes, width), !run.lanes.empty()) && fresh(run);
+  auto find_runs = [&] {
+    runs.clear();
+    vectorized.clear();
+    for (size_t p = 0; p < updates.size();) {
+      Run run;
+      // the widest run that starts here, at most one of the target's vector registers (16 floats with AVX-512, 8
+      // with AVX2: a wider vector is split into registers by gcc, and a tile of them no longer fits the register
+      // file); else a partial vector of 8 or 16 (more than half its lanes real, see lane_run): the last block of a
+      // padded tile, 6 lanes of a depthwise convolution's row of 14, is one masked vector instead of a vector of 4
+      // and two scalar chains (a depthwise 3x3 of 32 x 32 x 14 x 14, forward: 0.137 -> 0.105 ms; 13 x 13: 0.112 ->
+      // 0.086)
+      bool found = false;
+      for (int width = std::clamp(k.target.vector_floats(), 4, 16); width >= 4 && !found; width /= 2) {
+        const int fewest = width >= 8 ? width / 2 + 1 : width;  // a whole vector first, then partial ones
+        for (int lanes = width; lanes >= fewest && !found; lanes--)
+          found = p + lanes <= updates.size() && (run = lane_run(p, lanes, width), !run.lanes.empty()) && fresh(run);
+      }
+      if (!found) {
+        p++;
+        continue;
+      }
+      if (!run.continues)
+        for (size_t j = 0; j < run.lanes.size(); j++) vectorized[run.lanes[j].acc] = {runs.size(), j};
+      p += run.lanes.size();
+      runs.push_back(std::move(run));
     }
-    if (!found) {
-      p++;
-      continue;
+  };
+  find_runs();
+  for (const auto& [acc, where] : vectorized) held.insert(acc);
+  if (!held.empty()) {
+    // again, with the products by zero over those accumulators; kept only if every vector of the first search
+    // still is one (a run of them that came first and took other lanes would break a later run up)
+    find_runs();
+    if (!std::all_of(held.begin(), held.end(), [&](ValueId acc) { return vectorized.count(acc) > 0; })) {
+      held.clear();
+      find_runs();
     }
-    if (!run.continues)
-      for (size_t j = 0; j < run.lanes.size(); j++) vectorized[run.lanes[j].acc] = {runs.size(), j};
-    p += run.lanes.size();
-    runs.push_back(std::move(run));
   }
   if (runs.empty()) return {};
   // A scalar load that only vectorized lanes read as a row element is not written (each run loads its rows as
