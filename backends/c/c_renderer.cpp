@@ -1048,7 +1048,8 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
         // whose rows of 14 are a vector of 8 and one of 6 real lanes, forward alone on Zen 3: 0.095 -> 0.076 ms.
         // Rows read at every other element keep the mask (a second vector load past the row did not pay there)
         auto unmasked = [stride](const std::vector<ValueId>& g) {
-          return stride == 1 && std::all_of(g.begin(), g.end(), [](ValueId x) { return x == ir::kNone || x == kPastRun; });
+          auto read = [](ValueId x) { return x == ir::kNone || x == kPastRun; };
+          return stride == 1 && std::all_of(g.begin(), g.end(), read);
         };
         if (gates.empty() || unmasked(gates)) return type + load + name[o.buffer] + " + " + at + ")";
         // One condition for the whole row (the row of a tap that may lie outside the image), the lanes' masks
@@ -1059,8 +1060,8 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
         if (const ValueId row = row_condition(gates); row != ir::kNone) {
           std::vector<ValueId> lane_gates(gates);
           for (ValueId& g : lane_gates) g = g == row ? ir::kNone : g;
-          const bool all = unmasked(lane_gates) ||
-                           std::none_of(lane_gates.begin(), lane_gates.end(), [](ValueId g) { return g == kMaskedOff || g == kPastRun; });
+          auto off = [](ValueId g) { return g == kMaskedOff || g == kPastRun; };
+          const bool all = unmasked(lane_gates) || std::none_of(lane_gates.begin(), lane_gates.end(), off);
           return "(" + name[row] + " ? " +
                  (all ? type + load + name[o.buffer] + " + " + at + ")"
                       : type + maskz_load + name[o.buffer] + " + " + at + ", " + lane_mask(lane_gates, name) + ")") +

@@ -291,11 +291,11 @@ def test_the_last_block_of_a_padded_row_is_one_partial_vector(tmp_path, vector_b
     # whose real lanes are all in the image is one plain load (the lanes past the row read what follows it, up to
     # host_alloc's guard bytes after a buffer's end); one with a lane in the padding is a masked load that reads
     # neither that lane nor those past the row (forward and both gradients of 32 x 32 x 14 x 14 on Zen 3: 0.278 ->
-    # 0.244 ms with the plain loads). split_index_set splits the taps' loop along the row where a lane's column leaves the image (kx = 0,
-    # then 1..2, or 0..1, then 2), so every mask is a constant (AVX2 had built them at run time) and the vectors
-    # continue from one range into the next. 32 x 32 x 14 x 14, forward on Zen 3: 0.137 -> 0.105 -> 0.093 ms; 32 x
-    # 64 x 7 x 7: 0.39 -> 0.100 -> 0.054 ms, register-tiled 0.043. Values against PyTorch, bit for bit with the
-    # interpreter's.
+    # 0.244 ms with the plain loads). split_index_set splits the taps' loop along the row where a lane's column
+    # leaves the image (kx = 0, then 1..2, or 0..1, then 2), so every mask is a constant (AVX2 had built them at
+    # run time) and the vectors continue from one range into the next. 32 x 32 x 14 x 14, forward on Zen 3: 0.137
+    # -> 0.105 -> 0.093 ms; 32 x 64 x 7 x 7: 0.39 -> 0.100 -> 0.054 ms, register-tiled 0.043. Values against
+    # PyTorch, bit for bit with the interpreter's.
     script = tmp_path / "dw.py"
     script.write_text("import numpy as np\nimport torch\nfrom tensorscope import Tensor\n"
                       "rng = np.random.default_rng(0)\n"
