@@ -258,7 +258,7 @@ struct ForwardIm2col {
 };
 
 // Rows widened to 32 positions (an implicit GEMM for rows that 32 does not divide; C device, 2-D, one group,
-// stride and dilation 1, output rows of 28 to 31 positions, fewer than 16 output channels): the input is
+// stride and dilation 1, output rows of 28 to 31 positions): the input is
 // stored padded on the right so that each output row has 32 positions, the last few computed from the
 // padding and cropped away, and no im2col is written. The forward is then a register tile of C_out rows ×
 // 32 positions reading the input row shifted by each tap; the weight gradient keeps the 32 positions as an
@@ -269,6 +269,14 @@ struct ForwardIm2col {
 // ms (its 7.5 MB im2col was 0.43 ms of it), weight gradient 0.55 -> 0.59 ms without needing the im2col.
 // With a non-finite input value, a padded position multiplies it by a zero of the padded gradient: the
 // weight gradient may be NaN where PyTorch's is infinite.
+// From 16 output channels on, too (the thirty-ninth session; before, those took the im2col, K times the input
+// written and read again, for the forward and for the input gradient's transposed convolution): the tile is
+// then C_out/6 groups of 6 channels × 16 positions, and the weight gradient stays the matmul over the transposed
+// im2col (conv_weight_grad; the widened form's tile of 4 ran 3x slower there). Each alone on Zen 3, 1 thread,
+// forward / with both gradients: 32 × 16 × 28 × 28 → 32, 5x5, padding 2: 11.9 -> 8.4 / 38.3 -> 27.8 ms; → 16, 3x3:
+// 2.39 -> 1.55 / 6.45 -> 6.05 ms; 32 × 32 × 30 × 30 → 64, 3x3: 14.8 -> 12.0 / 46.4 -> 40.5 ms; 32 × 32 × 28 × 28 →
+// 128: 26.7 -> 24.5 / 83.9 -> 77.1 ms; 3 input channels → 32 about the same (1.31 -> 1.50 ms with the gradients,
+// within the noise of a 1.6 ms run: kernel by kernel 1.57 -> 1.64).
 constexpr int64_t kWideRow = 32;
 // The most bytes of g and x one chunk of images of the widened weight gradient reads (about two L1 data caches)
 constexpr int64_t kWeightGradChunkBytes = int64_t{64} << 10;
@@ -284,8 +292,8 @@ int64_t batch_chunk(int64_t bs, int64_t bytes_per_image, int64_t budget) {
     for (chunk = std::max<int64_t>(1, budget / bytes_per_image); bs % chunk != 0;) chunk--;
   return chunk;
 }
-int64_t widened_row(const Tensor& x, const Shape& o, int64_t groups, int64_t cout, bool unit_stride, int64_t flops) {
-  if (x.device() != "C" || o.size() != 2 || groups != 1 || !unit_stride || cout >= kIm2colMinWidth) return 0;
+int64_t widened_row(const Tensor& x, const Shape& o, int64_t groups, bool unit_stride, int64_t flops) {
+  if (x.device() != "C" || o.size() != 2 || groups != 1 || !unit_stride) return 0;
   if (o.back() < kWideRow - 4 || o.back() >= kWideRow || flops < kIm2colMinFlops) return 0;
   return kWideRow;
 }
@@ -324,7 +332,7 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
     unit_stride = unit_stride && stride[i] == 1 && dilation[i] == 1;
     padded = padded || pads[i].first || pads[i].second;
   }
-  if (const int64_t wide = widened_row(x, o, groups, cout, unit_stride, conv_flops(bs, o, cout, cin, HW));
+  if (const int64_t wide = widened_row(x, o, groups, unit_stride, conv_flops(bs, o, cout, cin, HW));
       wide && cin * k_size >= kIm2colMinReduce) {
     // (see widened_row) the input padded by its own padding plus (wide - OW) on the right, stored
     Pairs wpads = pads;
@@ -469,8 +477,9 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
   const int64_t bs = x.shape()[0], cin = wshape[1], rcout = wshape[0] / groups;
   Tensor p = pool(x.pad(full_pads(x, pads)), HW, stride, dilation);  // (N, C_in, *o, *k)
   const Shape o(p.shape().begin() + 2, p.shape().begin() + 2 + n);
-  if (forward && forward->widened_input) {
-    // rows widened to 32 (see widened_row): g padded to (N, C_out, OH, 32), stored as (N, OH, C_out, 32)
+  if (forward && forward->widened_input && wshape[0] < kIm2colMinWidth) {
+    // rows widened to 32 (see widened_row), fewer than 16 output channels (from 16 on the matmul over the
+    // transposed im2col below is faster): g padded to (N, C_out, OH, 32), stored as (N, OH, C_out, 32)
     const Tensor& xp = *forward->widened_input;
     const int64_t cout = wshape[0], oh = o[0], ow = o[1], kh = HW[0], kw = HW[1];
     const int64_t wide = xp.shape()[3] - (kw - 1);
