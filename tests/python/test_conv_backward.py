@@ -186,9 +186,11 @@ def test_a_large_linear_weight_gradient_is_stored_before_the_update(tmp_path):
 
 
 def test_convolution_backward_is_matmuls_over_im2col(tmp_path):
-    # cnn_digits' second convolution (8 -> 16 channels, 3x3, 64 images of 4x4): the forward, the input
-    # gradient and the weight gradient each read the windows copied once (im2col) and run as register-tiled
-    # matmuls; read in place, the window view put a div/mod per element in the inner loop (3 GFLOP/s)
+    # cnn_digits' second convolution (8 -> 16 channels, 3x3, 64 images of 4x4): the forward and the input
+    # gradient each read the windows copied once (im2col) and run as register-tiled matmuls; read in place as one
+    # merged reduce over N·O, the window view put a div/mod per element in the inner loop (3 GFLOP/s). The weight
+    # gradient reads them in place, summed over the batch and the output rows and columns as nested reduce loops:
+    # its taps' div/mods are the tile's, outside those loops (no im2col of its own: 51 -> 49 kernels a step)
     script = tmp_path / "conv.py"
     script.write_text(
         "import numpy as np\n"
@@ -200,11 +202,15 @@ def test_convolution_backward_is_matmuls_over_im2col(tmp_path):
     out = run_cli_out(script, tmp_path / "out")
     kernels = {k["name"]: k for k in json.loads((out / "kernels.json").read_text())["kernels"]}
     # forward (N*O, C_in*K) @ (C_in*K, C_out); input gradient (C_out=8, C_in*K=144) @ (144, N*O);
-    # weight gradient, transposed: (C_in*K, N*O) @ (N*O, C_out) with the output gradient channels-last
-    for name in ("r_1024_16_72", "r_8_1024_144", "r_72_16_1024"):
+    # weight gradient, transposed: (C_in*K, N, OH, OW) @ (N, OH, OW, C_out) with the output gradient channels-last
+    for name in ("r_1024_16_72", "r_8_1024_144", "r_72_16_64_4_4"):
         assert name in kernels, sorted(kernels)
         header = (out / kernels[name]["ir"]).read_text().splitlines()[0]
         assert "UPCAST" in header, header
+    assert not any(name.startswith("E_8_3_3_64") for name in kernels), sorted(kernels)  # no transposed im2col
+    source = (out / kernels["r_72_16_64_4_4"]["sources"]["C"]).read_text()
+    reduce_loops = source.split("_splat(0.0f);")[-1].split("data0[")[0]  # after the accumulators, before the stores
+    assert " / " not in reduce_loops and " % " not in reduce_loops, reduce_loops
 
 
 def test_a_convolution_over_rows_of_32_reads_its_input_in_place(tmp_path):
@@ -364,9 +370,9 @@ def test_a_convolution_into_16_or_more_channels_widens_rows_of_28_too(tmp_path, 
     # 16 -> 32 channels 5x5 on 28x28 maps, padding 2 (widened_row from 16 output channels on too): the forward is
     # the register tile over the input stored in rows widened to 32 (E_2_16_32_36, then r_2_32_28_32_400), and so is
     # the input gradient's transposed convolution (r_2_16_28_32_800) — neither writes an im2col, which was K = 25
-    # times the input, written and read again. The weight gradient stays the matmul over the transposed im2col
-    # (r_400_32_1568: the widened form's tile was 3x slower there). 32 images, alone on Zen 3: forward 11.9 -> 8.4
-    # ms, with both gradients 38.3 -> 27.8 ms.
+    # times the input, written and read again. The weight gradient stays the matmul over the transposed windows
+    # (r_400_32_2_28_28, reading them in place: the widened form's tile was 3x slower there). 32 images, alone on
+    # Zen 3: forward 11.9 -> 8.4 ms, with both gradients 38.3 -> 27.8 ms.
     script = tmp_path / "wide.py"
     script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n"
                       "x = Tensor(rng.standard_normal((2, 16, 28, 28)).astype(np.float32), requires_grad=True)\n"
@@ -377,7 +383,7 @@ def test_a_convolution_into_16_or_more_channels_widens_rows_of_28_too(tmp_path, 
     out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": vector_bytes})
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
     names = [k["name"] for k in kernels]
-    assert {"E_2_16_32_36", "r_2_32_28_32_400", "r_2_16_28_32_800", "r_400_32_1568"} <= set(names), names
+    assert {"E_2_16_32_36", "r_2_32_28_32_400", "r_2_16_28_32_800", "r_400_32_2_28_28"} <= set(names), names
     # no im2col of the forward (taps after the positions) nor of the input gradient (32 channels' taps)
     assert not [n for n in names if n.startswith("E_") and ("_16_5_5_8" in n or "_32_5_5" in n)], names
     for name in ("r_2_32_28_32_400", "r_2_16_28_32_800"):
