@@ -364,6 +364,34 @@ def test_a_few_channel_convolution_with_rows_of_28_widens_them_to_32_and_copies_
         assert "UPCAST_GLOBAL(32)" in header and "REGISTER_TILE(6)" in header, header
 
 
+def test_a_grouped_weight_gradient_reads_the_windows_in_place(tmp_path):
+    # 4 groups of 16 -> 16 channels, 3x3 on 16x16 maps (a batched matmul per group): the forward and the input
+    # gradient copy the grouped windows (E_4_4_16_16_16_3_3, one each), the weight gradient reads them in place,
+    # dWᵀ (G, C_in/G·K, C_out/G) summed over the batch and the map's rows and columns as nested reduce loops
+    # (r_4_144_16_4_16_16, weight_grad_over_windows: no third copy; a 4-group layer of 32 × 64 × 16 × 16, forward and
+    # both gradients alone on Zen 3, 9.5 -> 8.6 ms). Values and gradients against PyTorch.
+    script = tmp_path / "g4.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n"
+                      "x = Tensor(rng.standard_normal((4, 64, 16, 16)).astype(np.float32), requires_grad=True)\n"
+                      "w = Tensor(rng.standard_normal((64, 16, 3, 3)).astype(np.float32) * 0.1, requires_grad=True)\n"
+                      "y = x.conv2d(w, padding=1, groups=4)\n"
+                      "y.backward(Tensor(rng.standard_normal((4, 64, 16, 16)).astype(np.float32)))\n"
+                      f"np.save({str(tmp_path / 'y.npy')!r}, y.numpy())\n"
+                      f"np.save({str(tmp_path / 'dx.npy')!r}, x.grad.numpy())\n"
+                      f"np.save({str(tmp_path / 'dw.npy')!r}, w.grad.numpy())\n")
+    out = run_cli_out(script, tmp_path / "out")
+    names = [k["name"] for k in json.loads((out / "kernels.json").read_text())["kernels"]]
+    assert "r_4_144_16_4_16_16" in names and names.count("E_4_4_16_16_16_3_3") == 2, names
+    rng = np.random.default_rng(0)
+    px = torch.tensor(rng.standard_normal((4, 64, 16, 16)).astype(np.float32), requires_grad=True)
+    pw = torch.tensor(rng.standard_normal((64, 16, 3, 3)).astype(np.float32) * 0.1, requires_grad=True)
+    py = F.conv2d(px, pw, padding=1, groups=4)
+    py.backward(torch.from_numpy(rng.standard_normal((4, 64, 16, 16)).astype(np.float32)))
+    np.testing.assert_allclose(np.load(tmp_path / "y.npy"), py.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.load(tmp_path / "dx.npy"), px.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(np.load(tmp_path / "dw.npy"), pw.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("vector_bytes,tile", [("32", ("UPCAST_GLOBAL(16)", "REGISTER_TILE(6)")),
                                                ("64", ("UPCAST_GLOBAL(32)", "REGISTER_TILE(8)"))])
 def test_a_convolution_into_16_or_more_channels_widens_rows_of_28_too(tmp_path, vector_bytes, tile):
