@@ -400,7 +400,8 @@ def test_a_convolution_into_16_or_more_channels_widens_rows_of_28_too(tmp_path, 
     # the input gradient's transposed convolution (r_2_16_28_32_800) — neither writes an im2col, which was K = 25
     # times the input, written and read again. The weight gradient stays the matmul over the transposed windows
     # (r_400_32_2_28_28, reading them in place: the widened form's tile was 3x slower there). 32 images, alone on
-    # Zen 3: forward 11.9 -> 8.4 ms, with both gradients 38.3 -> 27.8 ms.
+    # Zen 3: forward 11.9 -> 8.4 ms, with both gradients 38.3 -> 27.8 ms (25.3 with that weight gradient's windows
+    # read in place instead of copied).
     script = tmp_path / "wide.py"
     script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n"
                       "x = Tensor(rng.standard_normal((2, 16, 28, 28)).astype(np.float32), requires_grad=True)\n"
