@@ -271,8 +271,8 @@ struct ForwardIm2col {
 // weight gradient may be NaN where PyTorch's is infinite.
 // From 16 output channels on, too (the thirty-ninth session; before, those took the im2col, K times the input
 // written and read again, for the forward and for the input gradient's transposed convolution): the tile is
-// then C_out/6 groups of 6 channels × 16 positions, and the weight gradient stays the matmul over the transposed
-// im2col (conv_weight_grad; the widened form's tile of 4 ran 3x slower there). Each alone on Zen 3, 1 thread,
+// then C_out/6 groups of 6 channels × 16 positions, and the weight gradient stays the matmul form over the windows
+// (conv_weight_grad, weight_grad_over_windows; the widened form's tile of 4 ran 3x slower there). Each alone on Zen 3, 1 thread,
 // forward / with both gradients: 32 × 16 × 28 × 28 → 32, 5x5, padding 2: 11.9 -> 8.4 / 38.3 -> 27.8 ms; → 16, 3x3:
 // 2.39 -> 1.55 / 6.45 -> 6.05 ms; 32 × 32 × 30 × 30 → 64, 3x3: 14.8 -> 12.0 / 46.4 -> 40.5 ms; 32 × 32 × 28 × 28 →
 // 128: 26.7 -> 24.5 / 83.9 -> 77.1 ms; 3 input channels → 32 about the same (1.31 -> 1.50 ms with the gradients,
@@ -459,16 +459,6 @@ Tensor channel_major_gradient(const Tensor& g) {
   return g.permute(channels_first).contiguous().reshape({g.shape()[1], g.numel() / g.shape()[1]});
 }
 
-// dL/dweight of conv_direct(x, weight): for each weight element, the sum over the batch and the output
-// positions of the output gradient times the input element that weight element met (PyTorch's
-// convolution_backward for the weight). g: (N, C_out, *o); returns the weight's shape (C_out, C_in/groups, *k).
-// `forward`: what conv_direct's forward left (its order, its transposed im2col of x), else null.
-// `g_cm`: channel_major_gradient(g) when the caller has it, else null; `g_cm_stored`: the caller's other
-// gradients read g_cm too, so it is stored whichever layout this one picks.
-// `dbias`, when given, receives dL/dbias (C_out): the sum of g over the batch and the output positions, read
-// from the copy of g the weight gradient stores (contiguous per channel) where it makes one. Summed
-// through g's own view, the reduction recomputed g's producers (a ReLU's and a max-pool's backward) in a
-// loop nest over 6 channels with 28-wide rows: 0.8 ms for LeNet-5's first layer, 0.02 ms from the copy.
 // A weight gradient as an implicit GEMM (a matmul whose left operand is read through the windows' view, never
 // copied): dWᵀ (G, C_in/G·K, C_out/G) = Σ over (N, *o) of cols (G, C_in/G·K, N, *o) · g (G, N, *o, C_out/G), from
 // the windows p (N, C_in, *o, *k) and the output gradient g_cl (G, N·O, C_out/G), channels last. The sum runs over
@@ -500,6 +490,16 @@ Tensor weight_grad_over_windows(const Tensor& p, const Tensor& g_cl, int64_t gro
   return cols.mul(g_cl.reshape(g_shape)).sum(summed).contiguous();  // (G, C_in/G·K, C_out/G)
 }
 
+// dL/dweight of conv_direct(x, weight): for each weight element, the sum over the batch and the output
+// positions of the output gradient times the input element that weight element met (PyTorch's
+// convolution_backward for the weight). g: (N, C_out, *o); returns the weight's shape (C_out, C_in/groups, *k).
+// `forward`: what conv_direct's forward left (its order, its transposed im2col of x), else null.
+// `g_cm`: channel_major_gradient(g) when the caller has it, else null; `g_cm_stored`: the caller's other
+// gradients read g_cm too, so it is stored whichever layout this one picks.
+// `dbias`, when given, receives dL/dbias (C_out): the sum of g over the batch and the output positions, read
+// from the copy of g the weight gradient stores (contiguous per channel) where it makes one. Summed
+// through g's own view, the reduction recomputed g's producers (a ReLU's and a max-pool's backward) in a
+// loop nest over 6 channels with 28-wide rows: 0.8 ms for LeNet-5's first layer, 0.02 ms from the copy.
 Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, int64_t groups, const std::vector<int64_t>& stride,
                         const std::vector<int64_t>& dilation, const Pairs& pads, const ForwardIm2col* forward = nullptr,
                         const Tensor* g_cm = nullptr, bool g_cm_stored = false, Tensor* dbias = nullptr) {
@@ -509,8 +509,8 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
   Tensor p = pool(x.pad(full_pads(x, pads)), HW, stride, dilation);  // (N, C_in, *o, *k)
   const Shape o(p.shape().begin() + 2, p.shape().begin() + 2 + n);
   if (forward && forward->widened_input && wshape[0] < kIm2colMinWidth) {
-    // rows widened to 32 (see widened_row), fewer than 16 output channels (from 16 on the matmul over the
-    // transposed im2col below is faster): g padded to (N, C_out, OH, 32), stored as (N, OH, C_out, 32)
+    // rows widened to 32 (see widened_row), fewer than 16 output channels (from 16 on the matmul form below,
+    // over the windows read in place, is faster): g padded to (N, C_out, OH, 32), stored as (N, OH, C_out, 32)
     const Tensor& xp = *forward->widened_input;
     const int64_t cout = wshape[0], oh = o[0], ow = o[1], kh = HW[0], kw = HW[1];
     const int64_t wide = xp.shape()[3] - (kw - 1);
