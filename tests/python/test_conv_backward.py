@@ -413,6 +413,8 @@ def test_a_convolution_into_16_or_more_channels_widens_rows_of_28_too(tmp_path, 
     kernels = json.loads((out / "kernels.json").read_text())["kernels"]
     names = [k["name"] for k in kernels]
     assert {"E_2_16_32_36", "r_2_32_28_32_400", "r_2_16_28_32_800", "r_400_32_2_28_28"} <= set(names), names
+    # the weight gradient reads the windows of the forward's widened copy (no second padded copy, E_2_16_32_32)
+    assert "E_2_16_32_32" not in names and names.count("E_2_16_32_36") == 1, names
     # no im2col of the forward (taps after the positions) nor of the input gradient (32 channels' taps)
     assert not [n for n in names if n.startswith("E_") and ("_16_5_5_8" in n or "_32_5_5" in n)], names
     for name in ("r_2_32_28_32_400", "r_2_16_28_32_800"):

@@ -545,7 +545,16 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     //    are contiguous over N·O, summed with a vector of partial sums (upcast_reduce).
     // The result is stored by its own kernel: fused into the optimizer's update, the kernel would loop
     // over the weight's short axes and lose the matmul's loop structure.
-    p = padded_windows(x, pads, HW, stride, dilation);
+    if (forward && forward->widened_input) {
+      // the windows of the input the widened forward stored (padded, its rows widened on the right), cut to the
+      // output's columns: no second padded copy of x
+      Pairs cut;
+      for (int64_t d : p.shape()) cut.push_back({0, d});
+      const Tensor wide = pool(*forward->widened_input, HW, stride, dilation);
+      p = wide.shrink(cut);
+    } else {
+      p = padded_windows(x, pads, HW, stride, dilation);
+    }
     int64_t o_size = 1;
     for (int64_t d : o) o_size *= d;
     const int64_t cout = wshape[0], taps = shape_numel(wshape) / cout, positions = bs * o_size;
