@@ -272,8 +272,9 @@ struct ForwardIm2col {
 // From 16 output channels on, too (the thirty-ninth session; before, those took the im2col, K times the input
 // written and read again, for the forward and for the input gradient's transposed convolution): the tile is
 // then C_out/6 groups of 6 channels × 16 positions, and the weight gradient stays the matmul form over the windows
-// (conv_weight_grad, weight_grad_over_windows; the widened form's tile of 4 ran 3x slower there). Each alone on Zen 3, 1 thread,
-// forward / with both gradients: 32 × 16 × 28 × 28 → 32, 5x5, padding 2: 11.9 -> 8.4 / 38.3 -> 27.8 ms; → 16, 3x3:
+// (conv_weight_grad, weight_grad_over_windows; the widened form's tile of 4 ran 3x slower there). Each alone on
+// Zen 3, 1 thread, forward / with both gradients: 32 × 16 × 28 × 28 → 32, 5x5, padding 2: 11.9 -> 8.4 / 38.3 -> 27.8
+// ms (25.3 with the weight gradient over the windows in place); → 16, 3x3:
 // 2.39 -> 1.55 / 6.45 -> 6.05 ms; 32 × 32 × 30 × 30 → 64, 3x3: 14.8 -> 12.0 / 46.4 -> 40.5 ms; 32 × 32 × 28 × 28 →
 // 128: 26.7 -> 24.5 / 83.9 -> 77.1 ms; 3 input channels → 32 about the same (1.31 -> 1.50 ms with the gradients,
 // within the noise of a 1.6 ms run: kernel by kernel 1.57 -> 1.64).
