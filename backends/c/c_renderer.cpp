@@ -757,6 +757,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   // is a vector too in the second search (a 7x7 depthwise weight gradient's tap rows above and below the image:
   // r_64_9_7_32_7 in the engine's timing, 0.063-0.083 -> 0.035-0.046 ms)
   std::set<ValueId> held;
+  bool zero_run_left = false;  // a run of products by zero was left scalar (a second search may take it)
   // The run of `lanes` updates from updates[p] on, if they qualify (see above), in a vector of `width` lanes. A
   // width above `lanes` is a partial vector (the last block of a padded tile, 6 real lanes of a row of 14 in a
   // vector of 8): its lanes past the run are computed and never read (kPastRun: a row whose real lanes are all
@@ -812,9 +813,11 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       // every lane a · 0 (a product simplify found wholly masked off): left as it was (the transformer's
       // r_16_32_128_11, scalar otherwise: 8.8 -> 13.7 us as vectors), unless other runs hold its accumulators as
       // vectors (see `held` below), which the scalar lanes would take apart and put together again
-      const bool all_held =
-          std::all_of(run.lanes.begin(), run.lanes.end(), [&](const Update& u) { return held.count(u.acc) > 0; });
-      ok = ok && !(same && zero_const(v0) && run.lanes[0].product != ir::kNone && !all_held);
+      if (same && zero_const(v0) && run.lanes[0].product != ir::kNone &&
+          !std::all_of(run.lanes.begin(), run.lanes.end(), [&](const Update& u) { return held.count(u.acc) > 0; })) {
+        ok = false;
+        zero_run_left = true;
+      }
       // a row: lane j loads base + offset + stride · j, or is +0 (masked off: a load simplify folded, see
       // Update); the stride is 1, or 2 (a stride-2 convolution's input row, every other element)
       int first_load = 0;
@@ -918,7 +921,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   };
   find_runs();
   for (const auto& [acc, where] : vectorized) held.insert(acc);
-  if (!held.empty()) {
+  if (zero_run_left && !held.empty()) {
     // again, with the products by zero over those accumulators; kept only if every vector of the first search
     // still is one (a run of them that came first and took other lanes would break a later run up)
     find_runs();
