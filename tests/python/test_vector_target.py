@@ -366,3 +366,49 @@ def test_stride_2_rows_are_vectors_of_every_other_element(tmp_path, vector_bytes
     assert re.search(r"ts_v(8|16)_maskz_load2\(data\d \+ ", body), body
     if vector_bytes == "32":  # rows of 14 padded to 16: two vectors of 8 a row, every lane in one
         assert re.search(r"ts_v8_load2\(data\d \+ ", body) and "fmaf(" not in body, body
+
+
+EMBEDDING = """\
+import numpy as np
+import torch
+from tensorscope import Tensor, nn
+rng = np.random.default_rng(0)
+table = rng.standard_normal((11, 128)).astype(np.float32)
+idx = rng.integers(0, 11, (16, 32)).astype(np.int32)
+g = rng.standard_normal((16, 32, 128)).astype(np.float32)
+emb = nn.Embedding(11, 128)
+emb.weight = Tensor(table, requires_grad=True)
+out = emb(Tensor(idx))
+(out * Tensor(g)).sum().backward()
+want_w = torch.tensor(table, requires_grad=True)
+(torch.nn.functional.embedding(torch.tensor(idx).long(), want_w) * torch.tensor(g)).sum().backward()
+np.testing.assert_array_equal(out.numpy(), table[idx])
+np.testing.assert_allclose(emb.weight.grad.numpy(), want_w.grad.numpy(), rtol=1e-5, atol=1e-5)
+"""
+
+
+@pytest.mark.parametrize("vector_bytes, tiled", [(32, False), (64, True), (16, False)])
+def test_a_one_hots_product_is_upcast_by_its_whole_row(tmp_path, vector_bytes, tiled):
+    # An embedding (one-hot @ E) and its weight gradient select on a bool loaded once per trip of the reduce; the
+    # C renderer branches around the trip's adds. Upcast by the whole row of 128 (16 vectors of AVX2, 8 of AVX-512,
+    # 32 of SSE, capped at 16 of them: 64 floats), one branch covers all of its adds (Zen 3, the kernels alone:
+    # 18.6 -> 6.1 us and 33 -> 6.0 us). On AVX2 and SSE the rows are not register-tiled: a second row's
+    # accumulators would spill; AVX-512's 32 registers take two rows of 8 vectors.
+    script = tmp_path / f"emb{vector_bytes}.py"
+    script.write_text(EMBEDDING)
+    out = run_cli_out(script, tmp_path / f"out{vector_bytes}", env={"TENSORSCOPE_VECTOR_BYTES": str(vector_bytes)})
+    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    onehot = [k for k in kernels if k["name"].startswith("r_") and "in bool" in (out / k["ir"]).read_text().splitlines()[0]]
+    assert sorted(k["name"] for k in onehot) == ["r_11_128_16_32", "r_16_32_128_11"], [k["name"] for k in kernels]
+    width = 64 if vector_bytes == 16 else 128
+    for k in onehot:
+        applied = k["actions"]["applied"]
+        assert f"UPCAST_GLOBAL({width})" in applied, (k["name"], applied)
+        if k["name"] == "r_11_128_16_32" or not tiled:  # the gradient's rows (11 tokens) have no tile either
+            assert "REGISTER_TILE" not in applied, (k["name"], applied)
+        else:
+            assert "REGISTER_TILE(2)" in applied, (k["name"], applied)
+        source = (out / k["sources"]["C"]).read_text().split("static void ")[-1]
+        lanes = {64: 16, 32: 8, 16: 4}[vector_bytes]
+        # one branch per trip covers the row's vector adds (each `if` of the group tests the same bool)
+        assert source.count(f"ts_v{lanes}_load(data") >= width // lanes and "ts_where_f32(" not in source, source[-3000:]
