@@ -864,6 +864,84 @@ Tensor depthwise_conv_wide(const Tensor& x, const Tensor& weight, const Tensor* 
       });
 }
 
+// The input gradient of a strided depthwise convolution (x (N, C, *spatial), weight (C, 1, *k), groups = C; g the
+// output gradient (N, C, *o)) by phases, the sub-pixel decomposition of a transposed convolution (Shi et al., "Is
+// the deconvolution layer the same as a convolutional layer?", 2016). An input position h = q·s + r (phase r of
+// the stride s) is reached by the taps k with r + p − k·d ≡ 0 (mod s), from the output position q + δ, δ = (r + p
+// − k·d) / s (p the padding before, d the dilation):
+//
+//   dx[q·s + r] = Σ over those k of g[q + δ] · w[k]      (g read as 0 outside [0, o))
+//
+// per phase a sum of shifted views of g, every tap in exactly one phase: a 3x3 with stride 2 does 9 multiply-adds
+// for 4 input positions. The transposed convolution over g with zeros inserted (conv_transpose2d) does 9 for every
+// position and first writes the zero-inserted copy. The phases are placed side by side in (N, C, Q, s, ...) and
+// reshaped to the input's positions: one elementwise kernel, whose loops over the phases and the views' edges
+// split_index_set takes apart (no mask left inside them). Measured on C (1 thread, Zen 3), 32 x 24 x 28 x 28 with
+// stride 2, padding 1: 0.13 ms (zero insertion) + 0.24 ms (its convolution) -> 0.12 ms.
+Tensor depthwise_input_grad_by_phases(const Tensor& g, const Tensor& weight, const Shape& xshape, const std::vector<int64_t>& stride,
+                                      const std::vector<int64_t>& dilation, const Pairs& pads) {
+  const size_t n = xshape.size() - 2;
+  const int64_t bs = xshape[0], c = xshape[1];
+  std::vector<int64_t> q(n), phases_of(n);  // positions per phase (the last phase's may reach past the input: cropped)
+  int64_t phases = 1;
+  for (size_t i = 0; i < n; i++) {
+    q[i] = (xshape[2 + i] + stride[i] - 1) / stride[i];
+    phases *= stride[i];
+  }
+  Tensor dx;
+  for (int64_t ph = 0; ph < phases; ph++) {
+    std::vector<int64_t> r(n);
+    for (size_t i = n, rest = static_cast<size_t>(ph); i-- > 0;) {
+      r[i] = static_cast<int64_t>(rest) % stride[i];
+      rest /= static_cast<size_t>(stride[i]);
+    }
+    // each dimension's taps in this phase, with their shifts δ
+    std::vector<std::vector<std::pair<int64_t, int64_t>>> taps(n);
+    int64_t terms = 1;
+    for (size_t i = 0; i < n; i++) {
+      for (int64_t k = 0; k < weight.shape()[2 + i]; k++) {
+        const int64_t t = r[i] + pads[i].first - k * dilation[i];
+        if (((t % stride[i]) + stride[i]) % stride[i] == 0) taps[i].push_back({k, t / stride[i]});
+      }
+      terms *= static_cast<int64_t>(taps[i].size());
+    }
+    if (terms == 0) continue;  // no tap reaches this phase (a stride above the kernel's span): its gradient is 0
+    Tensor sum;
+    for (int64_t term = 0; term < terms; term++) {
+      Pairs pad{{0, 0}, {0, 0}}, view{{0, bs}, {0, c}}, tap{{0, c}, {0, 1}};
+      for (size_t i = n, rest = static_cast<size_t>(term); i-- > 0;) {
+        const auto [k, delta] = taps[i][rest % taps[i].size()];
+        rest /= taps[i].size();
+        const int64_t o = g.shape()[2 + i];
+        const int64_t before = std::max<int64_t>(0, -delta), after = std::max<int64_t>(0, q[i] + delta - o);
+        pad.insert(pad.begin() + 2, {before, after});  // dimensions filled from the last one
+        view.insert(view.begin() + 2, {delta + before, delta + before + q[i]});
+        tap.insert(tap.begin() + 2, {k, k + 1});
+      }
+      Shape wshape{1, c};
+      wshape.resize(n + 2, 1);
+      const Tensor product = g.pad(pad).shrink(view).mul(weight.shrink(tap).reshape(wshape));
+      sum = sum.defined() ? sum.add(product) : product;
+    }
+    // (N, C, Q1, 1, Q2, 1, ...) padded to (N, C, Q1, s1, Q2, s2, ...) at the phase's place
+    Shape placed{bs, c};
+    Pairs at{{0, 0}, {0, 0}};
+    for (size_t i = 0; i < n; i++) {
+      placed.insert(placed.end(), {q[i], 1});
+      at.insert(at.end(), {{0, 0}, {r[i], stride[i] - 1 - r[i]}});
+    }
+    const Tensor phase = sum.reshape(placed).pad(at);
+    dx = dx.defined() ? dx.add(phase) : phase;
+  }
+  Shape whole{bs, c};
+  Pairs crop{{0, bs}, {0, c}};
+  for (size_t i = 0; i < n; i++) {
+    whole.push_back(q[i] * stride[i]);
+    crop.push_back({0, xshape[2 + i]});
+  }
+  return dx.reshape(whole).shrink(crop);
+}
+
 // conv_direct with PyTorch's backward, plus the bias (C_out, or null) broadcast over the batch and the output
 // positions: the input gradient is the transposed convolution of the output gradient (one direct
 // convolution, as the forward), the weight gradient conv_weight_grad, and the bias gradient comes from the
@@ -920,8 +998,10 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t g
         const bool shrinks = 2 * in_positions >= 3 * out_positions;  // the input at least 1.5x the output
         const bool col2im = (strided || shrinks) && groups == 1 &&
                             conv_flops(x.shape()[0], o, weight.shape()[0], x.shape()[1], k) >= kIm2colMinFlops;
-        Tensor dx = col2im ? conv_input_grad_col2im(x.shape(), g_cm, weight, stride, dilation, pads, o)
-                           : g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
+        const bool depthwise = groups == x.shape()[1] && weight.shape()[0] == groups && weight.shape()[1] == 1;
+        Tensor dx = col2im                 ? conv_input_grad_col2im(x.shape(), g_cm, weight, stride, dilation, pads, o)
+                    : strided && depthwise ? depthwise_input_grad_by_phases(g, weight, x.shape(), stride, dilation, pads)
+                                           : g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
         Tensor db;
         Tensor dw = conv_weight_grad(x, g, weight.shape(), groups, stride, dilation, pads, forward.get(), &g_cm,
                                      /*g_cm_stored=*/col2im, has_bias ? &db : nullptr);
