@@ -294,6 +294,59 @@ class TorchCaffeLeNet(torch.nn.Module):
         return self.f2(F.relu(self.f1(x.flatten(1))))
 
 
+# MobileNet v1's shape (Howard et al., 2017, https://arxiv.org/abs/1704.04861) at CIFAR size: a 3x3 stem with stride
+# 2, then depthwise 3x3 (stride 1 or 2) + pointwise 1x1 blocks, each convolution followed by BatchNorm and ReLU,
+# global average pooling and a linear classifier
+MOBILENET_BLOCKS = [(16, 32, 1), (32, 64, 2), (64, 64, 1), (64, 128, 2)]  # (in, out channels, depthwise stride)
+
+
+class MobileBlock:
+    def __init__(self, cin, cout, stride):
+        self.dw, self.bn1 = nn.Conv2d(cin, cin, 3, stride=stride, padding=1, groups=cin, bias=False), nn.BatchNorm2d(cin)
+        self.pw, self.bn2 = nn.Conv2d(cin, cout, 1, bias=False), nn.BatchNorm2d(cout)
+
+    def __call__(self, x):
+        return self.bn2(self.pw(self.bn1(self.dw(x)).relu())).relu()
+
+
+class MobileNet:
+    def __init__(self):
+        self.stem, self.bn = nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(16)
+        self.blocks = [MobileBlock(*b) for b in MOBILENET_BLOCKS]
+        self.fc = nn.Linear(MOBILENET_BLOCKS[-1][1], 10)
+
+    def __call__(self, x):
+        x = self.bn(self.stem(x)).relu()
+        for b in self.blocks:
+            x = b(x)
+        return self.fc(x.mean((2, 3)))
+
+
+class TorchMobileBlock(torch.nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.dw = torch.nn.Conv2d(cin, cin, 3, stride=stride, padding=1, groups=cin, bias=False)
+        self.bn1 = torch.nn.BatchNorm2d(cin)
+        self.pw, self.bn2 = torch.nn.Conv2d(cin, cout, 1, bias=False), torch.nn.BatchNorm2d(cout)
+
+    def forward(self, x):
+        return F.relu(self.bn2(self.pw(F.relu(self.bn1(self.dw(x))))))
+
+
+class TorchMobileNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem, self.bn = torch.nn.Conv2d(3, 16, 3, stride=2, padding=1, bias=False), torch.nn.BatchNorm2d(16)
+        self.blocks = torch.nn.ModuleList([TorchMobileBlock(*b) for b in MOBILENET_BLOCKS])
+        self.fc = torch.nn.Linear(MOBILENET_BLOCKS[-1][1], 10)
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.stem(x)))
+        for b in self.blocks:
+            x = b(x)
+        return self.fc(x.mean((2, 3)))
+
+
 # ---- the workloads ----------------------------------------------------------------------------------------
 def digits_batch(rng, n):
     try:
@@ -327,6 +380,8 @@ def workloads():
     cy28 = rng.integers(0, 10, 64).astype(np.int32)
     m3x = rng.standard_normal((100, 784), dtype=np.float32)
     m3y = rng.integers(0, 10, 100).astype(np.int32)
+    mbx = rng.standard_normal((32, 3, 32, 32), dtype=np.float32)
+    mby = rng.integers(0, 10, 32).astype(np.int32)
     sgd = dict(ts_opt=lambda p: optim.SGD(p, lr=0.01, momentum=0.9),
                torch_opt=lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
                ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
@@ -378,6 +433,8 @@ def workloads():
              ts_opt=lambda p: optim.Adam(p, lr=1e-3), torch_opt=lambda p: torch.optim.Adam(p, lr=1e-3),
              ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
              torch_loss=lambda out, y: F.cross_entropy(out, y), note="widths 16 does not divide, batch 100"),
+        dict(name="MobileNet 3x32x32, b32, SGD", ts_model=MobileNet, torch_model=TorchMobileNet, x=mbx, y=mby, **sgd,
+             note="depthwise 3x3 (stride 1 and 2) + pointwise blocks, 16-128 channels, BatchNorm; random images"),
     ]
 
 

@@ -622,3 +622,33 @@ def test_a_strided_depthwise_input_gradient_is_one_unmasked_kernel_of_stride_pha
     assert [k["name"] for k in kernels] == ["r_32_24_14_14_3_3", "E_32_24_28_28"], [k["name"] for k in kernels]
     ir = (out / kernels[1]["ir"]).read_text()
     assert "CMPLT" not in ir and "WHERE" not in ir, ir[:3000]  # every phase and edge its own loop
+
+
+def test_a_strided_depthwise_input_gradient_is_stored_by_phases_before_the_layer_below_reads_it(tmp_path):
+    # When the gradient flows on into the layer below (here a ReLU's gradient), the phases are stored in their own
+    # layout (N, C, 14, 2, 14, 2) first: fused into the ReLU's gradient, which reads them as (N, C, 28, 28), the phase
+    # axes merged with the rows into loops whose gates flip at every position (MobileNet's 32 x 32 x 16 x 16: 0.42 ms;
+    # stored, 0.05 ms plus the consumer's read).
+    body = ("x = Tensor(rng.standard_normal((32, 24, 28, 28)).astype(np.float32), requires_grad=True)\n"
+            "w = Tensor(rng.standard_normal((24, 1, 3, 3)).astype(np.float32), requires_grad=True)\n"
+            "x.relu().conv2d(w, stride=2, padding=1, groups=24).backward("
+            "Tensor(rng.standard_normal((32, 24, 14, 14)).astype(np.float32)))\n"
+            "x.grad.realize()\n")
+    script = tmp_path / "dw.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n" + body)
+    out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
+    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    names = [k["name"] for k in kernels]
+    assert "E_32_24_14_2_14_2" in names and names[-1] == "E_32_24_28_28", names
+    phases = (out / kernels[names.index("E_32_24_14_2_14_2")]["ir"]).read_text()
+    assert "CMPLT" not in phases and "WHERE" not in phases, phases[:3000]
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((4, 8, 11, 10)).astype(np.float32)
+    w = rng.standard_normal((8, 1, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((4, 8, 6, 5)).astype(np.float32)
+    from tensorscope import Tensor
+    tx = Tensor(x, device="C", requires_grad=True)
+    tx.relu().conv2d(Tensor(w, device="C"), stride=2, padding=1, groups=8).backward(Tensor(g, device="C"))
+    px = torch.tensor(x, requires_grad=True)
+    F.conv2d(px.relu(), torch.tensor(w), stride=2, padding=1, groups=8).backward(torch.tensor(g))
+    np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-5, atol=1e-5)

@@ -877,9 +877,10 @@ Tensor depthwise_conv_wide(const Tensor& x, const Tensor& weight, const Tensor* 
 // position and first writes the zero-inserted copy. The phases are placed side by side in (N, C, Q, s, ...) and
 // reshaped to the input's positions: one elementwise kernel, whose loops over the phases and the views' edges
 // split_index_set takes apart (no mask left inside them). Measured on C (1 thread, Zen 3), 32 x 24 x 28 x 28 with
-// stride 2, padding 1: 0.13 ms (zero insertion) + 0.24 ms (its convolution) -> 0.12 ms.
+// stride 2, padding 1: 0.13 ms (zero insertion) + 0.24 ms (its convolution) -> 0.12 ms. `leaf`: x is a leaf tensor (see
+// the end).
 Tensor depthwise_input_grad_by_phases(const Tensor& g, const Tensor& weight, const Shape& xshape, const std::vector<int64_t>& stride,
-                                      const std::vector<int64_t>& dilation, const Pairs& pads) {
+                                      const std::vector<int64_t>& dilation, const Pairs& pads, bool leaf) {
   const size_t n = xshape.size() - 2;
   const int64_t bs = xshape[0], c = xshape[1];
   std::vector<int64_t> q(n), phases_of(n);  // positions per phase (the last phase's may reach past the input: cropped)
@@ -939,7 +940,12 @@ Tensor depthwise_input_grad_by_phases(const Tensor& g, const Tensor& weight, con
     whole.push_back(q[i] * stride[i]);
     crop.push_back({0, xshape[2 + i]});
   }
-  return dx.reshape(whole).shrink(crop);
+  // Stored in that layout when another gradient consumes it: fused into its consumer (a ReLU's or BatchNorm's
+  // gradient, which reads it as (N, C, H, W)) the phase axes merge with the rows into loops of 2·Q whose gates flip
+  // at every position, which no pass takes apart (MobileNet's 32 x 32 x 16 x 16 with the ReLU's gradient: 0.42 ms;
+  // stored, 0.05 ms and the consumer's read). A leaf's gradient is realized as it is: its kernel's loops are the
+  // phases' (schedule.cpp's loop_root), and stored first it would be copied into the leaf's shape.
+  return (leaf ? dx : dx.contiguous()).reshape(whole).shrink(crop);
 }
 
 // conv_direct with PyTorch's backward, plus the bias (C_out, or null) broadcast over the batch and the output
@@ -1000,7 +1006,7 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t g
                             conv_flops(x.shape()[0], o, weight.shape()[0], x.shape()[1], k) >= kIm2colMinFlops;
         const bool depthwise = groups == x.shape()[1] && weight.shape()[0] == groups && weight.shape()[1] == 1;
         Tensor dx = col2im                 ? conv_input_grad_col2im(x.shape(), g_cm, weight, stride, dilation, pads, o)
-                    : strided && depthwise ? depthwise_input_grad_by_phases(g, weight, x.shape(), stride, dilation, pads)
+                    : strided && depthwise ? depthwise_input_grad_by_phases(g, weight, x.shape(), stride, dilation, pads, x.is_leaf())
                                            : g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
         Tensor db;
         Tensor dw = conv_weight_grad(x, g, weight.shape(), groups, stride, dilation, pads, forward.get(), &g_cm,
