@@ -326,3 +326,27 @@ def test_bad_rounding_mode(dev):
 @devices
 def test_clip_needs_a_bound(dev):
     check_raises(ValueError, lambda: Tensor.ones(3, device=dev).clip())
+
+
+@devices
+@pytest.mark.parametrize("e", [2, 3, 0.5, -0.5, -1, -2, 1, 2.5, 0])
+def test_pow_by_a_constant_exponent_matches_torch_bit_for_bit(e, dev):
+    # x ** 2 (a squared error), x ** 0.5, x ** -1, ...: PyTorch computes these constant exponents as products, sqrt
+    # and reciprocals (ATen's pow_tensor_scalar_optimized_kernel), its gradient as g·(e·x^(e−1)) (pow_backward);
+    # so does Tensor.pow, bit for bit, special values included. Other exponents keep exp2(e·log2|x|) (close).
+    x = np.array([0.0, -0.0, 1.5, -1.5, 3.0, -7.25, 1e-20, 1e20, np.inf, -np.inf, np.nan, 0.1], dtype=np.float32)
+    g = np.linspace(-1.0, 1.0, x.size).astype(np.float32)
+    tx = torch.tensor(x, requires_grad=True)
+    (tx ** e).backward(torch.tensor(g))
+    sx = Tensor(x, device=dev, requires_grad=True)
+    out = sx ** e
+    out.backward(Tensor(g, device=dev))
+    want, want_grad = (tx ** e).detach().numpy(), tx.grad.numpy()
+    if e in (2, 3, 0.5, -0.5, -1, -2, 1):
+        np.testing.assert_array_equal(out.numpy(), want)
+        if e not in (-0.5, -2):  # their gradients read x^-1.5 and x^-3 from the general pow, as torch's from powf
+            np.testing.assert_array_equal(sx.grad.numpy(), want_grad)
+    else:
+        np.testing.assert_allclose(out.numpy(), want, rtol=1e-6, atol=0)
+    finite = np.isfinite(want_grad)
+    np.testing.assert_allclose(sx.grad.numpy()[finite], want_grad[finite], rtol=1e-5, atol=0)
