@@ -604,20 +604,27 @@ def test_a_depthwise_weight_gradient_tiles_its_taps_over_widened_rows_read_throu
     assert "if (" not in source.split("TS_VECTOR(4)")[-1].split("#endif")[-1], source
 
 
+def _strided_depthwise_backward(tmp_path, layer_input):
+    """(out dir, kernels) of tensorscope-cli running MobileNet's downsampling depthwise layer on AVX2's code: 3x3
+    with stride 2 over `layer_input` (an expression of the leaf x, 32 x 24 x 28 x 28), backward, x.grad realized."""
+    script = tmp_path / "dw.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n"
+                      "x = Tensor(rng.standard_normal((32, 24, 28, 28)).astype(np.float32), requires_grad=True)\n"
+                      "w = Tensor(rng.standard_normal((24, 1, 3, 3)).astype(np.float32), requires_grad=True)\n"
+                      f"{layer_input}.conv2d(w, stride=2, padding=1, groups=24).backward("
+                      "Tensor(rng.standard_normal((32, 24, 14, 14)).astype(np.float32)))\n"
+                      "x.grad.realize()\n")
+    out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
+    return out, json.loads((out / "kernels.json").read_text())["kernels"]
+
+
 def test_a_strided_depthwise_input_gradient_is_one_unmasked_kernel_of_stride_phases(tmp_path):
     # 32 x 24 x 28 x 28, 3x3, stride 2 (MobileNet's downsampling depthwise layer): each of the 4 stride phases of
     # the input gradient is a sum of 1, 2, 2 or 4 shifted views of g times a tap (9 multiply-adds per 4 positions),
     # placed side by side as (N, C, 14, 2, 14, 2): one elementwise kernel, which split_index_set takes apart at the
     # phases and the views' edges, so no gate is left in it. The transposed convolution over g with zeros inserted
     # was two kernels (the zero-inserted copy, then 9 multiply-adds per position): 0.37 -> 0.12 ms (Zen 3).
-    script = tmp_path / "dw.py"
-    script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n"
-                      "x = Tensor(rng.standard_normal((32, 24, 28, 28)).astype(np.float32), requires_grad=True)\n"
-                      "w = Tensor(rng.standard_normal((24, 1, 3, 3)).astype(np.float32), requires_grad=True)\n"
-                      "x.conv2d(w, stride=2, padding=1, groups=24).backward(Tensor(rng.standard_normal((32, 24, 14, 14)).astype(np.float32)))\n"
-                      "x.grad.realize()\n")
-    out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
-    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    out, kernels = _strided_depthwise_backward(tmp_path, "x")
     # the forward, then the input gradient: no zero-inserted copy of g
     assert [k["name"] for k in kernels] == ["r_32_24_14_14_3_3", "E_32_24_28_28"], [k["name"] for k in kernels]
     ir = (out / kernels[1]["ir"]).read_text()
@@ -629,15 +636,7 @@ def test_a_strided_depthwise_input_gradient_is_stored_by_phases_before_the_layer
     # layout (N, C, 14, 2, 14, 2) first: fused into the ReLU's gradient, which reads them as (N, C, 28, 28), the phase
     # axes merged with the rows into loops whose gates flip at every position (MobileNet's 32 x 32 x 16 x 16: 0.42 ms;
     # stored, 0.05 ms plus the consumer's read).
-    body = ("x = Tensor(rng.standard_normal((32, 24, 28, 28)).astype(np.float32), requires_grad=True)\n"
-            "w = Tensor(rng.standard_normal((24, 1, 3, 3)).astype(np.float32), requires_grad=True)\n"
-            "x.relu().conv2d(w, stride=2, padding=1, groups=24).backward("
-            "Tensor(rng.standard_normal((32, 24, 14, 14)).astype(np.float32)))\n"
-            "x.grad.realize()\n")
-    script = tmp_path / "dw.py"
-    script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n" + body)
-    out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
-    kernels = json.loads((out / "kernels.json").read_text())["kernels"]
+    out, kernels = _strided_depthwise_backward(tmp_path, "x.relu()")
     names = [k["name"] for k in kernels]
     assert "E_32_24_14_2_14_2" in names and names[-1] == "E_32_24_28_28", names
     phases = (out / kernels[names.index("E_32_24_14_2_14_2")]["ir"]).read_text()
