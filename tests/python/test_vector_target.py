@@ -392,7 +392,7 @@ def test_a_one_hots_product_is_upcast_by_its_whole_row(tmp_path, vector_bytes, t
     # An embedding (one-hot @ E) and its weight gradient select on a bool loaded once per trip of the reduce; the
     # C renderer branches around the trip's adds. Upcast by the whole row of 128 (16 vectors of AVX2, 8 of AVX-512,
     # 32 of SSE, capped at 16 of them: 64 floats), one branch covers all of its adds (Zen 3, the kernels alone:
-    # 18.6 -> 6.1 us and 33 -> 6.0 us). On AVX2 and SSE the rows are not register-tiled: a second row's
+    # 23 -> 6.1 us and 31 -> 6.0 us). On AVX2 and SSE the rows are not register-tiled: a second row's
     # accumulators would spill; AVX-512's 32 registers take two rows of 8 vectors.
     script = tmp_path / f"emb{vector_bytes}.py"
     script.write_text(EMBEDDING)

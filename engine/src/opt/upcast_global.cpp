@@ -434,8 +434,8 @@ void upcast_global(ir::Kernel& k) {
   // select a branch around the trip's adds, taken once in V; what costs is that branch and the loop around it,
   // once per trip for every upcast group. Upcast by the whole row (up to 16 of the target's vectors), the
   // branch is taken apart from the adds it skips once for all of them. Measured on C (1 thread, Zen 3, one-hot
-  // bools of an 11-token vocabulary, rows of 128; the kernels alone): the embedding of 512 positions 18.6 ->
-  // 5.2 us, its weight gradient 33 -> 4.7 us (branches in the select form: 57 us).
+  // bools of an 11-token vocabulary, rows of 128; the generated kernels alone): the embedding of 512 positions
+  // 23 -> 6.1 us, its weight gradient 31 -> 6.0 us (the same with selects instead of branches: 57 us).
   if (k.plan.get(ir::AppliedOpt::UpcastGlobal) == ir::OptPlan::kAuto && !k.target.workgroups() &&
       selects_on_invariant_bool(insts, g)) {
     const int whole_row = static_cast<int>(std::min<int64_t>(n, 16 * k.target.vector_floats()));

@@ -83,13 +83,15 @@ Tensor Tensor::fmod(const Tensor& x) const {
   return b.isinf().logical_and(a.isfinite()).where(a, r);
 }
 
-// x^y = 2^(y·log2|x|) with torch's sign and zero rules; backward y·x^(y−1) and x^y·ln x (0 where x = 0
-// and y >= 0, as torch), so that 0^2 has gradient 0 instead of 0·inf.
 namespace {
 // x^e for the constant exponents PyTorch computes without pow (ATen's pow_tensor_scalar_optimized_kernel): 2 and
 // 3 as products, 0.5 as sqrt, -0.5 as 1/sqrt, -1 as 1/x, -2 as 1/(x·x); and 1 as x itself (ATen copies). Null for
-// any other exponent.
-std::optional<Tensor> pow_by_products(const Tensor& x, double e) {
+// any other exponent; with `check_only`, x itself for those (no node made).
+std::optional<Tensor> pow_by_products(const Tensor& x, double e, bool check_only = false) {
+  if (check_only) {
+    const bool has_form = e == 1 || e == 2 || e == 3 || e == 0.5 || e == -0.5 || e == -1 || e == -2;
+    return has_form ? std::optional<Tensor>(x) : std::nullopt;
+  }
   if (e == 1) return x.mul(fconst(x, 1));  // x exactly, as a node of its own
   if (e == 2) return x.mul(x);
   if (e == 3) return x.mul(x).mul(x);
@@ -101,6 +103,8 @@ std::optional<Tensor> pow_by_products(const Tensor& x, double e) {
 }
 }  // namespace
 
+// x^y = 2^(y·log2|x|) with torch's sign and zero rules; backward y·x^(y−1) and x^y·ln x (0 where x = 0
+// and y >= 0, as torch), so that 0^2 has gradient 0 instead of 0·inf.
 Tensor Tensor::pow(const Tensor& x) const {
   if (auto r = float16_rule(&Tensor::pow, *this, x)) return *r;
   // A constant exponent that PyTorch computes without pow (x ** 2 in a squared error) gets its form: exact where
@@ -110,12 +114,14 @@ Tensor Tensor::pow(const Tensor& x) const {
   if (const Node& n = node(x); n.op == Op::Const && !x.requires_grad() && n.shape.empty() && is_float(dtype())) {
     const double e = n.value;
     const Tensor base = as_float(*this);
-    if (std::optional<Tensor> forward = pow_by_products(base, e))
-      return with_custom_backward({base}, [&] { return *forward; }, [base, e](const Tensor&, const Tensor& g) {
-        std::optional<Tensor> lower = pow_by_products(base, e - 1);
-        const Tensor d = lower ? *lower : base.pow(fconst(base, e - 1));
-        return std::vector<Tensor>{g.mul(fconst(d, e).mul(d))};
-      });
+    if (pow_by_products(base, e, /*check_only=*/true))
+      return with_custom_backward(
+          {base}, [&] { return *pow_by_products(base, e); },
+          [base, e](const Tensor&, const Tensor& g) {
+            std::optional<Tensor> lower = pow_by_products(base, e - 1);
+            const Tensor d = lower ? *lower : base.pow(fconst(base, e - 1));
+            return std::vector<Tensor>{g.mul(fconst(d, e).mul(d))};
+          });
   }
   // broadcast first: the custom backward returns gradients of the broadcast operands
   auto be = broadcast_all({as_float(*this), as_float(x)});

@@ -877,13 +877,14 @@ Tensor depthwise_conv_wide(const Tensor& x, const Tensor& weight, const Tensor* 
 // position and first writes the zero-inserted copy. The phases are placed side by side in (N, C, Q, s, ...) and
 // reshaped to the input's positions: one elementwise kernel, whose loops over the phases and the views' edges
 // split_index_set takes apart (no mask left inside them). Measured on C (1 thread, Zen 3), 32 x 24 x 28 x 28 with
-// stride 2, padding 1: 0.13 ms (zero insertion) + 0.24 ms (its convolution) -> 0.12 ms. `leaf`: x is a leaf tensor (see
-// the end).
-Tensor depthwise_input_grad_by_phases(const Tensor& g, const Tensor& weight, const Shape& xshape, const std::vector<int64_t>& stride,
-                                      const std::vector<int64_t>& dilation, const Pairs& pads, bool leaf) {
+// stride 2, padding 1: 0.13 ms (zero insertion) + 0.24 ms (its convolution) -> 0.12 ms. `leaf`: x is a leaf tensor
+// (see the end).
+Tensor depthwise_input_grad_by_phases(const Tensor& g, const Tensor& weight, const Shape& xshape,
+                                      const std::vector<int64_t>& stride, const std::vector<int64_t>& dilation,
+                                      const Pairs& pads, bool leaf) {
   const size_t n = xshape.size() - 2;
   const int64_t bs = xshape[0], c = xshape[1];
-  std::vector<int64_t> q(n), phases_of(n);  // positions per phase (the last phase's may reach past the input: cropped)
+  std::vector<int64_t> q(n);  // positions per phase (the last phase's may reach past the input: cropped)
   int64_t phases = 1;
   for (size_t i = 0; i < n; i++) {
     q[i] = (xshape[2 + i] + stride[i] - 1) / stride[i];
@@ -1005,9 +1006,13 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t g
         const bool col2im = (strided || shrinks) && groups == 1 &&
                             conv_flops(x.shape()[0], o, weight.shape()[0], x.shape()[1], k) >= kIm2colMinFlops;
         const bool depthwise = groups == x.shape()[1] && weight.shape()[0] == groups && weight.shape()[1] == 1;
-        Tensor dx = col2im                 ? conv_input_grad_col2im(x.shape(), g_cm, weight, stride, dilation, pads, o)
-                    : strided && depthwise ? depthwise_input_grad_by_phases(g, weight, x.shape(), stride, dilation, pads, x.is_leaf())
-                                           : g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
+        Tensor dx;
+        if (col2im)
+          dx = conv_input_grad_col2im(x.shape(), g_cm, weight, stride, dilation, pads, o);
+        else if (strided && depthwise)
+          dx = depthwise_input_grad_by_phases(g, weight, x.shape(), stride, dilation, pads, x.is_leaf());
+        else
+          dx = g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
         Tensor db;
         Tensor dw = conv_weight_grad(x, g, weight.shape(), groups, stride, dilation, pads, forward.get(), &g_cm,
                                      /*g_cm_stored=*/col2im, has_bias ? &db : nullptr);
