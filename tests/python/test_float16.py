@@ -183,6 +183,10 @@ def test_promotion_as_torch(dev):
     assert (h + f).dtype == dtypes.float32 and (f * h).dtype == dtypes.float32
     assert (h + 1.5).dtype == dtypes.float16 and (2 * h).dtype == dtypes.float16
     assert (h + Tensor(np.float32(0.5), device=dev)).dtype == dtypes.float16  # 0-d does not promote (torch)
+    h0 = Tensor(np.float16(1.5), device=dev)  # a python scalar does not promote a 0-d float16 tensor either
+    t0 = torch.tensor(1.5, dtype=torch.half)
+    for got, want in ((h0 ** 2, t0 ** 2), (h0 ** 2.5, t0 ** 2.5), (2 ** h0, 2 ** t0)):
+        assert got.dtype == dtypes.float16 and got.numpy() == want.numpy(), (got.dtype, got.numpy(), want)
     assert (i + h).dtype == dtypes.float16
     assert (h < f).dtype == dtypes.bool and h.argmax().dtype == dtypes.int32
     # torch 1.13 rounds a python scalar to float16 first: 3 * half(0.1) = 0.2998..., not 0.3000...

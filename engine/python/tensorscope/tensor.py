@@ -467,7 +467,7 @@ class Tensor:
 
     def pow(self, x) -> "Tensor":
         """torch.pow: negative bases with integral exponents keep their sign; 0**0 = 1."""
-        return Tensor(self._t.pow(_wrap(x, self, exponent=True)._t))
+        return _scalar_keeps_float16(Tensor(self._t.pow(_wrap(x, self, exponent=True)._t)), self, x)
 
     def mod(self, x) -> "Tensor": return Tensor(self._t.mod(_wrap(x, self)._t))
     def fmod(self, x) -> "Tensor": return Tensor(self._t.fmod(_wrap(x, self)._t))
@@ -600,7 +600,7 @@ class Tensor:
     def __mod__(self, x): return self.mod(x)
     def __rmod__(self, x): return _wrap(x, self).mod(self)
     def __pow__(self, x): return self.pow(x)
-    def __rpow__(self, x): return _wrap(x, self, exponent=True).pow(self)
+    def __rpow__(self, x): return _scalar_keeps_float16(_wrap(x, self, exponent=True).pow(self), self, x)
     def __neg__(self): return self.neg()
     def __abs__(self): return self.abs()
     def __matmul__(self, x): return self.matmul(x)
@@ -1009,6 +1009,15 @@ def _kernel(k) -> list:
 def Device_canonical(device) -> str:
     d = str(device).upper()
     return d[:-2] if d in ("C:0", "INTERP:0") else d
+
+
+def _scalar_keeps_float16(out: Tensor, like: Tensor, x) -> Tensor:
+    """`out` of an op of float16 `like` and x, cast back to float16 when x is a python scalar: torch.result_type
+    does not promote for a python scalar, but _wrap(exponent=True) makes it a float32 0-d tensor, which promotes a
+    0-d float16 operand (torch.tensor(1.5, dtype=torch.half) ** 2 is float16). One rounding, after the float32 op."""
+    if isinstance(x, (bool, int, float)) and like.dtype == dtypes.float16 and out.dtype != dtypes.float16:
+        return out.cast(dtypes.float16)
+    return out
 
 
 def _wrap(x, like: Tensor, integer: bool = False, exponent: bool = False) -> Tensor:
