@@ -185,7 +185,8 @@ def test_promotion_as_torch(dev):
     assert (h + Tensor(np.float32(0.5), device=dev)).dtype == dtypes.float16  # 0-d does not promote (torch)
     h0 = Tensor(np.float16(1.5), device=dev)  # a python scalar does not promote a 0-d float16 tensor either
     t0 = torch.tensor(1.5, dtype=torch.half)
-    for got, want in ((h0 ** 2, t0 ** 2), (h0 ** 2.5, t0 ** 2.5), (2 ** h0, 2 ** t0)):
+    for got, want in ((h0 ** 2, t0 ** 2), (h0 ** 2.5, t0 ** 2.5), (2 ** h0, 2 ** t0),
+                      (h0.copysign(-2.0), torch.copysign(t0, -2.0))):
         assert got.dtype == dtypes.float16 and got.numpy() == want.numpy(), (got.dtype, got.numpy(), want)
     assert (i + h).dtype == dtypes.float16
     assert (h < f).dtype == dtypes.bool and h.argmax().dtype == dtypes.int32

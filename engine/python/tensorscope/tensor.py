@@ -476,12 +476,14 @@ class Tensor:
     def copysign(self, x) -> "Tensor":
         """torch.copysign: |self| with the sign bit of x (a Tensor, broadcast, or a python scalar); -0.0 counts as
         negative. Float32 result; the gradient flows to self only (torch)."""
-        return Tensor(self._t.copysign(_wrap(x, self, exponent=True)._t))
-    def logaddexp(self, x) -> "Tensor": return Tensor(self._t.logaddexp(_wrap(x, self, exponent=True)._t))
+        return _scalar_keeps_float16(Tensor(self._t.copysign(_wrap(x, self, exponent=True)._t)), self, x)
+    def logaddexp(self, x) -> "Tensor":
+        return _scalar_keeps_float16(Tensor(self._t.logaddexp(_wrap(x, self, exponent=True)._t)), self, x)
 
     def lerp(self, end, weight) -> "Tensor":
         """self + weight * (end - self); weight a Tensor or a scalar."""
-        return Tensor(self._t.lerp(_wrap(end, self, exponent=True)._t, _wrap(weight, self, exponent=True)._t))
+        out = Tensor(self._t.lerp(_wrap(end, self, exponent=True)._t, _wrap(weight, self, exponent=True)._t))
+        return _scalar_keeps_float16(out, self, end, weight)
 
     def where(self, x, y) -> "Tensor":
         """Called on a bool condition: `cond.where(a, b)` (tinygrad spelling); branches Tensor or scalar."""
@@ -1011,11 +1013,14 @@ def Device_canonical(device) -> str:
     return d[:-2] if d in ("C:0", "INTERP:0") else d
 
 
-def _scalar_keeps_float16(out: Tensor, like: Tensor, x) -> Tensor:
-    """`out` of an op of float16 `like` and x, cast back to float16 when x is a python scalar: torch.result_type
-    does not promote for a python scalar, but _wrap(exponent=True) makes it a float32 0-d tensor, which promotes a
-    0-d float16 operand (torch.tensor(1.5, dtype=torch.half) ** 2 is float16). One rounding, after the float32 op."""
-    if isinstance(x, (bool, int, float)) and like.dtype == dtypes.float16 and out.dtype != dtypes.float16:
+def _scalar_keeps_float16(out: Tensor, like: Tensor, *others) -> Tensor:
+    """`out` of an op of float16 `like` and `others`, cast back to float16 when some of them are python scalars and
+    the rest float16 tensors: torch.result_type does not promote for a python scalar, but _wrap(exponent=True) makes
+    it a float32 0-d tensor, which promotes a 0-d float16 operand (torch.tensor(1.5, dtype=torch.half) ** 2 is
+    float16). One rounding, after the float32 op."""
+    scalars = [isinstance(x, (bool, int, float)) for x in others]
+    halves = all(s or (isinstance(x, Tensor) and x.dtype == dtypes.float16) for s, x in zip(scalars, others))
+    if like.dtype == dtypes.float16 and any(scalars) and halves and out.dtype != dtypes.float16:
         return out.cast(dtypes.float16)
     return out
 

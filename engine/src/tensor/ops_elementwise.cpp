@@ -84,14 +84,12 @@ Tensor Tensor::fmod(const Tensor& x) const {
 }
 
 namespace {
-// x^e for the constant exponents PyTorch computes without pow (ATen's pow_tensor_scalar_optimized_kernel): 2 and
-// 3 as products, 0.5 as sqrt, -0.5 as 1/sqrt, -1 as 1/x, -2 as 1/(x·x); and 1 as x itself (ATen copies). Null for
-// any other exponent; with `check_only`, x itself for those (no node made).
-std::optional<Tensor> pow_by_products(const Tensor& x, double e, bool check_only = false) {
-  if (check_only) {
-    const bool has_form = e == 1 || e == 2 || e == 3 || e == 0.5 || e == -0.5 || e == -1 || e == -2;
-    return has_form ? std::optional<Tensor>(x) : std::nullopt;
-  }
+// The constant exponents PyTorch computes without pow (ATen's pow_tensor_scalar_optimized_kernel): 2 and 3 as
+// products, 0.5 as sqrt, -0.5 as 1/sqrt, -1 as 1/x, -2 as 1/(x·x); and 1 as x itself (ATen copies).
+bool has_product_form(double e) { return e == 1 || e == 2 || e == 3 || e == 0.5 || e == -0.5 || e == -1 || e == -2; }
+
+// x^e in that form; null for an exponent without one.
+std::optional<Tensor> pow_by_products(const Tensor& x, double e) {
   if (e == 1) return x.mul(fconst(x, 1));  // x exactly, as a node of its own
   if (e == 2) return x.mul(x);
   if (e == 3) return x.mul(x).mul(x);
@@ -114,7 +112,7 @@ Tensor Tensor::pow(const Tensor& x) const {
   if (const Node& n = node(x); n.op == Op::Const && !x.requires_grad() && n.shape.empty() && is_float(dtype())) {
     const double e = n.value;
     const Tensor base = as_float(*this);
-    if (pow_by_products(base, e, /*check_only=*/true))
+    if (has_product_form(e))
       return with_custom_backward(
           {base}, [&] { return *pow_by_products(base, e); },
           [base, e](const Tensor&, const Tensor& g) {
