@@ -121,6 +121,7 @@ PYBIND11_MODULE(_C, m) {
       .def_static("manual_seed", &Tensor::manual_seed)
       .def_static("scalar", &Tensor::scalar)
       .def_static("realize_all", &Tensor::realize_all)
+      .def("realize_with_next", &Tensor::realize_with_next)
       .def("numpy", &to_numpy)
       .def("copy_from_numpy", &copy_from_numpy)
       .def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape())); })

@@ -124,9 +124,12 @@ class BatchNorm:
     with n = numel / C values per channel (PyTorch's rule). In eval mode the running statistics
     normalize. Output: (x - mean) / sqrt(var + eps) * weight + bias.
 
-    The running statistics are updated with ``assign``: lazy, like everything else. Pass
-    ``get_parameters(model)`` to the optimizer (tinygrad's idiom) and it realizes them together with
-    the parameters in ``step()``; otherwise realize them yourself.
+    The running statistics are updated with ``assign``: lazy, like everything else, and realized with
+    whatever is realized next (the optimizer's ``step()``, ``loss.numpy()``), in its schedule. So an
+    optimizer given only the parameters that require gradients (PyTorch's idiom: running statistics are
+    buffers there, not parameters) leaves no chain of lazy updates behind that would hold every step's
+    activations; given ``get_parameters(model)`` (tinygrad's idiom) it realizes them in ``step()``, the same
+    schedule.
 
     Args:
         sz: the number of channels C.
@@ -176,6 +179,10 @@ class BatchNorm:
             self.running_mean.assign((1 - m) * self.running_mean + m * mean.detach())
             self.running_var.assign((1 - m) * self.running_var + (m * n / (n - 1)) * var.detach())
             self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+            # realized with the next realize (Tensor::realize_with_next): unrealized, each step's update would
+            # read the previous one's, and the chain would keep every step's batch statistics and activations
+            for t in (self.running_mean, self.running_var, self.num_batches_tracked):
+                t._t.realize_with_next()
         shape = self._channel_shape(x)
         scale = (var + self.eps).rsqrt()
         if self.weight is not None:
