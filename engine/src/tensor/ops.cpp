@@ -746,8 +746,28 @@ int64_t padded_width(int64_t n, int64_t k) {
   return (n + multiple - 1) / multiple * multiple;
 }
 
-// the weight size from which a Linear's weight gradient is stored by its matmul (see Tensor::matmul)
+// the weight size from which a Linear's weight gradient is stored by its matmul (see weight_gradient)
 constexpr int64_t kWeightGradStoreMinBytes = int64_t{1} << 20;
+
+Tensor weight_gradient(const Tensor& a, const Tensor& b, bool stored_transposed) {
+  const int64_t k = a.shape()[1], n = b.shape()[1];
+  Tensor dw;
+  if (stored_transposed) {
+    dw = b.transpose(0, 1).matmul(a);
+    // Fused into the optimizer's update (one multi-output kernel), the update's loads and stores of W
+    // and its state follow the register tile: 32-column strips, each row in a page of its own, which
+    // no prefetcher follows. From cache that costs nothing; a weight beyond a core's L2 share is read
+    // from memory (after a convolution's megabytes of im2col) and the kernel waits on it (Caffe's
+    // LeNet's (500, 800) with SGD's momentum: 1.9 ms, 27 GFLOP/s). Stored by the matmul instead, the
+    // update streams it: 1.9 ms -> 0.56 + 0.41 ms in the step.
+    if (k * n * 4 >= kWeightGradStoreMinBytes) dw = dw.contiguous();
+    dw = dw.transpose(0, 1);
+  } else {
+    dw = a.transpose(0, 1).matmul(b);
+  }
+  note_matmul_gradient(dw, a, b, stored_transposed);
+  return dw;
+}
 
 namespace {
 
@@ -890,24 +910,9 @@ Tensor Tensor::matmul(const Tensor& w) const {
       int64_t m = 1;  // the rows of x with its batch dims folded in (not -1: a size-0 k leaves it ambiguous)
       for (size_t d = 0; d + 1 < x.shape().size(); d++) m *= x.shape()[d];
       Tensor dx = g.matmul(w.transpose(-1, -2));
-      Tensor dw;
-      if (w.ndim() != 2) {
-        dw = x.transpose(-1, -2).matmul(g);
-      } else if (node(w).op == Op::Permute) {
-        // w = W.T (nn.Linear): the gradient is computed as (gᵀ @ x)ᵀ, so that it is stored in W's own
-        // layout and the optimizer's update reads it contiguously, not through a transpose
-        dw = g.reshape({m, n}).transpose(0, 1).matmul(x.reshape({m, k}));
-        // Fused into the optimizer's update (one multi-output kernel), the update's loads and stores of W
-        // and its state follow the register tile: 32-column strips, each row in a page of its own, which
-        // no prefetcher follows. From cache that costs nothing; a weight beyond a core's L2 share is read
-        // from memory (after a convolution's megabytes of im2col) and the kernel waits on it (Caffe's
-        // LeNet's (500, 800) with SGD's momentum: 1.9 ms, 27 GFLOP/s). Stored by the matmul instead, the
-        // update streams it: 1.9 ms -> 0.56 + 0.41 ms in the step.
-        if (k * n * 4 >= kWeightGradStoreMinBytes) dw = dw.contiguous();
-        dw = dw.transpose(0, 1);
-      } else {
-        dw = x.reshape({m, k}).transpose(0, 1).matmul(g.reshape({m, n}));
-      }
+      // w = W.T (nn.Linear): the gradient is computed as (gᵀ @ x)ᵀ, so that it is stored in W's own layout
+      const Tensor dw = w.ndim() != 2 ? x.transpose(-1, -2).matmul(g)
+                                      : weight_gradient(x.reshape({m, k}), g.reshape({m, n}), node(w).op == Op::Permute);
       return std::vector<Tensor>{dx, dw};
     });
   }

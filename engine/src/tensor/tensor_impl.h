@@ -51,6 +51,16 @@ Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DTy
 Tensor with_custom_backward(const std::vector<Tensor>& inputs, const std::function<Tensor()>& forward,
                             std::function<std::vector<Tensor>(const Tensor& out, const Tensor& out_grad)> backward);
 
+// A weight gradient that is a matmul, noted by matmul's backward while backward() runs (no-op otherwise):
+// dw = aᵀ @ b with a (m, k), b (m, n) and dw (k, n); `stored_transposed` when it is computed as (bᵀ @ a)ᵀ
+// (stored in the layout of the weight it is the gradient of, see Tensor::matmul). backward() sums the
+// gradients of a tensor read by several matmuls (an RNN's recurrent weight, once per time step) as one
+// matmul over the concatenated rows of their a and b (autograd.cpp, sum_gradients).
+void note_matmul_gradient(const Tensor& dw, const Tensor& a, const Tensor& b, bool stored_transposed);
+// aᵀ @ b for a (m, k), b (m, n): a weight's gradient (k, n), noted as above; computed as (bᵀ @ a)ᵀ when
+// `stored_transposed`, and then stored (n, k) when it is large (ops.cpp, kWeightGradStoreMinBytes).
+Tensor weight_gradient(const Tensor& a, const Tensor& b, bool stored_transposed);
+
 // Gradients of the primitive op recorded in `fn` given the output's gradient; one entry per parent
 // (undefined where the parent needs none). Defined in autograd.cpp.
 std::vector<Tensor> backward_rule(const Function& fn, const Tensor& out_grad);
