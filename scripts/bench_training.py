@@ -18,7 +18,10 @@ and models whose shapes no heuristic was written for (rows added in the fifteent
   9. the MLP of row 3 under a learning-rate schedule (linear warm-up over 10 steps, then cosine decay over
      1000), set before every step of every contender (PyTorch: `param_groups[..]["lr"]`; Tensorscope:
      `opt.lr`), as real training sets it (added in the twenty-fourth session: each new lr compiled the update
-     kernels again while it was a constant, 156 ms a step).
+     kernels again while it was a constant, 156 ms a step);
+ 10. a MobileNet (depthwise + pointwise blocks, BatchNorm) on 3x32x32, batch 32, SGD (fortieth session);
+ 11. a GRU (torch.nn.GRU's gates) over 20 steps of 50 features, 100 hidden units, batch 32, Adam: a weight read
+     once a step (forty-first session; its recurrent weight's gradient ran at 16 GFLOP/s as 20 small matmuls).
 The models are rebuilt here as in the samples (the sample files are not run). Every contender starts from
 the same weights: PyTorch's default initialisation, copied as NumPy arrays into each Tensorscope model
 (`nn.load_state_dict`); each contender has its own model and optimizer and sees the same batch. The losses
@@ -347,6 +350,53 @@ class TorchMobileNet(torch.nn.Module):
         return self.fc(x.mean((2, 3)))
 
 
+# A GRU (Cho et al., 2014, https://arxiv.org/abs/1406.1078) with torch.nn.GRU's gates and weights, unrolled over
+# the sequence, then a linear classifier on the last state: its recurrent weight is read by one matmul a step, so
+# its gradient sums 20 matmuls of 32 rows (one matmul of 640 rows since the forty-first session)
+GRU_SHAPE = (32, 20, 50, 100)  # batch, steps, input features, hidden units
+
+
+class GRU:
+    def __init__(self, n_in, hidden):
+        # torch.nn.GRU's parameters: gates (r, z, n) stacked along the rows
+        self.weight_ih_l0 = Tensor.uniform(3 * hidden, n_in, requires_grad=True)
+        self.weight_hh_l0 = Tensor.uniform(3 * hidden, hidden, requires_grad=True)
+        self.bias_ih_l0 = Tensor.zeros(3 * hidden, requires_grad=True)
+        self.bias_hh_l0 = Tensor.zeros(3 * hidden, requires_grad=True)
+        self.hidden = hidden
+
+    def __call__(self, x):
+        H = self.hidden
+        gx = x.linear(self.weight_ih_l0.T, self.bias_ih_l0)  # every step's input projection in one matmul
+        h = Tensor.zeros(x.shape[0], H)
+        for t in range(x.shape[1]):
+            gi, gh = gx[:, t], h.linear(self.weight_hh_l0.T, self.bias_hh_l0)
+            r = (gi[:, :H] + gh[:, :H]).sigmoid()
+            z = (gi[:, H:2 * H] + gh[:, H:2 * H]).sigmoid()
+            n = (gi[:, 2 * H:] + r * gh[:, 2 * H:]).tanh()
+            h = (1 - z) * n + z * h
+        return h
+
+
+class GRUClassifier:
+    def __init__(self):
+        _, _, n_in, hidden = GRU_SHAPE
+        self.gru, self.fc = GRU(n_in, hidden), nn.Linear(hidden, 10)
+
+    def __call__(self, x):
+        return self.fc(self.gru(x))
+
+
+class TorchGRUClassifier(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        _, _, n_in, hidden = GRU_SHAPE
+        self.gru, self.fc = torch.nn.GRU(n_in, hidden, batch_first=True), torch.nn.Linear(hidden, 10)
+
+    def forward(self, x):
+        return self.fc(self.gru(x)[1][0])
+
+
 # ---- the workloads ----------------------------------------------------------------------------------------
 def digits_batch(rng, n):
     try:
@@ -382,6 +432,8 @@ def workloads():
     m3y = rng.integers(0, 10, 100).astype(np.int32)
     mbx = rng.standard_normal((32, 3, 32, 32), dtype=np.float32)
     mby = rng.integers(0, 10, 32).astype(np.int32)
+    grx = rng.standard_normal(GRU_SHAPE[:3], dtype=np.float32)
+    gry = rng.integers(0, 10, GRU_SHAPE[0]).astype(np.int32)
     sgd = dict(ts_opt=lambda p: optim.SGD(p, lr=0.01, momentum=0.9),
                torch_opt=lambda p: torch.optim.SGD(p, lr=0.01, momentum=0.9),
                ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
@@ -435,6 +487,11 @@ def workloads():
              torch_loss=lambda out, y: F.cross_entropy(out, y), note="widths 16 does not divide, batch 100"),
         dict(name="MobileNet 3x32x32, b32, SGD", ts_model=MobileNet, torch_model=TorchMobileNet, x=mbx, y=mby, **sgd,
              note="depthwise 3x3 (stride 1 and 2) + pointwise blocks, 16-128 channels, BatchNorm; random images"),
+        dict(name="GRU 50-100 x20 steps, b32, Adam", ts_model=GRUClassifier, torch_model=TorchGRUClassifier,
+             x=grx, y=gry, ts_opt=lambda p: optim.Adam(p, lr=1e-3), torch_opt=lambda p: torch.optim.Adam(p, lr=1e-3),
+             ts_loss=lambda out, y: out.sparse_categorical_crossentropy(y),
+             torch_loss=lambda out, y: F.cross_entropy(out, y),
+             note="unrolled over 20 steps (PyTorch: torch.nn.GRU); random sequences"),
     ]
 
 
