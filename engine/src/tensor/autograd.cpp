@@ -22,6 +22,12 @@ struct MatmulGradient {
   Tensor dw;    // held, so that its node's id is not given to another node while the backward runs
 };
 thread_local std::map<NodeId, MatmulGradient>* matmul_gradients = nullptr;
+// The most matmul gradients sum_gradients gathers into one matmul (split_index_set's kMaxRanges)
+constexpr size_t kMaxGatheredParts = 32;
+// The most other gradients it adds in one kernel when there are more than kMaxGatheredParts: a part computed in
+// the kernel (a GRU step's gate gradients, three slices of their own) makes split_index_set's copies larger,
+// and at 32 of them they exceeded its limit (kMaxUnrolledInsts): unsplit, 7.3 ms for a (32, 60, 300) sum
+constexpr size_t kMaxSummedParts = 16;
 
 MatmulGradient* matmul_gradient(const Tensor& dw) {
   if (!matmul_gradients) return nullptr;
@@ -50,30 +56,57 @@ Tensor sum_gradients(const std::vector<Tensor>& parts) {
     }
   Tensor sum;
   if (matmuls.size() > 1) {
-    std::vector<Tensor> as, bs;
-    bool same_rows = true;
-    for (size_t i : matmuls) {
-      as.push_back(matmul_gradient(parts[i])->a);
-      bs.push_back(matmul_gradient(parts[i])->b);
-      same_rows = same_rows && as.back().shape()[0] == as[0].shape()[0];
+    const bool transposed = matmul_gradient(parts[matmuls[0]])->stored_transposed;
+    // at most kMaxGatheredParts a matmul: the copies that gather more would not be split into a loop a part
+    // (split_index_set's limit) and each element would read every part through masks, T² work (a GRU over 60
+    // steps: 18 ms a copy). The groups' products are stored (contiguous()) and added.
+    const size_t groups = (matmuls.size() + kMaxGatheredParts - 1) / kMaxGatheredParts;
+    for (size_t from = 0; from < matmuls.size(); from += kMaxGatheredParts) {
+      const size_t to = std::min(matmuls.size(), from + kMaxGatheredParts);
+      std::vector<Tensor> as, bs;
+      bool same_rows = true;
+      for (size_t j = from; j < to; j++) {
+        as.push_back(matmul_gradient(parts[matmuls[j]])->a);
+        bs.push_back(matmul_gradient(parts[matmuls[j]])->b);
+        same_rows = same_rows && as.back().shape()[0] == as[0].shape()[0];
+      }
+      // Gathered into one buffer first (contiguous()): read through the concatenation, the matmul's packing of
+      // its operand into panels chose the part by a division of its row index, which split_index_set cannot
+      // split, and every element read all T parts through masks (a GRU's 20 steps: 1.3 ms to pack (640, 100)).
+      // The rows in any order, the same in a and b: each row's parts side by side, (m, T, k), when they have m
+      // rows each, so that the copy's loop over the parts lies inside the loop over the rows and is split into
+      // one loop a part; concatenated (T·m, k), the part would be chosen by the outermost loop, which the C
+      // device's threads divide and which is not split (a (640, 300) copy: 1.4 ms).
+      auto gather = [&](const std::vector<Tensor>& ts) {
+        if (!same_rows) return Tensor::cat_all(ts, 0).contiguous();
+        const Shape rows = {ts[0].shape()[0] * static_cast<int64_t>(ts.size()), ts[0].shape()[1]};
+        return Tensor::stack(ts, 1).contiguous().reshape(rows);
+      };
+      Tensor product = to - from == 1 ? parts[matmuls[from]] : weight_gradient(gather(as), gather(bs), transposed);
+      if (groups > 1) product = product.contiguous();
+      sum = sum.defined() ? sum.add(product) : product;
     }
-    // Gathered into one buffer first (contiguous()): read through the concatenation, the matmul's packing of
-    // its operand into panels chose the part by a division of its row index, which split_index_set cannot
-    // split, and every element read all T parts through masks (a GRU's 20 steps: 1.3 ms to pack (640, 100)).
-    // The rows in any order, the same in a and b: each row's parts side by side, (m, T, k), when they have m
-    // rows each, so that the copy's loop over the parts lies inside the loop over the rows and is split into
-    // one loop a part; concatenated (T·m, k), the part would be chosen by the outermost loop, which the C
-    // device's threads divide and which is not split (a (640, 300) copy: 1.4 ms).
-    auto gather = [&](const std::vector<Tensor>& ts) {
-      if (!same_rows) return Tensor::cat_all(ts, 0).contiguous();
-      const Shape rows = {ts[0].shape()[0] * static_cast<int64_t>(ts.size()), ts[0].shape()[1]};
-      return Tensor::stack(ts, 1).contiguous().reshape(rows);
-    };
-    sum = weight_gradient(gather(as), gather(bs), matmul_gradient(parts[matmuls[0]])->stored_transposed);
+    if (groups > 1) sum = sum.contiguous();
   }
+  // The others added in order; more than kMaxGatheredParts of them in groups of kMaxSummedParts, each group's
+  // sum stored: the
+  // gradient of a sequence's input projection read a slice a step (x[:, t]) is the sum of T padded slices, and
+  // one kernel summing them reads every part through masks at every element (split_index_set gives each part
+  // a loop of its own up to 32 parts), T² work (a GRU over 60 steps: 18 ms).
+  // The total is stored too: added in the prologue of the matmul that reads it (the input projection's weight
+  // gradient), the groups' sum was computed once per column of its tile (12 ms for 60 steps).
+  std::vector<Tensor> rest;
   for (size_t i = 0; i < parts.size(); i++)
-    if (matmuls.size() < 2 || !std::count(matmuls.begin(), matmuls.end(), i)) sum = sum.defined() ? sum.add(parts[i]) : parts[i];
-  return sum;
+    if (matmuls.size() < 2 || !std::count(matmuls.begin(), matmuls.end(), i)) rest.push_back(parts[i]);
+  const bool grouped = rest.size() > kMaxGatheredParts;
+  for (size_t from = 0; from < rest.size(); from += grouped ? kMaxSummedParts : rest.size()) {
+    Tensor group = rest[from];
+    for (size_t i = from + 1; i < std::min(rest.size(), from + (grouped ? kMaxSummedParts : rest.size())); i++)
+      group = group.add(rest[i]);
+    if (grouped) group = group.contiguous();
+    sum = sum.defined() ? sum.add(group) : group;
+  }
+  return grouped ? sum.contiguous() : sum;
 }
 }  // namespace
 
