@@ -855,13 +855,16 @@ class Tensor:
     def __getitem__(self, key) -> "Tensor":
         """ints, slices (any step, clamped like Python), None, ..., lists of ints and integer Tensors
         (advanced indexing with NumPy placement). IndexError for out-of-range ints and too many indices."""
-        items = list(key) if isinstance(key, tuple) else [key]
+        items = key if isinstance(key, tuple) else (key,)
         conv = []
         for k in items:
-            if k is None or k is Ellipsis:
+            if k is None or k is Ellipsis or type(k) is int:
                 conv.append(k)
-            elif isinstance(k, slice):
-                conv.append(slice(*(None if v is None else _index_int(v) for v in (k.start, k.stop, k.step))))
+            elif type(k) is slice:
+                start, stop, step = k.start, k.stop, k.step
+                conv.append(k if (start is None or type(start) is int) and (stop is None or type(stop) is int)
+                            and (step is None or type(step) is int)
+                            else slice(*(None if v is None else _index_int(v) for v in (start, stop, step))))
             elif isinstance(k, Tensor):
                 conv.append(k.to(self.device)._t if k.device != self.device else k._t)
             elif isinstance(k, (list, np.ndarray)):
