@@ -149,3 +149,32 @@ def test_a_layer_applied_twice_in_training_matches_torch():
     ((tl(torch.tensor(a)) - tl(torch.tensor(b))) ** 2).mean().backward()
     np.testing.assert_allclose(layer.weight.grad.numpy(), tl.weight.grad.numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(layer.bias.grad.numpy(), tl.bias.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_weight_read_transposed_by_several_matmuls_is_copied_once():
+    """x @ W.T copies W into the register tile's layout (Tensor::matmul); five matmuls of one graph reading
+    the same W.T share one copy (contiguous() shares copies of a view of a realized buffer until the next
+    realize), and after an update of W the next graph copies the new values."""
+    from tensorscope import GlobalCounters
+    rng = np.random.default_rng(4)
+    w_np = rng.standard_normal((48, 40)).astype(np.float32)
+    xs_np = [rng.standard_normal((32, 40)).astype(np.float32) for _ in range(5)]
+    W = Tensor(w_np)
+    xs = [Tensor(x) for x in xs_np]
+    for x in xs:
+        x.realize()
+
+    def products():
+        ys = [x @ W.T for x in xs]
+        GlobalCounters.reset()
+        ys[0].realize(*ys[1:])
+        return ys, GlobalCounters.kernel_count
+
+    ys, kernels = products()
+    assert kernels == 6, f"{kernels} kernels for 5 matmuls reading one weight (a copy of W.T each?)"
+    for x, y in zip(xs_np, ys):
+        np.testing.assert_allclose(y.numpy(), x @ w_np.T, rtol=1e-5, atol=1e-5)
+    W.assign(W * 2).realize()
+    ys, _ = products()
+    for x, y in zip(xs_np, ys):
+        np.testing.assert_allclose(y.numpy(), x @ (2 * w_np).T, rtol=1e-5, atol=1e-5)

@@ -220,6 +220,7 @@ std::vector<Tensor>& pending_realize() {
 void Tensor::realize_with_next() { pending_realize().push_back(*this); }
 
 void Tensor::realize_all(const std::vector<Tensor>& tensors) {
+  forget_view_copies();
   std::vector<NodeId> ids;
   std::vector<Tensor> pending = std::move(pending_realize());  // kept alive until they are realized
   pending_realize().clear();

@@ -61,6 +61,10 @@ void note_matmul_gradient(const Tensor& dw, const Tensor& a, const Tensor& b, bo
 // `stored_transposed`, and then stored (n, k) when it is large (ops.cpp, kWeightGradStoreMinBytes).
 Tensor weight_gradient(const Tensor& a, const Tensor& b, bool stored_transposed);
 
+// contiguous() shares the copies of a view of a realized buffer made since the last realize (ops.cpp); a
+// realize forgets them (the buffer may change after it: an optimizer's update, copy_from_host).
+void forget_view_copies();
+
 // Gradients of the primitive op recorded in `fn` given the output's gradient; one entry per parent
 // (undefined where the parent needs none). Defined in autograd.cpp.
 std::vector<Tensor> backward_rule(const Function& fn, const Tensor& out_grad);
