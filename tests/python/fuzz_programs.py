@@ -74,7 +74,9 @@ def torch_eval(program, arrays=None, requires_grad=False):
     env = {"a": a, "torch": torch, "F": F}
     for _, tcode in program["ops"]:
         env["x"] = x
-        if " @ " in tcode and x.dtype == torch.bool:  # torch 1.13 multiplies bool matrices only when empty
+        # torch 1.13 multiplies bool matrices only when empty (and an empty int32 @ bool gives bool): either
+        # operand bool is outside what PyTorch (and the API) define
+        if " @ " in tcode and (x.dtype == torch.bool or any(a[int(i)].dtype == torch.bool for i in re.findall(r"a\[(\d+)\]", tcode))):
             raise TypeError("bool matmul is outside what PyTorch (and the API) define")
         x = eval(tcode, env)  # noqa: S307 (programs are generated here)
     return a, x

@@ -28,6 +28,8 @@ constexpr size_t kMaxGatheredParts = 32;
 // the kernel (a GRU step's gate gradients, three slices of their own) makes split_index_set's copies larger,
 // and at 32 of them they exceeded its limit (kMaxUnrolledInsts): unsplit, 7.3 ms for a (32, 60, 300) sum
 constexpr size_t kMaxSummedParts = 16;
+// ... for tensors of more elements than this (the kernelizer's small-kernel size, schedule.h)
+constexpr int64_t kGroupedSumMinElements = 4096;
 
 MatmulGradient* matmul_gradient(const Tensor& dw) {
   if (!matmul_gradients) return nullptr;
@@ -88,21 +90,21 @@ Tensor sum_gradients(const std::vector<Tensor>& parts) {
     }
     if (groups > 1) sum = sum.contiguous();
   }
-  // The others added in order; more than kMaxGatheredParts of them in groups of kMaxSummedParts, each group's
-  // sum stored: the
-  // gradient of a sequence's input projection read a slice a step (x[:, t]) is the sum of T padded slices, and
-  // one kernel summing them reads every part through masks at every element (split_index_set gives each part
-  // a loop of its own up to 32 parts), T² work (a GRU over 60 steps: 18 ms).
-  // The total is stored too: added in the prologue of the matmul that reads it (the input projection's weight
-  // gradient), the groups' sum was computed once per column of its tile (12 ms for 60 steps).
+  // The others added in order. More than kMaxGatheredParts of them (of a tensor larger than
+  // kGroupedSumMinElements: a scalar read 100 times adds its parts in one small kernel, whatever its masks) in
+  // groups of kMaxSummedParts, each group's sum stored: the gradient of a sequence's input projection read a
+  // slice a step (x[:, t]) is the sum of T padded slices, and one kernel summing them reads every part through
+  // masks at every element (split_index_set gives each part a loop of its own up to 32 parts), T² work (a GRU
+  // over 60 steps: 18 ms). The total is stored too: added in the prologue of the matmul that reads it (the
+  // input projection's weight gradient), the groups' sum was computed once per column of its tile (12 ms).
   std::vector<Tensor> rest;
   for (size_t i = 0; i < parts.size(); i++)
     if (matmuls.size() < 2 || !std::count(matmuls.begin(), matmuls.end(), i)) rest.push_back(parts[i]);
-  const bool grouped = rest.size() > kMaxGatheredParts;
-  for (size_t from = 0; from < rest.size(); from += grouped ? kMaxSummedParts : rest.size()) {
+  const bool grouped = rest.size() > kMaxGatheredParts && rest[0].numel() > kGroupedSumMinElements;
+  const size_t per_group = grouped ? kMaxSummedParts : rest.size();
+  for (size_t from = 0; from < rest.size(); from += per_group) {
     Tensor group = rest[from];
-    for (size_t i = from + 1; i < std::min(rest.size(), from + (grouped ? kMaxSummedParts : rest.size())); i++)
-      group = group.add(rest[i]);
+    for (size_t i = from + 1; i < std::min(rest.size(), from + per_group); i++) group = group.add(rest[i]);
     if (grouped) group = group.contiguous();
     sum = sum.defined() ? sum.add(group) : group;
   }
