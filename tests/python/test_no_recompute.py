@@ -17,30 +17,40 @@ from tensorscope.nn import optim
 _C = tensorscope._C
 
 
-def _schedules(path):
-    """Every schedule of a recording as (kernels, op of each node position)."""
+def schedule_payloads(path):
+    """Every schedule event of a recording as its payload (nodes, kernels), a repeated structure's resolved to its
+    nodes and kernels (node uids are then positions in the structure)."""
     db = sqlite3.connect(path)
     blobs = dict(db.execute("SELECT hash, data FROM blobs"))
     out = []
     for (payload,) in db.execute("SELECT payload FROM events WHERE kind = 'schedule' ORDER BY seq"):
         s = json.loads(payload)
-        if "structure" in s:  # a repeated structure: nodes are positions, which is all we need here
+        if "structure" in s:
             s = json.loads(bytes(blobs[s["structure"]]))
-        ops = {n["uid"]: n["op"] for n in s["nodes"]}
-        out.append((s["kernels"], ops))
+        out.append(s)
     db.close()
     return out
 
 
-def recorded_schedules(fn, tmp_path):
-    """Runs fn() once while recording; returns the recording's schedules as _schedules does."""
+def _schedules(path):
+    """Every schedule of a recording as (kernels, op of each node position)."""
+    return [(s["kernels"], {n["uid"]: n["op"] for n in s["nodes"]}) for s in schedule_payloads(path)]
+
+
+def record(fn, tmp_path):
+    """Runs fn() once while recording; returns the recording's path."""
     path = str(tmp_path / "run.tsrec")
     _C.start_recording(path, "run", "", [], sys.version)
     try:
         fn()
     finally:
         _C.finish_recording("finished", 0, "")
-    return _schedules(path)
+    return path
+
+
+def recorded_schedules(fn, tmp_path):
+    """Runs fn() once while recording; returns the recording's schedules as _schedules does."""
+    return _schedules(record(fn, tmp_path))
 
 
 def recomputed_reduces(step, tmp_path):

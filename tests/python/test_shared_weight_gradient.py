@@ -3,20 +3,16 @@
 # sum_gradients), not as one small matmul per use added up: fused, those were one kernel of T reduce blocks that
 # the register tile does not take (a GRU's recurrent weight over 20 steps: 2.4 ms at 16 GFLOP/s). Checked here:
 # the values against PyTorch (which adds T separate GEMMs) on C and INTERP, and in the recorded schedule, one
-# reduction for the weight's gradient instead of one a use.
-import json
-import sqlite3
-import sys
-
+# reduction for the weight's gradient instead of one a use. And the forward's uses of W.T share one copy of it
+# into the matmul's layout (Tensor::contiguous).
 import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
 
-import tensorscope
 from tensorscope import Tensor, nn
+from test_no_recompute import record, schedule_payloads
 
-_C = tensorscope._C
 DEVICES = ["C", "INTERP"]
 
 
@@ -71,25 +67,13 @@ def test_gru_gradients_match_torch(device, T):
 def _reductions_of(shape, fn, tmp_path):
     """Runs fn() while recording; the SUM nodes of its schedules whose shape, without its 1s, is `shape` or its
     transpose, as (the SUM's input shape) each."""
-    path = str(tmp_path / "run.tsrec")
-    _C.start_recording(path, "run", "", [], sys.version)
-    try:
-        fn()
-    finally:
-        _C.finish_recording("finished", 0, "")
-    db = sqlite3.connect(path)
-    blobs = dict(db.execute("SELECT hash, data FROM blobs"))
     found = []
-    for (payload,) in db.execute("SELECT payload FROM events WHERE kind = 'schedule' ORDER BY seq"):
-        s = json.loads(payload)
-        if "structure" in s:
-            s = json.loads(bytes(blobs[s["structure"]]))
+    for s in schedule_payloads(record(fn, tmp_path)):
         nodes = {n["uid"]: n for n in s["nodes"]}
         for n in s["nodes"]:
             dims = tuple(d for d in n["shape"] if d != 1)
             if n["op"] == "SUM" and sorted(dims) == sorted(shape):
                 found.append(tuple(nodes[n["srcs"][0]]["shape"]))
-    db.close()
     return found
 
 
