@@ -746,7 +746,7 @@ Tensor Tensor::contiguous() const {
   for (const ViewCopy& c : copies)
     if (c.key == key) return tensor_from_node(c.copy.id());
   Tensor copy = clone();
-  view_copies().push_back({std::move(key), NodeRef(node_of(copy))});
+  copies.push_back({std::move(key), NodeRef(node_of(copy))});
   return copy;
 }
 Tensor Tensor::clone() const { return primitive(Op::Contiguous, {*this}, shape(), dtype()); }
