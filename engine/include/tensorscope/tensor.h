@@ -82,7 +82,8 @@ class Tensor {
   // accumulates into their .grad (lazy tensors, realized when read). This tensor is realized with the next
   // realize (realize_with_next): the forward, the backward and an optimizer's update are one schedule.
   // Without `gradient` the tensor must have one element. Gradient conventions follow PyTorch (relu'(0)=0,
-  // ties share). Unless `retain_graph`, the history is freed as PyTorch frees its graph: the values the
+  // ties share). A tensor's gradients from several matmuls (a weight read once per time step) are summed as one
+  // matmul over the rows of all of them (autograd.cpp, sum_gradients; equal to PyTorch's sum up to rounding). Unless `retain_graph`, the history is freed as PyTorch frees its graph: the values the
   // backward rules saved and the history's hold on the forward's tensors are dropped (a forward
   // intermediate nothing else holds is then released by the schedule after its last reader), and a second
   // backward() through that history throws std::runtime_error.
@@ -248,7 +249,9 @@ class Tensor {
   Tensor squeeze(std::optional<int64_t> dim = std::nullopt) const;
   // The tensor's value in a contiguous buffer of its own shape: the tensor itself when it is already a realized
   // buffer (torch.Tensor.contiguous returns self when contiguous; tinygrad drops a CONTIGUOUS of a buffer), else
-  // a kernel boundary: its producers are computed once into a new buffer ("explicit contiguous()").
+  // a kernel boundary: its producers are computed once into a new buffer ("explicit contiguous()"). A view of a
+  // realized buffer made contiguous again before the next realize, where no autograd is recorded, is the same
+  // copy (an RNN's W.T, once a time step: one kernel; ops.cpp, view_copies).
   Tensor contiguous() const;
   // Always a new buffer holding the value (torch.Tensor.clone): a copy kernel even for a realized buffer.
   Tensor clone() const;

@@ -403,7 +403,9 @@ class Tensor:
 
     def contiguous(self) -> "Tensor":
         """The value in a contiguous buffer: self when it already is a realized buffer (torch.Tensor.contiguous
-        returns self then), else a new buffer its producers are computed into once (a kernel boundary)."""
+        returns self then), else a new buffer its producers are computed into once (a kernel boundary). The
+        same view of a realized buffer (``W.T``) made contiguous again before the next realize, without autograd
+        history, is the same copy (one kernel); `clone()` always copies."""
         return Tensor(self._t.contiguous())
 
     def clone(self) -> "Tensor":
