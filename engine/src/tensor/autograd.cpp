@@ -19,7 +19,7 @@ Tensor saved(const Function& fn, size_t i) { return tensor_from_node(fn.saved[i]
 struct MatmulGradient {
   Tensor a, b;  // dw = aᵀ @ b
   bool stored_transposed = false;
-  Tensor dw;    // held, so that its node's id is not given to another node while the backward runs
+  Tensor dw;    // the gradient itself, held: its node's id is not given to another node while the backward runs
 };
 thread_local std::map<NodeId, MatmulGradient>* matmul_gradients = nullptr;
 // The most matmul gradients sum_gradients gathers into one matmul (split_index_set's kMaxRanges)
@@ -45,20 +45,24 @@ MatmulGradient* matmul_gradient(const Tensor& dw) {
 // register tile does not take (a GRU's recurrent weight, 20 steps of 32 rows: 2.4 ms at 16 GFLOP/s). PyTorch
 // adds T separate GEMMs' results; the values agree to rounding (the terms are added in another order).
 Tensor sum_gradients(const std::vector<Tensor>& parts) {
-  std::vector<size_t> matmuls;  // the parts that join the first matmul part's concatenation
+  std::vector<const MatmulGradient*> matmuls;  // the parts that join the first matmul part's gather, in order
+  std::vector<bool> gathered(parts.size(), false);
   if (parts.size() > 1)
     for (size_t i = 0; i < parts.size(); i++) {
       const MatmulGradient* m = matmul_gradient(parts[i]);
       if (!m) continue;
-      const MatmulGradient* first = matmuls.empty() ? m : matmul_gradient(parts[matmuls[0]]);
+      const MatmulGradient* first = matmuls.empty() ? m : matmuls[0];
       if (m->stored_transposed == first->stored_transposed && m->a.shape()[1] == first->a.shape()[1] &&
           m->b.shape()[1] == first->b.shape()[1] && m->a.dtype() == first->a.dtype() &&
-          m->b.dtype() == first->b.dtype() && m->a.device() == first->a.device())
-        matmuls.push_back(i);
+          m->b.dtype() == first->b.dtype() && m->a.device() == first->a.device()) {
+        matmuls.push_back(m);
+        gathered[i] = true;
+      }
     }
+  if (matmuls.size() < 2) gathered.assign(parts.size(), false);  // one alone is added with the others
   Tensor sum;
   if (matmuls.size() > 1) {
-    const bool transposed = matmul_gradient(parts[matmuls[0]])->stored_transposed;
+    const bool transposed = matmuls[0]->stored_transposed;
     // at most kMaxGatheredParts a matmul: the copies that gather more would not be split into a loop a part
     // (split_index_set's limit) and each element would read every part through masks, T² work (a GRU over 60
     // steps: 18 ms a copy). The groups' products are stored (contiguous()) and added.
@@ -68,8 +72,8 @@ Tensor sum_gradients(const std::vector<Tensor>& parts) {
       std::vector<Tensor> as, bs;
       bool same_rows = true;
       for (size_t j = from; j < to; j++) {
-        as.push_back(matmul_gradient(parts[matmuls[j]])->a);
-        bs.push_back(matmul_gradient(parts[matmuls[j]])->b);
+        as.push_back(matmuls[j]->a);
+        bs.push_back(matmuls[j]->b);
         same_rows = same_rows && as.back().shape()[0] == as[0].shape()[0];
       }
       // Gathered into one buffer first (contiguous()): read through the concatenation, the matmul's packing of
@@ -84,7 +88,7 @@ Tensor sum_gradients(const std::vector<Tensor>& parts) {
         const Shape rows = {ts[0].shape()[0] * static_cast<int64_t>(ts.size()), ts[0].shape()[1]};
         return Tensor::stack(ts, 1).contiguous().reshape(rows);
       };
-      Tensor product = to - from == 1 ? parts[matmuls[from]] : weight_gradient(gather(as), gather(bs), transposed);
+      Tensor product = to - from == 1 ? matmuls[from]->dw : weight_gradient(gather(as), gather(bs), transposed);
       if (groups > 1) product = product.contiguous();
       sum = sum.defined() ? sum.add(product) : product;
     }
@@ -99,7 +103,7 @@ Tensor sum_gradients(const std::vector<Tensor>& parts) {
   // input projection's weight gradient), the groups' sum was computed once per column of its tile (12 ms).
   std::vector<Tensor> rest;
   for (size_t i = 0; i < parts.size(); i++)
-    if (matmuls.size() < 2 || !std::count(matmuls.begin(), matmuls.end(), i)) rest.push_back(parts[i]);
+    if (!gathered[i]) rest.push_back(parts[i]);
   const bool grouped = rest.size() > kMaxGatheredParts && rest[0].numel() > kGroupedSumMinElements;
   const size_t per_group = grouped ? kMaxSummedParts : rest.size();
   for (size_t from = 0; from < rest.size(); from += per_group) {
