@@ -30,7 +30,7 @@
 // (256, 256) 105 -> 99 GFLOP/s with them outside, (128, 784) @ (784, 512) 100 -> 90.)
 //
 // It applies when the two innermost global loops are perfectly nested (only index arithmetic, and loads of a
-// row's own values, between them), the inner one was upcast (its reduce block has at least 16 accumulators)
+// row's own values, between them), the inner one was upcast (its reduce block has at least 8 accumulators)
 // and some load in the reduce loop does not depend on the outer loop (that is the operand the tile reuses).
 // When upcast_global unrolled the inner loop completely (N = 32: no loop is left for it) and the loop now
 // innermost is one that the upcast operand's loads do not depend on, that loop is the tile's rows and is
@@ -44,7 +44,10 @@ using ir::Inst;
 using ir::Op;
 using ir::ValueId;
 
-constexpr int kMinAccumulators = 16;  // the inner loop must already be a vector's worth of outputs
+// the inner loop must already be a vector's worth of outputs: 8 floats, one AVX2 vector or half of AVX-512's (the
+// C renderer writes a run of 8 as a 256-bit vector there too). With 16 on AVX-512, a depthwise 3x3's rows of 14 or 7
+// (upcast by 8) went untiled, every row's taps one chain of multiply-adds (see one_vector_rows below)
+constexpr int kMinAccumulators = 8;
 constexpr int64_t kL2Bytes = int64_t{1} << 20;  // a core's L2 (AMD Zen 4: 1 MiB; Intel since Ice Lake: 1.25-2)
 constexpr int64_t kShortReduce = 64;            // K up to this: the groups of rows go back outside (see above)
 constexpr int64_t kMaxWholeRows = 12;           // M up to this that no factor below divides is tiled whole
@@ -63,7 +66,7 @@ void register_tile(ir::Kernel& k) {
   if (inner == insts.size() || insts[insts[inner].src[0]].op != Op::Const) return;
   const size_t inner_end = end_of_range(insts, inner);
   const std::vector<ReduceBlock> blocks = upcastable_body(insts, inner);
-  // (one vector's worth on a target with narrower vectors: AVX2's 8 floats, SSE's 4; see upcast_global)
+  // (one vector's worth on a target with narrower vectors: SSE's 4; see upcast_global)
   const int64_t min_accumulators = std::min<int64_t>(kMinAccumulators, k.target.vector_floats());
   if (blocks.size() != 1 || static_cast<int64_t>(blocks[0].range - blocks[0].first_acc) < min_accumulators) return;
   // The rows of the tile: a loop that the loads of the upcast operand do not depend on. Usually the
