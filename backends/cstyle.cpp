@@ -376,7 +376,7 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
         name[i] = v;
         const bool shared = in.op == Op::Where && k.insts[in.src[0]].op == Op::Load && where_uses[in.src[0]] > 1 &&
                             !loaded_by_lanes[in.src[0]];
-        emit(t + " " + v + " = " + (shared ? where_on_shared_loaded_condition(in, s, sdt) : alu_in(k, in, s, sdt)) + ";",
+        emit(t + " " + v + " = " + (shared ? where_on_shared_loaded_condition(k, in, s, sdt) : alu_in(k, in, s, sdt)) + ";",
              depth, op);
       }
     }

@@ -86,9 +86,10 @@ class CStyleRenderer : public Renderer {
   }
   // The expression of a WHERE whose condition is one value loaded from a bool buffer that several WHEREs
   // select on (the lanes of an upcast group): alu()'s by default.
-  virtual std::string where_on_shared_loaded_condition(const ir::Inst& in, const std::vector<std::string>& src,
+  virtual std::string where_on_shared_loaded_condition(const ir::Kernel& kernel, const ir::Inst& in,
+                                                       const std::vector<std::string>& src,
                                                        const std::vector<DType>& src_dtype) const {
-    return alu(in, src, src_dtype);
+    return alu_in(kernel, in, src, src_dtype);
   }
   // Whether the stores of an upcast group that land `stride` elements apart (not side by side) are staged
   // in a small array first and written from it by a loop (see render()): C's upcast kernels, for gcc's SLP.

@@ -356,6 +356,34 @@ SourceListing CRenderer::render(const ir::Kernel& k) const {
   return out;
 }
 
+// The LOADs a value depends on, within the kernel (a DFS over the operands).
+static std::set<ir::ValueId> loads_under(const ir::Kernel& k, ir::ValueId root) {
+  std::set<ir::ValueId> loads, seen;
+  std::vector<ir::ValueId> todo{root};
+  while (!todo.empty()) {
+    const ir::ValueId v = todo.back();
+    todo.pop_back();
+    if (v == ir::kNone || !seen.insert(v).second) continue;
+    const ir::Inst& in = k.insts[v];
+    if (in.op == ir::Op::Load) loads.insert(v);
+    for (int i = 0; i < in.num_src; i++) todo.push_back(in.src[i]);
+  }
+  return loads;
+}
+
+// Whether a WHERE's arm reads a LOAD its condition does not (relu's backward, where(x > 0, grad, 0)): gcc may
+// then load it only in the lanes that pick that arm. gcc 12.2's loop vectorizer packs such a conditional load
+// as a masked load (vmaskmovps / vblendmps) and, when the loop nest was unrolled into groups that are not a
+// whole number of vectors (a 2 x 6 nest: 12 lanes in three vectors of 4), gives every vector the first one's
+// mask: wrong values, not a crash (tests/python/test_regressions.py::test_masked_load_of_an_unrolled_nest).
+static bool arm_reads_a_load_its_condition_does_not(const ir::Kernel& k, const ir::Inst& where) {
+  const std::set<ir::ValueId> in_condition = loads_under(k, where.src[0]);
+  for (int arm = 1; arm <= 2; arm++)
+    for (ir::ValueId load : loads_under(k, where.src[arm]))
+      if (!in_condition.count(load)) return true;
+  return false;
+}
+
 std::string CRenderer::alu_in(const ir::Kernel& k, const ir::Inst& in, const std::vector<std::string>& s,
                               const std::vector<DType>& src_dtype) const {
   const bool upcast = has_upcast_outputs(k);
@@ -365,8 +393,12 @@ std::string CRenderer::alu_in(const ir::Kernel& k, const ir::Inst& in, const std
   // The float WHERE's mask form is for gcc's SLP (see alu()); in a kernel left to the loop vectorizer it is a
   // plain select, which that vectorizer always packs: a BatchNorm + ReLU written back from NHWC to NCHW
   // (mask from `0 < x` in the loop) stayed scalar with the mask, 23 -> 2.6 us measured as a select.
-  if (!upcast && in.op == ir::Op::Where && in.dtype == DType::Float32)
-    return "ts_select_f32(" + s[0] + ", " + s[1] + ", " + s[2] + ")";
+  // A WHERE whose arm reads what its condition does not keeps the mask form: as a select gcc would turn that
+  // arm's load into a masked load, which gcc 12.2 can vectorize with the wrong mask (see above). float16
+  // values are floats in the kernel (converted at their loads and stores) and take the same two forms.
+  if (!upcast && in.op == ir::Op::Where && is_float(in.dtype))
+    return std::string(arm_reads_a_load_its_condition_does_not(k, in) ? "ts_where_f32(" : "ts_select_f32(") + s[0] +
+           ", " + s[1] + ", " + s[2] + ")";
   return alu(in, s, src_dtype);
 }
 
@@ -392,9 +424,12 @@ std::string CRenderer::alu(const ir::Inst& in, const std::vector<std::string>& s
 // 1-byte load ("not grouped load"), and that one statement kept the whole tile scalar: the transformer
 // sample's embedding kernel r_32_12_32_11 ran in 0.057 ms, 0.005 ms as a select. A bool loaded per lane
 // (a mask tensor over a matmul's outputs) keeps the mask form, which vectorizes there (0.02 ms; 0.33 ms as a
-// select), as do conditions computed in the kernel (alu above).
-std::string CRenderer::where_on_shared_loaded_condition(const ir::Inst& in, const std::vector<std::string>& s,
+// select), as do conditions computed in the kernel (alu above). Only upcast kernels, which gcc leaves to its SLP
+// vectorizer, take the select: elsewhere the loop vectorizer would load the other arm through a mask (alu_in).
+std::string CRenderer::where_on_shared_loaded_condition(const ir::Kernel& k, const ir::Inst& in,
+                                                        const std::vector<std::string>& s,
                                                         const std::vector<DType>& src_dtype) const {
+  if (!has_upcast_outputs(k)) return alu_in(k, in, s, src_dtype);
   if (in.dtype == DType::Float32) return "(" + s[0] + " ? " + s[1] + " : " + s[2] + ")";
   return alu(in, s, src_dtype);
 }

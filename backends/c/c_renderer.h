@@ -27,7 +27,8 @@ class CRenderer : public CStyleRenderer {
   // of 16 accumulators side by side as one vector statement (see the .cpp).
   std::vector<FusedStatement> fused_statements(const ir::Kernel& kernel) const override;
   // A float WHERE on a bool loaded once and shared by several WHEREs renders as `c ? a : b` (see the .cpp).
-  std::string where_on_shared_loaded_condition(const ir::Inst& in, const std::vector<std::string>& src,
+  std::string where_on_shared_loaded_condition(const ir::Kernel& kernel, const ir::Inst& in,
+                                               const std::vector<std::string>& src,
                                                const std::vector<DType>& src_dtype) const override;
 
  private:

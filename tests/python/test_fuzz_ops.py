@@ -142,3 +142,16 @@ def test_fuzz_seed_200530(dev):
         ['x @ a[1]', 'x @ a[1]'],
     ]}
     assert failure_kind(program, [dev]) == "invalid"
+
+
+@devices
+def test_fuzz_seed_42201(dev):
+    """Found by scripts/fuzz_ops.py: C gave a wrong gradient of x (3 of 30 elements 0): gcc 12.2 vectorized relu's
+    backward, loaded through a mask, with one vector's mask for three (see test_regressions.py::
+    test_masked_load_of_an_unrolled_nest); the C renderer now writes that WHERE as a bit mask."""
+    program = {"dtype": 'float32', "seed": 0, "inputs": [[5, 2, 3, 1]], "ops": [
+        ['x.relu()', 'x.relu()'],
+        ['x.gather(2, I([[[[2], [0], [2]], [[2], [2], [2]]], [[[2], [0], [0]], [[2], [1], [2]]]]))',
+         'x.gather(2, torch.tensor([[[[2], [0], [2]], [[2], [2], [2]]], [[[2], [0], [0]], [[2], [1], [2]]]]))'],
+    ]}
+    run_program(program, dev)

@@ -50,6 +50,22 @@ def test_bool_select_feeding_a_float_select(dev):
 
 
 @pytest.mark.parametrize("dev", DEVICES)
+@pytest.mark.parametrize("shape", [(2, 6), (16, 6), (7, 7), (3, 14)])
+def test_masked_load_of_an_unrolled_nest(dev, shape):
+    # relu's backward, (relu(x) <= 0).where(0, g), written into a padded output: a nest of rows x 6 in C. gcc 12.2
+    # sank the load of g into the branch that selects it, vectorized it as a masked load, and gave every vector
+    # of an unrolled group the first vector's mask (2 x 6: three vectors of 4; g's 6th, 9th, 12th came out 0).
+    # The C renderer now writes such a WHERE as a bit mask, which loads g in every lane (found by
+    # scripts/fuzz_ops.py, seed 42201: x.relu() then x.gather(2, ...), the gradient of x).
+    n = int(np.prod(shape))
+    xv = np.where(np.arange(n).reshape(shape) % 3 == 2, 0.5, -0.5).astype(np.float32)
+    gv = (np.arange(n).reshape(shape) + 1).astype(np.float32)
+    x, g = Tensor(xv, device=dev), Tensor(gv, device=dev)
+    got = (x.relu() <= 0).where(0.0, g).pad(((0, 3), (0, 0))).numpy()
+    np.testing.assert_array_equal(got, np.pad(np.where(xv > 0, gv, 0), ((0, 3), (0, 0))))
+
+
+@pytest.mark.parametrize("dev", DEVICES)
 def test_max_pool_and_max_keep_nan(dev):
     # ts_fmaxf became branch-free (a maxss-style select, then a select on a's NaN): a NaN anywhere in a window
     # still wins, as in torch.max_pool2d and torch.amax (fmaxf would drop it). Windows of random values, NaNs,
