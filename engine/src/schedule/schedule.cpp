@@ -2,6 +2,7 @@
 #include "tensorscope/device.h"
 
 #include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <queue>
@@ -189,6 +190,52 @@ std::vector<NodeId> value_readers(const Graph& g, std::map<NodeId, std::vector<N
     }
   }
   return readers;
+}
+
+// A contiguous() that reads `id` through movement ops with a PERMUTE among them that moves the innermost axis
+// (of more than one element, onto an axis of more than one): a transposing copy, an NCHW gradient copied
+// channels-last for a convolution's weight gradient. None when no reader is one.
+std::optional<NodeId> transposing_copy_reader(const Graph& g, std::map<NodeId, std::vector<NodeId>>& consumers, NodeId id,
+                                              const std::set<NodeId>& targets) {
+  std::vector<std::pair<NodeId, bool>> stack{{id, false}};  // (node, whether the path to it transposed)
+  std::set<NodeId> seen;
+  while (!stack.empty()) {
+    const auto [cur, transposed] = stack.back();
+    stack.pop_back();
+    for (NodeId c : consumers[cur]) {
+      const Node& n = g[c];
+      if (n.realized() || !seen.insert(c).second) continue;
+      if (n.op == Op::Contiguous && transposed) return c;
+      if (!is_movement(n.op) || targets.count(c)) continue;
+      const Shape& in = g[cur].shape;
+      const bool moves_last = n.op == Op::Permute && !n.arg.empty() && n.arg.back() != static_cast<int64_t>(n.arg.size()) - 1 &&
+                              in.back() > 1 && in[static_cast<size_t>(n.arg.back())] > 1;
+      stack.push_back({c, transposed || moves_last});
+    }
+  }
+  return std::nullopt;
+}
+
+// The inputs (realized or stored values) of `id`'s fused subtree with as many elements as `id`: the tensors an
+// elementwise value moves element by element (a per-channel parameter read through a broadcast is not one).
+int full_size_inputs(const Graph& g, NodeId id, const std::function<bool(NodeId)>& is_input) {
+  const int64_t numel = shape_numel(g[id].shape);
+  std::set<NodeId> inputs, seen{id};
+  std::vector<NodeId> stack{id};
+  while (!stack.empty() && seen.size() < 256) {
+    const Node& n = g[stack.back()];
+    stack.pop_back();
+    for (int i = 0; i < n.num_src; i++) {
+      const NodeId s = n.src[i];
+      if (!seen.insert(s).second) continue;
+      if (is_input(s)) {
+        if (shape_numel(g[s].shape) == numel) inputs.insert(s);
+      } else {
+        stack.push_back(s);
+      }
+    }
+  }
+  return static_cast<int>(inputs.size());
 }
 
 // The first reduce among `readers` (value_readers: the ops that read a value, through movement ops).
@@ -794,6 +841,15 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
                    flops_text(static_cast<int64_t>(cost.recompute_flops)) + " more, storing it moves " +
                    bytes_text(cost.store_bytes) + " (worth " +
                    flops_text(static_cast<int64_t>(kRecomputeFlopsPerByte * cost.store_bytes)) + ")";
+    } else if (std::optional<NodeId> copy; !t.reduce && t.loads && !is_movement(n.op) &&
+               numel >= static_cast<double>(kTransposedCopyMinElements) && DeviceRegistry::at(n.device).name() == "C" &&
+               (copy = transposing_copy_reader(g, consumers, id, target_set)) &&
+               full_size_inputs(g, id, is_input) >= 2) {
+      // fused into the copy, each of the value's inputs would be read across the copy's rows, element by element
+      // (TRANSPOSE_TILE tiles a copy of one tensor); stored, the copy moves one tensor in 8x8 tiles
+      stored[id] = "value combines " + std::to_string(full_size_inputs(g, id, is_input)) + " tensors of its size and " +
+                   node_label(g, *copy) + " copies it transposed: fused, the copy would read each of them across "
+                   "its rows, element by element; stored, it moves one tensor in 8x8 tiles (TRANSPOSE_TILE)";
     } else if (const double extra = static_cast<double>(reads[id] - 1) * numel * static_cast<double>(t.cost);
                reads[id] > 1 && t.loads && !is_movement(n.op) && extra > kRecomputeFlopsPerByte * cost.store_bytes) {
       stored[id] = "value is read " + std::to_string(reads[id]) + " times and has " + std::to_string(t.cost) +
