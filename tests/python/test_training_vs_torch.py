@@ -115,3 +115,28 @@ def test_batchnorm_training_matches_torch(digits):
     np.testing.assert_allclose(model.bn.running_mean.numpy(), ref.bn.running_mean.numpy(), rtol=1e-3, atol=1e-5)
     np.testing.assert_allclose(model.bn.running_var.numpy(), ref.bn.running_var.numpy(), rtol=1e-3, atol=1e-5)
     assert model.bn.num_batches_tracked.item() == 10
+
+
+def test_pointwise_conv_batchnorm_gradients_match_torch():
+    """MobileNet's pointwise block (1x1 conv, BatchNorm, ReLU) on 32 x 64 x 8 x 8: the BatchNorm's backward is stored
+    before the channels-last copy the conv's weight gradient reads (schedule.cpp, kTransposedCopyMinElements), and
+    every gradient agrees with PyTorch's."""
+    rng = np.random.default_rng(3)
+    xv = rng.standard_normal((32, 64, 8, 8), dtype=np.float32)
+    conv, bn = nn.Conv2d(64, 64, 1, bias=False), nn.BatchNorm2d(64)
+    tconv, tbn = torch.nn.Conv2d(64, 64, 1, bias=False), torch.nn.BatchNorm2d(64)
+    tconv.weight.data = torch.from_numpy(conv.weight.numpy().copy())
+    x, tx = Tensor(xv, requires_grad=True), torch.from_numpy(xv.copy()).requires_grad_()
+    Tensor.training = True
+    try:
+        y = bn(conv(x)).relu()
+        (y * y).sum().backward()
+    finally:
+        Tensor.training = False
+    ty = torch.relu(tbn(tconv(tx)))
+    (ty * ty).sum().backward()
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-4, atol=1e-4)
+    for got, want in ((x.grad, tx.grad), (conv.weight.grad, tconv.weight.grad), (bn.weight.grad, tbn.weight.grad),
+                      (bn.bias.grad, tbn.bias.grad)):
+        scale = np.abs(want.numpy()).max()
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-3, atol=1e-4 * scale)
