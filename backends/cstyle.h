@@ -85,7 +85,7 @@ class CStyleRenderer : public Renderer {
     return alu(in, src, src_dtype);
   }
   // The expression of a WHERE whose condition is one value loaded from a bool buffer that several WHEREs
-  // select on (the lanes of an upcast group): alu()'s by default.
+  // select on (the lanes of an upcast group): alu_in()'s by default.
   virtual std::string where_on_shared_loaded_condition(const ir::Kernel& kernel, const ir::Inst& in,
                                                        const std::vector<std::string>& src,
                                                        const std::vector<DType>& src_dtype) const {

@@ -779,6 +779,8 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     std::vector<NodeId> readers;
     bool copied = false;  // the source of a COPY must be in memory on its own device
     for (NodeId c : consumers[id]) copied = copied || g[c].op == Op::Copy;
+    std::optional<NodeId> copy;  // a transposing copy that reads the value, and the tensors it would move (below)
+    int moved = 0;
     if (n.op == Op::Copy) {
       stored[id] = "device copy to " + DeviceRegistry::at(n.device).name();
     } else if (copied) {
@@ -841,13 +843,13 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
                    flops_text(static_cast<int64_t>(cost.recompute_flops)) + " more, storing it moves " +
                    bytes_text(cost.store_bytes) + " (worth " +
                    flops_text(static_cast<int64_t>(kRecomputeFlopsPerByte * cost.store_bytes)) + ")";
-    } else if (std::optional<NodeId> copy; !t.reduce && t.loads && !is_movement(n.op) &&
+    } else if (!t.reduce && t.loads && !is_movement(n.op) &&
                numel >= static_cast<double>(kTransposedCopyMinElements) && DeviceRegistry::at(n.device).name() == "C" &&
                (copy = transposing_copy_reader(g, consumers, id, target_set)) &&
-               full_size_inputs(g, id, is_input) >= 2) {
+               (moved = full_size_inputs(g, id, is_input)) >= 2) {
       // fused into the copy, each of the value's inputs would be read across the copy's rows, element by element
       // (TRANSPOSE_TILE tiles a copy of one tensor); stored, the copy moves one tensor in 8x8 tiles
-      stored[id] = "value combines " + std::to_string(full_size_inputs(g, id, is_input)) + " tensors of its size and " +
+      stored[id] = "value combines " + std::to_string(moved) + " tensors of its size and " +
                    node_label(g, *copy) + " copies it transposed: fused, the copy would read each of them across "
                    "its rows, element by element; stored, it moves one tensor in 8x8 tiles (TRANSPOSE_TILE)";
     } else if (const double extra = static_cast<double>(reads[id] - 1) * numel * static_cast<double>(t.cost);
