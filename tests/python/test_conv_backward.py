@@ -58,6 +58,9 @@ GRID = [
     ((1, 8, 4, 64), (16, 4, 3, 3), dict(groups=2, padding=1)),  # per group
     ((2, 64, 8, 8), (32, 64, 1, 1), dict()),  # 1x1 without padding: the 64 positions of an image are one row
     ((4, 8, 64), (16, 8, 5), dict(padding=2)),  # 1-d
+    # flat rows (conv_direct, flat_row_pitch): rows of 16 that 32 does not divide, the padded input's rows read
+    # as one axis of 16 x 18 positions, per group
+    ((2, 16, 16, 16), (32, 8, 3, 3), dict(groups=2, padding=1)),
     # strided depthwise: the input gradient by stride phases (depthwise_input_grad_by_phases), odd sizes that leave
     # the last phase short, stride 3 with a 1x1 kernel (phases no tap reaches), dilation, 1-d and 3-d
     ((2, 8, 11, 13), (8, 1, 3, 3), dict(groups=8, stride=2, padding=1)),
@@ -372,11 +375,13 @@ def test_a_few_channel_convolution_with_rows_of_28_widens_them_to_32_and_copies_
 
 
 def test_a_grouped_weight_gradient_reads_the_windows_in_place(tmp_path):
-    # 4 groups of 16 -> 16 channels, 3x3 on 16x16 maps (a batched matmul per group): the forward and the input
-    # gradient copy the grouped windows (E_4_4_16_16_16_3_3, one each), the weight gradient reads them in place,
-    # dWᵀ (G, C_in/G·K, C_out/G) summed over the batch and the map's rows and columns as nested reduce loops
-    # (r_4_144_16_4_16_16, weight_grad_over_windows: no third copy; a 4-group layer of 32 × 64 × 16 × 16, forward and
-    # both gradients alone on Zen 3, 9.5 -> 8.6 ms). Values and gradients against PyTorch.
+    # 4 groups of 16 -> 16 channels, 3x3 on 16x16 maps: the forward and the input gradient are flat-row convolutions
+    # (r_4_4_16_288_16_9, one each, over a padded copy with rows 18 apart: E_4_64_19_18), the weight gradient reads
+    # the forward's padded copy in place, dWᵀ (G, C_in/G·K, C_out/G) summed over the batch and the map's rows and
+    # columns as nested reduce loops (r_4_144_16_4_16_16, weight_grad_over_windows: no padded copy of its own, no
+    # im2col). (Before flat rows the forward and the input gradient copied the grouped windows, 9 times the input; a
+    # 4-group layer of 32 × 64 × 16 × 16 alone on this Xeon: forward 3.9-4.3 -> 2.1-2.3 ms, with both gradients 8.9-9.4
+    # -> 7.3-8.0 ms.) Values and gradients against PyTorch.
     script = tmp_path / "g4.py"
     script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n"
                       "x = Tensor(rng.standard_normal((4, 64, 16, 16)).astype(np.float32), requires_grad=True)\n"
@@ -388,7 +393,8 @@ def test_a_grouped_weight_gradient_reads_the_windows_in_place(tmp_path):
                       f"np.save({str(tmp_path / 'dw.npy')!r}, w.grad.numpy())\n")
     out = run_cli_out(script, tmp_path / "out")
     names = [k["name"] for k in json.loads((out / "kernels.json").read_text())["kernels"]]
-    assert "r_4_144_16_4_16_16" in names and names.count("E_4_4_16_16_16_3_3") == 2, names
+    assert "r_4_144_16_4_16_16" in names and names.count("r_4_4_16_288_16_9") == 2, names
+    assert names.count("E_4_64_19_18") == 2 and "E_4_64_18_18" not in names, names
     rng = np.random.default_rng(0)
     px = torch.tensor(rng.standard_normal((4, 64, 16, 16)).astype(np.float32), requires_grad=True)
     pw = torch.tensor(rng.standard_normal((64, 16, 3, 3)).astype(np.float32) * 0.1, requires_grad=True)
@@ -651,3 +657,42 @@ def test_a_strided_depthwise_input_gradient_is_stored_by_phases_before_the_layer
     px = torch.tensor(x, requires_grad=True)
     F.conv2d(px.relu(), torch.tensor(w), stride=2, padding=1, groups=8).backward(torch.tensor(g))
     np.testing.assert_allclose(tx.grad.numpy(), px.grad.numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_a_convolution_over_rows_of_16_reads_its_input_as_flat_rows(tmp_path):
+    # Flat rows (conv_direct, flat_row_pitch): 4 groups of 16 -> 16 channels 3x3 on 16x16 images (rows of 16,
+    # which 32 does not divide) is one register-tiled kernel over the padded input stored with rows 18 floats
+    # apart, its 16 x 18 positions one axis that the tile takes 32 at a time, 8 channels of a group a tile; the
+    # last two positions of each row are cropped away. No im2col (9 times the input) is stored: the kernels are
+    # the padded copy, the convolution and the crop of the realized output.
+    out, kernels = script_kernels(tmp_path, "x = Tensor(np.random.default_rng(0).standard_normal((4, 64, 16, 16)).astype(np.float32))\n"
+                                            "w = Tensor(np.random.default_rng(1).standard_normal((64, 16, 3, 3)).astype(np.float32))\n"
+                                            "x.conv2d(w, padding=1, groups=4).realize()\n")
+    names = [k["name"] for k in kernels]
+    assert names == ["E_4_64_19_18", "r_4_4_16_288_16_9", "E_4_64_16_16"], names
+    header = (out / kernels[1]["ir"]).read_text().splitlines()[0]
+    assert "UPCAST_GLOBAL(32)" in header and "REGISTER_TILE(8)" in header, header
+
+
+@pytest.mark.parametrize("n,ci,h,w,co,k,pad,groups,relu", [(2, 16, 16, 16, 16, 3, 1, 1, False), (2, 16, 16, 16, 32, 3, 1, 4, True),
+                                                          (2, 8, 12, 14, 16, 3, (1, 1, 0, 2), 1, False),
+                                                          (2, 8, 12, 20, 16, 5, 0, 2, True)])
+def test_flat_row_convolutions_match_pytorch(n, ci, h, w, co, k, pad, groups, relu):
+    # Flat rows (conv_direct, flat_row_pitch): rows of 16 (padding 1, 3x3: 16 x 18 positions), rows of 14 with
+    # padding on one side (pitch 16), a 5x5 without padding (rows of 16 read 20 apart), grouped, a ReLU before
+    # the convolution: the forward (its cropped positions), input and weight gradients against PyTorch
+    from tensorscope import Tensor
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
+    wt = rng.standard_normal((co, ci // groups, k, k)).astype(np.float32)
+    tx, tw = Tensor(x, device="C", requires_grad=True), Tensor(wt, device="C", requires_grad=True)
+    out = (tx.relu() if relu else tx).conv2d(tw, padding=pad, groups=groups)
+    g = rng.standard_normal(out.shape).astype(np.float32)
+    (out * Tensor(g, device="C")).sum().backward()
+    px, pw = torch.tensor(x, requires_grad=True), torch.tensor(wt, requires_grad=True)
+    pin = torch.relu(px) if relu else px
+    ref = F.conv2d(F.pad(pin, pad), pw, groups=groups) if isinstance(pad, tuple) else F.conv2d(pin, pw, padding=pad, groups=groups)
+    (ref * torch.tensor(g)).sum().backward()
+    for got, want in [(out, ref), (tx.grad, px.grad), (tw.grad, pw.grad)]:
+        want = want.detach().numpy()
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5 * float(np.abs(want).max()))

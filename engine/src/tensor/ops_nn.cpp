@@ -255,6 +255,9 @@ struct ForwardIm2col {
   // the forward computed rows widened to kWideRow positions (widened_row): its stored input, padded on the
   // right, which the weight gradient reads in place too
   std::optional<Tensor> widened_input;
+  // the forward computed flat rows (flat_row_pitch): its stored input, padded, with rows `pitch` apart and a row
+  // more at the bottom, which the weight gradient reads in place too (its windows cut to the output positions)
+  std::optional<Tensor> flat_input;
 };
 
 // Rows widened to 32 positions (an implicit GEMM for rows that 32 does not divide; C device, 2-D, one group,
@@ -297,6 +300,53 @@ int64_t widened_row(const Tensor& x, const Shape& o, int64_t groups, bool unit_s
   if (x.device() != "C" || o.size() != 2 || groups != 1 || !unit_stride) return 0;
   if (o.back() < kWideRow - 4 || o.back() >= kWideRow || flops < kIm2colMinFlops) return 0;
   return kWideRow;
+}
+
+// Flat rows (an implicit GEMM for rows that 32 does not divide, the forty-fourth session): the padded input is
+// stored with its rows `pitch` floats apart and read as one flat axis per image, and output position q of that
+// axis (row q / pitch, column q % pitch) sums the inputs q + kh·pitch + kw over the taps. The positions of a
+// row past its OW outputs (pitch - OW of them) read the start of the next input row and are cropped away, so
+// the positions of all rows are one axis of OH·pitch, whose lanes the register tile takes 32 at a time as it
+// does a row of 32 (two vector loads of the flat input at every tap, no mask, no im2col). pitch: the padded
+// input's width or a little more, so that 32 divides OH·pitch; 0 (not taken) where no pitch within a quarter
+// more positions than the outputs does. For 3x3 on 16x16 with padding 1 (pitch 18, 11% of the positions
+// cropped): 4 groups of 16 channels, batch 32, forward alone 28-40 -> GFLOP/s (the im2col was 9 times
+// the input); 32 -> 32 and 64 -> 64 channels likewise. C device, 2-D, stride and dilation 1 (`eligible`),
+// at least kImplicitMinChannels output channels a group.
+int64_t flat_row_pitch(const Tensor& x, const Shape& o, const Shape& k, const Pairs& pads, int64_t groups, int64_t cout,
+                       bool eligible) {
+  if (!eligible || x.device() != "C" || o.size() != 2 || k.size() != 2 || cout / groups < kImplicitMinChannels) return 0;
+  const int64_t width = x.shape()[3] + pads[1].first + pads[1].second;  // the padded input's
+  for (int64_t pitch = width; pitch < width + 32; pitch++)
+    if ((o[0] * pitch) % 32 == 0) return 4 * (pitch - o[1]) <= pitch ? pitch : 0;
+  return 0;
+}
+
+// The direct form of a convolution: every output sums its window's products. p: the windows (N, C_in, *o, *k),
+// weight (C_out, C_in/groups, *k); returns (N, groups, C_out/groups, *o) (stored in that shape, the groups and their
+// channels stay two loops: the register tile's rows are a group's channels, which share the input's loads). On C
+// the passes give it a register tile of output channels x positions along the last output axis (the implicit
+// GEMM, see conv_direct).
+Tensor direct_form(const Tensor& p, const Tensor& weight, int64_t groups, const Shape& o, const Shape& HW) {
+  const size_t n = o.size();
+  const int64_t bs = p.shape()[0], cout = weight.shape()[0], cin = weight.shape()[1], rcout = cout / groups;
+  Shape s1{bs, groups, cin, 1}, e1{bs, groups, cin, rcout};
+  s1.insert(s1.end(), o.begin(), o.end());
+  e1.insert(e1.end(), o.begin(), o.end());
+  s1.insert(s1.end(), HW.begin(), HW.end());
+  e1.insert(e1.end(), HW.begin(), HW.end());
+  std::vector<int64_t> order{0, 1, 3};
+  for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(4 + i));
+  order.push_back(2);
+  for (size_t i = 0; i < HW.size(); i++) order.push_back(static_cast<int64_t>(4 + n + i));
+  Tensor xs = p.reshape(s1).expand(e1).permute(order);  // (bs, groups, rcout, *o, cin, *HW)
+  Shape ws{1, groups, rcout};
+  for (size_t i = 0; i < n; i++) ws.push_back(1);
+  ws.push_back(cin);
+  ws.insert(ws.end(), HW.begin(), HW.end());
+  std::vector<int64_t> red;
+  for (size_t i = 0; i <= HW.size(); i++) red.push_back(-1 - static_cast<int64_t>(i));
+  return xs.mul(weight.reshape(ws)).sum(red);
 }
 
 // `forward`, when given, receives what the weight gradient can reuse (ForwardIm2col).
@@ -347,6 +397,25 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
     return y.shrink({{0, bs}, {0, cout}, {0, oh}, {0, o.back()}});  // stored whole-width, read through the crop
   }
   const bool rows_of_32 = o.back() % 32 == 0 || (k_size == 1 && !padded && o_size % 32 == 0);
+  if (const int64_t pitch = flat_row_pitch(x, o, HW, pads, groups, cout, unit_stride && !rows_of_32);
+      pitch && cin * k_size >= kIm2colMinReduce && conv_flops(bs, o, cout, cin, HW) >= kIm2colMinFlops) {
+    // (see flat_row_pitch) the input padded by its own padding, plus (pitch - its padded width) on the right
+    // and a row at the bottom, stored, read as one axis of (H' + 1)·pitch positions
+    const int64_t oh = o[0], q_size = oh * pitch, kh = HW[0], kw = HW[1];
+    Pairs fpads = pads;
+    fpads[0].second += 1;
+    fpads[1].second += pitch - (x.shape()[3] + pads[1].first + pads[1].second);
+    const Tensor xp = x.pad(full_pads(x, fpads)).contiguous();
+    if (forward) forward->flat_input = xp;
+    const Tensor flat = xp.reshape({bs, cin_, xp.shape()[2] * pitch});
+    // windows (N, C_in, Q, KH, KW) of the flat axis, q + kh·pitch + kw: the rows' taps (dilation pitch), then
+    // the columns' (taps next to each other) of each
+    const Tensor rows = pool(flat, {kh}, {1}, {pitch}).permute({0, 1, 3, 2});  // (N, C_in, KH, L)
+    const Tensor win = pool(rows, {kw}, {1}, {1}).permute({0, 1, 3, 2, 4});    // (N, C_in, L', KH, KW)
+    const Tensor w = win.shrink({{0, bs}, {0, cin_}, {0, q_size}, {0, kh}, {0, kw}}).reshape({bs, cin_, q_size, k_size});
+    const Tensor y = direct_form(w, weight.reshape({cout, cin, k_size}), groups, {q_size}, {k_size}).contiguous();  // (N, G, C_out/G, Q)
+    return y.reshape({bs, cout, oh, pitch}).shrink({{0, bs}, {0, cout}, {0, oh}, {0, o[1]}});  // read through the crop
+  }
   const bool implicit = unit_stride && rows_of_32 && cin * k_size >= kIm2colMinReduce && cout / groups >= kImplicitMinChannels &&
                         conv_flops(bs, o, cout, cin, HW) >= kIm2colMinFlops;
   if (implicit) p = stored_then_padded_windows(x, pads, HW, stride, dilation);
@@ -417,26 +486,9 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
   // would cost a launch more than the masks.
   if (padded && x.device() == "C" && conv_flops(bs, o, cout, cin, HW) >= kIm2colMinFlops)
     p = stored_then_padded_windows(x, pads, HW, stride, dilation);
-  int64_t rcout = cout / groups;
-  Shape s1{bs, groups, cin, 1}, e1{bs, groups, cin, rcout};
-  s1.insert(s1.end(), o.begin(), o.end());
-  e1.insert(e1.end(), o.begin(), o.end());
-  s1.insert(s1.end(), HW.begin(), HW.end());
-  e1.insert(e1.end(), HW.begin(), HW.end());
-  std::vector<int64_t> order{0, 1, 3};
-  for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(4 + i));
-  order.push_back(2);
-  for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(4 + n + i));
-  Tensor xs = p.reshape(s1).expand(e1).permute(order);  // (bs, groups, rcout, *o, cin, *HW)
-  Shape ws{1, groups, rcout};
-  for (size_t i = 0; i < n; i++) ws.push_back(1);
-  ws.push_back(cin);
-  ws.insert(ws.end(), HW.begin(), HW.end());
-  std::vector<int64_t> red;
-  for (size_t i = 0; i <= n; i++) red.push_back(-1 - static_cast<int64_t>(i));
   Shape out{bs, cout};
   out.insert(out.end(), o.begin(), o.end());
-  return xs.mul(weight.reshape(ws)).sum(red).reshape(out);
+  return direct_form(p, weight, groups, o, HW).reshape(out);
 }
 
 // The chunk of positions the weight gradient's dot products are split into (split-K, see conv_weight_grad)
@@ -509,6 +561,17 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
   const int64_t bs = x.shape()[0], cin = wshape[1], rcout = wshape[0] / groups;
   Tensor p = pool(x.pad(full_pads(x, pads)), HW, stride, dilation);  // (N, C_in, *o, *k)
   const Shape o(p.shape().begin() + 2, p.shape().begin() + 2 + n);
+  // The windows of the input the forward stored padded (its rows widened on the right, or flat rows), cut to the
+  // output's positions: no second padded copy of x. Else a padded copy of its own.
+  auto stored_windows = [&]() -> Tensor {
+    const std::optional<Tensor>& stored = forward && forward->widened_input ? forward->widened_input
+                                          : forward                         ? forward->flat_input
+                                                                            : std::optional<Tensor>{};
+    if (!stored) return padded_windows(x, pads, HW, stride, dilation);
+    Pairs cut;
+    for (int64_t d : p.shape()) cut.push_back({0, d});
+    return pool(*stored, HW, stride, dilation).shrink(cut);
+  };
   if (forward && forward->widened_input && wshape[0] < kIm2colMinWidth) {
     // rows widened to 32 (see widened_row), fewer than 16 output channels (from 16 on the matmul form below,
     // over the windows read in place, is faster): g padded to (N, C_out, OH, 32), stored as (N, OH, C_out, 32)
@@ -546,16 +609,7 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     //    are contiguous over N·O, summed with a vector of partial sums (upcast_reduce).
     // The result is stored by its own kernel: fused into the optimizer's update, the kernel would loop
     // over the weight's short axes and lose the matmul's loop structure.
-    if (forward && forward->widened_input) {
-      // the windows of the input the widened forward stored (padded, its rows widened on the right), cut to the
-      // output's columns: no second padded copy of x
-      Pairs cut;
-      for (int64_t d : p.shape()) cut.push_back({0, d});
-      const Tensor wide = pool(*forward->widened_input, HW, stride, dilation);
-      p = wide.shrink(cut);
-    } else {
-      p = padded_windows(x, pads, HW, stride, dilation);
-    }
+    p = stored_windows();
     int64_t o_size = 1;
     for (int64_t d : o) o_size *= d;
     const int64_t cout = wshape[0], taps = shape_numel(wshape) / cout, positions = bs * o_size;
@@ -628,7 +682,7 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     // and both gradients alone: 9.5 -> 8.6 ms; 2 groups on 28x28 maps 32.4 -> 29.3 ms)
     int64_t positions = bs;
     for (int64_t d : o) positions *= d;
-    p = padded_windows(x, pads, HW, stride, dilation);
+    p = stored_windows();
     std::vector<int64_t> order{1, 0};  // g (N, G, C_out/G, *o) → (G, N, *o, C_out/G)
     for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(3 + i));
     order.push_back(2);
