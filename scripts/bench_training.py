@@ -811,11 +811,13 @@ CONV_SHAPES = [(32, 16, 16, 32, 3, 1, 1, 1), (32, 32, 32, 16, 3, 1, 1, 1), (32, 
 
 
 def conv_rows(repeats=3 if QUICK else 7):
-    """[(shape text, GFLOP/s fwd, GFLOP/s fwd+bwd, torch fwd, torch fwd+bwd)]: the multiply-adds of the
-    forward (2 * N * C_out * H_out * W_out * C_in/groups * k * k) over the kernel time of realizing it
-    (GlobalCounters.time_ms: every kernel of the schedule, im2col and packing included); fwd+bwd: three times
-    those FLOPs (input and weight gradients are convolutions of the same size) over forward plus backward
-    (x.grad and w.grad realized). PyTorch: wall time of the same, best of `repeats`."""
+    """[(shape text, GFLOP/s fwd, GFLOP/s fwd+bwd, torch fwd, torch fwd+bwd, fwd FLOPs, fwd bytes, fwd+bwd bytes)]:
+    the multiply-adds of the forward (2 * N * C_out * H_out * W_out * C_in/groups * k * k) over the kernel time of
+    realizing it (GlobalCounters.time_ms: every kernel of the schedule, im2col and packing included); fwd+bwd:
+    three times those FLOPs (input and weight gradients are convolutions of the same size) over forward plus
+    backward (x.grad and w.grad realized). PyTorch: wall time of the same, best of `repeats`. Bytes: what any
+    implementation must move at least, each tensor once: the forward reads x and w and writes y; with the
+    backward, which reads g (y's size), x and w and writes dx and dw, 3 x + 3 w + 2 y (float32)."""
     rng = np.random.default_rng(3)
     out = []
     for n, cin, cout, hw, k, stride, pad, groups in CONV_SHAPES:
@@ -855,7 +857,9 @@ def conv_rows(repeats=3 if QUICK else 7):
         tboth = min(_timed(torch_both) for _ in range(repeats))
         name = f"{n}x{cin}x{hw}x{hw} -> {cout}, {k}x{k}" + (f" s{stride}" if stride > 1 else "") + \
                (f" g{groups}" if groups > 1 else "")
-        out.append((name, flop / fwd / 1e6, 3 * flop / both / 1e6, flop / tfwd / 1e6, 3 * flop / tboth / 1e6))
+        xb, wb, yb = 4 * x_np.size, 4 * w_np.size, 4 * g_np.size
+        out.append((name, flop / fwd / 1e6, 3 * flop / both / 1e6, flop / tfwd / 1e6, 3 * flop / tboth / 1e6,
+                    flop, xb + wb + yb, 3 * xb + 3 * wb + 2 * yb))
     return out
 
 
@@ -950,12 +954,25 @@ for r in rows:
               + ", ".join(f"{k} x{v}" for k, v in r["same_name"].items()))
 print(f"\nConvolutions against the matmul (issue 13: >= 40% of the matmul's {mm_ts:.1f} GFLOP/s = {0.4 * mm_ts:.1f}); "
       "GFLOP/s of the multiply-adds, best of several runs; Tensorscope: kernel time of every kernel realized "
-      "(im2col and packing included); fwd+bwd: 3x the forward's FLOPs over forward, input and weight gradients")
-head = f"{'N x C_in x H x W -> C_out, kernel':34} | {'TS fwd':>7} | {'% mm':>5} | {'TS f+b':>7} | {'% mm':>5} | {'torch fwd':>9} | {'torch f+b':>9}"
+      "(im2col and packing included); fwd+bwd: 3x the forward's FLOPs over forward, input and weight gradients; "
+      f"roof: the time at the roofline (the larger of FLOPs / the matmul's GFLOP/s and the least bytes any "
+      f"implementation moves / NumPy's {bandwidth:.1f} GB/s) over the time measured, 'mem' where the bytes bound it "
+      "(a depthwise convolution's 9 multiply-adds per output)")
+head = (f"{'N x C_in x H x W -> C_out, kernel':34} | {'TS fwd':>7} | {'% mm':>5} | {'roof':>9} | {'TS f+b':>7} | {'% mm':>5} | "
+        f"{'roof':>9} | {'torch fwd':>9} | {'torch f+b':>9}")
 print(head)
 print("-" * len(head))
-for name, fwd, both, tfwd, tboth in convs:
-    print(f"{name:34} | {fwd:7.1f} | {100 * fwd / mm_ts:4.0f}% | {both:7.1f} | {100 * both / mm_ts:4.0f}% | {tfwd:9.1f} | {tboth:9.1f}")
+
+
+def roof_text(gflops, flop, moved):
+    """'NN% mem' / 'NN%': the time at the roofline over the measured time, and whether memory bounds it."""
+    compute_ms, memory_ms = flop / (mm_ts * 1e6), moved / (bandwidth * 1e6)
+    return f"{100 * max(compute_ms, memory_ms) / (flop / (gflops * 1e6)):4.0f}%" + (" mem" if memory_ms > compute_ms else "    ")
+
+
+for name, fwd, both, tfwd, tboth, flop, fwd_bytes, both_bytes in convs:
+    print(f"{name:34} | {fwd:7.1f} | {100 * fwd / mm_ts:4.0f}% | {roof_text(fwd, flop, fwd_bytes):>9} | {both:7.1f} | "
+          f"{100 * both / mm_ts:4.0f}% | {roof_text(both, 3 * flop, both_bytes):>9} | {tfwd:9.1f} | {tboth:9.1f}")
 print(f"\ntotal {time.perf_counter() - start:.0f} s")
 if mismatches:
     print("\nMISMATCH: Tensorscope and PyTorch do not train alike from the same weights:\n  " + "\n  ".join(mismatches))
