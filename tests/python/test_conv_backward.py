@@ -675,13 +675,27 @@ def test_a_convolution_over_rows_of_16_reads_its_input_as_flat_rows(tmp_path):
     assert "UPCAST_GLOBAL(32)" in header and "REGISTER_TILE(8)" in header, header
 
 
+def test_a_flat_row_convolution_into_20_channels_takes_the_channel_major_weight_gradient(tmp_path):
+    # Caffe's LeNet's first layer, a smaller batch: 1 -> 20 channels 5x5 on 28x28 is a flat-row convolution (rows of
+    # 24 read 28 apart: r_8_20_672_25 over the input stored with a row more, E_8_29_28); its weight gradient is the
+    # channel-major matmul an im2col forward would have left for 20 channels (16 does not divide them): g copied to
+    # (20, N·O) a plane at a time (E_20_8_24_24), dW = g @ the windows in tap panels (E_8_24_24_32, r_20_32_4608).
+    # Channels-last, g's transpose to (N·O, 20) took 1.6 ms in Caffe's step. Values: test_flat_row_convolutions_...
+    _, kernels = conv_backward_kernels(tmp_path, (1, 20, 5), (8, 1, 28, 28), ".max_pool2d(kernel_size=(2, 2))")
+    names = [k["name"] for k in kernels]
+    assert "r_8_20_672_25" in names and "E_8_29_28" in names, names
+    assert "E_20_8_24_24" in names and "r_20_32_4608" in names and "E_8_24_24_20" not in names, names
+
+
 @pytest.mark.parametrize("n,ci,h,w,co,k,pad,groups,relu", [(2, 16, 16, 16, 16, 3, 1, 1, False), (2, 16, 16, 16, 32, 3, 1, 4, True),
+                                                          (2, 1, 28, 28, 20, 5, 0, 1, False),
                                                           (2, 8, 12, 14, 16, 3, (1, 1, 0, 2), 1, False),
                                                           (2, 8, 12, 20, 16, 5, 0, 2, True)])
 def test_flat_row_convolutions_match_pytorch(n, ci, h, w, co, k, pad, groups, relu):
-    # Flat rows (conv_direct, flat_row_pitch): rows of 16 (padding 1, 3x3: 16 x 18 positions), rows of 14 with
-    # padding on one side (pitch 16), a 5x5 without padding (rows of 16 read 20 apart), grouped, a ReLU before
-    # the convolution: the forward (its cropped positions), input and weight gradients against PyTorch
+    # Flat rows (conv_direct, flat_row_pitch): rows of 16 (padding 1, 3x3: 16 x 18 positions), rows of 24 into 20
+    # channels (the channel-major weight gradient), rows of 14 with padding on one side (pitch 16), a 5x5 without
+    # padding (rows of 16 read 20 apart), grouped, a ReLU before the convolution: the forward (its cropped
+    # positions), input and weight gradients against PyTorch
     from tensorscope import Tensor
     rng = np.random.default_rng(7)
     x = rng.standard_normal((n, ci, h, w)).astype(np.float32)

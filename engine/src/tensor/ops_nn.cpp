@@ -355,6 +355,13 @@ Tensor direct_form(const Tensor& p, const Tensor& weight, int64_t groups, const 
   return xs.mul(weight.reshape(ws)).sum(red);
 }
 
+// Whether a convolution computed as a matmul (one group) has its output channels as the matmul's vector axis,
+// (N·O, C_in·K) @ (C_in·K, C_out): from 16 channels when 16 divides them, or when the positions do not fill whole
+// vectors; else channel-major, (C_out, C_in·K) @ (C_in·K, N·O) (see conv_direct), and so is its weight gradient.
+bool channels_last_matmul(int64_t cout, int64_t positions) {
+  return cout >= kIm2colMinWidth && (cout % 16 == 0 || positions % 32 != 0);
+}
+
 // `forward`, when given, receives what the weight gradient can reuse (ForwardIm2col).
 Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const std::vector<int64_t>& stride_,
                    const std::vector<int64_t>& dilation_, const Pairs& pads, ForwardIm2col* forward = nullptr) {
@@ -412,7 +419,14 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
     fpads[0].second += 1;
     fpads[1].second += pitch - (x.shape()[3] + pads[1].first + pads[1].second);
     const Tensor xp = x.pad(full_pads(x, fpads)).contiguous();
-    if (forward) forward->flat_input = xp;
+    if (forward) {
+      forward->flat_input = xp;
+      // the weight gradient as after an im2col forward: a matmul channel-major when 16 does not divide C_out (it
+      // copies g to (C_out, N·O), one plane at a time; channels-last, Caffe's LeNet's first layer's g (64, 20, 24,
+      // 24) transposed to (N·O, 20) took 1.6 ms in its step, and its product over the windows 1.5 ms, against
+      // 0.3 + 0.3 + 0.7 ms with the tap panels)
+      forward->channel_major = groups == 1 && !channels_last_matmul(cout, bs * o_size);
+    }
     const Tensor flat = xp.reshape({bs, cin_, xp.shape()[2] * pitch});
     // windows (N, C_in, Q, KH, KW) of the flat axis, q + kh·pitch + kw: the rows' taps (dilation pitch), then
     // the columns' (taps next to each other) of each
@@ -454,8 +468,7 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
     // positions fill whole vectors: the channels-last form padded 20 channels to 32 (a third of its work
     // wasted), and a max-pool reading channels-last through the (N, C_out, *o) view loads every element 20
     // floats from the last (1.6 ms for 64 × 20 × 24 × 24, against 0.1 ms along contiguous rows).
-    const bool channels_last = cout >= kIm2colMinWidth && (cout % 16 == 0 || (bs * o_size) % 32 != 0);
-    if (channels_last) {
+    if (channels_last_matmul(cout, bs * o_size)) {
       // (N·O, C_in·K) @ (C_in·K, C_out), stored as (N·O, C_out) and read as (N, C_out, *o)
       y = im2col(p, n).matmul(w2.transpose()).contiguous();
       ys = {bs};
