@@ -248,8 +248,9 @@ Tensor stored_then_padded_windows(const Tensor& x, const Pairs& pads, const std:
 
 // What a convolution's forward tells its weight gradient (conv_direct → conv_weight_grad).
 struct ForwardIm2col {
-  // the forward computed (C_out, N·O) (few output channels, or a count 16 does not divide): the output gradient
-  // arrives in that order too
+  // the weight gradient is a channel-major matmul, g (C_out, N·O) @ the windows: the forward computed (C_out, N·O)
+  // (few output channels, or a count 16 does not divide), so the output gradient arrives in that order too; or a
+  // flat-row forward into a count 16 does not divide (g is copied to that order, a plane at a time)
   bool channel_major = false;
   // its transposed im2col (C_in·K, N·O), for the weight gradient to read instead of copying the windows again
   std::optional<Tensor> cols;
