@@ -63,6 +63,10 @@ step's share of its roofline (issue 14): the sum over its launches of the time e
 roofline (the larger of FLOPs / the best matmul's FLOP/s and bytes / the bandwidth) over their measured
 time.
 
+The convolution table (issue 13's "convolutions at >= 40% of the matmul"): each shape's GFLOP/s forward and with
+both gradients, as a share of the same run's matmul, and its roofline share the same way as a step's (its least
+traffic: each tensor once), marked "mem" where memory bounds it (the depthwise rows: 9 multiply-adds per output).
+
 Run: PYTHONPATH=build/python TENSORSCOPE_CACHE=build/kernel-cache /usr/bin/python3 scripts/bench_training.py [--quick]
      [--all-kernels]      (lists every launch of each step against its target, the most time lost first)
      [--record-dir DIR]   (keeps the recorded steps as DIR/step0.tsrec ...: open them with `tensorscope FILE`)
