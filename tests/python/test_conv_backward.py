@@ -711,3 +711,48 @@ def test_flat_row_convolutions_match_pytorch(n, ci, h, w, co, k, pad, groups, re
     for got, want in [(out, ref), (tx.grad, px.grad), (tw.grad, pw.grad)]:
         want = want.detach().numpy()
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5 * float(np.abs(want).max()))
+
+
+def _takes_flat_rows(n, ci, h, w, co, kh, kw, pad, groups):
+    """Mirrors conv_direct's choice of flat rows (flat_row_pitch) for a unit-stride 2-d convolution on C; pad is
+    (left, right, top, bottom)."""
+    oh, ow = h + pad[2] + pad[3] - kh + 1, w + pad[0] + pad[1] - kw + 1
+    if oh <= 0 or ow <= 0 or ow % 32 == 0 or co // groups < 8 or (ci // groups) * kh * kw < 8:
+        return False
+    if 2 * n * co * oh * ow * (ci // groups) * kh * kw < 1 << 18 or (28 <= ow < 32 and groups == 1):
+        return False  # too small for the implicit GEMM; rows of 28-31 are widened to 32 instead
+    width = w + pad[0] + pad[1]
+    pitch = next(p for p in range(width, width + 32) if oh * p % 32 == 0)
+    return pitch - ow <= 0.4 * pitch
+
+
+def test_random_flat_row_convolutions_match_pytorch():
+    # Flat rows over shapes no heuristic was written for (seeded): batch, channels, groups, rectangular kernels and
+    # one-sided paddings drawn at random, kept when conv_direct takes flat rows for them (_takes_flat_rows); the
+    # forward, input and weight gradients against PyTorch, the bias too
+    from tensorscope import Tensor
+    rng = np.random.default_rng(44)
+    cases = 0
+    while cases < 10:
+        groups = int(rng.choice([1, 1, 2, 4]))
+        n, ci, co = int(rng.integers(1, 4)), groups * int(rng.integers(1, 9)), groups * int(rng.integers(8, 17))
+        kh, kw = int(rng.integers(1, 6)), int(rng.integers(1, 6))
+        h, w = int(rng.integers(kh, 24)), int(rng.integers(kw, 24))
+        pad = tuple(int(v) for v in rng.integers(0, 3, 4))
+        if not _takes_flat_rows(n, ci, h, w, co, kh, kw, pad, groups):
+            continue
+        cases += 1
+        x = rng.standard_normal((n, ci, h, w)).astype(np.float32)
+        wt = rng.standard_normal((co, ci // groups, kh, kw)).astype(np.float32)
+        b = rng.standard_normal(co).astype(np.float32)
+        tx, tw, tb = (Tensor(v, device="C", requires_grad=True) for v in (x, wt, b))
+        out = tx.conv2d(tw, tb, padding=pad, groups=groups)
+        g = rng.standard_normal(out.shape).astype(np.float32)
+        (out * Tensor(g, device="C")).sum().backward()
+        px, pw, pb = (torch.tensor(v, requires_grad=True) for v in (x, wt, b))
+        ref = F.conv2d(F.pad(px, pad), pw, pb, groups=groups)
+        (ref * torch.tensor(g)).sum().backward()
+        for got, want in [(out, ref), (tx.grad, px.grad), (tw.grad, pw.grad), (tb.grad, pb.grad)]:
+            want = want.detach().numpy()
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-4, atol=1e-5 * float(np.abs(want).max()),
+                                       err_msg=str((n, ci, h, w, co, kh, kw, pad, groups)))
