@@ -397,7 +397,8 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
   // one loop after lowering merges them), that saves the im2col's copy, K times the input: 16 -> 16 channels
   // 3x3 on 32x32 images, forward 2.7 -> 1.5 ms, forward and backward 8.5 -> 6.3 ms (its input gradient is such
   // a convolution too); 64 -> 64 1x1 on 16x16: 0.9 -> 0.6 ms. Rows of 16 (16x16 images, 3x3) got slower this way
-  // (1.8 -> 2.4 ms for 32 channels: a tile of 8 × 16 lanes has too few accumulators) and keep the im2col.
+  // (1.8 -> 2.4 ms for 32 channels: a tile of 8 × 16 lanes has too few accumulators); they take flat rows instead
+  // (flat_row_pitch: the rows of an image one axis, 32 lanes a tile), or the im2col where those would crop too much.
   bool unit_stride = true, padded = false;
   for (size_t i = 0; i < n; i++) {
     unit_stride = unit_stride && stride[i] == 1 && dilation[i] == 1;
