@@ -276,12 +276,12 @@ def test_conv_with_bias_forward_and_backward(case, dev):
 def test_a_convolution_into_20_channels_reads_column_panels(tmp_path):
     # Caffe's LeNet's second layer, smaller: 12 -> 20 channels 5x5 on 16 images of 19x19 at stride 2 (8x8
     # outputs, 1024 positions, 300 taps, 1.2 MB of im2col; at stride 1 on 12x12 images, the same outputs, it is a
-    # flat-row convolution since the forty-fourth session). Channel-major, (20, 300) @ (300, 1024): the forward's im2col is written in
-    # column panels (1024/32, 300, 32), so that a register tile's 32 columns of all 300 rows lie together; the
-    # weight gradient dW = g (20, 1024) @ im2col (1024, 300) copies the windows for itself, its taps padded to
-    # 320 in column panels (10, 16, 8, 8, 32); the output gradient is stored channel-major once, for the weight
-    # gradient and the col2im input gradient, whose matmul reads a column-panel copy of it. Values against
-    # PyTorch in BIAS_GRID.
+    # flat-row convolution since the forty-fourth session). Channel-major, (20, 300) @ (300, 1024): the forward's
+    # im2col is written in column panels (1024/32, 300, 32), so that a register tile's 32 columns of all 300 rows
+    # lie together; the weight gradient dW = g (20, 1024) @ im2col (1024, 300) copies the windows for itself, its
+    # taps padded to 320 in column panels (10, 16, 8, 8, 32); the output gradient is stored channel-major once, for
+    # the weight gradient and the col2im input gradient, whose matmul reads a column-panel copy of it. Values
+    # against PyTorch in BIAS_GRID.
     out, kernels = conv_backward_kernels(tmp_path, (12, 20, 5, 2), (16, 12, 19, 19), ".max_pool2d(kernel_size=(2, 2)).relu()")
     names = [k["name"] for k in kernels]
     assert "E_32_12_5_5_32" in names, names  # the forward's im2col, in column panels
