@@ -604,13 +604,12 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
   // The windows of the input the forward stored padded (its rows widened on the right, or flat rows), cut to the
   // output's positions: no second padded copy of x. Else a padded copy of its own.
   auto stored_windows = [&]() -> Tensor {
-    const std::optional<Tensor>& stored = forward && forward->widened_input ? forward->widened_input
-                                          : forward                         ? forward->flat_input
-                                                                            : std::optional<Tensor>{};
-    if (!stored) return padded_windows(x, pads, HW, stride, dilation);
+    const std::optional<Tensor>* stored = nullptr;
+    if (forward) stored = forward->widened_input ? &forward->widened_input : &forward->flat_input;
+    if (!stored || !*stored) return padded_windows(x, pads, HW, stride, dilation);
     Pairs cut;
     for (int64_t d : p.shape()) cut.push_back({0, d});
-    return pool(*stored, HW, stride, dilation).shrink(cut);
+    return pool(**stored, HW, stride, dilation).shrink(cut);
   };
   if (forward && forward->widened_input && wshape[0] < kIm2colMinWidth) {
     // rows widened to 32 (see widened_row), fewer than 16 output channels (from 16 on the matmul form below,
