@@ -653,7 +653,7 @@ class GuiTest : public QObject {
                                   "after pass loop_invariant_code_motion", "after pass tile_local",
                                   "after pass transpose_tile", "after pass columns_as_lanes", "after pass padto",
                                   "after pass upcast_global", "after pass register_tile", "after pass split_index_set",
-                                  "after pass delinearize_reduce", "after pass simplify", "after pass rows_as_lanes",
+                                  "after pass simplify", "after pass delinearize_reduce", "after pass rows_as_lanes",
                                   "after pass group_reduce", "after pass upcast_reduce", "after pass max_reduce_as_int",
                                   "after pass coalesce_short_rows", "after pass fuse_multiply_add", "after pass sink_after_loops",
                                   "after pass local_size", "before render C",

@@ -40,11 +40,11 @@ const std::vector<Pass>& pipeline() {
        "a loop that compares its index with constants (a concatenation's gradient) runs as one loop per range, "
        "each without the comparisons",
        split_index_set},
-      {"delinearize_reduce",
-       "a reduce loop over merged axes whose index is taken apart by / and % (a convolution's channels and taps) "
-       "runs as one nested loop per axis",
-       delinearize_reduce},
       {"simplify", "fold constants, simplify index arithmetic and merge equal values again (after UPCAST)", simplify},
+      {"delinearize_reduce",
+       "a loop over merged axes whose index is taken apart by / and % (a tiled convolution's channels and taps, an "
+       "elementwise copy of attention's heads back into rows) runs as one nested loop per axis",
+       delinearize_reduce},
       {"rows_as_lanes",
        "a reduction over short rows with a transcendental (a softmax over 12 keys) runs 16 rows as the lanes of a "
        "loop the C compiler vectorizes",
