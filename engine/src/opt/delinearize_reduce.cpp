@@ -49,10 +49,9 @@ int64_t offset_from(const std::vector<Inst>& insts, ValueId v, ValueId r) {
   return -1;
 }
 
-// The divisors of loop `r`'s index (its IDIV and MOD users by positive constants, of the index itself or of the
-// index plus a multiple of the divisor), sorted, each dividing the next and the last dividing the trip count;
-// empty when there are none or they do not chain.
-std::vector<int64_t> divisors(const std::vector<Inst>& insts, size_t r, int64_t trips) {
+}  // namespace
+
+std::vector<int64_t> delinearize_divisors(const std::vector<Inst>& insts, size_t r, int64_t trips) {
   std::vector<int64_t> ds;
   for (size_t i = r + 1; i < insts.size(); i++) {
     const Inst& in = insts[i];
@@ -70,6 +69,8 @@ std::vector<int64_t> divisors(const std::vector<Inst>& insts, size_t r, int64_t 
   if (ds.size() + 1 > kMaxAxes) return {};
   return ds;
 }
+
+namespace {
 
 // The loops enclosing instruction `i`.
 int depth_at(const std::vector<Inst>& insts, size_t i) {
@@ -97,7 +98,7 @@ void delinearize_reduce(ir::Kernel& k) {
               : range.arg == ir::kLocalLoop || (range.arg == ir::kGlobalLoop && depth_at(insts, r) == 0))
       continue;
     const int64_t trips = static_cast<int64_t>(insts[range.src[0]].value);
-    const std::vector<int64_t> ds = divisors(insts, r, trips);
+    const std::vector<int64_t> ds = delinearize_divisors(insts, r, trips);
     if (ds.empty()) continue;
     const size_t end = end_of_range(insts, r);
     // loop i (innermost first) steps the old index by d_i (d_0 = 1) and runs d_(i+1) / d_i trips (the outermost:

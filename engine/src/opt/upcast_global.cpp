@@ -334,6 +334,14 @@ static void upcast_transpose(ir::Kernel& k, size_t inner) {
 // image rows of 28 splits p = 32·panel + lane into image, row and column with three div/mods by 28 and 784
 // per element; upcast, each lane's are loop-invariant in the tap loops inside the panel's and computed
 // once per panel (LeNet-5's first layer: 720 -> 440 us).
+// A row longer than kDividedRowMaxUpcast whose divisions split it into nested loops (w / 2, w % 2 of a 2x2
+// max-pool's gradient: delinearize_divisors) is left to delinearize_reduce, which runs it as (W / 2, 2): gcc's
+// loop vectorizer takes the W / 2 loop with its two lanes as an interleaved group, where upcast its SLP packed
+// each pooled value twice from scalars (in the training steps, max-pool gradients of 2x2 windows, alone, the
+// forty-fifth session's Xeon: 64 x 20 x 24 x 24 0.81 -> 0.29 ms, 32 x 6 x 28 x 28 0.155 -> 0.078, 64 x 16 x
+// 16 x 16 0.27 -> 0.084, 16 x 32 x 12 x 12 0.074 -> 0.042). Rows of 8 or fewer stay upcast: as a loop their W / 2
+// is at most 4 trips, less than a vector (64 x 8 x 8 x 8: 0.033 upcast, 0.036 as loops; 4 x 4 0.016 and 0.020).
+constexpr int64_t kDividedRowMaxUpcast = 8;
 static bool upcast_divided_index(ir::Kernel& k, size_t inner) {
   const std::vector<Inst>& insts = k.insts;
   for (const Inst& in : insts)
@@ -346,6 +354,8 @@ static bool upcast_divided_index(ir::Kernel& k, size_t inner) {
     divided = divided || ((insts[x].op == Op::IDiv || insts[x].op == Op::Mod) && insts[insts[x].src[1]].op == Op::Const &&
                           depends_on(insts, insts[x].src[0], static_cast<ValueId>(inner), memo));
   if (!divided) return false;
+  if (n > kDividedRowMaxUpcast && global_loops(insts).front() != inner && !delinearize_divisors(insts, inner, n).empty())
+    return false;
   const int chosen = upcast_amount(k, inner, static_cast<int>(n));
   if (chosen != n) return false;
   upcast_loop(k, inner, chosen, /*side_by_side=*/true);
