@@ -456,6 +456,32 @@ def test_a_max_pool_gradient_over_rows_of_24_runs_its_row_as_nested_loops(tmp_pa
         np.testing.assert_allclose(g[0, 0, 1:], ref[0, 0, 1:], rtol=1e-6)
 
 
+def test_a_max_pool_gradient_into_widened_rows_runs_its_row_as_nested_loops(tmp_path):
+    # LeNet-5's first layer (3 -> 6 channels 5x5 on 32x32) takes widened rows: its weight gradient reads g padded
+    # from rows of 28 to 32 and stored (N, OH, C_out, 32), written by the ReLU's and the max-pool's gradient. That
+    # row of 32 is divided by 2, 28, 56 and 784 until split_index_set splits it at 28 and simplify folds the pad's
+    # clamps; upcast_global tries those passes on a copy, finds no division left in the row, and leaves it to
+    # delinearize_reduce (E_32_28_6_32 in the step: 0.21 -> 0.065 ms). Weight gradient against PyTorch.
+    body = ("x = Tensor(rng.standard_normal((32, 3, 32, 32)).astype(np.float32))\n"
+            "w = Tensor(rng.standard_normal((6, 3, 5, 5)).astype(np.float32), requires_grad=True)\n"
+            "x.conv2d(w).relu().max_pool2d(kernel_size=(2, 2)).square().sum().backward()\n"
+            "w.grad.realize()\n")
+    ir = _kernels(tmp_path, body)
+    (grad,) = [n for n in ir if n.startswith("E_32_28_6_32")]
+    head, listing = ir[grad].splitlines()[0], ir[grad].split("\n\n")[0]
+    assert "UPCAST" not in head, head
+    assert " IDIV" not in listing and " MOD" not in listing, listing
+    import torch
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((32, 3, 32, 32)).astype(np.float32)
+    w = rng.standard_normal((6, 3, 5, 5)).astype(np.float32)
+    t = Tensor(w, requires_grad=True)
+    Tensor(x).conv2d(t).relu().max_pool2d(kernel_size=(2, 2)).square().sum().backward()
+    r = torch.from_numpy(w).requires_grad_()
+    torch.nn.functional.max_pool2d(torch.nn.functional.conv2d(torch.from_numpy(x), r).relu(), 2).square().sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-2)
+
+
 def test_a_kernel_left_to_the_loop_vectorizer_selects_with_a_plain_select(tmp_path):
     # A float WHERE is a bit mask in upcast kernels (for gcc's SLP) and a plain select elsewhere: gcc's loop
     # vectorizer left a BatchNorm-like scale + ReLU written from NHWC to NCHW scalar with the mask (23 us; 2.6 as

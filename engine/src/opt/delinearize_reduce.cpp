@@ -37,8 +37,8 @@ using ir::ValueId;
 constexpr size_t kMaxAxes = 4;  // loops one merged loop may become
 
 // The constant c when value `v` is `r + c` (c >= 0; split_index_set's loops start their index at the range's
-// first value, j + 128, which the simplify pass after this one folds into the division), 0 when v is r itself,
-// -1 otherwise.
+// first value, j + 128, which simplify folds into the division once r is split), 0 when v is r itself, -1
+// otherwise.
 int64_t offset_from(const std::vector<Inst>& insts, ValueId v, ValueId r) {
   if (v == r) return 0;
   const Inst& in = insts[v];
@@ -49,9 +49,10 @@ int64_t offset_from(const std::vector<Inst>& insts, ValueId v, ValueId r) {
   return -1;
 }
 
-}  // namespace
-
-std::vector<int64_t> delinearize_divisors(const std::vector<Inst>& insts, size_t r, int64_t trips) {
+// The divisors of loop `r`'s index (its IDIV and MOD users by positive constants, of the index itself or of the
+// index plus a multiple of the divisor), sorted, each dividing the next and the last dividing the trip count;
+// empty when there are none or they do not chain.
+std::vector<int64_t> divisors(const std::vector<Inst>& insts, size_t r, int64_t trips) {
   std::vector<int64_t> ds;
   for (size_t i = r + 1; i < insts.size(); i++) {
     const Inst& in = insts[i];
@@ -70,15 +71,6 @@ std::vector<int64_t> delinearize_divisors(const std::vector<Inst>& insts, size_t
   return ds;
 }
 
-namespace {
-
-// The loops enclosing instruction `i`.
-int depth_at(const std::vector<Inst>& insts, size_t i) {
-  int depth = 0;
-  for (size_t j = 0; j < i; j++) depth += insts[j].op == Op::Range ? 1 : insts[j].op == Op::EndRange ? -1 : 0;
-  return depth;
-}
-
 }  // namespace
 
 void delinearize_reduce(ir::Kernel& k) {
@@ -95,10 +87,10 @@ void delinearize_reduce(ir::Kernel& k) {
     // tiled: its reduce loop; elementwise: any loop but the outermost output loop, which the C device's threads
     // split (TS_LO / TS_HI)
     if (tiled ? range.arg != ir::kReduceLoop
-              : range.arg == ir::kLocalLoop || (range.arg == ir::kGlobalLoop && depth_at(insts, r) == 0))
+              : range.arg == ir::kLocalLoop || (range.arg == ir::kGlobalLoop && loop_depth(insts, r) == 0))
       continue;
     const int64_t trips = static_cast<int64_t>(insts[range.src[0]].value);
-    const std::vector<int64_t> ds = delinearize_divisors(insts, r, trips);
+    const std::vector<int64_t> ds = divisors(insts, r, trips);
     if (ds.empty()) continue;
     const size_t end = end_of_range(insts, r);
     // loop i (innermost first) steps the old index by d_i (d_0 = 1) and runs d_(i+1) / d_i trips (the outermost:

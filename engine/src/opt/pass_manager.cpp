@@ -175,6 +175,12 @@ double loop_work(const ir::Kernel& k) {
   return work;
 }
 
+int loop_depth(const std::vector<ir::Inst>& insts, size_t i) {
+  int depth = 0;
+  for (size_t j = 0; j < i; j++) depth += insts[j].op == ir::Op::Range ? 1 : insts[j].op == ir::Op::EndRange ? -1 : 0;
+  return depth;
+}
+
 int64_t eval_index(const std::vector<ir::Inst>& insts, ir::ValueId v, ir::ValueId var, int64_t at, int depth) {
   const ir::Inst& in = insts[v];
   if (v == var) return at;

@@ -109,12 +109,6 @@ void reduce_lanes_in_local_memory(ir::Kernel& kernel, size_t g, const ReduceBloc
 // The most lanes either pass takes, by default or when a plan's LANES asks: a 1 KiB array of accumulators.
 constexpr int64_t kMaxLanes = 256;
 
-// The divisors delinearize_reduce splits loop `r` (a constant bound of `trips`) by: its index's IDIV and MOD users
-// by positive constants (of the index itself, or of the index plus a multiple of the divisor), sorted, each
-// dividing the next and the last dividing `trips`; empty when there are none or they do not chain. Shared with
-// upcast_global, which leaves such a loop of an elementwise kernel to delinearize_reduce.
-std::vector<int64_t> delinearize_divisors(const std::vector<ir::Inst>& insts, size_t r, int64_t trips);
-
 // Swaps two perfectly nested loops (`outer` holds only index arithmetic before `inner`, and ends right after
 // it): for o: for i: body  →  for i: for o: body. Shared by upcast_global and register_tile.
 void interchange(ir::Kernel& kernel, size_t outer, size_t inner);
@@ -133,6 +127,9 @@ bool split_keeps_threads(const ir::Kernel& kernel, size_t g);
 
 // The global loops' RANGEs, outermost first. Shared by passes.
 std::vector<size_t> global_loops(const std::vector<ir::Inst>& insts);
+
+// The loops around instruction `i` (the RANGEs before it not yet closed). Shared by passes.
+int loop_depth(const std::vector<ir::Inst>& insts, size_t i);
 
 // Index of the END_RANGE that closes the RANGE at `range` (insts.size() if unbalanced). Shared by passes.
 size_t end_of_range(const std::vector<ir::Inst>& insts, size_t range);
