@@ -482,6 +482,31 @@ def test_a_max_pool_gradient_into_widened_rows_runs_its_row_as_nested_loops(tmp_
     np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-2)
 
 
+def test_an_im2col_whose_taps_split_into_rows_of_5_stays_upcast(tmp_path):
+    # The other side of upcast_global's kLoopRowMinOuter / kLoopRowMaxGroup: Caffe's LeNet's first layer (1 -> 20
+    # channels 5x5 on 28x28) copies its windows with the 25 taps padded to 32 for its weight gradient; the taps'
+    # t / 5, t % 5 would split the row into loops of 5 x 5, too short for the loop vectorizer (0.28 ms upcast, 0.76
+    # as loops, in the step). The row stays upcast and no division is left in it. Weight gradient against PyTorch.
+    body = ("x = Tensor(rng.standard_normal((64, 1, 28, 28)).astype(np.float32))\n"
+            "w = Tensor(rng.standard_normal((20, 1, 5, 5)).astype(np.float32), requires_grad=True)\n"
+            "x.conv2d(w).relu().sum().backward()\n"
+            "w.grad.realize()\n")
+    ir = _kernels(tmp_path, body)
+    (cols,) = [n for n in ir if n.startswith("E_64_24_24_32")]
+    head, listing = ir[cols].splitlines()[0], ir[cols].split("\n\n")[0]
+    assert "UPCAST_GLOBAL(32)" in head, head
+    assert " IDIV" not in listing and " MOD" not in listing, listing
+    import torch
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((64, 1, 28, 28)).astype(np.float32)
+    w = rng.standard_normal((20, 1, 5, 5)).astype(np.float32)
+    t = Tensor(w, requires_grad=True)
+    Tensor(x).conv2d(t).relu().sum().backward()
+    r = torch.from_numpy(w).requires_grad_()
+    torch.nn.functional.conv2d(torch.from_numpy(x), r).relu().sum().backward()
+    np.testing.assert_allclose(t.grad.numpy(), r.grad.numpy(), rtol=1e-4, atol=1e-2)
+
+
 def test_a_kernel_left_to_the_loop_vectorizer_selects_with_a_plain_select(tmp_path):
     # A float WHERE is a bit mask in upcast kernels (for gcc's SLP) and a plain select elsewhere: gcc's loop
     # vectorizer left a BatchNorm-like scale + ReLU written from NHWC to NCHW scalar with the mask (23 us; 2.6 as

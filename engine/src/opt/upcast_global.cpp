@@ -334,32 +334,58 @@ static void upcast_transpose(ir::Kernel& k, size_t inner) {
 // image rows of 28 splits p = 32·panel + lane into image, row and column with three div/mods by 28 and 784
 // per element; upcast, each lane's are loop-invariant in the tap loops inside the panel's and computed
 // once per panel (LeNet-5's first layer: 720 -> 440 us).
-// A row longer than kDividedRowMaxUpcast that the later passes take apart without a division left in it (w / 2,
-// w % 2 of a 2x2 max-pool's gradient: delinearize_reduce runs it as (W / 2, 2)) is not upcast: gcc's loop
-// vectorizer takes the W / 2 loop with its two lanes as an interleaved group, where upcast its SLP packed each
-// pooled value twice from scalars (max-pool gradients of 2x2 windows alone, the forty-fifth session's Xeon: 64 x
-// 20 x 24 x 24 0.81 -> 0.29 ms, 32 x 6 x 28 x 28 0.155 -> 0.078, 64 x 16 x 16 x 16 0.27 -> 0.084, 16 x 32 x 12 x 12
-// 0.074 -> 0.042). Rows of 8 or fewer stay upcast: as a loop their W / 2 is at most 4 trips, less than a vector
-// (64 x 8 x 8 x 8: 0.033 upcast, 0.036 as loops; 4 x 4 0.016 and 0.020).
-constexpr int64_t kDividedRowMaxUpcast = 8;
+// A row that the later passes take apart into (Q, g) loops, Q >= kLoopRowMinOuter and g <= kLoopRowMaxGroup,
+// without a division left in it (w / 2, w % 2 of a 2x2 max-pool's gradient: delinearize_reduce runs it as (W / 2,
+// 2)) is not upcast: gcc's loop vectorizer takes the Q loop with its g lanes as an interleaved group, where upcast
+// its SLP packed each pooled value twice from scalars (max-pool gradients of 2x2 windows alone, the forty-fifth
+// session's Xeon: 64 x 20 x 24 x 24 0.81 -> 0.29 ms, 32 x 6 x 28 x 28 0.155 -> 0.078, 64 x 16 x 16 x 16 0.27 ->
+// 0.084, 16 x 32 x 12 x 12 0.074 -> 0.042). Rows of 8 or fewer stay upcast: as loops their Q is 4 trips, less than
+// a vector (64 x 8 x 8 x 8: 0.033 upcast, 0.036 as loops; 4 x 4 0.016 and 0.020); so does a row split into
+// loops of 5 x 5 (Caffe's first layer's taps padded to 32, an im2col of (N, 24, 24, 32): 0.28 upcast, 0.76 as
+// loops).
+constexpr int64_t kLoopRowMinOuter = 6, kLoopRowMaxGroup = 4;
 
-// Whether the passes after this one leave no division inside loop `inner` when it is not upcast, tried on a copy
-// of the kernel: split_index_set (a row padded to 32, LeNet-5's widened rows of 28, is split at its gate), simplify
-// (the pad's clamps and the divisions they hid fold, now that each piece's range is known) and delinearize_reduce
-// (the row as nested loops). Its index is only decided there: before them it is divided by 2, 28, 56 and 784.
-static bool later_passes_leave_no_division(const ir::Kernel& k, size_t inner) {
-  const int depth = loop_depth(k.insts, inner);
+// Whether the innermost loop of elementwise kernel `k`, not upcast, becomes such (Q, g) loops without a division
+// inside, tried on a copy of the kernel with the passes that decide it: split_index_set (a row padded to 32,
+// LeNet-5's widened rows of 28, is split at its gate), simplify (the pad's clamps and the divisions they hid fold,
+// now that each piece's range is known) and delinearize_reduce (the pieces as nested loops). Before them
+// LeNet-5's row is divided by 2, 28, 56 and 784. In the copy, every innermost loop (the row's pieces or the loops
+// delinearize_reduce made of them) has no division, and either kLoopRowMinOuter trips or more (a plain row the
+// loop vectorizer takes) or at most kLoopRowMaxGroup inside a loop of kLoopRowMinOuter or more; one at least is
+// the latter.
+static bool later_passes_run_it_as_grouped_loops(const ir::Kernel& k) {
   ir::Kernel trial = k;
   split_index_set(trial);
   simplify(trial);
   delinearize_reduce(trial);
-  int d = 0;
-  for (const Inst& in : trial.insts) {
-    if (in.op == Op::Range) d++;
-    if (in.op == Op::EndRange) d--;
-    if ((in.op == Op::IDiv || in.op == Op::Mod) && d > depth) return false;
+  const std::vector<Inst>& insts = trial.insts;
+  auto trips = [&](size_t range) {
+    const Inst& bound = insts[insts[range].src[0]];
+    return bound.op == Op::Const ? static_cast<int64_t>(bound.value) : int64_t{0};
+  };
+  bool grouped = false;
+  std::vector<size_t> open;  // the RANGEs around the instruction walked
+  bool innermost = false;    // no RANGE opened since the last one
+  bool divides = false;      // a division since the last RANGE
+  for (size_t i = 0; i < insts.size(); i++) {
+    const Op op = insts[i].op;
+    if (op == Op::IDiv || op == Op::Mod) divides = true;
+    if (op == Op::Range) {
+      open.push_back(i);
+      innermost = true;
+      divides = false;
+    } else if (op == Op::EndRange) {
+      if (innermost && !open.empty()) {
+        const int64_t t = trips(open.back()), around = open.size() > 1 ? trips(open[open.size() - 2]) : 0;
+        if (divides) return false;
+        if (t <= kLoopRowMaxGroup && around >= kLoopRowMinOuter) grouped = true;
+        else if (t < kLoopRowMinOuter) return false;
+      }
+      if (!open.empty()) open.pop_back();
+      innermost = false;
+    }
   }
-  return true;
+  return grouped;
 }
 
 static bool upcast_divided_index(ir::Kernel& k, size_t inner) {
@@ -374,8 +400,7 @@ static bool upcast_divided_index(ir::Kernel& k, size_t inner) {
     divided = divided || ((insts[x].op == Op::IDiv || insts[x].op == Op::Mod) && insts[insts[x].src[1]].op == Op::Const &&
                           depends_on(insts, insts[x].src[0], static_cast<ValueId>(inner), memo));
   if (!divided) return false;
-  if (n > kDividedRowMaxUpcast && global_loops(insts).front() != inner && later_passes_leave_no_division(k, inner))
-    return false;
+  if (global_loops(insts).front() != inner && later_passes_run_it_as_grouped_loops(k)) return false;
   const int chosen = upcast_amount(k, inner, static_cast<int>(n));
   if (chosen != n) return false;
   upcast_loop(k, inner, chosen, /*side_by_side=*/true);
