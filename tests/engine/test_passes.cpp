@@ -366,3 +366,56 @@ TEST(Passes, AnEpiloguesLoadsSinkBehindTheReduceLoop) {
   sink_after_loops(stored_first);
   EXPECT_EQ(ir::print(stored_first), unsunk);
 }
+
+namespace {
+
+// out[b, t, j] = in[b, j / D, t, j % D] (attention's heads (B, H, T, D) copied back into rows (B, T, H·D)), the
+// row j in one loop of H·D starting at `first` (a piece of a concatenation: j = i + first): an elementwise kernel
+// whose row is taken apart by a division and a modulo.
+ir::Kernel heads_to_rows_kernel(int64_t B, int64_t H, int64_t T, int64_t D, int64_t first) {
+  ir::Kernel k;
+  k.globals = {{DType::Float32, B * T * (H * D + first), true}, {DType::Float32, B * H * T * D, false}};
+  ir::Builder b(k);
+  auto out = b.global(0, DType::Float32), in = b.global(1, DType::Float32);
+  auto rb = b.range(B, true), rt = b.range(T, true), ri = b.range(H * D, true);
+  auto j = b.alu(Op::Add, DType::Int32, ri, b.cint(first));
+  auto head = b.alu(Op::IDiv, DType::Int32, j, b.cint(D)), lane = b.alu(Op::Mod, DType::Int32, j, b.cint(D));
+  if (first) {  // the piece's own position: (j - first) / D, (j - first) % D
+    head = b.alu(Op::Add, DType::Int32, head, b.cint(-first / D));
+  }
+  auto mul = [&](ir::ValueId a, int64_t c) { return b.alu(Op::Mul, DType::Int32, a, b.cint(c)); };
+  auto add = [&](ir::ValueId a, ir::ValueId c) { return b.alu(Op::Add, DType::Int32, a, c); };
+  auto src = add(mul(add(mul(add(mul(rb, H), head), T), rt), D), lane);
+  auto dst = add(mul(add(mul(rb, T), rt), H * D + first), j);
+  b.store(out, dst, b.load(in, src));
+  b.end_range(ri);
+  b.end_range(rt);
+  b.end_range(rb);
+  return k;
+}
+
+}  // namespace
+
+TEST(Passes, DelinearizeRunsAnElementwiseRowTakenApartByDivisionsAsNestedLoops) {
+  // delinearize_reduce on an elementwise kernel: the row of H·D becomes (H, D) loops and no division is left,
+  // also where the row's index starts at a multiple of D (split_index_set's piece of a concatenation); the
+  // outermost loop (the threads' split) is not touched. Same values as the kernel before the pass.
+  const int64_t B = 2, H = 3, T = 5, D = 4;
+  for (int64_t first : {int64_t{0}, 2 * D}) {
+    ir::Kernel plain = heads_to_rows_kernel(B, H, T, D, first), k = plain;
+    ASSERT_GT(count(plain, Op::IDiv) + count(plain, Op::Mod), 0) << ir::print(plain);
+    delinearize_reduce(k);
+    ASSERT_TRUE(ir::verify(k).empty()) << ir::print(k);
+    EXPECT_EQ(count(k, Op::IDiv) + count(k, Op::Mod), 0) << ir::print(k);
+    EXPECT_EQ(count(k, Op::Range), 4) << ir::print(k);  // B, T, then H and D
+    std::vector<float> x(B * H * T * D), want(B * T * (H * D + first), -1), got(want);
+    for (size_t i = 0; i < x.size(); i++) x[i] = static_cast<float>(i);
+    ir::interpret(plain, {want.data(), x.data()});
+    ir::interpret(k, {got.data(), x.data()});
+    EXPECT_EQ(got, want) << "first " << first;
+  }
+  // a row starting where D does not divide (j = i + 3): left as it is
+  ir::Kernel odd = heads_to_rows_kernel(B, H, T, D, 3), k = odd;
+  delinearize_reduce(k);
+  EXPECT_EQ(count(k, Op::Range), 3) << ir::print(k);
+}
