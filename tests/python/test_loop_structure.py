@@ -47,6 +47,12 @@ def _global_loops(ir):
     return [bounds[line.split("RANGE.int32 ")[1].split()[0]] for line in body.splitlines() if "RANGE.int32" in line and "; global" in line]
 
 
+def _the_kernel(ir, prefix):
+    """(IR header line, IR listing) of the one kernel whose name starts with `prefix`."""
+    (name,) = [n for n in ir if n.startswith(prefix)]
+    return ir[name].splitlines()[0], ir[name].split("\n\n")[0]
+
+
 def test_a_transposing_copy_runs_in_8x8_tiles_transposed_in_registers(tmp_path):
     # w.T.contiguous() (a Linear's weight packed for the matmul that reads it): TRANSPOSE_TILE on C, blocks of
     # 16 input rows (two 8x8 tiles) around a loop over the input's columns 8 at a time; the C source writes
@@ -432,8 +438,7 @@ def test_a_max_pool_gradient_over_rows_of_24_runs_its_row_as_nested_loops(tmp_pa
             "x.relu().max_pool2d(kernel_size=(2, 2)).square().sum().backward()\n"
             "x.grad.realize()\n")
     ir = _kernels(tmp_path, body)
-    (grad,) = [n for n in ir if n.startswith("E_64_20_24_24")]
-    head, listing = ir[grad].splitlines()[0], ir[grad].split("\n\n")[0]
+    head, listing = _the_kernel(ir, "E_64_20_24_24")
     assert "UPCAST" not in head, head
     assert " IDIV" not in listing and " MOD" not in listing, listing
     loops = [line.split("RANGE.int32 ")[1].split()[0] for line in listing.splitlines() if "RANGE.int32" in line]
@@ -467,8 +472,7 @@ def test_a_max_pool_gradient_into_widened_rows_runs_its_row_as_nested_loops(tmp_
             "x.conv2d(w).relu().max_pool2d(kernel_size=(2, 2)).square().sum().backward()\n"
             "w.grad.realize()\n")
     ir = _kernels(tmp_path, body)
-    (grad,) = [n for n in ir if n.startswith("E_32_28_6_32")]
-    head, listing = ir[grad].splitlines()[0], ir[grad].split("\n\n")[0]
+    head, listing = _the_kernel(ir, "E_32_28_6_32")
     assert "UPCAST" not in head, head
     assert " IDIV" not in listing and " MOD" not in listing, listing
     import torch
@@ -492,8 +496,7 @@ def test_an_im2col_whose_taps_split_into_rows_of_5_stays_upcast(tmp_path):
             "x.conv2d(w).relu().sum().backward()\n"
             "w.grad.realize()\n")
     ir = _kernels(tmp_path, body)
-    (cols,) = [n for n in ir if n.startswith("E_64_24_24_32")]
-    head, listing = ir[cols].splitlines()[0], ir[cols].split("\n\n")[0]
+    head, listing = _the_kernel(ir, "E_64_24_24_32")
     assert "UPCAST_GLOBAL(32)" in head, head
     assert " IDIV" not in listing and " MOD" not in listing, listing
     import torch
