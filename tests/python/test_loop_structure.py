@@ -430,10 +430,10 @@ def test_a_max_pool_gradient_upcasts_its_divided_row(tmp_path):
 
 
 def test_a_max_pool_gradient_over_rows_of_24_runs_its_row_as_nested_loops(tmp_path):
-    # Rows longer than 8 are not upcast (upcast_global's kDividedRowMaxUpcast): delinearize_reduce runs the row
-    # of 24 as (12, 2), and the column pair as (12, 2) too, so that no division is left and gcc's loop vectorizer
-    # takes the 12 pooled columns with their two lanes as an interleaved group (Caffe's LeNet's 64 x 20 x 24 x 24:
-    # 0.81 -> 0.29 ms alone). Gradient against PyTorch, ties included.
+    # A row that becomes (Q >= 6, g <= 4) loops is not upcast (upcast_global's kLoopRowMinOuter, kLoopRowMaxGroup):
+    # delinearize_reduce runs the rows as (12, 2) and each row as (12, 2), so that no division is left and gcc's
+    # loop vectorizer takes the 12 pooled columns with their two lanes as an interleaved group (Caffe's LeNet's
+    # 64 x 20 x 24 x 24: 0.81 -> 0.29 ms alone). Gradient against PyTorch, ties included.
     body = ("x = Tensor(rng.standard_normal((64, 20, 24, 24)).astype(np.float32), requires_grad=True)\n"
             "x.relu().max_pool2d(kernel_size=(2, 2)).square().sum().backward()\n"
             "x.grad.realize()\n")
@@ -445,7 +445,6 @@ def test_a_max_pool_gradient_over_rows_of_24_runs_its_row_as_nested_loops(tmp_pa
     bounds = {line.split("= CONST.int32 ")[0].strip(): line.split("= CONST.int32 ")[1] for line in listing.splitlines()
               if "= CONST.int32 " in line}
     assert [bounds[v] for v in loops[-4:]] == ["12", "2", "12", "2"], [bounds[v] for v in loops]
-    import torch
     for shape in [(4, 3, 24, 24), (2, 5, 12, 20), (3, 2, 16, 10)]:
         x = np.random.default_rng(6).standard_normal(shape).astype(np.float32)
         x[0, 0, 0, 0] = x[0, 0, 0, 1] = 2.0  # a tie: this engine splits the gradient between the two (tinygrad's)
@@ -475,7 +474,6 @@ def test_a_max_pool_gradient_into_widened_rows_runs_its_row_as_nested_loops(tmp_
     head, listing = _the_kernel(ir, "E_32_28_6_32")
     assert "UPCAST" not in head, head
     assert " IDIV" not in listing and " MOD" not in listing, listing
-    import torch
     rng = np.random.default_rng(7)
     x = rng.standard_normal((32, 3, 32, 32)).astype(np.float32)
     w = rng.standard_normal((6, 3, 5, 5)).astype(np.float32)
@@ -499,7 +497,6 @@ def test_an_im2col_whose_taps_split_into_rows_of_5_stays_upcast(tmp_path):
     head, listing = _the_kernel(ir, "E_64_24_24_32")
     assert "UPCAST_GLOBAL(32)" in head, head
     assert " IDIV" not in listing and " MOD" not in listing, listing
-    import torch
     rng = np.random.default_rng(8)
     x = rng.standard_normal((64, 1, 28, 28)).astype(np.float32)
     w = rng.standard_normal((20, 1, 5, 5)).astype(np.float32)
