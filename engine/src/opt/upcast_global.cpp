@@ -400,9 +400,10 @@ static bool upcast_divided_index(ir::Kernel& k, size_t inner) {
     divided = divided || ((insts[x].op == Op::IDiv || insts[x].op == Op::Mod) && insts[insts[x].src[1]].op == Op::Const &&
                           depends_on(insts, insts[x].src[0], static_cast<ValueId>(inner), memo));
   if (!divided) return false;
-  if (global_loops(insts).front() != inner && later_passes_run_it_as_grouped_loops(k)) return false;
   const int chosen = upcast_amount(k, inner, static_cast<int>(n));
   if (chosen != n) return false;
+  // (the trial after the cheap checks: it copies the kernel and runs three passes on it)
+  if (global_loops(insts).front() != inner && later_passes_run_it_as_grouped_loops(k)) return false;
   upcast_loop(k, inner, chosen, /*side_by_side=*/true);
   k.opts.push_back({ir::AppliedOpt::UpcastGlobal, chosen});
   return true;
