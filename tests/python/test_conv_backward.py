@@ -262,6 +262,9 @@ BIAS_GRID = [
     ((16, 12, 12, 12), (20, 12, 5, 5), dict()),
     ((2, 32, 10, 9), (64, 8, 3, 3), dict(groups=4, padding=1)),  # grouped
     ((2, 16, 11, 13), (16, 16, 3, 3), dict(stride=2, padding=1)),  # strided: col2im input gradient
+    # a short reduce (3 x 3 x 3 = 27 taps) into 16 channels: channel-major, and the weight gradient reads the
+    # forward's im2col with g channels last (channels_last_im2col)
+    ((8, 3, 16, 16), (16, 3, 3, 3), dict(stride=2, padding=1)),
 ]
 
 
@@ -299,6 +302,38 @@ def test_a_convolution_into_20_channels_reads_column_panels(tmp_path):
     assert "%" in loops[0] and len(loops) == 2, loops
     first_bound = code.split(loops[0].split("RANGE.int32 ")[1].split()[0] + " = CONST.int32 ")[1].split()[0]
     assert first_bound == "30", (first_bound, loops)
+
+
+def test_an_rgb_stem_convolution_is_channel_major_and_its_weight_gradient_reads_the_forwards_im2col(tmp_path):
+    # MobileNet's stem, smaller: 3 -> 16 channels 3x3 at stride 2 on 8 images of 32x32 (2048 positions, 27 taps).
+    # Channels last, its im2col (2048, 27) was rows of 27 floats gathered from 3-float runs of every other column
+    # (no axis vectorized: 52-58% of the memory bandwidth in the step); with a reduce shorter than 32 the forward is
+    # channel-major, (16, 27) @ (27, 2048) over the transposed im2col copied along rows of positions, and the weight
+    # gradient dWᵀ = im2col (27, 2048) @ g (2048, 16) reads that same copy: no second copy of the windows (the tap
+    # panels E_8_16_16_32), no channels-last im2col. The input (data) needs no gradient, so g is stored channels
+    # last by its producers, not copied channel-major first. Values against PyTorch.
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((8, 3, 32, 32)).astype(np.float32)
+    w_np = rng.standard_normal((16, 3, 3, 3)).astype(np.float32)
+    np.save(tmp_path / "x.npy", x_np)
+    np.save(tmp_path / "w.npy", w_np)
+    out, kernels = script_kernels(tmp_path, f"w = Tensor(np.load(r'{tmp_path / 'w.npy'}'), requires_grad=True)\n"
+                                            f"x = Tensor(np.load(r'{tmp_path / 'x.npy'}'))\n"
+                                            "y = x.conv2d(w, stride=2, padding=1).relu()\n"
+                                            "(y * y).sum().backward()\n"
+                                            f"np.save(r'{tmp_path / 'dw.npy'}', w.grad.numpy())\n")
+    names = [k["name"] for k in kernels]
+    assert names.count("E_3_3_3_8_16_16") == 1, names  # the transposed im2col, once
+    assert "r_16_2048_27" in names and "r_27_16_2048" in names, names  # the forward; the weight gradient
+    assert "E_8_16_16_32" not in names and "E_8_16_16_3_3_3" not in names, names
+    assert "E_16_8_16_16" not in names, names  # no channel-major copy of g
+    forward = next(k for k in kernels if k["name"] == "r_16_2048_27")
+    header = (out / forward["ir"]).read_text().splitlines()[0]
+    assert "UPCAST_GLOBAL(32)" in header, header
+    xt, wt = torch.from_numpy(x_np), torch.from_numpy(w_np).requires_grad_()
+    yt = F.conv2d(xt, wt, stride=2, padding=1).relu()
+    (yt * yt).sum().backward()
+    np.testing.assert_allclose(np.load(tmp_path / "dw.npy"), wt.grad.numpy(), rtol=1e-4, atol=1e-2)
 
 
 def test_a_channels_last_weight_gradient_transposes_the_stored_channel_major_gradient(tmp_path):

@@ -369,6 +369,22 @@ bool channels_last_matmul(int64_t cout, int64_t positions) {
   return cout >= kIm2colMinWidth && (cout % 16 == 0 || positions % 32 != 0);
 }
 
+// The im2col form's choice (conv_direct): channels_last_matmul, except that a reduce shorter than
+// kChannelsLastMinReduce (an RGB image's 3x3 taps, C_in·K = 27) takes the channel-major form whenever the
+// positions fill whole vectors. Its channels-last im2col (N·O, 27) has rows of 27 floats gathered from nine
+// 3-float runs of the input (with a stride, from every other column): no axis of the copy vectorizes, while the
+// transposed im2col (27, N·O) is copied along rows of positions. The product's output (C_out, N·O) is then what
+// NCHW consumers (BatchNorm) read along rows, and the weight gradient reads the same copy instead of making its
+// own (conv_weight_grad). MobileNet's stem (32 × 3 × 32 × 32 → 16, 3x3, stride 2) in its step on the forty-sixth
+// session's Xeon, medians over 23 steps (two runs of the new code): the im2col 0.20 -> 0.08-0.12 ms, the product
+// 0.10 -> 0.08-0.12, the weight gradient with its copies of g 0.26 -> 0.13-0.18, two launches fewer; 16 × 3 × 64 ×
+// 64 → 32 at stride 2 alone, forward and its weight gradient, 2.08 -> 1.75 ms.
+constexpr int64_t kChannelsLastMinReduce = 32;
+bool channels_last_im2col(int64_t cout, int64_t positions, int64_t reduce) {
+  if (reduce < kChannelsLastMinReduce && positions % 32 == 0) return false;
+  return channels_last_matmul(cout, positions);
+}
+
 // `forward`, when given, receives what the weight gradient can reuse (ForwardIm2col).
 Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const std::vector<int64_t>& stride_,
                    const std::vector<int64_t>& dilation_, const Pairs& pads, ForwardIm2col* forward = nullptr) {
@@ -476,7 +492,7 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
     // positions fill whole vectors: the channels-last form padded 20 channels to 32 (a third of its work
     // wasted), and a max-pool reading channels-last through the (N, C_out, *o) view loads every element 20
     // floats from the last (1.6 ms for 64 × 20 × 24 × 24, against 0.1 ms along contiguous rows).
-    if (channels_last_matmul(cout, bs * o_size)) {
+    if (channels_last_im2col(cout, bs * o_size, cin * k_size)) {
       // (N·O, C_in·K) @ (C_in·K, C_out), stored as (N·O, C_out) and read as (N, C_out, *o)
       y = im2col(p, n).matmul(w2.transpose()).contiguous();
       ys = {bs};
@@ -485,7 +501,8 @@ Tensor conv_direct(const Tensor& x, const Tensor& weight, int64_t groups, const 
       order = {0, static_cast<int64_t>(n + 1)};
       for (size_t i = 0; i < n; i++) order.push_back(static_cast<int64_t>(1 + i));
     } else {
-      // few output channels (a convolution's input gradient into 8 channels), or a count 16 does not divide:
+      // few output channels (a convolution's input gradient into 8 channels), a count 16 does not divide, or a short
+      // reduce (see channels_last_im2col):
       // (C_out, C_in·K) @ (C_in·K, N·O), vectorized along the positions, stored as (C_out, N·O), read as
       // (N, C_out, *o)
       // Beyond a core's L2, in column panels (LeNet-5's first layer, (6, 75) @ (75, 25088): 1.2 -> 0.4 ms from
@@ -658,7 +675,26 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
     const bool panels = reuses_forward_cols && forward->cols_in_panels;
     // not built where a branch below makes a copy of its own (im2col_tap_panels): the graph's nodes are host work
     auto transposed_cols = [&] { return reuses_forward_cols ? *forward->cols : im2col(p, n, /*transposed=*/true); };
+    // g as (N·O, C_out): a 2-D transpose of the channel-major g when the input gradient stores that anyway; g's
+    // producers (a max-pool's backward) computed channels-last read their inputs C_out·… apart in every trip
+    // (LeNet-5's second layer, 32 × 16 × 10 × 10: 0.10-0.14 ms, a few µs as a transpose)
+    auto channels_last_g = [&] {
+      std::vector<int64_t> nhwc{0};  // (N, *o, C_out)
+      for (size_t i = 0; i < n; i++) nhwc.push_back(static_cast<int64_t>(2 + i));
+      nhwc.push_back(1);
+      return g_cm && g_cm_stored ? g_cm->transpose(0, 1).contiguous() : g.permute(nhwc).contiguous().reshape({positions, cout});
+    };
     if (cout >= kIm2colMinWidth) {
+      if (forward && forward->channel_major && reuses_forward_cols && !panels && taps < kChannelsLastMinReduce) {
+        // A short reduce's channel-major forward (channels_last_im2col) left its im2col (C_in·K, N·O) unpacked:
+        // dWᵀ (C_in·K, C_out) = cols @ g (N·O, C_out) reads it, where the form below copies the windows again
+        // as tap panels (whose taps, 27 padded to 32, are most of what it reads). MobileNet's stem (16 channels,
+        // 3x3 on RGB, stride 2) in its step, kernel by kernel: g stored channel-major, the tap copy and the
+        // product, 0.05 + 0.11 + 0.14 ms -> g stored channels-last and the product, 0.03-0.05 + 0.08 ms.
+        const Tensor g_nhwc = channels_last_g();
+        if (dbias) *dbias = g_nhwc.sum(std::vector<int64_t>{0});
+        return forward->cols->matmul(g_nhwc).contiguous().transpose(0, 1).reshape(wshape);
+      }
       if (forward && forward->channel_major) {
         // The forward was channel-major (conv_direct), and so is g: stored in its own order (computed
         // straight into (N, *o, C_out), the ops that produce g, a max-pool's backward, read their inputs
@@ -673,14 +709,7 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
         Pairs keep{{0, cout}, {0, taps}};
         return gm.matmul(im2col_tap_panels(p, n)).contiguous().shrink(keep).reshape(wshape);
       }
-      std::vector<int64_t> nhwc{0};  // (N, *o, C_out)
-      for (size_t i = 0; i < n; i++) nhwc.push_back(static_cast<int64_t>(2 + i));
-      nhwc.push_back(1);
-      // (N·O, C_out): a 2-D transpose of the channel-major g when the input gradient stores that anyway; g's
-      // producers (a max-pool's backward) computed channels-last read their inputs C_out·… apart in every
-      // trip (LeNet-5's second layer, 32 × 16 × 10 × 10: 0.10-0.14 ms, a few µs as a transpose)
-      const Tensor g_nhwc = g_cm && g_cm_stored ? g_cm->transpose(0, 1).contiguous()
-                                                : g.permute(nhwc).contiguous().reshape({positions, cout});
+      const Tensor g_nhwc = channels_last_g();
       if (dbias) *dbias = g_nhwc.sum(std::vector<int64_t>{0});
       // dWᵀ (C_in·K, C_out) with cols the windows' view read in place (weight_grad_over_windows): 32 × 16 × 28 × 28
       // → 32, 5x5, forward and both gradients alone on Zen 3: 29.4 -> 25.9 ms (its im2col was 3.0 ms, the product the
@@ -1108,7 +1137,7 @@ Tensor conv(const Tensor& x, const Tensor& weight, const Tensor* bias, int64_t g
           dx = g.conv_transpose2d(weight, nullptr, groups, stride, dilation, padding, output_padding);
         Tensor db;
         Tensor dw = conv_weight_grad(x, g, weight.shape(), groups, stride, dilation, pads, forward.get(), &g_cm,
-                                     /*g_cm_stored=*/col2im, has_bias ? &db : nullptr);
+                                     /*g_cm_stored=*/col2im && x.requires_grad(), has_bias ? &db : nullptr);
         std::vector<Tensor> grads{dx, dw};
         if (has_bias) grads.push_back(db);
         return grads;
