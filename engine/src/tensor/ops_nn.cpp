@@ -685,7 +685,8 @@ Tensor conv_weight_grad(const Tensor& x, const Tensor& g, const Shape& wshape, i
       return g_cm && g_cm_stored ? g_cm->transpose(0, 1).contiguous() : g.permute(nhwc).contiguous().reshape({positions, cout});
     };
     if (cout >= kIm2colMinWidth) {
-      if (forward && forward->channel_major && reuses_forward_cols && !panels && taps < kChannelsLastMinReduce) {
+      // (reuses_forward_cols: the forward was channel-major, and from 16 output channels its cols are not in panels)
+      if (reuses_forward_cols && taps < kChannelsLastMinReduce) {
         // A short reduce's channel-major forward (channels_last_im2col) left its im2col (C_in·K, N·O) unpacked:
         // dWᵀ (C_in·K, C_out) = cols @ g (N·O, C_out) reads it, where the form below copies the windows again
         // as tap panels (whose taps, 27 padded to 32, are most of what it reads). MobileNet's stem (16 channels,
