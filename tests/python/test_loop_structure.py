@@ -54,23 +54,24 @@ def _the_kernel(ir, prefix):
 
 
 def test_a_transposing_copy_runs_in_8x8_tiles_transposed_in_registers(tmp_path):
-    # w.T.contiguous() (a Linear's weight packed for the matmul that reads it): TRANSPOSE_TILE on C, blocks of
-    # 16 input rows (two 8x8 tiles) around a loop over the input's columns 8 at a time; the C source writes
-    # each tile as one ts_transpose_8x8 call (vector loads, shuffles, vector stores), no element by element copy
+    # w.T.contiguous() (a Linear's weight packed for the matmul that reads it): TRANSPOSE_TILE on C; both sides
+    # divide by 16, so blocks of 16 x 16 (four 8x8 tiles), the output's rows outside (16 at a time: 512 / 16 = 32
+    # blocks), a loop along them inside (256 / 16 = 16); the C source writes each tile as one ts_transpose_8x8 call
+    # (vector loads, shuffles, vector stores), no element by element copy
     ir = _kernels(tmp_path, "w = Tensor(rng.standard_normal((256, 512)).astype(np.float32)).realize()\n"
                             "w.T.contiguous().realize()\n"
                             "v = Tensor(rng.standard_normal((32, 784)).astype(np.float32)).realize()\n"
                             "v.T.contiguous().realize()\n")
-    for name, loops in [("E_512_256", ["16", "64"]), ("E_784_32", ["2", "98"])]:
+    for name, loops in [("E_512_256", ["32", "16"]), ("E_784_32", ["49", "2"])]:
         assert "TRANSPOSE_TILE(8)" in ir[name].splitlines()[0], ir[name].splitlines()[0]
         assert "UPCAST" not in ir[name].splitlines()[0], ir[name].splitlines()[0]
         assert _global_loops(ir[name]) == loops, ir[name]
         body = ir[name].split("\n\n")[0]
-        assert len([line for line in body.splitlines() if line.strip().startswith("STORE")]) == 128, body
+        assert len([line for line in body.splitlines() if line.strip().startswith("STORE")]) == 4 * 64, body
     c = _kernels(tmp_path, "w = Tensor(rng.standard_normal((256, 512)).astype(np.float32)).realize()\n"
                            "w.T.contiguous().realize()\n", listing=lambda k: k["sources"]["C"])["E_512_256"]
     kernel = c[c.index("static void E_512_256_kernel"):]
-    assert kernel.count("ts_transpose_8x8(data1 + ") == 2 and "data1[" not in kernel, kernel
+    assert kernel.count("ts_transpose_8x8(data1 + ") == 4 and "data1[" not in kernel, kernel
     for shape in [(256, 512), (48, 1024), (16, 2048), (40, 512), (32, 784), (300, 784), (13, 27), (9, 8)]:
         a = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
         np.testing.assert_array_equal(Tensor(a).T.contiguous().numpy(), a.T)
