@@ -738,6 +738,16 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
   std::map<NodeId, Subtree> subtree;
   std::map<NodeId, FusionDecision> decisions;  // the cost model's, for values read more than once
   auto is_input = [&](NodeId id) { return g[id].realized() || stored.count(id); };
+  // Whether `src`, read by the contiguous() `copy`, is in memory in row-major order of copy's shape: a realized
+  // buffer of its own size (a Buffer leaf holds exactly its shape), a value stored by this schedule, or a
+  // contiguous() of one of these (rule 4: not stored itself).
+  std::set<NodeId> contiguous_in_memory;
+  auto in_memory = [&](NodeId src, const Node& copy) {
+    const Node& s = g[src];
+    return s.shape == copy.shape && s.dtype == copy.dtype &&
+           (s.realized() ? s.buffer->numel == shape_numel(copy.shape)
+                         : stored.count(src) > 0 || contiguous_in_memory.count(src) > 0);
+  };
   for (NodeId id : sched.nodes) {
     const Node& n = g[id];
     if (n.realized()) continue;
@@ -787,6 +797,18 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
       stored[id] = "copied to another device";
     } else if (target_set.count(id)) {
       stored[id] = "output requested (realize / numpy / backward)";
+    } else if (n.op == Op::Contiguous && in_memory(n.src[0], n)) {
+      // (rule 4) nothing to store: the source's buffer holds these values in this layout already
+      contiguous_in_memory.insert(id);
+      const NodeId src = n.src[0];
+      FusionDecision fused = cost;
+      fused.stored = false;
+      fused.reason = "not stored: contiguous() of " + node_label(g, src) + ", which is " +
+                     (g[src].realized()      ? "a realized buffer"
+                      : stored.count(src) > 0 ? "stored by this schedule (" + stored[src] + ")"
+                                              : "in memory already (" + decisions[src].reason + ")") +
+                     ": its readers read that buffer, no copy";
+      decisions[id] = fused;
     } else if (n.op == Op::Contiguous) {
       stored[id] = "explicit contiguous()";
     } else if (std::string op; is_reduce(n.op) && numel >= kTiledEpilogueMinOutputs &&
