@@ -274,11 +274,14 @@ class Lowerer {
     }
     if (n.op == Op::Const) return b_.constant(n.value, n.dtype);
     if (is_movement(n.op)) {
-      // compose the chain of movement ops down to the value underneath
+      // compose the chain of movement ops down to the value underneath. A contiguous() fused here (the
+      // kernelizer's rule 4: its source is in memory already) is that source, in its shape: the chain goes
+      // through it, so that the views above it and the buffer below compose into one index (stopping there
+      // took the index apart into the contiguous()'s dimensions by div and mod and put it back together)
       std::vector<NodeId> chain;
       NodeId base = id;
-      while (!is_input(base) && is_movement(g[base].op)) {
-        chain.push_back(base);
+      while (!is_input(base) && (is_movement(g[base].op) || g[base].op == Op::Contiguous)) {
+        if (g[base].op != Op::Contiguous) chain.push_back(base);
         base = g[base].src[0];
       }
       const ViewStack vs = compose_views(g, chain, g[base].shape);
