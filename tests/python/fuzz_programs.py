@@ -16,7 +16,8 @@ of (output * w).sum() with a fixed random w (the test_ops convention).
 
 `generate(seed)` builds a random program: shapes 0-d to 5-d with size-0 and size-1 dims; broadcasting binary ops
 against new inputs; movement ops (reshape, permute, expand, pad, shrink, slicing with steps, flip, squeeze/
-unsqueeze, transpose, flatten, cat); reductions (sum/max/min/mean over random axes, keepdim); matmul; integer
+unsqueeze, transpose, flatten, cat; contiguous() and clone(), which store a copy or, where the value is in memory
+already, nothing: the kernelizer's rule 4); reductions (sum/max/min/mean over random axes, keepdim); matmul; integer
 indexing (a list index on an axis, gather); elementwise unary/binary ops; casts and comparisons. Every op is
 first run on PyTorch: an op that PyTorch rejects for the current shapes is not added, so a generated program is
 valid by PyTorch's rules and any Tensorscope exception is a finding.
@@ -274,7 +275,9 @@ def _elementwise(rng, kind, shape, n_inputs):
 def _movement(rng, shape):
     nd, numel = len(shape), math.prod(shape)
     choice = rng.choice(["reshape", "permute", "expand", "pad", "shrink", "slice", "flip", "squeeze", "unsqueeze",
-                         "transpose", "flatten"])
+                         "transpose", "flatten", "contiguous", "clone"])
+    if choice in ("contiguous", "clone"):  # a copy, or none where the value is in memory already (rule 4)
+        return [f"x.{choice}()", f"x.{choice}()"]
     if choice == "reshape":
         if numel == 0:
             new = _rand_shape(rng, int(rng.integers(1, 4)))
