@@ -167,19 +167,19 @@ void transpose_tile(ir::Kernel& k) {
       return;
   const int64_t trips_outer = static_cast<int64_t>(insts[insts[outer].src[0]].value);
   const int64_t trips_inner = static_cast<int64_t>(insts[insts[inner].src[0]].value);
+  // Where both loops divide by 16, blocks of 16 × 16 (four tiles) with the output's rows (a) outside: a trip then
+  // writes whole 64-byte lines of 16 output rows and reads whole lines of 16 input rows, so no line is left half
+  // done for a later trip, and the output is written along its rows, block after block. A copy's output is most
+  // often a buffer no kernel touched lately (the step's transpose of a gradient for its weight gradient, read
+  // while in the caches): written down its columns in the order below, each store missed to memory and the
+  // lines' owners were fetched one by one. d128's (512, 384) → (384, 512), alone (1 thread, the Xeon): 53 →
+  // 40 µs from the caches, 250 → 105 µs into an output flushed from them (inputs flushed: 86 → 104 µs); in its
+  // training step (two of them) 0.09 + 0.18 → 0.08 + 0.125 ms.
   // Otherwise the tiles' outer loop runs over the input's rows (b) when they divide by 8: each tile then reads the next
   // 32 bytes of the eight rows the one before it read, and a cache line is used up by two tiles in a row (the
   // other way round, eight input rows 2 KiB apart fell into two L1 sets and were evicted before the next
   // tile along them came back for the second half of their lines: a 256×512 copy 28 µs against 23 µs
   // upcast, from the caches). Otherwise over the input's columns (a).
-  // Where both loops divide by 16, blocks of 16 × 16 (four tiles) with the output's rows (a) outside: a trip then
-  // writes whole 64-byte lines of 16 output rows and reads whole lines of 16 input rows, so no line is left half
-  // done for a later trip, and the output is written along its rows, block after block. A copy's output is most
-  // often a buffer no kernel touched lately (the step's transpose of a gradient for its weight gradient, read
-  // while in the caches): written down its columns in the order above, each store missed to memory and the
-  // lines' owners were fetched one by one. d128's (512, 384) → (384, 512), alone (1 thread, the Xeon): 53 →
-  // 40 µs from the caches, 250 → 105 µs into an output flushed from them (inputs flushed: 86 → 104 µs); in its
-  // training step (two of them) 0.09 + 0.18 → 0.08 + 0.125 ms.
   const bool b_is_outer = !a_is_outer;
   const int64_t trips_a = a_is_outer ? trips_outer : trips_inner, trips_b = a_is_outer ? trips_inner : trips_outer;
   const bool blocks_of_16 = trips_a % (2 * kTile) == 0 && trips_b % (2 * kTile) == 0;
