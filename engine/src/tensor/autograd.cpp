@@ -4,8 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
-#include <set>
 #include <stdexcept>
+#include <unordered_map>
+#include <unordered_set>
 
 #include "tensor/tensor_impl.h"
 #include "tensorscope/device.h"
@@ -239,9 +240,11 @@ void Tensor::backward(const Tensor* gradient, bool retain_graph) {
   // PyTorch's `loss.backward(); opt.step(); loss.item()` reads the loss from that schedule.
   realize_with_next();
 
-  // reverse topological order of the autograd history
+  // reverse topological order of the autograd history (hash containers: a step's history has thousands of
+  // tensors, and ordered ones cost an allocation and log(n) pointer compares each; nothing iterates them)
   std::vector<TensorImpl*> order;
-  std::set<TensorImpl*> seen;
+  std::unordered_set<TensorImpl*> seen;
+  seen.reserve(256);
   std::vector<std::pair<TensorImpl*, size_t>> stack{{impl_.get(), 0}};
   seen.insert(impl_.get());
   while (!stack.empty()) {
@@ -262,7 +265,9 @@ void Tensor::backward(const Tensor* gradient, bool retain_graph) {
   bool was_enabled = grad_enabled();
   set_grad_enabled(false);
   // each tensor's gradients as they arrive, summed (sum_gradients) when the walk reaches the tensor
-  std::map<TensorImpl*, std::vector<Tensor>> grads{{impl_.get(), {seed.detach()}}};
+  std::unordered_map<TensorImpl*, std::vector<Tensor>> grads;
+  grads.reserve(order.size());
+  grads[impl_.get()].push_back(seed.detach());
   std::map<NodeId, MatmulGradient> noted;  // note_matmul_gradient's, for this backward
   struct Noting {
     explicit Noting(std::map<NodeId, MatmulGradient>* m) { matmul_gradients = m; }
