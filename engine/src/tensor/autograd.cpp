@@ -241,7 +241,7 @@ void Tensor::backward(const Tensor* gradient, bool retain_graph) {
   realize_with_next();
 
   // reverse topological order of the autograd history (hash containers: a step's history has thousands of
-  // tensors, and ordered ones cost an allocation and log(n) pointer compares each; nothing iterates them)
+  // tensors, and ordered ones cost log(n) pointer compares and a rebalance each; nothing iterates them)
   std::vector<TensorImpl*> order;
   std::unordered_set<TensorImpl*> seen;
   seen.reserve(256);
