@@ -17,9 +17,8 @@ static CStyleLanguage c_language() {
   CStyleLanguage l;
   l.name = "C";
   l.prelude =
-      "#include <math.h>\n"
       "#include <stdint.h>\n"
-      "#include \"ts_math.h\"  /* ts_exp2f, ts_log2f, ts_sinf: vectorizable polynomials; float16 <-> float conversions */\n"
+      "#include \"ts_math.h\"  /* ts_exp2f, ts_log2f, ts_sinf: vectorizable polynomials; float16 <-> float conversions; fmaf, sqrtf */\n"
       "/* NaN-propagating max, as torch.maximum (fmaxf would drop the NaN): a when a is NaN or greater, else b. Written\n"
       "   as x86's maxss (a > b ? a : b: b when either is NaN) and a select on a's NaN, which gcc compiles without a\n"
       "   branch (maxss, a blend); as (a != a || a > b) ? a : b it branched on every comparison, and a 2x2 max-pool over\n"
