@@ -55,6 +55,8 @@ class CStyleRenderer : public Renderer {
   explicit CStyleRenderer(CStyleLanguage lang) : lang_(std::move(lang)) {}
   std::string language() const override { return lang_.name; }
   SourceListing render(const ir::Kernel& kernel) const override;
+  // The helper definitions every rendered source starts with (CStyleLanguage::prelude).
+  const std::string& prelude() const { return lang_.prelude; }
   // GPU targets: the grid that render() assumes; the device launches exactly this grid.
   gpu::Grid grid(const ir::Kernel& kernel) const { return gpu::plan_grid(kernel, lang_.max_groups); }
   // Whether any value of the kernel is float16 (targets add extensions or headers only for those).

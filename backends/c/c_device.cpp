@@ -21,6 +21,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -228,27 +229,8 @@ class CDevice : public Device {
 
   CompileResult compile(const ir::Kernel& kernel, const SourceListing* source) override {
     auto [cc, origin] = compiler();
-    // -ffp-contract=off: no FMA contraction, so results match the interpreter bit for bit
-    // -O3 vectorizes (-O2 in gcc 12 does not); 512-bit vectors: AVX-512 runs at full width on this CPU
-    // -fno-trapping-math: a float select (x > 129 ? 129 : x, or relu's backward) may run in every lane with a
-    // blend: without AVX-512's masks gcc otherwise keeps such a loop scalar, since a compare in a lane the
-    // branch skipped could raise an FP exception flag (nothing reads the flags; values are the same). AVX2's
-    // GELU, E_16_32_512 (ts_exp2f, three selects): 1.7 -> 0.31 ms on Zen 3
-    // -fno-loop-interchange: the passes choose the loop order (reorder_global_loops, the upcasts); gcc's
-    // interchange turned the MLP's packing copy E_16_784_32 (contiguous stores) into one storing 128 bytes
-    // apart once its buffers were restrict parameters: 0.067 -> 0.26 ms
-    // -nostdlib (with -lm below): the shared object is linked without the C start files, libgcc and libc's
-    // linker script, which a kernel does not use: a libm function it calls still records libm as needed, and
-    // a call gcc emits (memset, memcpy) binds at dlopen to the process's libc. With ts_math.h's declarations
-    // instead of <math.h> (ts_math.h), 40 kernels of the Python suite compile in 133 ms each instead of 160.
-    std::string flags =
-        "-O3 -march=native -mprefer-vector-width=512 -fno-loop-interchange -fPIC -shared -nostdlib -fno-math-errno -fno-trapping-math -ffp-contract=off";
     fs::path dir = writable_cache_dir();
-    std::ostringstream hash;
-    // generated kernels include ts_math.h from the cache directory; its text is part of the hash
-    hash << std::hex
-         << fnv1a(cc + " " + flags + "\n" + native_target(cc, origin) + "\n" + ts_math_source() + "\n" + source->code);
-    const std::string stem = file_stem(kernel.name) + "_" + hash.str();
+    const std::string stem = cache_stem(cc, origin, kernel, *source);
     fs::path so = dir / (stem + ".so");
     CompileResult result;
     std::string why;
@@ -270,8 +252,7 @@ class CDevice : public Device {
     if (!write_file_atomic(tmp + ".c", source->code))
       throw std::runtime_error("C device: cannot write " + tmp + ".c in the cache directory " + dir.string());
     write_math_header(dir);
-    std::string cmd = cc + " " + flags + " -I" + shell_quote(dir.string()) + " -o " + shell_quote(tmp + ".so") + " " +
-                      shell_quote(tmp + ".c") + " -lm";
+    const std::string cmd = compile_command(cc, dir, tmp);
     // Under a time limit (the autotune search's), coreutils' timeout stops the compiler and its children
     // (it signals its whole process group): TERM at the limit, KILL a second later.
     const double limit_ms = compile_time_limit_ms();
@@ -303,7 +284,87 @@ class CDevice : public Device {
     return result;
   }
 
+  // Compiles the kernels that are not in the cache yet as one translation unit: the prelude once, then each
+  // kernel's code after it, in one compiler run whose shared object becomes every one of their cache entries
+  // (hard links to one file; dlopen of any of them maps it once). A compiler run costs ~100 ms before any
+  // kernel code (starting cc1, parsing the prelude, assembling, linking): a schedule's small kernels compile
+  // in a third of the time this way. Kernels whose name another one of the unit already has (the exported
+  // symbol), or whose source does not start with the prelude, are left to compile(); so is everything when
+  // the unit fails to compile, and compile() then reports which kernel fails and why.
+  void precompile(const std::vector<ir::Kernel>& kernels, const std::vector<SourceListing>& sources) override {
+    auto [cc, origin] = compiler();
+    fs::path dir;
+    try {
+      dir = writable_cache_dir();
+    } catch (const std::exception&) {
+      return;  // compile() says why
+    }
+    const std::string& prelude = c_renderer().prelude();
+    std::string unit = prelude;
+    std::vector<fs::path> entries;
+    std::set<std::string> names;
+    for (size_t i = 0; i < kernels.size() && i < sources.size(); i++) {
+      const std::string& code = sources[i].code;
+      if (code.compare(0, prelude.size(), prelude) != 0 || names.count(kernels[i].name)) continue;
+      const fs::path so = dir / (cache_stem(cc, origin, kernels[i], sources[i]) + ".so");
+      if (fs::exists(so)) continue;
+      names.insert(kernels[i].name);
+      unit.append(code, prelude.size(), std::string::npos);
+      entries.push_back(so);
+    }
+    if (entries.size() < 2) return;
+    const std::string tmp = (dir / "unit").string() + unique_suffix();
+    std::error_code ec;
+    if (!write_file_atomic(tmp + ".c", unit)) return;
+    write_math_header(dir);
+    const bool built = run_command(compile_command(cc, dir, tmp)).first == 0;
+    fs::remove(tmp + ".c", ec);
+    if (built)
+      for (const fs::path& so : entries) {
+        fs::create_hard_link(tmp + ".so", so, ec);  // appears whole; an entry another process made stays
+        if (ec && !fs::exists(so)) {               // a file system without hard links: a copy, renamed
+          const std::string copy = so.string() + unique_suffix();
+          if (fs::copy_file(tmp + ".so", copy, ec)) fs::rename(copy, so, ec);
+          if (ec) fs::remove(copy, ec);
+        }
+      }
+    fs::remove(tmp + ".so", ec);
+  }
+
  private:
+  // -ffp-contract=off: no FMA contraction, so results match the interpreter bit for bit
+  // -O3 vectorizes (-O2 in gcc 12 does not); 512-bit vectors: AVX-512 runs at full width on this CPU
+  // -fno-trapping-math: a float select (x > 129 ? 129 : x, or relu's backward) may run in every lane with a
+  // blend: without AVX-512's masks gcc otherwise keeps such a loop scalar, since a compare in a lane the
+  // branch skipped could raise an FP exception flag (nothing reads the flags; values are the same). AVX2's
+  // GELU, E_16_32_512 (ts_exp2f, three selects): 1.7 -> 0.31 ms on Zen 3
+  // -fno-loop-interchange: the passes choose the loop order (reorder_global_loops, the upcasts); gcc's
+  // interchange turned the MLP's packing copy E_16_784_32 (contiguous stores) into one storing 128 bytes
+  // apart once its buffers were restrict parameters: 0.067 -> 0.26 ms
+  // -nostdlib (with -lm below): the shared object is linked without the C start files, libgcc and libc's
+  // linker script, which a kernel does not use: a libm function it calls still records libm as needed, and
+  // a call gcc emits (memset, memcpy) binds at dlopen to the process's libc. With ts_math.h's declarations
+  // instead of <math.h> (ts_math.h), 40 kernels of the Python suite compile in 133 ms each instead of 160.
+  static constexpr const char* kFlags =
+      "-O3 -march=native -mprefer-vector-width=512 -fno-loop-interchange -fPIC -shared -nostdlib -fno-math-errno "
+      "-fno-trapping-math -ffp-contract=off";
+
+  // The cache entry's file name without ".so": the kernel's name and a hash of what the compiler makes of the
+  // source (the compiler command, its flags and target, ts_math.h's text: kernels include it from the cache
+  // directory, and the source).
+  static std::string cache_stem(const std::string& cc, const std::string& origin, const ir::Kernel& kernel,
+                                const SourceListing& source) {
+    std::ostringstream hash;
+    hash << std::hex
+         << fnv1a(cc + " " + kFlags + "\n" + native_target(cc, origin) + "\n" + ts_math_source() + "\n" + source.code);
+    return file_stem(kernel.name) + "_" + hash.str();
+  }
+  // The command that compiles `tmp`.c into `tmp`.so (ts_math.h from the cache directory `dir`).
+  static std::string compile_command(const std::string& cc, const fs::path& dir, const std::string& tmp) {
+    return cc + " " + kFlags + " -I" + shell_quote(dir.string()) + " -o " + shell_quote(tmp + ".so") + " " +
+           shell_quote(tmp + ".c") + " -lm";
+  }
+
   // Whether the shared object's ELF headers fit in the file. A truncated file still dlopens (its segments
   // are mapped past the end of the file) and the first touch of the missing pages is a SIGBUS, so check first.
   static bool elf_whole(const fs::path& so, std::string& why) {

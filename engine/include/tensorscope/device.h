@@ -120,6 +120,14 @@ class Device {
   // with the compiler's message on failure. Launch actions are those plan_launch recorded in kernel.opts (or,
   // when it was not called, the ones it would record).
   virtual CompileResult compile(const ir::Kernel& kernel, const SourceListing* source) = 0;
+  // Prepares the compile() calls a schedule is about to make, all at once: `kernels` after plan_launch and
+  // their `sources` (rendered by renderer(), same length). The C device compiles those its cache lacks in one
+  // compiler run, so that compile() then loads them from the cache. Raises nothing: what fails here is left to
+  // compile(), which reports it. The default does nothing.
+  virtual void precompile(const std::vector<ir::Kernel>& kernels, const std::vector<SourceListing>& sources) {
+    (void)kernels;
+    (void)sources;
+  }
 };
 
 // What a device is and what it can do, as the driver reports it (for `tensorscope-cli devices`, the GUI's

@@ -450,6 +450,7 @@ class Session {
   }
 
   void set_gate(GateHandler* gate) { gate_ = gate; }
+  bool gated() const { return gate_ != nullptr; }
   // Calls the gate handler, if any, at a stop.
   void gate(GateStop::Stage stage, int kernel_id = -1, const std::string& kernel = {}, const std::string& detail = {},
             const std::vector<std::shared_ptr<Buffer>>* buffers = nullptr, int outputs = 1) {

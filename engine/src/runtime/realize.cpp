@@ -481,6 +481,52 @@ void clear_schedule_cache() {
   schedule_cache().words = 0;
 }
 
+// What the passes may use of the device: workgroups and local memory (the GPU-only actions LOCAL, GROUP),
+// its vector width and registers.
+static void set_target(ir::Kernel& kernel, int dev_index) {
+  const DeviceProperties props = DeviceRegistry::properties(dev_index);
+  kernel.target.max_workgroup_size = static_cast<uint32_t>(std::min<uint64_t>(props.max_workgroup_size, UINT32_MAX));
+  kernel.target.local_memory_bytes = props.local_memory_bytes;
+  kernel.target.subgroup_size = props.subgroup_size;
+  if (props.vector_bytes) kernel.target.vector_bytes = props.vector_bytes;
+  if (props.vector_registers) kernel.target.vector_registers = props.vector_registers;
+}
+
+// The program cache's key: the device, the applied actions (a launch action, THREADS, changes the program,
+// not its source) and the source (the IR on INTERP).
+static std::string program_cache_key(int dev_index, const ir::Kernel& kernel, const SourceListing* source) {
+  return std::to_string(dev_index) + "\n" + ir::applied_str(kernel) + "\n" + (source ? source->code : ir::print(kernel));
+}
+
+// Before a new schedule runs: its kernels lowered, optimized and rendered ahead, and those not in the program
+// cache handed to their device's precompile() together (the C device compiles them in one compiler run instead
+// of one run each; Device::precompile). The loop in realize() then lowers each again, as always, and its
+// compile() finds it compiled. Only when nothing watches (realize() checks): with an observer or a debugger's
+// gate, the stops before each kernel's lowering and compile come in order, one kernel at a time; under BEAM the
+// search chooses each kernel's plan.
+static void precompile_schedule(const Graph& g, const Schedule& sched) {
+  std::map<int, std::pair<std::vector<ir::Kernel>, std::vector<SourceListing>>> by_device;
+  for (const ScheduleItem& item : sched.items) {
+    const Node& out = g[item.outputs[0]];
+    const Renderer* renderer = DeviceRegistry::at(out.device).renderer();
+    if (item.is_copy || shape_numel(out.shape) == 0 || !renderer) continue;
+    if (std::any_of(item.inputs.begin(), item.inputs.end(), [&](NodeId in) { return g[in].device != out.device; }))
+      continue;  // the loop raises that error
+    ir::Kernel kernel = lower(item);
+    set_target(kernel, out.device);
+    if (!ir::verify(kernel).empty()) continue;  // the loop raises that error
+    run_passes(kernel, nullptr, -1, /*gated=*/false);
+    DeviceRegistry::at(out.device).plan_launch(kernel);
+    SourceListing source = renderer->render(kernel);
+    if (program_cache().count(program_cache_key(out.device, kernel, &source))) continue;
+    auto& [kernels, sources] = by_device[out.device];
+    kernels.push_back(std::move(kernel));
+    sources.push_back(std::move(source));
+  }
+  for (auto& [dev_index, batch] : by_device)
+    if (batch.first.size() >= 2) DeviceRegistry::at(dev_index).precompile(batch.first, batch.second);
+}
+
 void realize(const std::vector<NodeId>& targets) {
   Graph& g = Graph::get();
   std::vector<NodeId> todo;
@@ -572,6 +618,7 @@ void realize(const std::vector<NodeId>& targets) {
     if (g[id].realized()) return g[id].buffer;
     return out_buffers.at(id);
   };
+  if (!observed && !session.gated() && beam_width() == 0) precompile_schedule(g, sched);
   for (size_t k = 0; k < sched.items.size(); k++) {
     const ScheduleItem& item = sched.items[k];
     const Node& out = g[item.outputs[0]];
@@ -625,13 +672,7 @@ void realize(const std::vector<NodeId>& targets) {
 
     session.gate(GateStop::BeforeLower, kernel_ids[k], item.name);
     ir::Kernel kernel = lower(item);
-    // what the passes may use of the device: workgroups and local memory (the GPU-only actions LOCAL, GROUP)
-    const DeviceProperties props = DeviceRegistry::properties(dev_index);
-    kernel.target.max_workgroup_size = static_cast<uint32_t>(std::min<uint64_t>(props.max_workgroup_size, UINT32_MAX));
-    kernel.target.local_memory_bytes = props.local_memory_bytes;
-    kernel.target.subgroup_size = props.subgroup_size;
-    if (props.vector_bytes) kernel.target.vector_bytes = props.vector_bytes;
-    if (props.vector_registers) kernel.target.vector_registers = props.vector_registers;
+    set_target(kernel, dev_index);
     // always on: a few µs per kernel, and an invalid kernel would otherwise fail in a compiler
     if (auto errors = ir::verify(kernel); !errors.empty())
       throw std::logic_error("IR verifier failed for kernel " + kernel.name + " after lowering: " + errors.front());
@@ -667,8 +708,7 @@ void realize(const std::vector<NodeId>& targets) {
       source = renderer->render(kernel);
     }
     // the applied actions too: a launch action (THREADS) changes the program, not its source
-    std::string program_key = std::to_string(dev_index) + "\n" + ir::applied_str(kernel) + "\n" +
-                              (renderer ? source.code : ir::print(kernel));
+    const std::string program_key = program_cache_key(dev_index, kernel, renderer ? &source : nullptr);
     auto& programs = program_cache();
     bool cache_hit = true;
     double compile_ms = 0;
