@@ -512,16 +512,20 @@ static void precompile_schedule(const Graph& g, const Schedule& sched) {
     if (item.is_copy || shape_numel(out.shape) == 0 || !renderer) continue;
     if (std::any_of(item.inputs.begin(), item.inputs.end(), [&](NodeId in) { return g[in].device != out.device; }))
       continue;  // the loop raises that error
-    ir::Kernel kernel = lower(item);
-    set_target(kernel, out.device);
-    if (!ir::verify(kernel).empty()) continue;  // the loop raises that error
-    run_passes(kernel, nullptr, -1, /*gated=*/false);
-    DeviceRegistry::at(out.device).plan_launch(kernel);
-    SourceListing source = renderer->render(kernel);
-    if (program_cache().count(program_cache_key(out.device, kernel, &source))) continue;
-    auto& [kernels, sources] = by_device[out.device];
-    kernels.push_back(std::move(kernel));
-    sources.push_back(std::move(source));
+    try {
+      ir::Kernel kernel = lower(item);
+      set_target(kernel, out.device);
+      if (!ir::verify(kernel).empty()) continue;  // the loop raises that error
+      run_passes(kernel, nullptr, -1, /*gated=*/false);
+      DeviceRegistry::at(out.device).plan_launch(kernel);
+      SourceListing source = renderer->render(kernel);
+      if (program_cache().count(program_cache_key(out.device, kernel, &source))) continue;
+      auto& [kernels, sources] = by_device[out.device];
+      kernels.push_back(std::move(kernel));
+      sources.push_back(std::move(source));
+    } catch (const std::exception&) {
+      // the loop raises it when it reaches this kernel, after the kernels before it have run, as without this step
+    }
   }
   for (auto& [dev_index, batch] : by_device)
     if (batch.first.size() >= 2) DeviceRegistry::at(dev_index).precompile(batch.first, batch.second);
