@@ -498,15 +498,17 @@ static std::string program_cache_key(int dev_index, const ir::Kernel& kernel, co
   return std::to_string(dev_index) + "\n" + ir::applied_str(kernel) + "\n" + (source ? source->code : ir::print(kernel));
 }
 
-// Before a new schedule runs: its kernels lowered, optimized and rendered ahead, and those not in the program
-// cache handed to their device's precompile() together (the C device compiles them in one compiler run instead
-// of one run each; Device::precompile). The loop in realize() then lowers each again, as always, and its
-// compile() finds it compiled. Only when nothing watches (realize() checks): with an observer or a debugger's
-// gate, the stops before each kernel's lowering and compile come in order, one kernel at a time; under BEAM the
-// search chooses each kernel's plan.
-static void precompile_schedule(const Graph& g, const Schedule& sched) {
+// When a schedule's kernel `first` is the first that needs compiling: it and the kernels after it lowered,
+// optimized and rendered ahead, and those not in the program cache handed to their device's precompile()
+// together (the C device compiles them in one compiler run instead of one run each; Device::precompile). The
+// loop in realize() then lowers each again, as always, and its compile() finds it compiled; a schedule whose
+// programs are all cached never comes here. Only when nothing watches (realize() checks): with an observer or
+// a debugger's gate, the stops before each kernel's lowering and compile come in order, one kernel at a time;
+// under BEAM the search chooses each kernel's plan.
+static void precompile_schedule(const Graph& g, const Schedule& sched, size_t first) {
   std::map<int, std::pair<std::vector<ir::Kernel>, std::vector<SourceListing>>> by_device;
-  for (const ScheduleItem& item : sched.items) {
+  for (size_t k = first; k < sched.items.size(); k++) {
+    const ScheduleItem& item = sched.items[k];
     const Node& out = g[item.outputs[0]];
     const Renderer* renderer = DeviceRegistry::at(out.device).renderer();
     if (item.is_copy || shape_numel(out.shape) == 0 || !renderer) continue;
@@ -622,7 +624,8 @@ void realize(const std::vector<NodeId>& targets) {
     if (g[id].realized()) return g[id].buffer;
     return out_buffers.at(id);
   };
-  if (!observed && !session.gated() && beam_width() == 0) precompile_schedule(g, sched);
+  // precompile_schedule's batch, made at the first kernel that needs compiling, when nothing watches
+  bool precompile = !observed && !session.gated() && beam_width() == 0;
   for (size_t k = 0; k < sched.items.size(); k++) {
     const ScheduleItem& item = sched.items[k];
     const Node& out = g[item.outputs[0]];
@@ -718,6 +721,10 @@ void realize(const std::vector<NodeId>& targets) {
     double compile_ms = 0;
     auto it = programs.find(program_key);
     if (it == programs.end()) {
+      if (precompile) {
+        precompile = false;
+        precompile_schedule(g, sched, k);
+      }
       session.gate(GateStop::BeforeCompile, kernel_ids[k], kernel.name);
       CompileResult cr = dev.compile(kernel, renderer ? &source : nullptr);
       cache_hit = cr.cache_hit;
