@@ -105,6 +105,35 @@ Tensor scalar_op(const Tensor& t, double value, bool is_float, bool reversed, Op
   return reversed ? op(s, t) : op(t, s);
 }
 
+// One item of a basic index: None, ..., an exact Python int, or a slice whose fields are ints or None
+// (CPython's PySlice_Unpack: ValueError for a zero step; a missing start or stop becomes the extreme
+// Py_ssize_t in the step's direction, which Tensor::getitem's clamping maps to the dim's end). False for
+// anything else, leaving `ix` unset.
+bool basic_index(py::handle h, Tensor::Index& ix) {
+  PyObject* o = h.ptr();
+  if (o == Py_None) {
+    ix.kind = Tensor::Index::NewAxis;
+  } else if (o == Py_Ellipsis) {
+    ix.kind = Tensor::Index::Ellipsis;
+  } else if (PyLong_CheckExact(o)) {
+    ix.kind = Tensor::Index::Int;
+    ix.i = h.cast<int64_t>();
+  } else if (PySlice_Check(o)) {
+    auto* sl = reinterpret_cast<PySliceObject*>(o);
+    for (PyObject* f : {sl->start, sl->stop, sl->step})
+      if (f != Py_None && !PyLong_CheckExact(f)) return false;
+    Py_ssize_t start, stop, step;
+    if (PySlice_Unpack(o, &start, &stop, &step) < 0) throw py::error_already_set();
+    ix.kind = Tensor::Index::Slice;
+    ix.start = start;
+    ix.stop = stop;
+    if (step != 1) ix.step = step;
+  } else {
+    return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_C, m) {
@@ -253,27 +282,35 @@ PYBIND11_MODULE(_C, m) {
         std::vector<Tensor::Index> idx;
         for (py::handle h : items) {
           Tensor::Index ix;
-          if (h.is_none()) {
-            ix.kind = Tensor::Index::NewAxis;
-          } else if (h.is(py::ellipsis())) {
-            ix.kind = Tensor::Index::Ellipsis;
-          } else if (py::isinstance<py::slice>(h)) {
-            ix.kind = Tensor::Index::Slice;
-            auto part = [&](const char* name) -> std::optional<int64_t> {
-              py::object v = h.attr(name);
-              return v.is_none() ? std::nullopt : std::optional<int64_t>(v.cast<int64_t>());
-            };
-            ix.start = part("start");
-            ix.stop = part("stop");
-            ix.step = part("step");
-          } else if (py::isinstance<Tensor>(h)) {
-            ix.kind = Tensor::Index::Tensor_;
-            ix.tensor = h.cast<Tensor>().impl();
-          } else {
-            ix.kind = Tensor::Index::Int;
-            ix.i = h.cast<int64_t>();
+          if (!basic_index(h, ix)) {
+            if (py::isinstance<Tensor>(h)) {
+              ix.kind = Tensor::Index::Tensor_;
+              ix.tensor = h.cast<Tensor>().impl();
+            } else {
+              ix.kind = Tensor::Index::Int;
+              ix.i = h.cast<int64_t>();
+            }
           }
           idx.push_back(ix);
+        }
+        return t.getitem(idx);
+      })
+      // x[key] straight from the Python key when it is an int, a slice of ints, None, ... or a tuple of
+      // them (x[:, t], x[:, :H]: the hot path of a recurrent loop); None for anything else (lists, arrays,
+      // Tensors, NumPy ints), which tensor.py converts and passes to getitem.
+      .def("getitem_basic", [](const Tensor& t, py::handle key) -> std::optional<Tensor> {
+        std::vector<Tensor::Index> idx;
+        auto add = [&](py::handle h) {
+          Tensor::Index ix;
+          if (!basic_index(h, ix)) return false;
+          idx.push_back(ix);
+          return true;
+        };
+        if (PyTuple_Check(key.ptr())) {
+          for (py::handle h : py::reinterpret_borrow<py::tuple>(key))
+            if (!add(h)) return std::nullopt;
+        } else if (!add(key)) {
+          return std::nullopt;
         }
         return t.getitem(idx);
       })

@@ -85,6 +85,24 @@ def test_getitem_errors(dev):
     check_raises(ValueError, lambda: x[::0], "zero")
 
 
+
+def test_getitem_basic_keys_against_numpy():
+    """Keys of ints, slices and None take the C++ path (getitem_basic); NumPy ints, slice bounds past int64 and
+    0-d Tensors as bounds take tensor.py's conversion: every one must select what NumPy selects."""
+    a = np.arange(5 * 6 * 7, dtype=np.float32).reshape(5, 6, 7)
+    x = Tensor(a)
+    big = 10 ** 30
+    keys = [(slice(None), 3), (1, slice(2, 5)), (slice(-3, None), None, slice(None, -2)), (Ellipsis, slice(1, 3)),
+            (slice(-big, big), 0), (slice(big, -big, -1), slice(None, None, 2)), (slice(None, None, -1), -1),
+            (np.int64(2), slice(np.int32(1), np.int64(4))), (slice(4, 1), 0, slice(0, 0)), (-5, None, None, 5),
+            4, slice(1, None), None, Ellipsis]
+    for key in keys:
+        np.testing.assert_array_equal(x[key].numpy(), a[key], err_msg=repr(key))
+    np.testing.assert_array_equal(x[Tensor(np.int32(1)):Tensor(np.int32(3))].numpy(), a[1:3])
+    for bad in [(slice(None), 6), (0, 0, -8), (0, 0, 0, 0)]:
+        with pytest.raises(IndexError):
+            x[bad]
+
 GATHER = [((3, 4), 1, (3, 2)), ((3, 4), 0, (2, 4)), ((3, 4), -1, (2, 3)), ((2, 3, 4), 1, (2, 5, 4)), ((5,), 0, (7,))]
 
 

@@ -857,6 +857,9 @@ class Tensor:
     def __getitem__(self, key) -> "Tensor":
         """ints, slices (any step, clamped like Python), None, ..., lists of ints and integer Tensors
         (advanced indexing with NumPy placement). IndexError for out-of-range ints and too many indices."""
+        t = self._t.getitem_basic(key)  # ints, slices of ints, None and ...: converted in C++
+        if t is not None:
+            return Tensor(t)
         items = key if isinstance(key, tuple) else (key,)
         conv = []
         for k in items:

@@ -75,6 +75,37 @@ Tensor Tensor::getitem(const std::vector<Index>& indices) const {
   if (!ellipses)
     for (int64_t i = consuming; i < ndim(); i++) items.push_back(Index{Index::Slice, 0, {}, {}, {}, {}});
 
+  // The common case, ints and slices with step 1 (x[:, t], x[:, :H]): one SHRINK over every dim and one
+  // RESHAPE (dropping the int dims, inserting the new axes): two nodes whatever the number of dims.
+  bool basic = !advanced;
+  for (const Index& ix : items) basic = basic && !(ix.kind == Index::Slice && ix.step && *ix.step != 1);
+  if (basic) {
+    Pairs bounds;
+    Shape out;
+    int64_t d = 0;
+    for (const Index& ix : items) {
+      if (ix.kind == Index::NewAxis) {
+        out.push_back(1);
+        continue;
+      }
+      int64_t n = shape()[d];
+      if (ix.kind == Index::Int) {
+        int64_t i = ix.i < 0 ? ix.i + n : ix.i;
+        if (i < 0 || i >= n)
+          throw std::out_of_range("index " + std::to_string(ix.i) + " is out of bounds for dimension " +
+                                  std::to_string(d) + " with size " + std::to_string(n));
+        bounds.push_back({i, i + 1});
+      } else {  // Python's slice.indices() clamping, step 1
+        int64_t start = ix.start ? std::clamp<int64_t>(*ix.start < 0 ? *ix.start + n : *ix.start, 0, n) : 0;
+        int64_t stop = ix.stop ? std::clamp<int64_t>(*ix.stop < 0 ? *ix.stop + n : *ix.stop, 0, n) : n;
+        bounds.push_back({start, std::max(start, stop)});
+        out.push_back(std::max<int64_t>(stop - start, 0));
+      }
+      d++;
+    }
+    return shrink(bounds).reshape(out);
+  }
+
   // basic indexing per dim: ints and slices shrink (ints become 0-d index tensors in advanced mode)
   Tensor x = *this;
   std::vector<Tensor> adv_idx;    // per advanced dim, in dim order
