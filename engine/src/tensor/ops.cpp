@@ -433,7 +433,11 @@ Tensor Tensor::sigmoid() const {
 }
 Tensor Tensor::tanh() const {
   if (auto r = float16_rule(&Tensor::tanh, *this)) return *r;
-  return mul(2.0).sigmoid().mul(2.0).sub(1.0);
+  // forward 2σ(2x) − 1; the backward g·(1 − tanh²) from the output (PyTorch's tanh_backward): three nodes,
+  // where the chain rule through the forward's ops built seven
+  Tensor x = *this;
+  return with_custom_backward({x}, [&] { return x.mul(2.0).sigmoid().mul(2.0).sub(1.0); },
+                              [](const Tensor& y, const Tensor& g) { return std::vector<Tensor>{g.mul(y.scalar_like(1).sub(y.mul(y)))}; });
 }
 Tensor Tensor::abs() const {
   if (auto r = float16_rule(&Tensor::abs, *this)) return *r;

@@ -86,7 +86,7 @@ Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DTy
       fn->parents.reserve(srcs.size());
       for (const Tensor& s : srcs) fn->parents.push_back(s.impl());
       fn->arg = std::move(arg);
-      fn->in_shape = first_shape;
+      if (is_movement(op) || is_reduce(op)) fn->in_shape = first_shape;  // the only rules that read it
       // what the rules need: the inputs for most ops, the output for exp2/sqrt/recip/max-reduce
       fn->saved.reserve(srcs.size() + 1);
       for (const Tensor& s : srcs) fn->saved.emplace_back(node_of(s));
