@@ -427,8 +427,9 @@ Tensor Tensor::sigmoid() const {
   if (auto r = float16_rule(&Tensor::sigmoid, *this)) return *r;
   // forward 1 / (1 + e^-x) saturates cleanly to 0 or 1; the backward σ(1 − σ) avoids the 0·inf of the
   // chain rule through exp in the tails (PyTorch's sigmoid_backward)
+  // e^-x as 2^(x · −log2 e): the same float32 values as neg().exp(), one node fewer
   Tensor x = *this;
-  return with_custom_backward({x}, [&] { return x.neg().exp().add(1.0).reciprocal(); },
+  return with_custom_backward({x}, [&] { return x.mul(-kLog2E).exp2().add(1.0).reciprocal(); },
                               [](const Tensor& s, const Tensor& g) { return std::vector<Tensor>{g.mul(s).mul(s.scalar_like(1).sub(s))}; });
 }
 Tensor Tensor::tanh() const {
