@@ -5,8 +5,6 @@
 #include <cmath>
 #include <map>
 #include <stdexcept>
-#include <unordered_map>
-#include <unordered_set>
 
 #include "tensor/tensor_impl.h"
 #include "tensorscope/device.h"
@@ -240,13 +238,22 @@ void Tensor::backward(const Tensor* gradient, bool retain_graph) {
   // PyTorch's `loss.backward(); opt.step(); loss.item()` reads the loss from that schedule.
   realize_with_next();
 
-  // reverse topological order of the autograd history (hash containers: a step's history has thousands of
-  // tensors, and ordered ones cost log(n) pointer compares and a rebalance each; nothing iterates them)
-  std::vector<TensorImpl*> order;
-  std::unordered_set<TensorImpl*> seen;
-  seen.reserve(256);
+  // reverse topological order of the autograd history. Each tensor reached is marked in its backward_slot
+  // (kOnPath while the walk is below it, then its position in `order`), so that the walk and the gradients
+  // below need no hash container keyed by tensor (a step's history has thousands); the marks are cleared on
+  // the way out, exceptions included.
+  constexpr int32_t kOnPath = -2;
+  std::vector<TensorImpl*> order, marked;
+  struct ClearMarks {
+    std::vector<TensorImpl*>& marked;
+    ~ClearMarks() {
+      for (TensorImpl* t : marked) t->backward_slot = -1;
+    }
+  } clear_marks{marked};
+  if (impl_->backward_slot != -1) throw std::logic_error("backward(): called from inside another backward()");
   std::vector<std::pair<TensorImpl*, size_t>> stack{{impl_.get(), 0}};
-  seen.insert(impl_.get());
+  impl_->backward_slot = kOnPath;
+  marked.push_back(impl_.get());
   while (!stack.empty()) {
     auto& [t, i] = stack.back();
     if (t->ctx && t->ctx->freed)  // PyTorch's error, and its advice
@@ -255,19 +262,23 @@ void Tensor::backward(const Tensor* gradient, bool retain_graph) {
           "its steps saved (PyTorch's rule). Pass retain_graph=True to the first backward() to keep them.");
     if (t->ctx && i < t->ctx->parents.size()) {
       TensorImpl* p = t->ctx->parents[i++].get();
-      if (p->requires_grad && seen.insert(p).second) stack.push_back({p, 0});
+      if (p->requires_grad && p->backward_slot == -1) {
+        p->backward_slot = kOnPath;
+        marked.push_back(p);
+        stack.push_back({p, 0});
+      }
       continue;
     }
+    t->backward_slot = static_cast<int32_t>(order.size());
     order.push_back(t);
     stack.pop_back();
   }
 
   bool was_enabled = grad_enabled();
   set_grad_enabled(false);
-  // each tensor's gradients as they arrive, summed (sum_gradients) when the walk reaches the tensor
-  std::unordered_map<TensorImpl*, std::vector<Tensor>> grads;
-  grads.reserve(order.size());
-  grads[impl_.get()].push_back(seed.detach());
+  // each tensor's gradients as they arrive (by backward_slot), summed (sum_gradients) when the walk reaches it
+  std::vector<std::vector<Tensor>> grads(order.size());
+  grads[impl_->backward_slot].push_back(seed.detach());
   std::map<NodeId, MatmulGradient> noted;  // note_matmul_gradient's, for this backward
   struct Noting {
     explicit Noting(std::map<NodeId, MatmulGradient>* m) { matmul_gradients = m; }
@@ -276,10 +287,10 @@ void Tensor::backward(const Tensor* gradient, bool retain_graph) {
   try {
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       TensorImpl* t = *it;
-      auto parts = grads.find(t);
-      if (parts == grads.end()) continue;
-      const Tensor g = sum_gradients(parts->second);
-      grads.erase(parts);
+      std::vector<Tensor>& parts = grads[t->backward_slot];
+      if (parts.empty()) continue;
+      const Tensor g = sum_gradients(parts);
+      std::vector<Tensor>().swap(parts);  // the parts' nodes are released as soon as their sum exists
       if (!t->ctx) {  // a leaf: accumulate into .grad
         Tensor acc = t->grad ? Tensor(t->grad).add(g) : g;
         t->grad = acc.impl();
@@ -294,7 +305,7 @@ void Tensor::backward(const Tensor* gradient, bool retain_graph) {
         Tensor gi = in_grads[i];
         const DType want = p->node.node().dtype;
         if (is_float(want) && gi.dtype() != want) gi = gi.cast(want);
-        grads[p].push_back(gi);
+        grads[p->backward_slot].push_back(gi);
       }
     }
   } catch (...) {

@@ -33,6 +33,9 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<Function> ctx;  // null for leaves
+  // Scratch for Tensor::backward while it runs: this tensor's position in its walk of the history (-1
+  // outside a backward). Flat arrays indexed by it replace hash containers keyed by the tensor.
+  int32_t backward_slot = -1;
 };
 
 // A tensor wrapping an existing node, with no autograd history.
