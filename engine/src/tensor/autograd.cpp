@@ -240,15 +240,17 @@ void Tensor::backward(const Tensor* gradient, bool retain_graph) {
 
   // reverse topological order of the autograd history. Each tensor reached is marked in its backward_slot
   // (kOnPath while the walk is below it, then its position in `order`), so that the walk and the gradients
-  // below need no hash container keyed by tensor (a step's history has thousands); the marks are cleared on
-  // the way out, exceptions included.
+  // below need no hash container keyed by tensor (a step's history has thousands). The marks are cleared
+  // before the history is freed (which can destroy the tensors only it holds), and on exceptions.
   constexpr int32_t kOnPath = -2;
   std::vector<TensorImpl*> order, marked;
   struct ClearMarks {
     std::vector<TensorImpl*>& marked;
-    ~ClearMarks() {
+    void operator()() {
       for (TensorImpl* t : marked) t->backward_slot = -1;
+      marked.clear();
     }
+    ~ClearMarks() { (*this)(); }
   } clear_marks{marked};
   if (impl_->backward_slot != -1) throw std::logic_error("backward(): called from inside another backward()");
   std::vector<std::pair<TensorImpl*, size_t>> stack{{impl_.get(), 0}};
@@ -313,6 +315,8 @@ void Tensor::backward(const Tensor* gradient, bool retain_graph) {
     throw;
   }
   set_grad_enabled(was_enabled);
+  // now, while every marked tensor is alive: freeing the history below can destroy the tensors it alone holds
+  clear_marks();
   // the gradients stay lazy (tinygrad, API.md): they are realized when read, or by an optimizer step
   if (retain_graph) return;
   for (TensorImpl* t : order) {
