@@ -22,6 +22,20 @@ Tensor shrink_dim(const Tensor& x, int64_t dim, int64_t start, int64_t end) {
   return x.shrink(b);
 }
 
+// An int index into dim `d` of size n, negative counting from the end; std::out_of_range (IndexError) outside.
+int64_t int_index(int64_t i, int64_t n, int64_t d) {
+  const int64_t at = i < 0 ? i + n : i;
+  if (at < 0 || at >= n)
+    throw std::out_of_range("index " + std::to_string(i) + " is out of bounds for dimension " + std::to_string(d) +
+                            " with size " + std::to_string(n));
+  return at;
+}
+
+// A bound of a slice with a positive step, as Python's slice.indices() clamps it to [0, n]
+int64_t forward_bound(const std::optional<int64_t>& b, int64_t missing, int64_t n) {
+  return b ? std::clamp<int64_t>(*b < 0 ? *b + n : *b, 0, n) : missing;
+}
+
 // Every `step`-th element of dim from 0: pad to a multiple of step, view as (count, step), keep column 0.
 Tensor stride_dim(const Tensor& x, int64_t dim, int64_t step, int64_t count) {
   if (step == 1 || count == 0) return x;
@@ -88,16 +102,12 @@ Tensor Tensor::getitem(const std::vector<Index>& indices) const {
         out.push_back(1);
         continue;
       }
-      int64_t n = shape()[d];
+      const int64_t n = shape()[d];
       if (ix.kind == Index::Int) {
-        int64_t i = ix.i < 0 ? ix.i + n : ix.i;
-        if (i < 0 || i >= n)
-          throw std::out_of_range("index " + std::to_string(ix.i) + " is out of bounds for dimension " +
-                                  std::to_string(d) + " with size " + std::to_string(n));
+        const int64_t i = int_index(ix.i, n, d);
         bounds.push_back({i, i + 1});
-      } else {  // Python's slice.indices() clamping, step 1
-        int64_t start = ix.start ? std::clamp<int64_t>(*ix.start < 0 ? *ix.start + n : *ix.start, 0, n) : 0;
-        int64_t stop = ix.stop ? std::clamp<int64_t>(*ix.stop < 0 ? *ix.stop + n : *ix.stop, 0, n) : n;
+      } else {  // a slice with step 1
+        const int64_t start = forward_bound(ix.start, 0, n), stop = forward_bound(ix.stop, n, n);
         bounds.push_back({start, std::max(start, stop)});
         out.push_back(std::max<int64_t>(stop - start, 0));
       }
@@ -119,10 +129,7 @@ Tensor Tensor::getitem(const std::vector<Index>& indices) const {
     }
     int64_t n = shape()[d];
     if (ix.kind == Index::Int) {
-      int64_t i = ix.i < 0 ? ix.i + n : ix.i;
-      if (i < 0 || i >= n)
-        throw std::out_of_range("index " + std::to_string(ix.i) + " is out of bounds for dimension " + std::to_string(d) +
-                                " with size " + std::to_string(n));
+      const int64_t i = int_index(ix.i, n, d);
       if (advanced) {
         adv_idx.push_back(Tensor::scalar(static_cast<double>(i), DType::Int32, device()));
         adv_dims.push_back(d);
@@ -140,10 +147,8 @@ Tensor Tensor::getitem(const std::vector<Index>& indices) const {
       if (step == 0) throw std::invalid_argument("slice step cannot be zero");
       int64_t start, stop, count;
       if (step > 0) {
-        start = ix.start ? (*ix.start < 0 ? *ix.start + n : *ix.start) : 0;
-        stop = ix.stop ? (*ix.stop < 0 ? *ix.stop + n : *ix.stop) : n;
-        start = std::clamp<int64_t>(start, 0, n);
-        stop = std::clamp<int64_t>(stop, 0, n);
+        start = forward_bound(ix.start, 0, n);
+        stop = forward_bound(ix.stop, n, n);
         count = stop > start ? (stop - start + step - 1) / step : 0;
         x = shrink_dim(x, d, start, count ? start + (count - 1) * step + 1 : start);
       } else {
