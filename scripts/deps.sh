@@ -9,6 +9,8 @@ PACKAGES=(
   qt6-base-dev qt6-svg-dev libqscintilla2-qt6-dev libgraphviz-dev graphviz libgl-dev
   # Python module and embedded interpreter
   pybind11-dev python3-dev python3-numpy nlohmann-json3-dev
+  # Boost's header-only containers (small_vector) for the engine
+  libboost-dev
   # recordings (.tsrec): SQLite; sqlite3 to look inside one
   libsqlite3-dev sqlite3
   # tests: GoogleTest, pytest, PyTorch as the numerical reference, digits data set

@@ -32,7 +32,7 @@ Graph::Graph() {
   Session::get().set_pending_nodes([] { return NodeLog::get().take(); });
 }
 
-NodeId Graph::add(Op op, DType dtype, const Shape& shape, const NodeId* srcs, int num_srcs, std::vector<int64_t> arg,
+NodeId Graph::add(Op op, DType dtype, const Shape& shape, const NodeId* srcs, int num_srcs, const std::vector<int64_t>& arg,
                   double value, int device) {
   if (num_srcs < 0 || num_srcs > 3)
     throw std::invalid_argument(std::string("Graph::add: a ") + op_name(op) + " node takes at most 3 sources, got " + std::to_string(num_srcs));
@@ -48,7 +48,7 @@ NodeId Graph::add(Op op, DType dtype, const Shape& shape, const NodeId* srcs, in
   n.op = op;
   n.dtype = dtype;
   n.shape.assign(shape.begin(), shape.end());
-  n.arg = std::move(arg);
+  n.arg.assign(arg.begin(), arg.end());
   n.value = value;
   n.device = device;
   n.uid = next_uid_++;

@@ -57,11 +57,12 @@ class Graph {
   // Creates a node; takes one reference on each of its `num_srcs` sources (at most 3; std::invalid_argument
   // otherwise). The new node starts with refcount 0: wrap it in a NodeRef. A freed slot is reused with the
   // memory of its shape, so that most nodes cost no allocation of their own (a training step makes hundreds).
-  NodeId add(Op op, DType dtype, const Shape& shape, const NodeId* srcs, int num_srcs, std::vector<int64_t> arg,
+  // The shape and `arg` are copied into the slot's kept memory.
+  NodeId add(Op op, DType dtype, const Shape& shape, const NodeId* srcs, int num_srcs, const std::vector<int64_t>& arg,
              double value, int device);
-  NodeId add(Op op, DType dtype, const Shape& shape, const std::vector<NodeId>& srcs, std::vector<int64_t> arg = {},
+  NodeId add(Op op, DType dtype, const Shape& shape, const std::vector<NodeId>& srcs, const std::vector<int64_t>& arg = {},
              double value = 0, int device = 0) {
-    return add(op, dtype, shape, srcs.data(), static_cast<int>(srcs.size()), std::move(arg), value, device);
+    return add(op, dtype, shape, srcs.data(), static_cast<int>(srcs.size()), arg, value, device);
   }
   NodeId add_buffer(std::shared_ptr<Buffer> buffer, const Shape& shape);
 

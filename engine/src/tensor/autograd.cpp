@@ -43,7 +43,8 @@ MatmulGradient* matmul_gradient(const Tensor& dw) {
 // where T reductions of m terms each, added up, were fused into one kernel of T reduce blocks that the
 // register tile does not take (a GRU's recurrent weight, 20 steps of 32 rows: 2.4 ms at 16 GFLOP/s). PyTorch
 // adds T separate GEMMs' results; the values agree to rounding (the terms are added in another order).
-Tensor sum_gradients(const std::vector<Tensor>& parts) {
+Tensor sum_gradients(std::span<const Tensor> parts) {
+  if (parts.size() == 1) return parts[0];  // most tensors: one gradient, nothing to sum
   std::vector<const MatmulGradient*> matmuls;  // the parts that join the first matmul part's gather, in order
   std::vector<bool> gathered(parts.size(), false);
   if (parts.size() > 1)
@@ -145,39 +146,46 @@ Tensor with_custom_backward(const std::vector<Tensor>& inputs, const std::functi
   return out;
 }
 
-std::vector<Tensor> backward_rule(const Function& fn, const Tensor& g) {
-  if (fn.custom) return fn.custom(g);
+InputGrads backward_rule(const Function& fn, const Tensor& g) {
+  if (fn.custom) {
+    const std::vector<Tensor> grads = fn.custom(g);
+    return InputGrads(grads.begin(), grads.end());
+  }
   const double ln2 = std::log(2.0);
-  Tensor x = saved(fn, 0);
-  Tensor out = saved(fn, fn.saved.size() - 1);
+  // the saved input and output, as tensors where a rule reads them (most rules do not: add, reshape, ...)
+  auto saved_input = [&] { return saved(fn, 0); };
+  auto saved_output = [&] { return saved(fn, fn.saved.size() - 1); };
   switch (fn.op) {
     case Op::Neg: return {g.neg()};
-    case Op::Exp2: return {g.mul(out).mul(ln2)};                 // d/dx 2^x = 2^x ln 2
-    case Op::Log2: return {g.div(x.mul(ln2))};                   // d/dx log2 x = 1 / (x ln 2)
-    case Op::Sin: return {g.mul(x.cos())};
-    case Op::Sqrt: return {g.div(out.mul(2.0))};
-    case Op::Recip: return {g.mul(out).mul(out).neg()};
-    case Op::Cast: return {g.cast(x.dtype())};
+    case Op::Exp2: return {g.mul(saved_output()).mul(ln2)};  // d/dx 2^x = 2^x ln 2
+    case Op::Log2: return {g.div(saved_input().mul(ln2))};    // d/dx log2 x = 1 / (x ln 2)
+    case Op::Sin: return {g.mul(saved_input().cos())};
+    case Op::Sqrt: return {g.div(saved_output().mul(2.0))};
+    case Op::Recip: {
+      Tensor out = saved_output();
+      return {g.mul(out).mul(out).neg()};
+    }
+    case Op::Cast: return {g.cast(fn.saved[0].node().dtype)};
     case Op::Contiguous: return {g};
     case Op::Copy: return {g.to(DeviceRegistry::at(static_cast<int>(fn.arg.at(0))).name())};
     case Op::Add: return {g, g};
     case Op::Mul: {
-      Tensor y = saved(fn, 1);
+      Tensor x = saved_input(), y = saved(fn, 1);
       return {g.mul(y), g.mul(x)};
     }
     case Op::Max: {  // ties share the gradient equally, as torch.maximum
-      Tensor y = saved(fn, 1);
+      Tensor x = saved_input(), y = saved(fn, 1);
       Tensor half_tie = x.eq(y).cast(DType::Float32).mul(0.5);
       return {g.mul(y.lt(x).cast(DType::Float32).add(half_tie)), g.mul(x.lt(y).cast(DType::Float32).add(half_tie))};
     }
     case Op::Where: {
-      Tensor zero = g.scalar_like(0);
+      Tensor x = saved_input(), zero = g.scalar_like(0);
       return {Tensor(), x.where(g, zero), x.where(zero, g)};
     }
     case Op::CmpLt: case Op::CmpEq: case Op::IDiv: case Op::Mod: return {Tensor(), Tensor()};
     case Op::ReduceSum: return {g.expand(fn.in_shape)};
     case Op::ReduceMax: {  // the gradient is split equally among the maxima
-      Tensor mask = x.eq(out.expand(fn.in_shape)).cast(DType::Float32);
+      Tensor mask = saved_input().eq(saved_output().expand(fn.in_shape)).cast(DType::Float32);
       Tensor count = mask.sum(fn.arg, true);
       return {mask.div(count.expand(fn.in_shape)).mul(g.expand(fn.in_shape))};
     }
@@ -199,11 +207,13 @@ std::vector<Tensor> backward_rule(const Function& fn, const Tensor& g) {
     }
     case Op::Pad: {
       std::vector<std::pair<int64_t, int64_t>> bounds;
+      bounds.reserve(fn.in_shape.size());
       for (size_t i = 0; i < fn.in_shape.size(); i++) bounds.push_back({fn.arg[2 * i], fn.arg[2 * i] + fn.in_shape[i]});
       return {g.shrink(bounds)};
     }
     case Op::Shrink: {
       std::vector<std::pair<int64_t, int64_t>> pads;
+      pads.reserve(fn.in_shape.size());
       for (size_t i = 0; i < fn.in_shape.size(); i++) pads.push_back({fn.arg[2 * i], fn.in_shape[i] - fn.arg[2 * i + 1]});
       return {g.pad(pads)};
     }
@@ -279,7 +289,7 @@ void Tensor::backward(const Tensor* gradient, bool retain_graph) {
   bool was_enabled = grad_enabled();
   set_grad_enabled(false);
   // each tensor's gradients as they arrive (by backward_slot), summed (sum_gradients) when the walk reaches it
-  std::vector<std::vector<Tensor>> grads(order.size());
+  std::vector<SmallVector<Tensor, 2>> grads(order.size());
   grads[impl_->backward_slot].push_back(seed.detach());
   std::map<NodeId, MatmulGradient> noted;  // note_matmul_gradient's, for this backward
   struct Noting {
@@ -289,16 +299,16 @@ void Tensor::backward(const Tensor* gradient, bool retain_graph) {
   try {
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       TensorImpl* t = *it;
-      std::vector<Tensor>& parts = grads[t->backward_slot];
+      SmallVector<Tensor, 2>& parts = grads[t->backward_slot];
       if (parts.empty()) continue;
-      const Tensor g = sum_gradients(parts);
-      std::vector<Tensor>().swap(parts);  // the parts' nodes are released as soon as their sum exists
+      const Tensor g = sum_gradients(std::span<const Tensor>(parts.data(), parts.size()));
+      SmallVector<Tensor, 2>().swap(parts);  // the parts' nodes are released as soon as their sum exists
       if (!t->ctx) {  // a leaf: accumulate into .grad
         Tensor acc = t->grad ? Tensor(t->grad).add(g) : g;
         t->grad = acc.impl();
         continue;
       }
-      std::vector<Tensor> in_grads = backward_rule(*t->ctx, g);
+      const InputGrads in_grads = backward_rule(*t->ctx, g);
       for (size_t i = 0; i < t->ctx->parents.size(); i++) {
         TensorImpl* p = t->ctx->parents[i].get();
         if (!p->requires_grad || !in_grads[i].defined()) continue;

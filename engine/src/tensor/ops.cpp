@@ -260,14 +260,20 @@ Tensor binary(Op op, const Tensor& a, const Tensor& b, bool bool_result = false)
   if (bool_result && (a.requires_grad() || b.requires_grad()))  // a comparison carries no gradient (torch)
     return binary(op, a.requires_grad() ? a.detach() : a, b.requires_grad() ? b.detach() : b, true);
   DType dt = promote(a.dtype(), b.dtype());
-  auto ab = broadcast_all({a.cast(dt), b.cast(dt)});
-  Tensor r = primitive(op, ab, ab[0].shape(), bool_result ? DType::Bool : dt);
+  const Tensor same[2] = {a.cast(dt), b.cast(dt)};
+  // operands of one shape (most of a training step's) need no broadcast, nor its temporary lists
+  Tensor r = same[0].shape() == same[1].shape()
+                 ? primitive(op, same, same[0].shape(), bool_result ? DType::Bool : dt)
+                 : [&] {
+                     const std::vector<Tensor> ab = broadcast_all({same[0], same[1]});
+                     return primitive(op, ab, ab[0].shape(), bool_result ? DType::Bool : dt);
+                   }();
   return bool_result ? r : r.cast(result_type(a, b));
 }
 
 Tensor unary(Op op, const Tensor& x) {
   Tensor f = is_float(x.dtype()) ? x : x.cast(DType::Float32);
-  return primitive(op, {f}, f.shape(), f.dtype());
+  return primitive(op, f, f.shape(), f.dtype());
 }
 
 // The number of chunks a full reduction of `x` over `axes` is split into (1: not split): float32
@@ -304,7 +310,7 @@ Tensor reduce(Op op, const Tensor& x, const Axes& axes, bool keepdim) {
   } else if (node(src).op == Op::Const) {
     // a broadcast constant: primitive() folds the reduce to a constant (value * count, or value); the
     // split and streaming forms below would materialize the constant first
-    r = primitive(op, {src}, kept, src.dtype(), ax);
+    r = primitive(op, src, kept, src.dtype(), ax);
   } else if (op == Op::ReduceSum && src.device() == "C" && split_rows(src, ax) > 1 && src.numel() >= kStreamingSum &&
              src.numel() % (kStreams * 256) == 0) {
     // Streams: a single CPU core reading one array front to back is limited by how many cache misses
@@ -330,7 +336,7 @@ Tensor reduce(Op op, const Tensor& x, const Axes& axes, bool keepdim) {
     Tensor partial = reduce(op, src.reshape({rows, src.numel() / rows}), std::vector<int64_t>{1}, false).contiguous();
     r = reduce(op, partial, std::vector<int64_t>{0}, false).reshape(kept);
   } else {
-    r = primitive(op, {src}, kept, src.dtype(), ax);
+    r = primitive(op, src, kept, src.dtype(), ax);
   }
   if (keepdim) return r;
   return r.reshape(drop_axes(src.shape(), ax));
@@ -370,7 +376,7 @@ Tensor Tensor::neg() const {
   // constant folding: −c is the constant −c (keeps graphs small, and the C renderer would print −(−1) as "--1")
   if (node(*this).op == Op::Const && !requires_grad())
     return Tensor::full(shape(), -node(*this).value, dtype(), device());
-  return primitive(Op::Neg, {*this}, shape(), dtype());
+  return primitive(Op::Neg, *this, shape(), dtype());
 }
 // The unary primitives round once, but their backward rules compute with float16 values (2^x·ln 2):
 // through float16_rule the gradient is computed in float32 too, as torch's Half backward kernels do.
@@ -471,7 +477,7 @@ Tensor Tensor::cast(DType dt) const {
   // detach the gradient flowed back through .int() (found by scripts/fuzz_ops.py)
   if (!is_float(dt) && requires_grad()) return detach().cast(dt);
   require_dtype(node(*this).device, dt);
-  return primitive(Op::Cast, {*this}, shape(), dt);
+  return primitive(Op::Cast, *this, shape(), dt);
 }
 
 // ---- reductions ---------------------------------------------------------------------------------
@@ -527,46 +533,48 @@ Tensor Tensor::logsumexp(const Axes& axes, bool keepdim) const {
 // ---- movement -----------------------------------------------------------------------------------
 
 Tensor Tensor::reshape(const Shape& new_shape) const {
-  Shape s = new_shape;
   int64_t infer = -1, known = 1;
-  for (size_t i = 0; i < s.size(); i++) {
-    if (s[i] == -1) {
+  for (size_t i = 0; i < new_shape.size(); i++) {
+    if (new_shape[i] == -1) {
       // torch and tinygrad: RuntimeError ("only one dimension can be inferred")
       if (infer >= 0) throw std::runtime_error("reshape: only one dimension can be inferred (-1) in " + shape_text(new_shape));
       infer = static_cast<int64_t>(i);
-    } else if (s[i] < 0) {
-      throw std::runtime_error("reshape: invalid dimension " + std::to_string(s[i]) + " in " + shape_text(new_shape));
+    } else if (new_shape[i] < 0) {
+      throw std::runtime_error("reshape: invalid dimension " + std::to_string(new_shape[i]) + " in " + shape_text(new_shape));
     } else {
-      known *= s[i];
+      known *= new_shape[i];
     }
   }
   if (infer >= 0) {
     if (known == 0 || numel() % known != 0)
       throw std::invalid_argument("reshape: cannot reshape " + shape_text(shape()) + " to " + shape_text(new_shape));
+    Shape s = new_shape;
     s[infer] = numel() / known;
+    return reshape(s);
   }
-  if (shape_numel(s) != numel())
+  if (shape_numel(new_shape) != numel())
     throw std::invalid_argument("reshape: cannot reshape " + shape_text(shape()) + " (" + std::to_string(numel()) +
                                 " elements) to " + shape_text(new_shape));
-  if (s == shape()) return *this;
-  return primitive(Op::Reshape, {*this}, s, dtype(), s);
+  if (new_shape == shape()) return *this;
+  return primitive(Op::Reshape, *this, new_shape, dtype(), new_shape);
 }
 
 Tensor Tensor::permute(const std::vector<int64_t>& order) const {
   if (static_cast<int64_t>(order.size()) != ndim())
     throw std::runtime_error("permute: order " + shape_text(order) + " does not match the " + std::to_string(ndim()) + " dims of " + shape_text(shape()));
-  std::vector<int64_t> o;
-  for (int64_t a : order) o.push_back(normalize_axis(a));
-  std::vector<int64_t> sorted = o;
-  std::sort(sorted.begin(), sorted.end());
-  for (size_t i = 0; i < sorted.size(); i++)
-    if (sorted[i] != static_cast<int64_t>(i)) throw std::runtime_error("permute: " + shape_text(order) + " is not a permutation");
+  std::vector<int64_t> o(order.size());
+  SmallVector<bool, 8> seen(order.size(), false);
   bool identity = true;
-  for (size_t i = 0; i < o.size(); i++) identity = identity && o[i] == static_cast<int64_t>(i);
+  for (size_t i = 0; i < order.size(); i++) {
+    o[i] = normalize_axis(order[i]);
+    if (seen[o[i]]) throw std::runtime_error("permute: " + shape_text(order) + " is not a permutation");
+    seen[o[i]] = true;
+    identity = identity && o[i] == static_cast<int64_t>(i);
+  }
   if (identity) return *this;
-  Shape s;
-  for (int64_t a : o) s.push_back(shape()[a]);
-  return primitive(Op::Permute, {*this}, s, dtype(), o);
+  Shape s(o.size());
+  for (size_t i = 0; i < o.size(); i++) s[i] = shape()[o[i]];
+  return primitive(Op::Permute, *this, s, dtype(), o);
 }
 
 Tensor Tensor::transpose(int64_t dim0, int64_t dim1) const {
@@ -580,7 +588,9 @@ Tensor Tensor::expand(const Shape& new_shape) const {
   if (new_shape.size() < shape().size())
     throw std::invalid_argument("expand: cannot expand " + shape_text(shape()) + " to fewer dims " + shape_text(new_shape));
   size_t lead = new_shape.size() - shape().size();
-  Shape padded(lead, 1);
+  Shape padded;
+  padded.reserve(new_shape.size());
+  padded.resize(lead, 1);
   padded.insert(padded.end(), shape().begin(), shape().end());
   Shape s = new_shape;
   for (size_t i = 0; i < s.size(); i++) {
@@ -591,7 +601,7 @@ Tensor Tensor::expand(const Shape& new_shape) const {
   }
   Tensor t = lead ? reshape(padded) : *this;
   if (s == t.shape()) return t;
-  return primitive(Op::Expand, {t}, s, dtype(), s);
+  return primitive(Op::Expand, t, s, dtype(), s);
 }
 
 // PAD fills with zeros; another value is selected with WHERE on a padded all-true mask (a multiply
@@ -603,6 +613,9 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding, doub
   std::vector<int64_t> arg;
   Shape s;
   Pairs crop;
+  arg.reserve(2 * padding.size());
+  s.reserve(padding.size());
+  crop.reserve(padding.size());
   bool any = false, any_crop = false;
   for (size_t i = 0; i < padding.size(); i++) {
     auto [b, a] = padding[i];
@@ -625,7 +638,7 @@ Tensor Tensor::pad(const std::vector<std::pair<int64_t, int64_t>>& padding, doub
     out = with_custom_backward({*this}, [&] { return Tensor::full(s, value, dtype(), device()); },
                                [in](const Tensor&, const Tensor& g) { return std::vector<Tensor>{Tensor::zeros(in, DType::Float32, g.device())}; });
   } else if (any) {
-    out = primitive(Op::Pad, {*this}, s, dtype(), arg);
+    out = primitive(Op::Pad, *this, s, dtype(), arg);
     if (value != 0) {
       Pairs grow;
       for (size_t i = 0; i < padding.size(); i++) grow.push_back({arg[2 * i], arg[2 * i + 1]});
@@ -641,6 +654,8 @@ Tensor Tensor::shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds) co
     throw std::invalid_argument("shrink: " + std::to_string(bounds.size()) + " (start, end) pairs for " + std::to_string(ndim()) + " dims");
   std::vector<int64_t> arg;
   Shape s;
+  arg.reserve(2 * bounds.size());
+  s.reserve(bounds.size());
   bool any = false;
   for (size_t i = 0; i < bounds.size(); i++) {
     auto [b, e] = bounds[i];
@@ -653,7 +668,7 @@ Tensor Tensor::shrink(const std::vector<std::pair<int64_t, int64_t>>& bounds) co
     any = any || b != 0 || e != shape()[i];
   }
   if (!any) return *this;
-  return primitive(Op::Shrink, {*this}, s, dtype(), arg);
+  return primitive(Op::Shrink, *this, s, dtype(), arg);
 }
 
 Tensor Tensor::flip(const std::vector<int64_t>& axes) const {
@@ -664,7 +679,7 @@ Tensor Tensor::flip(const std::vector<int64_t>& axes) const {
     flags[n] = 1;
   }
   if (std::none_of(flags.begin(), flags.end(), [](int64_t f) { return f; })) return *this;
-  return primitive(Op::Flip, {*this}, shape(), dtype(), flags);
+  return primitive(Op::Flip, *this, shape(), dtype(), flags);
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
@@ -754,7 +769,7 @@ Tensor Tensor::contiguous() const {
   copies.push_back({std::move(key), NodeRef(node_of(copy))});
   return copy;
 }
-Tensor Tensor::clone() const { return primitive(Op::Contiguous, {*this}, shape(), dtype()); }
+Tensor Tensor::clone() const { return primitive(Op::Contiguous, *this, shape(), dtype()); }
 
 // ---- linear algebra and nn ------------------------------------------------------------------------
 

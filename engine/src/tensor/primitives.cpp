@@ -39,11 +39,13 @@ Tensor tensor_from_node(NodeId id) {
 NodeId node_of(const Tensor& t) { return t.impl()->node.id(); }
 const Node& node(const Tensor& t) { return t.impl()->node.node(); }
 
-Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DType dtype, std::vector<int64_t> arg,
+Tensor primitive(Op op, std::span<const Tensor> srcs, const Shape& shape, DType dtype, const std::vector<int64_t>& arg,
                  int device_override) {
+  if (srcs.empty() || srcs.size() > 3)
+    throw std::invalid_argument(std::string(op_name(op)) + ": a node takes 1 to 3 sources, got " + std::to_string(srcs.size()));
   Graph& g = Graph::get();
   // (the graph is a deque: adding a node moves no other, so these references stay valid)
-  const Node& first_node = node(srcs.at(0));
+  const Node& first_node = node(srcs[0]);
   const int device = first_node.device;
   const Shape& first_shape = first_node.shape;
   const bool first_is_const = first_node.op == Op::Const;
@@ -56,7 +58,7 @@ Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DTy
   NodeId id;
   if (is_movement(op) && op != Op::Pad && first_is_const) {
     // a moved constant is still a constant: keeps graphs (and the GUI) free of broadcast noise
-    id = g.add(Op::Const, dtype, shape, {}, {}, first_value, device);
+    id = g.add(Op::Const, dtype, shape, nullptr, 0, {}, first_value, device);
   } else if (is_reduce(op) && first_is_const) {
     // a reduction of a broadcast constant is known without reading anything (tinygrad folds it too):
     // sum = value * count (0 over no elements), max = value. Tensor.ones(2**20, 2**20).sum() then needs
@@ -65,13 +67,12 @@ Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DTy
     for (int64_t a : arg) count *= static_cast<double>(first_shape.at(static_cast<size_t>(a)));
     double value = op == Op::ReduceSum ? (count == 0 ? 0.0 : first_value * count) : first_value;
     if (op == Op::ReduceMax && count == 0) {
-      std::vector<NodeId> ids{node_of(srcs[0])};
-      id = g.add(op, dtype, shape, ids, arg, 0, device);
+      const NodeId src = node_of(srcs[0]);
+      id = g.add(op, dtype, shape, &src, 1, arg, 0, device);
     } else {
-      id = g.add(Op::Const, dtype, shape, {}, {}, value, device);
+      id = g.add(Op::Const, dtype, shape, nullptr, 0, {}, value, device);
     }
   } else {
-    if (srcs.size() > 3) throw std::invalid_argument(std::string(op_name(op)) + ": a node takes at most 3 sources");
     NodeId ids[3];
     for (size_t i = 0; i < srcs.size(); i++) ids[i] = node_of(srcs[i]);
     id = g.add(op, dtype, shape, ids, static_cast<int>(srcs.size()), arg, 0, device_override >= 0 ? device_override : device);
@@ -83,12 +84,10 @@ Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DTy
     if (needs) {
       auto fn = std::make_shared<Function>();
       fn->op = op;
-      fn->parents.reserve(srcs.size());
       for (const Tensor& s : srcs) fn->parents.push_back(s.impl());
-      fn->arg = std::move(arg);
+      fn->arg = arg;
       if (is_movement(op) || is_reduce(op)) fn->in_shape = first_shape;  // the only rules that read it
       // what the rules need: the inputs for most ops, the output for exp2/sqrt/recip/max-reduce
-      fn->saved.reserve(srcs.size() + 1);
       for (const Tensor& s : srcs) fn->saved.emplace_back(node_of(s));
       fn->saved.emplace_back(id);
       out.impl()->ctx = fn;
@@ -265,7 +264,7 @@ Tensor Tensor::to(const std::string& dev) const {
   if (target == node(*this).device) return *this;
   require_dtype(target, dtype());
   // a lazy COPY node: the schedule copies the realized source buffer to the target device
-  return primitive(Op::Copy, {*this}, shape(), dtype(), {node(*this).device}, target);
+  return primitive(Op::Copy, *this, shape(), dtype(), {node(*this).device}, target);
 }
 
 Tensor Tensor::detach() const { return tensor_from_node(node_of(*this)); }

@@ -8,17 +8,25 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <span>
 #include <vector>
+
+#include <boost/container/small_vector.hpp>
 
 #include "graph/graph.h"
 #include "tensorscope/tensor.h"
 
 namespace ts {
 
+// A training step records a Function for most of its nodes (thousands a step), so the short lists live inside
+// the Function (Boost's small_vector: no allocation of their own up to the inline capacity).
+template <typename T, size_t N>
+using SmallVector = boost::container::small_vector<T, N>;
+
 struct Function {
   Op op;
-  std::vector<std::shared_ptr<TensorImpl>> parents;  // the op's tensor inputs, in operand order
-  std::vector<NodeRef> saved;                        // values the backward rule needs (inputs / output)
+  SmallVector<std::shared_ptr<TensorImpl>, 3> parents;  // the op's tensor inputs, in operand order
+  SmallVector<NodeRef, 4> saved;                        // values the backward rule needs (inputs, then the output)
   std::vector<int64_t> arg;                          // the op's argument (axes, order, pads, ...)
   Shape in_shape;                                    // shape of the first input (movement and reduce ops)
   // For a composite op with its own backward (see with_custom_backward): input grads from out grad.
@@ -44,9 +52,14 @@ NodeId node_of(const Tensor& t);
 const Node& node(const Tensor& t);
 
 // The primitive layer: creates the node, folds movement ops on constants, and records autograd.
-// `device` (a registry index) overrides the sources' device: only Copy uses it.
-Tensor primitive(Op op, const std::vector<Tensor>& srcs, const Shape& shape, DType dtype,
-                 std::vector<int64_t> arg = {}, int device = -1);
+// `srcs`: 1 to 3 operands (std::invalid_argument otherwise); `device` (a registry index) overrides the
+// sources' device: only Copy uses it.
+Tensor primitive(Op op, std::span<const Tensor> srcs, const Shape& shape, DType dtype,
+                 const std::vector<int64_t>& arg = {}, int device = -1);
+inline Tensor primitive(Op op, const Tensor& src, const Shape& shape, DType dtype, const std::vector<int64_t>& arg = {},
+                        int device = -1) {
+  return primitive(op, std::span<const Tensor>(&src, 1), shape, dtype, arg, device);
+}
 
 // Runs `forward` (a composition of primitives) without recording autograd, then records one Function
 // whose backward is `backward(out_grad) -> grads of inputs`. Used where the chain rule through the
@@ -70,6 +83,7 @@ void forget_view_copies();
 
 // Gradients of the primitive op recorded in `fn` given the output's gradient; one entry per parent
 // (undefined where the parent needs none). Defined in autograd.cpp.
-std::vector<Tensor> backward_rule(const Function& fn, const Tensor& out_grad);
+using InputGrads = SmallVector<Tensor, 3>;
+InputGrads backward_rule(const Function& fn, const Tensor& out_grad);
 
 }  // namespace ts
