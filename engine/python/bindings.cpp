@@ -307,6 +307,7 @@ PYBIND11_MODULE(_C, m) {
           return true;
         };
         if (PyTuple_Check(key.ptr())) {
+          idx.reserve(static_cast<size_t>(PyTuple_GET_SIZE(key.ptr())));
           for (py::handle h : py::reinterpret_borrow<py::tuple>(key))
             if (!add(h)) return std::nullopt;
         } else if (!add(key)) {

@@ -211,6 +211,8 @@ struct CachedKernel {
 struct CachedSchedule {
   std::vector<uint64_t> words;
   std::vector<CachedKernel> kernels;
+  // kernels[k]'s stored and read key positions, as release_plan takes them (made once, with the entry)
+  std::vector<std::vector<uint32_t>> stores, reads;
   // The ScheduleEvent of the realize() that made this entry, with every node uid replaced by the node's
   // position in StructuralKey::order (ScheduleEvent::structure): a later realize of the same structure
   // emits it with its own uids, without scheduling, lowering or rendering anything. Null when the entry
@@ -360,8 +362,8 @@ void run_cached(Graph& g, const StructuralKey& key, const std::vector<NodeId>& t
                 bool observed) {
   GlobalCounters::schedule_cache_hits++;
   Session& session = Session::get();
-  std::vector<int> kernel_ids;
-  for (size_t k = 0; k < sched.kernels.size(); k++) kernel_ids.push_back(session.next_kernel_id());
+  std::vector<int> kernel_ids(sched.kernels.size());
+  for (int& id : kernel_ids) id = session.next_kernel_id();
   if (observed) {  // thin: the structure and this realize's uids and ids (ScheduleEvent::thin)
     ScheduleEvent ev;
     ev.schedule_id = session.next_schedule_id();
@@ -371,24 +373,21 @@ void run_cached(Graph& g, const StructuralKey& key, const std::vector<NodeId>& t
     ev.kernel_ids = kernel_ids;
     session.emit(std::move(ev));
   }
-  std::unordered_map<uint32_t, std::shared_ptr<Buffer>> produced;  // order index → the buffer a kernel stored it in
+  // by order index: the buffer a kernel stored that node in (null: none, or released)
+  std::vector<std::shared_ptr<Buffer>> produced(key.order.size());
   auto buffer_of = [&](uint32_t index) -> const std::shared_ptr<Buffer>& {
     const Node& n = g[key.order[index]];
     if (n.realized()) return n.buffer;
-    return produced.at(index);
+    if (!produced[index]) throw std::logic_error("run_cached: a kernel reads a node no earlier kernel stored");
+    return produced[index];
   };
-  std::vector<std::vector<uint32_t>> stores, reads;
-  for (const CachedKernel& ck : sched.kernels) {
-    stores.emplace_back();
-    for (const CachedKernel::Output& o : ck.outputs) stores.back().push_back(o.index);
-    reads.push_back(ck.inputs);
-  }
-  const ReleasePlan release = release_plan(g, key, targets, stores, reads);
+  const ReleasePlan release = release_plan(g, key, targets, sched.stores, sched.reads);
   for (size_t k = 0; k < sched.kernels.size(); k++) {
     const CachedKernel& ck = sched.kernels[k];
     const int kernel_id = kernel_ids[k];
     const int outputs = static_cast<int>(ck.outputs.size());
     std::vector<std::shared_ptr<Buffer>> bufs;
+    bufs.reserve(ck.outputs.size() + ck.inputs.size());
     for (const CachedKernel::Output& o : ck.outputs) {
       // each its own size: the outputs of a multi-output kernel of several shapes differ (schedule.h, rule 6)
       const Shape& shape = g[key.order[o.index]].shape;
@@ -414,10 +413,11 @@ void run_cached(Graph& g, const StructuralKey& key, const std::vector<NodeId>& t
     if (session.break_on_nan())
       for (int o = 0; o < outputs; o++) check_finite(*bufs[o], g[key.order[ck.outputs[o].index]], kernel_id, ck.name);
     session.gate(GateStop::AfterLaunch, kernel_id, ck.name, {}, &bufs, outputs);
-    for (uint32_t index : release.after[k]) produced.erase(index);  // back to the pool when `bufs` goes
+    for (uint32_t index : release.after[k]) produced[index].reset();  // back to the pool when `bufs` goes
   }
   std::vector<std::pair<NodeId, std::shared_ptr<Buffer>>> stored;
-  for (const auto& [index, buffer] : produced) stored.push_back({key.order[index], buffer});
+  for (uint32_t index = 0; index < produced.size(); index++)
+    if (produced[index]) stored.push_back({key.order[index], std::move(produced[index])});
   set_stored_realized(g, stored);
   session.gate(GateStop::AfterSchedule);
 }
@@ -782,6 +782,11 @@ void realize(const std::vector<NodeId>& targets) {
   if (cache.words + key.words.size() > ScheduleCache::kMaxWords) clear_schedule_cache();
   cache.words += key.words.size();
   cached.words = key.words;
+  for (const CachedKernel& ck : cached.kernels) {
+    cached.stores.emplace_back();
+    for (const CachedKernel::Output& o : ck.outputs) cached.stores.back().push_back(o.index);
+    cached.reads.push_back(ck.inputs);
+  }
   auto [slot, inserted] = cache.entries.try_emplace(key.hash);
   if (!inserted) cache.words -= slot->second.words.size();  // a collision or an unobserved entry: replaced
   slot->second = std::move(cached);

@@ -102,6 +102,7 @@ Tensor sum_gradients(std::span<const Tensor> parts) {
   // over 60 steps: 18 ms). The total is stored too: added in the prologue of the matmul that reads it (the
   // input projection's weight gradient), the groups' sum was computed once per column of its tile (12 ms).
   std::vector<Tensor> rest;
+  rest.reserve(parts.size());
   for (size_t i = 0; i < parts.size(); i++)
     if (!gathered[i]) rest.push_back(parts[i]);
   const bool grouped = rest.size() > kMaxGatheredParts && rest[0].numel() > kGroupedSumMinElements;
@@ -136,7 +137,7 @@ Tensor with_custom_backward(const std::vector<Tensor>& inputs, const std::functi
   for (const Tensor& t : inputs) needs = needs || t.requires_grad();
   if (!was || !needs) return out;
   out = tensor_from_node(node_of(out));  // a fresh handle: the forward's own history is not kept
-  auto fn = std::make_shared<Function>();
+  auto fn = std::allocate_shared<Function>(RecyclingAllocator<Function>());
   fn->op = Op::Contiguous;  // unused: `custom` decides
   for (const Tensor& t : inputs) fn->parents.push_back(t.impl());
   NodeRef out_node(node_of(out));

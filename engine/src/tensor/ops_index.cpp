@@ -79,6 +79,7 @@ Tensor Tensor::getitem(const std::vector<Index>& indices) const {
     throw std::out_of_range("too many indices for tensor of dimension " + std::to_string(ndim()) + " (got " +
                             std::to_string(consuming) + ")");
   std::vector<Index> items;
+  items.reserve(indices.size() + static_cast<size_t>(ndim() - consuming));
   for (const Index& ix : indices) {
     if (ix.kind == Index::Ellipsis) {
       for (int64_t i = 0; i < ndim() - consuming; i++) items.push_back(Index{Index::Slice, 0, {}, {}, {}, {}});
@@ -96,6 +97,8 @@ Tensor Tensor::getitem(const std::vector<Index>& indices) const {
   if (basic) {
     Pairs bounds;
     Shape out;
+    bounds.reserve(static_cast<size_t>(ndim()));
+    out.reserve(items.size());
     int64_t d = 0;
     for (const Index& ix : items) {
       if (ix.kind == Index::NewAxis) {

@@ -32,7 +32,7 @@ std::string default_device() { return DeviceRegistry::at(DeviceRegistry::default
 void set_default_device(const std::string& name) { DeviceRegistry::set_default(name); }
 
 Tensor tensor_from_node(NodeId id) {
-  auto impl = std::make_shared<TensorImpl>();
+  auto impl = std::allocate_shared<TensorImpl>(RecyclingAllocator<TensorImpl>());
   impl->node = NodeRef(id);
   return Tensor(impl);
 }
@@ -82,7 +82,7 @@ Tensor primitive(Op op, std::span<const Tensor> srcs, const Shape& shape, DType 
     bool needs = false;
     for (const Tensor& s : srcs) needs = needs || s.requires_grad();
     if (needs) {
-      auto fn = std::make_shared<Function>();
+      auto fn = std::allocate_shared<Function>(RecyclingAllocator<Function>());
       fn->op = op;
       for (const Tensor& s : srcs) fn->parents.push_back(s.impl());
       fn->arg = arg;

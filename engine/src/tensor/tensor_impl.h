@@ -14,6 +14,7 @@
 #include <boost/container/small_vector.hpp>
 
 #include "graph/graph.h"
+#include "tensor/recycling_allocator.h"
 #include "tensorscope/tensor.h"
 
 namespace ts {
