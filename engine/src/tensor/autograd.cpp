@@ -141,8 +141,8 @@ Tensor with_custom_backward(const std::vector<Tensor>& inputs, const std::functi
   fn->op = Op::Contiguous;  // unused: `custom` decides
   for (const Tensor& t : inputs) fn->parents.push_back(t.impl());
   NodeRef out_node(node_of(out));
-  fn->custom = [out_node, backward](const Tensor& g) { return backward(tensor_from_node(out_node.id()), g); };
-  out.impl()->ctx = fn;
+  fn->custom = [out_node, backward = std::move(backward)](const Tensor& g) { return backward(tensor_from_node(out_node.id()), g); };
+  out.impl()->ctx = std::move(fn);
   out.impl()->requires_grad = true;
   return out;
 }

@@ -34,7 +34,7 @@ void set_default_device(const std::string& name) { DeviceRegistry::set_default(n
 Tensor tensor_from_node(NodeId id) {
   auto impl = std::allocate_shared<TensorImpl>(RecyclingAllocator<TensorImpl>());
   impl->node = NodeRef(id);
-  return Tensor(impl);
+  return Tensor(std::move(impl));
 }
 NodeId node_of(const Tensor& t) { return t.impl()->node.id(); }
 const Node& node(const Tensor& t) { return t.impl()->node.node(); }
@@ -90,7 +90,7 @@ Tensor primitive(Op op, std::span<const Tensor> srcs, const Shape& shape, DType 
       // what the rules need: the inputs for most ops, the output for exp2/sqrt/recip/max-reduce
       for (const Tensor& s : srcs) fn->saved.emplace_back(node_of(s));
       fn->saved.emplace_back(id);
-      out.impl()->ctx = fn;
+      out.impl()->ctx = std::move(fn);
       out.impl()->requires_grad = true;
     }
   }
