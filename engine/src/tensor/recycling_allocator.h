@@ -10,8 +10,8 @@
 //
 // Each thread has its own list, so no lock is taken; a block freed on another thread than the one that
 // allocated it simply joins that thread's list (every block is an ordinary ::operator new allocation).
-// At most kMaxFree blocks a size and thread are kept; a thread's list is returned at its exit. Use with
-// std::allocate_shared.
+// At most kMaxFree blocks a size and thread are kept; a thread's list is returned at its exit. Built with
+// AddressSanitizer, nothing is recycled. Use with std::allocate_shared.
 #pragma once
 #include <cstddef>
 #include <new>
@@ -77,18 +77,23 @@ class FreeList {
 template <typename T>
 struct RecyclingAllocator {
   static_assert(alignof(T) <= __STDCPP_DEFAULT_NEW_ALIGNMENT__, "blocks come from the plain ::operator new");
+#if defined(__SANITIZE_ADDRESS__)
+  static constexpr bool kRecycle = false;  // AddressSanitizer sees every free, to report a use after it
+#else
+  static constexpr bool kRecycle = true;
+#endif
   using value_type = T;
   RecyclingAllocator() = default;
   template <typename U>
   RecyclingAllocator(const RecyclingAllocator<U>&) {}  // NOLINT: rebinding, as std::allocator
 
   T* allocate(size_t n) {
-    if (n == 1)
+    if (kRecycle && n == 1)
       if (void* p = detail::FreeList<sizeof(T)>::pop()) return static_cast<T*>(p);
     return static_cast<T*>(::operator new(n * sizeof(T)));
   }
   void deallocate(T* p, size_t n) {
-    if (n == 1 && detail::FreeList<sizeof(T)>::push(p)) return;
+    if (kRecycle && n == 1 && detail::FreeList<sizeof(T)>::push(p)) return;
     ::operator delete(p);
   }
   template <typename U>
