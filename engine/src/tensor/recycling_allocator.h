@@ -3,7 +3,7 @@
 // Why: building a training step's graph makes and frees thousands of small objects of a few fixed sizes
 // (one TensorImpl per tensor handle, one autograd Function per recorded op). glibc's malloc keeps only 7
 // freed chunks a size in its per-thread cache; the rest go to its fastbins, which the next large request
-// merges back (malloc_consolidate), so most of those allocations took malloc's slow path: in the GRU
+// merges back (malloc_consolidate), so many of those allocations took malloc's slow path: in the GRU
 // training step of scripts/bench_training.py, about 13% of the process's time was in malloc and free
 // (perf) before the allocations per node were cut and these two objects recycled. CPython recycles its
 // small objects the same way (pymalloc's pools; free lists for floats, tuples and frames).
