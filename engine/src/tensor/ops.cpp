@@ -260,12 +260,12 @@ Tensor binary(Op op, const Tensor& a, const Tensor& b, bool bool_result = false)
   if (bool_result && (a.requires_grad() || b.requires_grad()))  // a comparison carries no gradient (torch)
     return binary(op, a.requires_grad() ? a.detach() : a, b.requires_grad() ? b.detach() : b, true);
   DType dt = promote(a.dtype(), b.dtype());
-  const Tensor same[2] = {a.cast(dt), b.cast(dt)};
+  const Tensor operands[2] = {a.cast(dt), b.cast(dt)};
   // operands of one shape (most of a training step's) need no broadcast, nor its temporary lists
-  Tensor r = same[0].shape() == same[1].shape()
-                 ? primitive(op, same, same[0].shape(), bool_result ? DType::Bool : dt)
+  Tensor r = operands[0].shape() == operands[1].shape()
+                 ? primitive(op, operands, operands[0].shape(), bool_result ? DType::Bool : dt)
                  : [&] {
-                     const std::vector<Tensor> ab = broadcast_all({same[0], same[1]});
+                     const std::vector<Tensor> ab = broadcast_all({operands[0], operands[1]});
                      return primitive(op, ab, ab[0].shape(), bool_result ? DType::Bool : dt);
                    }();
   return bool_result ? r : r.cast(result_type(a, b));

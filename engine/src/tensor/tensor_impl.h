@@ -28,8 +28,8 @@ struct Function {
   Op op;
   SmallVector<std::shared_ptr<TensorImpl>, 3> parents;  // the op's tensor inputs, in operand order
   SmallVector<NodeRef, 4> saved;                        // values the backward rule needs (inputs, then the output)
-  std::vector<int64_t> arg;                          // the op's argument (axes, order, pads, ...)
-  Shape in_shape;                                    // shape of the first input (movement and reduce ops)
+  std::vector<int64_t> arg;                             // the op's argument (axes, order, pads, ...)
+  Shape in_shape;                                       // shape of the first input (movement and reduce ops)
   // For a composite op with its own backward (see with_custom_backward): input grads from out grad.
   std::function<std::vector<Tensor>(const Tensor&)> custom;
   // Set by a backward() without retain_graph, which cleared parents, saved and custom (PyTorch frees its
