@@ -782,11 +782,8 @@ void realize(const std::vector<NodeId>& targets) {
   if (cache.words + key.words.size() > ScheduleCache::kMaxWords) clear_schedule_cache();
   cache.words += key.words.size();
   cached.words = key.words;
-  for (const CachedKernel& ck : cached.kernels) {
-    cached.stores.emplace_back();
-    for (const CachedKernel::Output& o : ck.outputs) cached.stores.back().push_back(o.index);
-    cached.reads.push_back(ck.inputs);
-  }
+  cached.stores = std::move(stores);  // one kernel a schedule item, in the same order
+  cached.reads = std::move(reads);
   auto [slot, inserted] = cache.entries.try_emplace(key.hash);
   if (!inserted) cache.words -= slot->second.words.size();  // a collision or an unobserved entry: replaced
   slot->second = std::move(cached);

@@ -47,18 +47,17 @@ Tensor sum_gradients(std::span<const Tensor> parts) {
   if (parts.size() == 1) return parts[0];  // most tensors: one gradient, nothing to sum
   std::vector<const MatmulGradient*> matmuls;  // the parts that join the first matmul part's gather, in order
   std::vector<bool> gathered(parts.size(), false);
-  if (parts.size() > 1)
-    for (size_t i = 0; i < parts.size(); i++) {
-      const MatmulGradient* m = matmul_gradient(parts[i]);
-      if (!m) continue;
-      const MatmulGradient* first = matmuls.empty() ? m : matmuls[0];
-      if (m->stored_transposed == first->stored_transposed && m->a.shape()[1] == first->a.shape()[1] &&
-          m->b.shape()[1] == first->b.shape()[1] && m->a.dtype() == first->a.dtype() &&
-          m->b.dtype() == first->b.dtype() && m->a.device() == first->a.device()) {
-        matmuls.push_back(m);
-        gathered[i] = true;
-      }
+  for (size_t i = 0; i < parts.size(); i++) {
+    const MatmulGradient* m = matmul_gradient(parts[i]);
+    if (!m) continue;
+    const MatmulGradient* first = matmuls.empty() ? m : matmuls[0];
+    if (m->stored_transposed == first->stored_transposed && m->a.shape()[1] == first->a.shape()[1] &&
+        m->b.shape()[1] == first->b.shape()[1] && m->a.dtype() == first->a.dtype() &&
+        m->b.dtype() == first->b.dtype() && m->a.device() == first->a.device()) {
+      matmuls.push_back(m);
+      gathered[i] = true;
     }
+  }
   if (matmuls.size() < 2) gathered.assign(parts.size(), false);  // one alone is added with the others
   Tensor sum;
   if (matmuls.size() > 1) {
