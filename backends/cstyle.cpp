@@ -316,6 +316,7 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
                    ") {  /* split among the lanes */", depth, op);
         } else {
           emit("for (int " + r + " = 0; " + r + " < " + src(0) + "; " + r + "++) {", depth, op);
+          for (const std::string& line : loop_prologue(k, static_cast<ir::ValueId>(i))) emit(line, depth + 1, -1);
         }
         depth++;
         break;

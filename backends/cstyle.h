@@ -109,6 +109,10 @@ class CStyleRenderer : public Renderer {
     std::vector<std::pair<ir::ValueId, std::string>> names;
   };
   virtual std::vector<FusedStatement> fused_statements(const ir::Kernel&) const { return {}; }
+  // Statements a target writes first inside the body of the sequential loop `range` (a `for` loop, not a grid
+  // dimension), before the loop's instructions (C: software prefetches of the next trip's short runs); none
+  // by default.
+  virtual std::vector<std::string> loop_prologue(const ir::Kernel&, ir::ValueId) const { return {}; }
   std::string type_name(DType dt) const;    // of a value (float16 values are floats)
   std::string buffer_type(DType dt) const;  // of a buffer element (float16: lang_.half_type)
   std::string literal(double value, DType dt) const;

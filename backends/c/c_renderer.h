@@ -30,6 +30,9 @@ class CRenderer : public CStyleRenderer {
   std::string where_on_shared_loaded_condition(const ir::Kernel& kernel, const ir::Inst& in,
                                                const std::vector<std::string>& src,
                                                const std::vector<DType>& src_dtype) const override;
+  // A loop whose trips read short runs far apart (a channel's 8×8 plane of each image of a batch, 16 KiB
+  // apart): the next trip's runs are prefetched at the top of each trip (see the .cpp).
+  std::vector<std::string> loop_prologue(const ir::Kernel& kernel, ir::ValueId range) const override;
 
  private:
   std::vector<FusedStatement> transpose_tiles(const ir::Kernel& kernel) const;

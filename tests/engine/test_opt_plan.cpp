@@ -734,3 +734,63 @@ TEST(CRenderer, AddsTheRowsOneConditionSelectsAsVectorsAndSkipsTheOthers) {
   read_buffer(*o, c.data());
   EXPECT_EQ(c, want);  // multiples of 1/64: every order of the sums is exact
 }
+
+// Per-channel sums over a batch of NCHW planes (BatchNorm's statistics): out[c] = Σ_n Σ_s x[(n·C + c)·S + s].
+// Each trip of the batch loop reads a channel's plane of S floats, C·S floats after the previous image's.
+static ir::Kernel channel_sum_kernel(int64_t N, int64_t C, int64_t S) {
+  ir::Kernel k;
+  k.name = "r_" + std::to_string(C) + "_" + std::to_string(N) + "_" + std::to_string(S);
+  k.globals = {{DType::Float32, C, true}, {DType::Float32, N * C * S, false}};
+  ir::Builder b(k);
+  const DType F = DType::Float32;
+  auto out = b.global(0, F), x = b.global(1, F);
+  auto c = b.range(C, true);
+  auto acc = b.acc(0, F);
+  auto n = b.range(N), s = b.range(S);
+  b.assign(acc, b.add(acc, b.load(x, b.add(b.mul(b.add(b.mul(n, b.cint(C)), c), b.cint(S)), s))));
+  b.end_range(s);
+  b.end_range(n);
+  b.store(out, c, acc);
+  b.end_range(c);
+  return k;
+}
+
+// The C renderer prefetches the next trip's run where the trips read short runs a page or more apart (64
+// floats 16 KiB apart: the hardware prefetchers stop at each page), and not where the run is long (the
+// prefetchers follow it) or the trips are near each other; the results are the interpreter's either way.
+TEST(OptPlan, CPrefetchesTheNextTripsShortRunsAPageApart) {
+  Device& dev = DeviceRegistry::at(DeviceRegistry::index("C"));
+  struct Case {
+    int64_t N, C, S;
+    bool prefetched;
+  };
+  for (const Case& t : {Case{8, 64, 64, true}, Case{4, 2, 1024, false}, Case{8, 4, 64, false}}) {
+    ir::Kernel k = channel_sum_kernel(t.N, t.C, t.S);
+    const ir::ValueId batch_loop = [&] {
+      for (size_t i = 0, seen = 0; i < k.insts.size(); i++)
+        if (k.insts[i].op == Op::Range && seen++ == 1) return static_cast<ir::ValueId>(i);
+      return ir::kNone;
+    }();
+    ASSERT_NE(batch_loop, ir::kNone);
+    dev.plan_launch(k);
+    SourceListing src = dev.renderer()->render(k);
+    const std::string next = "(ridx" + std::to_string(batch_loop) + " + 1) * " + std::to_string(t.C * t.S);
+    EXPECT_EQ(src.code.find("__builtin_prefetch") != std::string::npos, t.prefetched) << src.code;
+    if (t.prefetched) {
+      EXPECT_NE(src.code.find(next), std::string::npos) << src.code;
+      // 64 floats: 256 bytes, at most 5 lines wherever the run starts in its line
+      EXPECT_NE(src.code.find("ts_b < 320; ts_b += 64) __builtin_prefetch((const char*)(data1 + ("), std::string::npos)
+          << src.code;
+    }
+    std::vector<float> x(t.N * t.C * t.S), want(t.C), got(t.C, NAN);
+    for (size_t i = 0; i < x.size(); i++) x[i] = static_cast<float>(i % 13) * 0.5f - 3;
+    ir::interpret(k, {want.data(), x.data()});
+    CompileResult compiled = dev.compile(k, &src);
+    auto out = allocate_buffer(DeviceRegistry::index("C"), DType::Float32, t.C);
+    auto in = allocate_buffer(DeviceRegistry::index("C"), DType::Float32, t.N * t.C * t.S);
+    write_buffer(*in, x.data());
+    compiled.program->launch({out.get(), in.get()});
+    read_buffer(*out, got.data());
+    EXPECT_EQ(got, want);
+  }
+}
