@@ -208,6 +208,52 @@ def test_what_is_not_merged(dev):
             np.testing.assert_allclose(got.numpy(), ref, rtol=1e-5, atol=1e-6)
 
 
+
+@devices
+def test_a_stored_reduction_read_at_its_own_index_joins_the_kernel_that_reduces_it(dev):
+    # m = x.mean(0) is stored: x - m reads it through a broadcast (recomputing the reduction for each element
+    # costs more). (m + 1).sqrt() reads it at its own index, so it joins m's kernel as a second output, as
+    # BatchNorm's 1/sqrt(var + eps) joins the kernel of its batch variance: two kernels, not three, although
+    # realize() asked for m by no name. In realize's order the sqrt comes before x - m; the other way round,
+    # x - m runs between the two and needs m stored first, so the sqrt stays a kernel of its own.
+    xv = np.linspace(-2, 2, 80 * 64, dtype=np.float32).reshape(80, 64)
+    x = Tensor(xv, device=dev).realize()
+    for order, kernels in (("sqrt first", 2), ("sqrt last", 3)):
+        m = x.mean(0)
+        centered, s = x - m, (m + 1).sqrt()
+        GlobalCounters.reset()
+        Tensor.realize(*((s, centered) if order == "sqrt first" else (centered, s)))
+        assert GlobalCounters.kernel_count == kernels, order
+    np.testing.assert_allclose(centered.numpy(), xv - xv.mean(0), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(s.numpy(), np.sqrt(xv.mean(0) + 1), rtol=1e-5)
+
+
+def test_batchnorm_statistics_join_the_variance_kernel(tmp_path):
+    # training-mode BatchNorm2d forward: the batch mean, the batch variance (reading the mean through a
+    # broadcast), then per channel 1/sqrt(var + eps) and the running statistics' update, which read the mean
+    # and the variance at their own index: they are outputs of the variance's kernel, not a kernel of their own.
+    # Values and running statistics against PyTorch.
+    from tensorscope import nn
+    rng = np.random.default_rng(5)
+    xv = rng.standard_normal((8, 16, 6, 6)).astype(np.float32)
+    bn, tbn = nn.BatchNorm2d(16), torch.nn.BatchNorm2d(16).train()
+    Tensor.training = True
+    try:
+        x = Tensor(xv).realize()
+        out = bn(x)
+        kernels = _recorded_kernels(lambda: out.realize(bn.running_mean, bn.running_var), tmp_path)
+    finally:
+        Tensor.training = False
+    want = tbn(torch.tensor(xv)).detach().numpy()
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(bn.running_mean.numpy(), tbn.running_mean.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(bn.running_var.numpy(), tbn.running_var.numpy(), rtol=1e-5, atol=1e-6)
+    # num_batches_tracked + 1, the mean, the variance (+ the per-channel values), the normalization
+    assert [k["name"] for k in kernels] == ["E_1", "r_16_8_6_6", "r_16_8_6_6", "E_8_16_6_6"]
+    variance = kernels[2]
+    assert len(variance["outputs"]) > 1 and all(o["shape"] in ([16], [1, 16, 1, 1]) for o in variance["outputs"])
+    assert any(r.startswith("multi-output kernel") for r in variance["boundary_reasons"])
+
 def test_multi_output_kernel_in_a_jit_replay():
     xv = np.arange(8, dtype=np.float32)
     state = Tensor(np.zeros(8, dtype=np.float32)).realize()

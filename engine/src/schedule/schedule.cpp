@@ -309,14 +309,18 @@ std::string kernel_name(const Graph& g, const ScheduleItem& item) {
 
 
 // Whether every read of `values` in `item` is elementwise at the kernel's own index (an ALU op of the same
-// shape reads it directly) and of a value realize() asked for: in a kernel that also computes them, each
-// is then at hand in the same loop. (A value stored for another reason keeps its kernel boundary:
-// contiguous() ends a kernel.)
+// shape reads it directly): in a kernel that also computes them, each is then at hand in the same loop.
+// Any stored value may be read so, whether realize() asked for it or the kernelizer stores it (a reduction
+// several kernels read: BatchNorm's batch variance, whose per-channel 1/sqrt(var + eps) and running-statistics
+// update then join the kernel that reduces it, one launch fewer per BatchNorm), except an explicit
+// contiguous() that realize() did not ask for: it ends its kernel.
 bool reads_in_place(const Graph& g, const ScheduleItem& item, const std::set<NodeId>& values, const std::set<NodeId>& targets) {
   for (NodeId f : item.fused) {
     const Node& n = g[f];
     for (int i = 0; i < n.num_src; i++)
-      if (values.count(n.src[i]) && !(is_alu(n.op) && n.shape == g[n.src[i]].shape && targets.count(n.src[i]))) return false;
+      if (values.count(n.src[i]) && !(is_alu(n.op) && n.shape == g[n.src[i]].shape &&
+                                       (targets.count(n.src[i]) || g[n.src[i]].op != Op::Contiguous)))
+        return false;
   }
   return true;
 }
