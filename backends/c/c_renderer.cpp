@@ -1191,10 +1191,11 @@ static std::optional<AffineIndex> affine_index(const std::vector<ir::Inst>& inst
 // inputs were written long before (the forward's activations, read by the backward) and come from memory, a
 // cache miss at the start of every run. At the top of each trip the lines of the next trip's runs are
 // prefetched (__builtin_prefetch: a hint that never faults, so the trip after the last may point past the
-// buffer), one loop per buffer and run:
+// buffer), one loop per buffer and run (328 bytes from data2 + ..., and a line more: the run may start anywhere
+// in its first line):
 //
 //   for (int ridx151 = 0; ridx151 < 32; ridx151++) {
-//     for (int ts_b = 0; ts_b < 328 + 64; ts_b += 64) __builtin_prefetch((const char*)(data2 + (ridx11 * 64 + (ridx151 + 1) * 4096 + -9)) + ts_b);
+//     for (int ts_b = 0; ts_b < 392; ts_b += 64) __builtin_prefetch((const char*)(data2 + (ridx11 * 64 + (ridx151 + 1) * 4096 + -9)) + ts_b);
 //
 // Measured on this machine (1 thread; the kernel alone, its 1 MiB of inputs evicted from every cache level by
 // touching 64 MiB between runs): r_64_9_8_32_8 0.166 -> 0.078 ms; with the inputs in L2 or L3, the same time
