@@ -736,8 +736,9 @@ TEST(CRenderer, AddsTheRowsOneConditionSelectsAsVectorsAndSkipsTheOthers) {
 }
 
 // Per-channel sums over a batch of NCHW planes (BatchNorm's statistics): out[c] = Σ_n Σ_s x[(n·C + c)·S + s].
-// Each trip of the batch loop reads a channel's plane of S floats, C·S floats after the previous image's.
-static ir::Kernel channel_sum_kernel(int64_t N, int64_t C, int64_t S) {
+// Each trip of the batch loop (returned with the kernel) reads a channel's plane of S floats, C·S floats after
+// the previous image's.
+static std::pair<ir::Kernel, ir::ValueId> channel_sum_kernel(int64_t N, int64_t C, int64_t S) {
   ir::Kernel k;
   k.name = "r_" + std::to_string(C) + "_" + std::to_string(N) + "_" + std::to_string(S);
   k.globals = {{DType::Float32, C, true}, {DType::Float32, N * C * S, false}};
@@ -752,7 +753,7 @@ static ir::Kernel channel_sum_kernel(int64_t N, int64_t C, int64_t S) {
   b.end_range(n);
   b.store(out, c, acc);
   b.end_range(c);
-  return k;
+  return {k, n};
 }
 
 // The C renderer prefetches the next trip's run where the trips read short runs a page or more apart (64
@@ -765,13 +766,8 @@ TEST(OptPlan, CPrefetchesTheNextTripsShortRunsAPageApart) {
     bool prefetched;
   };
   for (const Case& t : {Case{8, 64, 64, true}, Case{4, 2, 1024, false}, Case{8, 4, 64, false}}) {
-    ir::Kernel k = channel_sum_kernel(t.N, t.C, t.S);
-    const ir::ValueId batch_loop = [&] {
-      for (size_t i = 0, seen = 0; i < k.insts.size(); i++)
-        if (k.insts[i].op == Op::Range && seen++ == 1) return static_cast<ir::ValueId>(i);
-      return ir::kNone;
-    }();
-    ASSERT_NE(batch_loop, ir::kNone);
+    auto [k, batch_loop] = channel_sum_kernel(t.N, t.C, t.S);
+    ASSERT_EQ(k.insts[batch_loop].op, Op::Range);
     dev.plan_launch(k);
     SourceListing src = dev.renderer()->render(k);
     const std::string next = "(ridx" + std::to_string(batch_loop) + " + 1) * " + std::to_string(t.C * t.S);
