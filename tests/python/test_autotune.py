@@ -282,7 +282,7 @@ _LONG_SCRIPT = textwrap.dedent("""
 
 
 def test_a_candidate_far_slower_than_a_long_best_is_dropped_from_a_part_of_its_rows(tmp_path):
-    # a 1024² matmul takes tens of ms; its first-round candidates with a small upcast (UPCAST_GLOBAL=2: pairs
+    # a 1024² matmul takes 8-20 ms (over the 2 ms from which the search probes); its first-round candidates with a small upcast (UPCAST_GLOBAL=2: pairs
     # of outputs, each reading a strided column of b) would take 0.3-0.6 s a launch. On C such a candidate runs
     # 1/32 of its rows first (Program::estimate_launch_ms) and is dropped from that estimate.
     (tmp_path / "long.py").write_text(_LONG_SCRIPT)
@@ -298,7 +298,7 @@ def test_a_candidate_far_slower_than_a_long_best_is_dropped_from_a_part_of_its_r
               and "1/32 of its rows took" in ln]
     assert probed and "not launched" in probed[0], p.stdout
     # the estimate is the part's time scaled to all rows: over 4x the best plan timed before it (the default,
-    # tens of ms, or a candidate that beat it)
+    # 8-20 ms, or a candidate that beat it)
     estimate_ms = float(re.search(r"dropped-slow ([\d.]+) ms", probed[0]).group(1))
     best_ms = float(re.search(r"over 4x the best \(([\d.]+) ms\)", probed[0]).group(1))
     assert estimate_ms > 4 * best_ms, p.stdout

@@ -104,8 +104,10 @@ constexpr double kEarlyDropMinMs = 0.2;
 constexpr double kLongLaunchMs = 50;
 // When the best candidate so far takes this long, a candidate first runs one part of its rows
 // (Program::estimate_launch_ms, the C device) and is dropped when the estimate is over 4x the best: a
-// search of a 2048² matmul otherwise waits 5-8 s for each launch of a plan without upcasts.
-constexpr double kProbeMinBestMs = 10;
+// search of a 2048² matmul otherwise waits 5-8 s for each launch of a plan without upcasts, one of a 1024²
+// matmul (best 8-20 ms, depending on the machine) 0.3-0.6 s. Below this the part's fixed costs (a thread
+// start, cold caches) make the estimate unreliable and a whole launch costs little.
+constexpr double kProbeMinBestMs = 2;
 constexpr int kProbeParts = 32;
 constexpr double kFailed = 1e300;  // the time of a candidate that failed: never in the beam's lead
 
