@@ -159,10 +159,16 @@ def test_record_then_info_counts_what_run_out_lists(tmp_path):
     assert fields["replays"] == 0
     assert fields["outputs"] >= 2  # the two printed gradients
     assert fields["events"] == fields["schedules"] + fields["launches"] + fields["outputs"]
-    assert abs(fields["kernel time"] - sum(k["time_ms"] for k in kernels)) < 0.1 + 0.5 * fields["kernel time"]
     # the slowest launches: at most ten, slowest first, every one a kernel the run listed
     assert len(rows) == min(10, fields["launches"])
     assert [row["ms"] for row in rows] == sorted((row["ms"] for row in rows), reverse=True)
+    # the kernel time is the recorded launches' sum (each printed to 0.001 ms); the times of the separate run
+    # above are not compared: a microsecond kernel's launch varies severalfold between processes
+    rounding = 0.0005 * (len(rows) + 1)
+    if fields["launches"] <= 10:
+        assert abs(fields["kernel time"] - sum(row["ms"] for row in rows)) <= rounding, (fields, rows)
+    else:
+        assert sum(row["ms"] for row in rows) <= fields["kernel time"] + rounding, (fields, rows)
     names = {k["name"] for k in kernels}
     for row in rows:
         assert row["name"] in names and row["device"] == "C"
