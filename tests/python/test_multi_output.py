@@ -362,6 +362,33 @@ def test_small_kernels_of_several_shapes_are_one_kernel_over_the_largest(dev, tm
 
 
 @devices
+def test_a_kernel_of_several_shapes_loops_over_the_largest_ones_axes(dev, tmp_path):
+    # A 2-d largest output (a loss gradient's (8, 10) rows, each scaled by its row's 1 / sum) merged with a
+    # (8,) and a () result: the loop runs over (8, 10), so the largest is indexed without taking a flat index
+    # apart by / 10 and % 10 (each element did over a flat loop of 80: the CNN's (64, 10) loss gradient took
+    # 7.6 µs, 1-2 µs over its rows), and the smaller ones store at the rows' linear index.
+    rng = np.random.default_rng(12)
+    xv, sv, cv = (rng.standard_normal((8, 10)).astype(np.float32), rng.random((8, 1)).astype(np.float32) + 1,
+                  rng.standard_normal(()).astype(np.float32))
+    x, s, c = (Tensor(v, device=dev).realize() for v in (xv, sv, cv))
+    y, w, z = x.exp() * s.reciprocal(), s.reshape(8) * 2, c + 1
+
+    def realize():
+        y.realize(w, z)
+
+    (kernel,) = _recorded_kernels(realize, tmp_path)
+    assert kernel["name"] == "E_80" and sorted(o["shape"] for o in kernel["outputs"]) == [[], [8], [8, 10]], kernel
+    np.testing.assert_allclose(y.numpy(), (torch.tensor(xv).exp() * torch.tensor(sv).reciprocal()).numpy(), rtol=1e-6)
+    np.testing.assert_array_equal(w.numpy(), sv.reshape(8) * 2)
+    np.testing.assert_array_equal(z.numpy(), cv + np.float32(1))
+    if dev == "C":  # the generated code, through tensorscope-cli: two loops over the rows and their 10 columns
+        out, listed = _cli_kernel(tmp_path, "x, s, c = Tensor(np.ones((8, 10), np.float32)), Tensor(np.ones((8, 1), np.float32)), "
+                                            "Tensor(np.float32(2))\n(x.exp() * s.reciprocal()).realize(s.reshape(8) * 2, c + 1)\n", "E_80")
+        code = (out / listed["sources"]["C"]).read_text().split("static void ")[-1]
+        assert re.search(r"ridx\d+ < 10;", code) and not re.search(r" [/%] 10\)", code), code
+
+
+@devices
 def test_a_transposing_copy_of_1024_or_more_keeps_its_own_loop(dev, tmp_path):
     # LeNet-5's head: W (16, 84) copied transposed (1,344 elements, kMultiOutputOwnLoopTransposeElements = 1,024)
     # and a (32, 84) ReLU realized together are two kernels: merged, the copy's indices came from divisions of

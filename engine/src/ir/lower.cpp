@@ -60,17 +60,31 @@ class Lowerer {
   // computed at min(L, n_o - 1), taken apart into its own shape's indices, so that no load leaves its buffer
   // where the store is masked off. split_index_set splits the loop where the masks change (at each n_o) and
   // simplify drops the masks: each range computes the outputs that have elements there, unmasked.
+  // The loop runs over the largest output's own shape, one RANGE per axis, and L is the linear index of those
+  // (no div/mod): the largest output is indexed as in a kernel of its own (a loss gradient's (64, 10) rows,
+  // whose per-row values are then loaded once a row and whose rows of 10 the C compiler vectorizes; over a flat
+  // loop each element took its row and column apart by / 10 and % 10: 640 elements in 7.6 µs).
   void run_ragged(const std::vector<ValueId>& out_bufs) {
     const Graph& g = Graph::get();
     int64_t n = 1;
-    for (NodeId out : item_.outputs) n = std::max(n, shape_numel(g[out].shape));
-    std::vector<ValueId> flat(1, b_.cint(0)), loops;
-    open_loops(kNoNode, {0}, Shape{n}, /*global=*/true, flat, loops);
-    const ValueId l = flat[0];
+    NodeId largest = kNoNode;
+    for (NodeId out : item_.outputs) {
+      const NodeId root = loop_root(g, item_, out);
+      if (largest == kNoNode || shape_numel(g[root].shape) > n) n = shape_numel(g[root].shape), largest = root;
+    }
+    const Shape& loop_shape = g[largest].shape;
+    std::vector<ValueId> loop_idx(loop_shape.size(), b_.cint(0)), loops;
+    for (size_t d = 0; d < loop_shape.size(); d++)
+      if (loop_shape[d] != 1) loops.push_back(loop_idx[d] = b_.range(loop_shape[d], /*global=*/true));
+    const ValueId l = linear(loop_idx, loop_shape);
     for (size_t o = 0; o < item_.outputs.size(); o++) {
       const NodeId root = loop_root(g, item_, item_.outputs[o]);
       const Shape& shape = g[root].shape;
       const int64_t n_o = shape_numel(shape);
+      if (shape == loop_shape) {
+        b_.store(out_bufs[o], l, value_of(root, loop_idx, kNone));
+        continue;
+      }
       ValueId at = l, gate = kNone;
       if (n_o < n) {
         const ValueId neg = b_.alu(ir::Op::Neg, DType::Int32, l);
