@@ -56,14 +56,13 @@ class Lowerer {
   }
 
   // A multi-output kernel of small kernels of several shapes (the kernelizer's rule 6): one loop over the
-  // largest one's N elements, flat index L. Output o of n_o elements stores at L where L < n_o; its value is
-  // computed at min(L, n_o - 1), taken apart into its own shape's indices, so that no load leaves its buffer
-  // where the store is masked off. split_index_set splits the loop where the masks change (at each n_o) and
-  // simplify drops the masks: each range computes the outputs that have elements there, unmasked.
-  // The loop runs over the largest output's own shape, one RANGE per axis, and L is the linear index of those
-  // (no div/mod): the largest output is indexed as in a kernel of its own (a loss gradient's (64, 10) rows,
-  // whose per-row values are then loaded once a row and whose rows of 10 the C compiler vectorizes; over a flat
-  // loop each element took its row and column apart by / 10 and % 10: 640 elements in 7.6 µs).
+  // largest output's N elements, one RANGE per axis of its own shape, and L the linear index of those axes.
+  // The largest output is indexed as in a kernel of its own (no div/mod: a loss gradient's (64, 10), whose
+  // per-row values are loaded once a row; over a flat loop of 640 each element took its row and column apart
+  // by / 10 and % 10, 7.6 µs against 1-2). Output o of n_o < N elements stores at L where L < n_o; its value
+  // is computed at min(L, n_o - 1), taken apart into its own shape's indices, so that no load leaves its
+  // buffer where the store is masked off. split_index_set splits the loops where the masks change (at each
+  // n_o) and simplify drops the masks: each range computes the outputs that have elements there, unmasked.
   void run_ragged(const std::vector<ValueId>& out_bufs) {
     const Graph& g = Graph::get();
     int64_t n = 1;

@@ -53,7 +53,7 @@
 //     DeviceProperties::max_kernel_buffers). An optimizer's step() stores a parameter and its state (Adam's
 //     m, v and the parameter all read the gradient; the parameter reads m and v) in one kernel. Small kernels
 //     of several shapes (the updates of a network's biases, each of its own size) join one group too: the
-//     kernel loops over the largest one's elements and each output is stored where its own elements are
+//     kernel loops over the largest one's axes and each output is stored where its own elements are
 //     (Lowerer::run_ragged; split_index_set then gives each range of the loop its outputs, unmasked). On devices
 //     without workgroups (C, INTERP) a kernel with a reduce heads such a group too, joined only by kernels
 //     that read its output at their own index: SGD's weight gradient with its momentum update stores the new
