@@ -59,7 +59,7 @@ class Lowerer {
   // largest output's N elements, one RANGE per axis of its own shape, and L the linear index of those axes.
   // The largest output is indexed as in a kernel of its own (no div/mod: a loss gradient's (64, 10), whose
   // per-row values are loaded once a row; over a flat loop of 640 each element took its row and column apart
-  // by / 10 and % 10, 7.6 µs against 1-2). Output o of n_o < N elements stores at L where L < n_o; its value
+  // by / 10 and % 10, 7.6 µs against 1-2). Any other output o, of n_o elements, stores at L where L < n_o; its value
   // is computed at min(L, n_o - 1), taken apart into its own shape's indices, so that no load leaves its
   // buffer where the store is masked off. split_index_set splits the loops where the masks change (at each
   // n_o) and simplify drops the masks: each range computes the outputs that have elements there, unmasked.
