@@ -69,8 +69,14 @@ class Lowerer {
     NodeId largest = kNoNode;
     for (NodeId out : item_.outputs) {
       const NodeId root = loop_root(g, item_, out);
-      if (largest == kNoNode || shape_numel(g[root].shape) > n) n = shape_numel(g[root].shape), largest = root;
+      const int64_t size = shape_numel(g[root].shape);
+      if (largest == kNoNode || size > n) {
+        n = size;
+        largest = root;
+      }
     }
+    // one RANGE per axis, without open_loops' merges: lower() tries those on outputs[0]'s shape, which need
+    // not be the largest one's
     const Shape& loop_shape = g[largest].shape;
     std::vector<ValueId> loop_idx(loop_shape.size(), b_.cint(0)), loops;
     for (size_t d = 0; d < loop_shape.size(); d++)
