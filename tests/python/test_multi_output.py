@@ -388,6 +388,57 @@ def test_a_kernel_of_several_shapes_loops_over_the_largest_ones_axes(dev, tmp_pa
         assert re.search(r"ridx\d+ < 10;", code) and not re.search(r" [/%] 10\)", code), code
 
 
+# SGD with momentum over a stem convolution, a 1x1 convolution and their BatchNorms, as in MobileNet's step: the
+# convolutions' weight gradients arrive transposed ((27, 16) and (16, 32), channel-last matmuls), the other four
+# parameters are (16,) and (32,) vectors (their gradients scaled by 1 / sqrt(var + eps), computed in the kernel). Each
+# update stores the new momentum buffer and the new parameter.
+SGD_PARTS = "\n".join([
+    "shapes = [((16, 3, 3, 3), (27, 16)), ((16,), None), ((16,), None), ((32, 16, 1, 1), (16, 32)), ((32,), None), ((32,), None)]",
+    "rng = np.random.default_rng(13)",
+    "params, bufs, grads = [], [], []",
+    "var = {(n,): Tensor(rng.random(n).astype(np.float32), device=DEV).realize() for n in (16, 32)}  # 32 buffers in all",
+    "for shape, stored in shapes:",
+    "    params.append(Tensor(rng.standard_normal(shape).astype(np.float32), device=DEV).realize())",
+    "    bufs.append(Tensor(rng.standard_normal(shape).astype(np.float32), device=DEV).realize())",
+    "    g = rng.standard_normal(stored or shape).astype(np.float32)",
+    "    if stored:",
+    "        grads.append(Tensor(g, device=DEV).realize().T.reshape(shape))",
+    "    else:  # a BatchNorm parameter's gradient: a sum over the batch, times 1 / sqrt(var + eps)",
+    "        grads.append(Tensor(g, device=DEV).realize() * (var[shape] + 1e-5).sqrt().reciprocal())",
+    "new_bufs = [b * 0.9 + g for b, g in zip(bufs, grads)]",
+    "new_params = [p - nb * 0.01 for p, nb in zip(params, new_bufs)]",
+    "outs = [t for pair in zip(new_bufs, new_params) for t in pair]",
+    "",
+])
+
+
+@devices
+def test_a_kernel_of_several_shapes_computes_each_output_only_where_it_has_elements(dev, tmp_path):
+    # The 12 updates are one kernel over the largest output's 512 elements, UPCAST by 16: 1,750 instructions of 12
+    # outputs a step, each masked where its output has ended. split_index_set splits the loop where the outputs
+    # end (after 1, 2 and 27 steps of 16): the four copies of the body measured 7,000 instructions, over its limit
+    # of 6,000, and the split was dropped (every output computed and masked at all 512 indices: MobileNet's E_512,
+    # 14 us). The size is now checked after simplify, which leaves each range only the outputs that have elements
+    # there (about 3,200 instructions): the C code stores without a mask.
+    scope = {"np": np, "Tensor": Tensor, "DEV": dev}
+    exec(SGD_PARTS, scope)
+    outs = scope["outs"]
+
+    def realize():
+        outs[0].realize(*outs[1:])
+
+    (kernel,) = _recorded_kernels(realize, tmp_path)
+    assert kernel["name"] == "E_512" and len(kernel["outputs"]) == 12, kernel
+    for b, g, p, nb, np_ in zip(scope["bufs"], scope["grads"], scope["params"], outs[0::2], outs[1::2]):
+        want_b = torch.tensor(b.numpy()) * 0.9 + torch.tensor(g.numpy())
+        np.testing.assert_allclose(nb.numpy(), want_b.numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(np_.numpy(), (torch.tensor(p.numpy()) - want_b * 0.01).numpy(), rtol=1e-6, atol=1e-7)
+    if dev == "C":  # the generated code, through tensorscope-cli: one loop per range, no masked store
+        out, listed = _cli_kernel(tmp_path, "DEV = 'C'\n" + SGD_PARTS + "outs[0].realize(*outs[1:])\n", "E_512")
+        code = (out / listed["sources"]["C"]).read_text().split("static void ")[-1]
+        assert len(re.findall(r"for \(int ridx", code)) == 4 and "if (" not in code, code
+
+
 @devices
 def test_a_transposing_copy_of_1024_or_more_keeps_its_own_loop(dev, tmp_path):
     # LeNet-5's head: W (16, 84) copied transposed (1,344 elements, kMultiOutputOwnLoopTransposeElements = 1,024)
