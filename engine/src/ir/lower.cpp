@@ -17,8 +17,19 @@ using ir::ValueId;
 using ir::kNone;
 
 // Adjacent loop axes lowered as one loop: {kNoNode, d} merges the output's dim d with its next dim of
-// size > 1; {reduce node, a} merges the reduce's axis a with axis a + 1 (both reduced).
+// size > 1; {reduce node, a} merges the reduce's axis a with axis a + 1 (both reduced); in a ragged kernel
+// (Lowerer::run_ragged), {the first output root of a shape, d} takes the dims d and the next one of every output
+// of that shape apart from its linear index as one (Lowerer::output_indices).
 using LoopMerges = std::set<std::pair<NodeId, int64_t>>;
+
+// The owner of a ragged kernel's merges for its outputs of `shape` (LoopMerges): the first output whose loop
+// root has that shape.
+NodeId shape_owner(const ScheduleItem& item, const Shape& shape) {
+  const Graph& g = Graph::get();
+  for (NodeId out : item.outputs)
+    if (const NodeId r = loop_root(g, item, out); g[r].shape == shape) return r;
+  return kNoNode;
+}
 
 class Lowerer {
  public:
@@ -96,20 +107,50 @@ class Lowerer {
         at = b_.alu(ir::Op::Neg, DType::Int32, b_.alu(ir::Op::Max, DType::Int32, neg, b_.cint(-(n_o - 1))));
         gate = b_.alu(ir::Op::CmpLt, DType::Bool, l, b_.cint(n_o));
       }
-      std::vector<ValueId> idx(shape.size(), b_.cint(0));
-      int64_t stride = 1;
-      for (size_t d = shape.size(); d-- > 0;) {
-        ValueId i = stride == 1 ? at : b_.alu(ir::Op::IDiv, DType::Int32, at, b_.cint(stride));
-        if (d > 0) i = b_.alu(ir::Op::Mod, DType::Int32, i, b_.cint(shape[d]));
-        idx[d] = shape[d] == 1 ? b_.cint(0) : i;
-        stride *= shape[d];
-      }
-      b_.store(out_bufs[o], at, value_of(root, idx, kNone), gate);
+      b_.store(out_bufs[o], at, value_of(root, output_indices(shape_owner(item_, shape), shape, at), kNone), gate);
     }
     for (size_t i = loops.size(); i-- > 0;) b_.end_range(loops[i]);
   }
 
  private:
+  // The indices of a ragged kernel's output of `shape` (see run_ragged) at its linear index `at`: its axes taken
+  // apart by / and %, those that merges_ joins ({owner, d}: axis d with its next axis of size > 1; owner: the
+  // first output root of that shape, shape_owner) as one run, its index taken apart in turn as open_loops takes a
+  // merged loop's. The outputs of one shape share their indices (an SGD update's new momentum buffer and the
+  // parameter computed from it). Where every view the output reads has the run's
+  // axes contiguous, the Builder puts them back together (Builder::recombine_div_mod) and only the run's / and %
+  // are left: a weight gradient stored transposed, (27, 16), read as the (16, 3, 3, 3) parameter it updates, is
+  // at / 27 + (at % 27)·16 instead of six / and % of at by 3, 9 and 27 (lower() tries each merge).
+  std::vector<ValueId> output_indices(NodeId owner, const Shape& shape, ValueId at) {
+    std::vector<std::vector<size_t>> runs;
+    int64_t prev = -1;
+    for (size_t d = 0; d < shape.size(); d++) {
+      if (shape[d] == 1) continue;
+      if (prev >= 0 && merges_.count({owner, prev})) runs.back().push_back(d);
+      else runs.push_back({d});
+      prev = static_cast<int64_t>(d);
+    }
+    std::vector<ValueId> idx(shape.size(), b_.cint(0));
+    int64_t stride = 1;
+    for (size_t r = runs.size(); r-- > 0;) {
+      int64_t total = 1;
+      for (size_t d : runs[r]) total *= shape[d];
+      ValueId q = stride == 1 ? at : b_.alu(ir::Op::IDiv, DType::Int32, at, b_.cint(stride));
+      if (r > 0) q = b_.alu(ir::Op::Mod, DType::Int32, q, b_.cint(total));
+      stride *= total;
+      for (size_t j = runs[r].size(); j-- > 0;) {
+        const size_t d = runs[r][j];
+        if (j == 0) {
+          idx[d] = q;
+        } else {
+          idx[d] = b_.alu(ir::Op::Mod, DType::Int32, q, b_.cint(shape[d]));
+          q = b_.alu(ir::Op::IDiv, DType::Int32, q, b_.cint(shape[d]));
+        }
+      }
+    }
+    return idx;
+  }
+
   const ScheduleItem& item_;
   ir::Kernel& k_;
   ir::Builder b_;
@@ -394,14 +435,28 @@ ir::Kernel lower(const ScheduleItem& item) {
   ir::Kernel best = lower_with(item, merges);
   int best_divisions = divisions(best);
   std::vector<std::pair<NodeId, int64_t>> candidates;
-  const NodeId root = loop_root(g, item, item.outputs[0]);  // the shape Lowerer::run loops over
-  {
+  auto adjacent_axes = [&](NodeId owner, const Shape& shape) {
     int64_t prev = -1;
-    for (size_t d = 0; d < g[root].shape.size(); d++) {
-      if (g[root].shape[d] == 1) continue;
-      if (prev >= 0) candidates.push_back({kNoNode, prev});
+    for (size_t d = 0; d < shape.size(); d++) {
+      if (shape[d] == 1) continue;
+      if (prev >= 0) candidates.push_back({owner, prev});
       prev = static_cast<int64_t>(d);
     }
+  };
+  if (loop_shapes(g, item).size() > 1) {
+    // A ragged kernel: each output's own axes (Lowerer::output_indices), its innermost pairs first. A transposed
+    // weight gradient (27, 16) read as (16, 3, 3, 3) needs the last three axes as one run and the first apart;
+    // tried from the outside in, merging all four took no more / and % than none (6: the contiguous reads folded,
+    // the transposed one not), and was kept before the last three alone (2) were tried.
+    std::set<Shape> shapes;
+    for (NodeId out : item.outputs)
+      if (const NodeId r = loop_root(g, item, out); shapes.insert(g[r].shape).second) {
+        const size_t first = candidates.size();
+        adjacent_axes(r, g[r].shape);
+        std::reverse(candidates.begin() + static_cast<std::ptrdiff_t>(first), candidates.end());
+      }
+  } else {
+    adjacent_axes(kNoNode, g[loop_root(g, item, item.outputs[0])].shape);  // the shape Lowerer::run loops over
   }
   for (NodeId f : item.fused) {
     const Node& n = g[f];
