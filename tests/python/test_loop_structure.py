@@ -126,6 +126,36 @@ def test_a_transposing_copy_with_a_bias_and_relu_copies_in_tiles_then_applies_th
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
 
 
+def test_a_transposing_copy_that_computes_into_rows_of_one_vector_is_not_tiled(tmp_path):
+    # MobileNet's last pointwise convolution, 64 -> 128 channels on 4x4 feature maps, is a channels-last matmul whose
+    # NHWC output goes to NCHW through BatchNorm's (y - mean) * scale and ReLU. Each output row, a channel's 16
+    # positions, is one AVX-512 vector: gathered 128 floats apart and computed once, 10 us in place; copied in tiles,
+    # read back and stored again, 27 us (the fifty-sixth session's Xeon). With AVX2's 8 lanes the row is two vectors,
+    # and the tiles stay (not measured there). Values against PyTorch.
+    body = ("x = Tensor(rng.standard_normal((32, 64, 4, 4)).astype(np.float32))\n"
+            "w = Tensor(rng.standard_normal((128, 64, 1, 1)).astype(np.float32))\n"
+            "m = Tensor(rng.standard_normal((1, 128, 1, 1)).astype(np.float32))\n"
+            "s = Tensor(rng.standard_normal((1, 128, 1, 1)).astype(np.float32))\n"
+            "((x.conv2d(w) - m) * s).relu().realize()\n")
+    script = tmp_path / "k.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n" + body)
+
+    def applied(vector_bytes):
+        out = run_cli_out(script, tmp_path / f"out{vector_bytes}", env={"TENSORSCOPE_VECTOR_BYTES": vector_bytes})
+        (k,) = [k for k in json.loads((out / "kernels.json").read_text())["kernels"] if k["name"] == "E_32_128_4_4"]
+        return k["actions"]["applied"]
+
+    assert not any(a.startswith("TRANSPOSE_TILE") for a in applied("64")), applied("64")
+    assert "TRANSPOSE_TILE(8)" in applied("32"), applied("32")
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((32, 64, 4, 4)).astype(np.float32), rng.standard_normal((128, 64, 1, 1)).astype(np.float32)
+    m, sc = rng.standard_normal((1, 128, 1, 1)).astype(np.float32), rng.standard_normal((1, 128, 1, 1)).astype(np.float32)
+    got = ((Tensor(x).conv2d(Tensor(w)) - Tensor(m)) * Tensor(sc)).relu().numpy()
+    want = torch.relu((torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w)) - torch.from_numpy(m)) *
+                      torch.from_numpy(sc)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
 def test_a_convolutions_merged_reduce_over_channels_and_taps_runs_as_nested_loops(tmp_path):
     # delinearize_reduce: LeNet-5's first convolution, 3 -> 6 channels, 5x5, is register-tiled over one reduce
     # loop of 75 (channels x taps, merged so that the tile has one loop); the input is read at k / 25, k / 5 % 5
