@@ -163,8 +163,8 @@ void upcast_reduce(ir::Kernel& k) {
       const bool keyed_max = planned == ir::OptPlan::kAuto && !k.target.workgroups() && !upcast_global &&
                              n >= kMinKeyedMaxTrips && old[i].dtype == DType::Float32 && end > inner + 1 &&
                              old[end - 1].op == Op::Assign && old[old[end - 1].src[1]].op == Op::Max;
-      const bool left_to_gcc = planned == ir::OptPlan::kAuto && !k.target.workgroups() && outer.empty() &&
-                               short_contiguous_row(old, inner, end, n);
+      // (on every device, so that a row is summed in one order everywhere, as the upcast's 16 lanes are)
+      const bool left_to_gcc = planned == ir::OptPlan::kAuto && outer.empty() && short_contiguous_row(old, inner, end, n);
       const int u_count = keyed_max || left_to_gcc
                               ? 1
                               : upcast_factor(n, outer_trips, is_streaming_body(old, inner + 1, end), planned,
