@@ -117,10 +117,10 @@ class Lowerer {
   // apart by / and %, those that merges_ joins ({owner, d}: axis d with its next axis of size > 1; owner: the
   // first output root of that shape, shape_owner) as one run, its index taken apart in turn as open_loops takes a
   // merged loop's. The outputs of one shape share their indices (an SGD update's new momentum buffer and the
-  // parameter computed from it). Where every view the output reads has the run's
-  // axes contiguous, the Builder puts them back together (Builder::recombine_div_mod) and only the run's / and %
-  // are left: a weight gradient stored transposed, (27, 16), read as the (16, 3, 3, 3) parameter it updates, is
-  // at / 27 + (at % 27)·16 instead of six / and % of at by 3, 9 and 27 (lower() tries each merge).
+  // parameter computed from it). Where every view the output reads has the run's axes contiguous, the Builder puts
+  // them back together (Builder::recombine_div_mod) and only the run's / and % are left: a weight gradient stored
+  // transposed, (27, 16), read as the (16, 3, 3, 3) parameter it updates, is at / 27 + (at % 27)·16 instead of six
+  // / and % of at by 3, 9 and 27 (lower() tries each merge).
   std::vector<ValueId> output_indices(NodeId owner, const Shape& shape, ValueId at) {
     std::vector<std::vector<size_t>> runs;
     int64_t prev = -1;
