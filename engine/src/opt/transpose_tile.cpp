@@ -189,8 +189,17 @@ void transpose_tile(ir::Kernel& k) {
   // session's Xeon with AVX-512; a 1x1 convolution's NHWC output, minus a mean, times a scale, ReLU, into NCHW):
   // (32, 128, 4, 4) 27 -> 10 us, (32, 256, 4, 4) 54 -> 30, (32, 64, 4, 4) 12 -> 7, (64, 16, 4, 4) 24 -> 20. Longer
   // rows keep the tiles: (16, 64, 7, 7) 17 us tiled against 359 us untiled (rows of 49: gcc left the loop scalar);
-  // rows of 36, 144 and 196 took about the same either way. Not measured with AVX2, whose rows of 8 it leaves too.
-  if (elementwise && trips_b <= k.target.vector_floats()) return;
+  // rows of 36, 144 and 196 took about the same either way. So do copies whose other loads are whole tensors too,
+  // read along the output's rows (the backward's ReLU mask and BatchNorm input gradient, (32, 128, 4, 4) in
+  // MobileNet's step: 0.04 ms tiled, 0.14 ms untiled, gathered along the channels). Not measured with AVX2, whose
+  // rows of 8 it leaves too.
+  if (elementwise && planned == ir::OptPlan::kAuto && trips_b <= k.target.vector_floats()) {
+    bool per_channel = true;  // the other loads read per output row (a mean, a scale): constant along b
+    for (size_t l : loads)
+      if (l != load)
+        per_channel = per_channel && affine(insts, insts[l].src[1], lo, li) && step(insts[l].src[1], b_is_outer) == 0;
+    if (per_channel) return;
+  }
   const bool blocks_of_16 = trips_a % (2 * kTile) == 0 && trips_b % (2 * kTile) == 0;
   bool tiles_outer_is_outer;
   if (blocks_of_16) tiles_outer_is_outer = a_is_outer;
