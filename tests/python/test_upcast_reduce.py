@@ -61,8 +61,8 @@ def test_the_window_weight_gradient_matches_torch():
 def test_rows_of_8_or_16_read_contiguously_are_left_whole(tmp_path):
     # A reduce over rows of 16 (or 8), contiguous and without a transcendental, is not upcast: gcc unrolls the short
     # loop and vectorizes the loop over the rows, one row a lane (x.sum(-1) over (8192, 16): 27.4 -> 13.8 us,
-    # attention's q·k over 16 features 59.4 -> 26.2 on the fifty-sixth session's Xeon). Rows of 12 and 32, and a
-    # sum down columns, keep their upcast. Read from kernels.json's applied actions; values against NumPy.
+    # attention's q·k over 16 features 59.4 -> 26.2 on the fifty-sixth session's Xeon). Rows of 12 and 32 keep their
+    # upcast, and rows of 16 with an exp their lanes. Read from kernels.json's applied actions; values against NumPy.
     script = tmp_path / "k.py"
     script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n"
                       "for n in (8, 12, 16, 32):\n"
