@@ -62,6 +62,12 @@ void local_size(ir::Kernel& kernel);
 // loop body longer than this many instructions is not done.
 constexpr size_t kMaxUnrolledInsts = 6000;
 
+// The ops the C prelude computes as polynomials (ts_exp2f, ts_log2f, ts_sinf) or sqrtf: calls gcc's SLP vectorizer
+// does not pack (rows_as_lanes writes their rows as lanes by hand; upcast_reduce leaves no such row to gcc)
+inline bool is_transcendental(ir::Op op) {
+  return op == ir::Op::Exp2 || op == ir::Op::Log2 || op == ir::Op::Sin || op == ir::Op::Sqrt;
+}
+
 // A float max-reduction over a loop of at least this many trips runs on integer keys (max_reduce_as_int),
 // whose loop the C compiler vectorizes as a reduction; upcast_reduce leaves such a loop whole for it.
 constexpr int64_t kMinKeyedMaxTrips = 16;

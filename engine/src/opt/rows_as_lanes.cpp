@@ -45,7 +45,6 @@ using ir::ValueId;
 // vectorizes one row a lane by itself: upcast_reduce's short_contiguous_row)
 constexpr int64_t kMaxRow = 15;
 
-bool transcendental(Op op) { return op == Op::Exp2 || op == Op::Log2 || op == Op::Sin || op == Op::Sqrt; }
 }  // namespace
 
 void rows_as_lanes(ir::Kernel& k) {
@@ -81,11 +80,11 @@ void rows_as_lanes(ir::Kernel& k) {
   for (size_t i = b.range + 1; i < b.end; i++) {
     if (old[i].op == Op::Range) return;
     if (old[i].op == Op::Assign) assign = i;
-    worth_it = worth_it || transcendental(old[i].op);
+    worth_it = worth_it || is_transcendental(old[i].op);
   }
   if ((!worth_it && asked == ir::OptPlan::kAuto) || assign + 1 != b.end) return;  // the ASSIGN ends the body: nothing reads the new value in it
   for (size_t i = g + 1; i < g_end; i++) {  // what the lanes recompute: no transcendental, no store before the reduce
-    if ((i < b.range || i > b.end) && transcendental(old[i].op)) return;
+    if ((i < b.range || i > b.end) && is_transcendental(old[i].op)) return;
     if (i < b.range && old[i].op == Op::Store) return;
   }
 

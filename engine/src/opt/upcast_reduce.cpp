@@ -82,9 +82,8 @@ bool is_streaming_body(const std::vector<Inst>& old, size_t begin, size_t end) {
 bool short_contiguous_row(const std::vector<Inst>& old, size_t inner, size_t end, int64_t n) {
   if (n != 8 && n != 16) return false;
   for (size_t b = inner + 1; b < end; b++) {
-    const Op op = old[b].op;
-    if (op == Op::Exp2 || op == Op::Log2 || op == Op::Sin || op == Op::Sqrt) return false;
-    if (op != Op::Load) continue;
+    if (is_transcendental(old[b].op)) return false;
+    if (old[b].op != Op::Load) continue;
     const int64_t stride = eval_index(old, old[b].src[1], static_cast<ValueId>(inner), 1) -
                            eval_index(old, old[b].src[1], static_cast<ValueId>(inner), 0);
     if (stride != 0 && stride != 1) return false;
@@ -164,8 +163,8 @@ void upcast_reduce(ir::Kernel& k) {
                              n >= kMinKeyedMaxTrips && old[i].dtype == DType::Float32 && end > inner + 1 &&
                              old[end - 1].op == Op::Assign && old[old[end - 1].src[1]].op == Op::Max;
       // (on every device, so that a row is summed in one order everywhere, as the upcast's 16 lanes are)
-      const bool left_to_gcc = planned == ir::OptPlan::kAuto && outer.empty() && short_contiguous_row(old, inner, end, n);
-      const int u_count = keyed_max || left_to_gcc
+      const bool whole_row = planned == ir::OptPlan::kAuto && outer.empty() && short_contiguous_row(old, inner, end, n);
+      const int u_count = keyed_max || whole_row
                               ? 1
                               : upcast_factor(n, outer_trips, is_streaming_body(old, inner + 1, end), planned,
                                               end - inner);
