@@ -1345,7 +1345,8 @@ void MainWindow::exportGraphDialog(GraphFormat format) {
 }
 
 bool MainWindow::exportGraph(const QString& path, GraphFormat format, double scale, QString* error) {
-  const QByteArray dot = graph_->layout().dot;
+  const std::shared_ptr<const GraphSpec> spec = graph_->layout().spec;
+  const QByteArray dot = spec && !spec->nodes.empty() ? toDot(*spec) : QByteArray();
   if (dot.isEmpty()) {
     if (error) *error = "There is no graph to export yet: run a script first.";
     return false;

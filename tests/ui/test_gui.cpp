@@ -213,7 +213,7 @@ class GuiTest : public QObject {
     QCOMPARE(layout.edges.size(), spec->edges.size());
     for (const auto& n : layout.nodes) QVERIFY(layout.bounds.contains(n.rect.center()));
     QString error;
-    const QByteArray svg = tsui::renderSvg(layout.dot, &error);
+    const QByteArray svg = tsui::renderSvg(tsui::toDot(*layout.spec), &error);
     QVERIFY2(!svg.isEmpty(), qPrintable(error));
     QCOMPARE(svg.count("class=\"cluster\""), 2);
     QVERIFY(svg.contains("cluster_k7"));

@@ -101,12 +101,16 @@ QString dotProgram() {
 
 // Runs `dot -v -Tjson0` on `dot`, killing it when control.cancelled() says so. dot's log on stderr
 // announces its phases (ranking, "Maxrank", mincross, routesplines): they are the progress.
-QByteArray runDot(const QByteArray& dot, const LayoutControl& control, bool* cancelled, QString* error) {
+// `seconds` receives how long the program ran.
+QByteArray runDot(const QByteArray& dot, const LayoutControl& control, bool* cancelled, QString* error,
+                  double* seconds) {
   if (dotProgram().isEmpty()) {
     *error = "graphviz's dot program is not on the PATH (Debian: apt-get install graphviz)";
     return {};
   }
   QProcess process;
+  QElapsedTimer clock;
+  clock.start();
   process.start(dotProgram(), {"-v", "-Tjson0"});
   if (!process.waitForStarted()) {
     *error = "dot did not start: " + process.errorString();
@@ -139,6 +143,7 @@ QByteArray runDot(const QByteArray& dot, const LayoutControl& control, bool* can
       else if (line.startsWith("Error") || line.startsWith("Warning")) errors += line + '\n';
     }
   }
+  *seconds = clock.nsecsElapsed() / 1e9;
   if (process.exitStatus() != QProcess::NormalExit || process.exitCode() != 0) {
     *error = QString("graphviz layout failed (dot exit status %1): %2")
                  .arg(process.exitCode())
@@ -176,20 +181,38 @@ QPolygonF arrowhead(QPointF base, QPointF tip) {
 }
 
 // An edge's "pos": splines separated by ';', each "[s,x,y] [e,x,y] p0 p1 p2 p3 ..." (a B-spline
-// of 3n+1 points; e: where the arrowhead's tip is).
-void readSpline(const QString& pos, const Flip& flip, LaidOutEdge& edge) {
-  for (QStringView spline : QStringView(pos).split(';')) {
-    std::vector<QPointF> points;
-    std::optional<QPointF> end;
-    for (QStringView token : spline.split(' ', Qt::SkipEmptyParts)) {
-      if (token.startsWith(u"e,")) end = flip(point(token.mid(2)));
-      else if (!token.startsWith(u"s,")) points.push_back(flip(point(token)));
-    }
-    if (points.empty()) continue;
+// of 3n+1 points; e: where the arrowhead's tip is). Read in one pass over the text, without a list
+// of tokens per edge: a 10,000-edge layout spent 0.1 s splitting them.
+void readSpline(QStringView pos, const Flip& flip, LaidOutEdge& edge) {
+  std::vector<QPointF> points;
+  std::optional<QPointF> end;
+  auto finishSpline = [&] {
+    if (points.empty()) return;
     edge.path.moveTo(points[0]);
     for (size_t j = 1; j + 2 < points.size(); j += 3) edge.path.cubicTo(points[j], points[j + 1], points[j + 2]);
     if (end) edge.arrowhead = arrowhead(points.back(), *end);
+    points.clear();
+    end.reset();
+  };
+  qsizetype i = 0;
+  const qsizetype n = pos.size();
+  while (i < n) {
+    const QChar c = pos[i];
+    if (c == u' ') {
+      ++i;
+    } else if (c == u';') {
+      finishSpline();
+      ++i;
+    } else {
+      qsizetype stop = i;
+      while (stop < n && pos[stop] != u' ' && pos[stop] != u';') ++stop;
+      const QStringView token = pos.sliced(i, stop - i);
+      if (token.startsWith(u"e,")) end = flip(point(token.sliced(2)));
+      else if (!token.startsWith(u"s,")) points.push_back(flip(point(token)));
+      i = stop;
+    }
   }
+  finishSpline();
 }
 
 // dot's JSON output (-Tjson0): "objects" holds the clusters, then the nodes; "edges" name their
@@ -264,12 +287,12 @@ GraphLayout layoutGraph(std::shared_ptr<const GraphSpec> spec, const LayoutContr
   QElapsedTimer clock;
   clock.start();
   result.spec = spec;
-  result.dot = toDot(*spec);
   if (spec->nodes.empty()) return result;
   if (control.progress) control.progress(LayoutPhase::Measuring);
   const std::vector<QSizeF> sizes = measureNodes(*spec, &result.error);
   if (!result.error.isEmpty()) return result;
-  const QByteArray json = runDot(toSizedDot(*spec, sizes), control, &result.cancelled, &result.error);
+  const QByteArray json = runDot(toSizedDot(*spec, sizes), control, &result.cancelled, &result.error,
+                                &result.dotSeconds);
   if (result.cancelled) result.error = "cancelled";
   if (!result.error.isEmpty()) return result;
   if (control.progress) control.progress(LayoutPhase::Reading);

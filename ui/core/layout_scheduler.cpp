@@ -50,7 +50,6 @@ void LayoutScheduler::request(GraphSpec spec) {
       c.label = now.name;
     }
     layout.spec = newSpec;
-    layout.dot = toDot(*newSpec);
     layout.seconds = 0;
     last_ = layout;
     setBusy(false);
