@@ -727,6 +727,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
     enum class Kind { Row, Broadcast, Alu } kind = Kind::Broadcast;
     Operand row;                 // Row: lane 0's element
     ValueId value = ir::kNone;   // Broadcast: the value; Alu: lane 0's instruction
+    bool mask = false;           // a bool: a lane mask (-1 where true)
     Op op = Op::Add;             // Alu: its op
     std::vector<RowExpr> src;    // Alu: the operands
   };
@@ -751,7 +752,8 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
         if (std::all_of(xs.begin(), xs.end(), [&](ValueId x) { return x == v0; })) {
           out.kind = RowExpr::Kind::Broadcast;
           out.value = v0;
-          return insts[v0].dtype == DType::Float32;
+          out.mask = insts[v0].dtype == DType::Bool;  // (only a mask's operand is a bool)
+          return insts[v0].dtype == DType::Float32 || out.mask;
         }
         if (const Operand o0 = operand(v0); o0.buffer != ir::kNone) {
           for (size_t j = 0; j < xs.size(); j++) {
@@ -766,9 +768,11 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
         const ir::Inst& i0 = insts[v0];
         const bool float_op = i0.dtype == DType::Float32 && (i0.op == Op::Add || i0.op == Op::Mul || i0.op == Op::Neg ||
                                                              i0.op == Op::Max || i0.op == Op::Recip || i0.op == Op::Where);
-        // a lane mask: a comparison of float operands, or both of two masks
+        // a lane mask: a comparison of float operands, both of two masks, or one of two picked by a third (a bool
+        // WHERE: where(x < 0, true, x == 0), x <= 0)
         const bool mask_op = i0.dtype == DType::Bool && (((i0.op == Op::CmpLt || i0.op == Op::CmpEq) &&
-                                                          insts[i0.src[0]].dtype == DType::Float32) || i0.op == Op::And);
+                                                          insts[i0.src[0]].dtype == DType::Float32) ||
+                                                         i0.op == Op::And || i0.op == Op::Where);
         if (depth > 8 || !(float_op || mask_op)) return false;
         for (ValueId x : xs)  // read by one instruction (twice for a square: x · x)
           if (insts[x].op != i0.op || insts[x].dtype != i0.dtype || users[x].empty() ||
@@ -777,6 +781,7 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
         out.kind = RowExpr::Kind::Alu;
         out.value = v0;
         out.op = i0.op;
+        out.mask = mask_op;
         out.src.resize(static_cast<size_t>(i0.num_src));
         for (int s = 0; s < i0.num_src; s++) {
           std::vector<ValueId> operands;
@@ -1144,10 +1149,15 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
       const std::string mask = "ts_m" + type.substr(4);  // ts_v16 -> ts_m16
       std::function<std::string(const RowExpr&)> vector_expr = [&](const RowExpr& e) -> std::string {
         if (e.kind == RowExpr::Kind::Row) return lanes(e.row, {}, 1);
+        if (e.kind == RowExpr::Kind::Broadcast && e.mask) return "((" + mask + "){0} - (int32_t)(" + name[e.value] + "))";
         if (e.kind == RowExpr::Kind::Broadcast) return type + "_splat(" + name[e.value] + ")";
         if (e.op == Op::CmpLt || e.op == Op::CmpEq)
           return "((" + mask + ")(" + vector_expr(e.src[0]) + (e.op == Op::CmpLt ? " < " : " == ") + vector_expr(e.src[1]) + "))";
         if (e.op == Op::And) return "(" + vector_expr(e.src[0]) + " & " + vector_expr(e.src[1]) + ")";
+        if (e.op == Op::Where && e.mask) {  // of masks: each lane's bits of one or the other
+          const std::string m = vector_expr(e.src[0]);
+          return "((" + m + " & " + vector_expr(e.src[1]) + ") | (~" + m + " & " + vector_expr(e.src[2]) + "))";
+        }
         if (e.op == Op::Where)
           return type + "_where(" + vector_expr(e.src[0]) + ", " + vector_expr(e.src[1]) + ", " + vector_expr(e.src[2]) + ")";
         if (e.op == Op::Neg) return "(-" + vector_expr(e.src[0]) + ")";

@@ -83,3 +83,30 @@ def test_rows_of_8_or_16_read_contiguously_are_left_whole(tmp_path):
         np.testing.assert_allclose(Tensor(x).sum(-1).numpy(), x.astype(np.float64).sum(-1), rtol=1e-5, atol=1e-5)
         m = x.mean(-1, keepdims=True)
         np.testing.assert_allclose(((Tensor(x) - Tensor(m)) ** 2).sum(-1).numpy(), ((x - m) ** 2).sum(-1), rtol=1e-4, atol=1e-5)
+
+
+def test_sums_over_the_pixels_of_nchw_rows_are_upcast_along_the_rows(tmp_path):
+    # A BatchNorm backward's sums over (N, H, W) of NCHW tensors, with a per-(image, channel) term (a mean-pool's
+    # gradient) and a per-channel one: only those two loads move by one element from channel to channel, and only
+    # outside the loop over a channel's H·W pixels. upcast_global had upcast the channels by 32 (each lane then
+    # gathered its pixels from another row, 16 floats apart); the rows are left to UPCAST_REDUCE, whose vector
+    # reads a row of pixels (MobileNet's r_128_32_4_4, ...). A matmul keeps its UPCAST_GLOBAL. Values against PyTorch.
+    script = tmp_path / "k.py"
+    script.write_text(
+        "import numpy as np\nimport torch\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n"
+        "for s in ((32, 128, 4, 4), (32, 64, 8, 8)):\n"
+        "    g, x = rng.standard_normal(s).astype(np.float32), rng.standard_normal(s).astype(np.float32)\n"
+        "    p = rng.standard_normal(s[:2] + (1, 1)).astype(np.float32)\n"
+        "    c = rng.standard_normal((1, s[1], 1, 1)).astype(np.float32)\n"
+        "    got = ((Tensor(g) + Tensor(p)) * (Tensor(x) < 0).where(0, Tensor(x)) * Tensor(c)).sum((0, 2, 3)).numpy()\n"
+        "    tg, tx, tp, tc = (torch.from_numpy(a).double() for a in (g, x, p, c))\n"
+        "    want = ((tg + tp) * torch.where(tx < 0, 0.0, tx) * tc).sum((0, 2, 3)).numpy()\n"
+        "    assert np.allclose(got, want, rtol=1e-4, atol=1e-4), np.abs(got - want).max()\n"
+        "a, b = (Tensor(rng.standard_normal((64, 64)).astype(np.float32)).realize() for _ in range(2))\n"
+        "(a @ b).realize()\n")
+    out = run_cli_out(script, tmp_path / "out")
+    applied = {k["name"]: k["actions"]["applied"] for k in json.loads((out / "kernels.json").read_text())["kernels"]}
+    for name in ("r_128_32_4_4", "r_64_32_8_8"):
+        assert not any(a.startswith("UPCAST_GLOBAL") for a in applied[name]), applied
+        assert any(a.startswith("UPCAST_REDUCE") for a in applied[name]), applied
+    assert any(a.startswith("UPCAST_GLOBAL") for a in applied["r_64_64_64"]), applied

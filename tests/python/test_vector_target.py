@@ -282,12 +282,12 @@ def test_vector_expressions_give_the_interpreters_bits(tmp_path):
 
 
 def test_a_sum_of_rows_selected_lane_by_lane_is_one_vector_expression(tmp_path):
-    # RowExpr's WHERE: a ReLU's backward summed over a BatchNorm's batch and pixels, g · (x < 0 ? 0 : x) and
-    # (x == 0 ? g : 0) summed over (0, 2, 3) of (32, 128, 4, 4): UPCAST_REDUCE's eight accumulators are one vector
-    # and each lane's select a bit-mask select on a vector compare (ts_v8_where), where gcc had packed the products
-    # into a vector and then added them into eight scalar accumulators one lane at a time (r_128_32_4_4 alone: 47 ->
-    # 13 us). Lane by lane the same bits as the interpreter, NaN, ±inf and -0 in the rows included; the sums
-    # against PyTorch.
+    # RowExpr's WHERE: a ReLU's backward summed over a BatchNorm's batch and pixels, g · (x < 0 ? 0 : x),
+    # (x == 0 ? g : 0) and (x <= 0 ? 0 : g) (its condition a bool WHERE: x < 0 or x == 0) summed over (0, 2, 3) of
+    # (32, 128, 4, 4): UPCAST_REDUCE's eight accumulators are one vector and each lane's select a bit-mask select on
+    # a vector compare (ts_v8_where), where gcc had packed the products into a vector and then added them into eight
+    # scalar accumulators one lane at a time (r_128_32_4_4 alone: 47 -> 13 us). Lane by lane the same bits as the
+    # interpreter, NaN, ±inf and -0 in the rows included; the sums against PyTorch.
     script = tmp_path / "relu_sum.py"
     script.write_text(
         "import numpy as np\nimport torch\nfrom tensorscope import Tensor\n"
@@ -298,10 +298,12 @@ def test_a_sum_of_rows_selected_lane_by_lane_is_one_vector_expression(tmp_path):
         "exprs = {\n"
         "    'relu_product': lambda d: (Tensor(g, device=d) * (Tensor(x, device=d) < 0).where(0, Tensor(x, device=d))).sum((0, 2, 3)),\n"
         "    'selected_at_zero': lambda d: (Tensor(x, device=d) == 0).where(Tensor(g, device=d), 0).sum((0, 2, 3)),\n"
+        "    'at_most_zero': lambda d: ((Tensor(x, device=d) < 0) | (Tensor(x, device=d) == 0)).where(0, Tensor(g, device=d)).sum((0, 2, 3)),\n"
         "}\n"
         "tg, tx = torch.from_numpy(g).double(), torch.from_numpy(x).double()\n"
         "want = {'relu_product': (tg * torch.where(tx < 0, 0.0, tx)).sum((0, 2, 3)).numpy(),\n"
-        "        'selected_at_zero': torch.where(tx == 0, tg, 0.0).sum((0, 2, 3)).numpy()}\n"
+        "        'selected_at_zero': torch.where(tx == 0, tg, 0.0).sum((0, 2, 3)).numpy(),\n"
+        "        'at_most_zero': torch.where(tx <= 0, 0.0, tg).sum((0, 2, 3)).numpy()}\n"
         "for name, f in exprs.items():\n"
         "    c, i = f('C').numpy(), f('INTERP').numpy()\n"
         "    assert np.array_equal(c, i, equal_nan=True), (name, c[:12], i[:12])\n"
@@ -314,6 +316,9 @@ def test_a_sum_of_rows_selected_lane_by_lane_is_one_vector_expression(tmp_path):
                             rf"ts_v8_splat\(0\.0f\), {row}\)\);", t) for t in statements), statements
     assert any(re.fullmatch(rf"vacc\d+ = vacc\d+ \+ ts_v8_where\(\(\(ts_m8\)\({row} == ts_v8_splat\(0\.0f\)\)\), {row}, "
                             rf"ts_v8_splat\(0\.0f\)\);", t) for t in statements), statements
+    # a bool WHERE (x < 0 | x == 0) as the bits of one mask or the other
+    assert any(t.startswith("vacc") and "_where(((((ts_m8)(" in t and " & ((ts_m8){0} - (int32_t)(1))) | (~((ts_m8)(" in t
+               for t in statements), statements
 
 
 @pytest.mark.parametrize("vector_bytes", ["32", "64"])
