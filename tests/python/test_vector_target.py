@@ -249,6 +249,14 @@ def test_a_sum_of_arithmetic_on_rows_is_one_vector_expression(tmp_path):
                          r"\(ts_v8_load\(data\d \+ v\d+\) \+ ts_v8_splat\(v\d+\)\)\);", s) for s in sources), sources
 
 
+def _vector_sums(script, tmp_path):
+    """Runs `script` with 8-float vectors (TENSORSCOPE_VECTOR_BYTES=32) and returns the C sources' vector
+    accumulator sums, `vacc = vacc + ...;`, stripped."""
+    out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
+    return [line.strip() for p in out.glob("k*.c") for line in p.read_text().splitlines()
+            if re.match(r"\s*vacc\d+ = vacc\d+ \+ ", line)]
+
+
 def test_vector_expressions_give_the_interpreters_bits(tmp_path):
     # RowExpr (CRenderer::vector_accumulators): max, negation, reciprocal, products and sums of rows and
     # broadcasts written as one vector expression round lane by lane as the scalar statements did, so the C
@@ -271,9 +279,7 @@ def test_vector_expressions_give_the_interpreters_bits(tmp_path):
         "    c, i = f('C').numpy(), f('INTERP').numpy()\n"
         "    assert np.array_equal(c, i, equal_nan=True), (name, c[:12], i[:12])\n"
         "    assert np.isnan(c[3]) and np.isnan(i[3]), name\n")
-    out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
-    statements = [line.strip() for p in out.glob("k*.c") for line in p.read_text().splitlines()
-                  if re.match(r"\s*vacc\d+ = vacc\d+ \+ \(", line)]
+    statements = _vector_sums(script, tmp_path)
     assert any("ts_v8_max(ts_v8_load(" in t for t in statements), statements
     assert any("ts_v8_splat(1.0f) / (-(ts_v8_load(" in t for t in statements), statements
     assert any(re.search(r"\(ts_v8_load\(data\d \+ v\d+\) \* ts_v8_load\(data\d \+ v\d+\)\) \+ ts_v8_splat", t) for t in statements), statements
@@ -308,9 +314,7 @@ def test_a_sum_of_rows_selected_lane_by_lane_is_one_vector_expression(tmp_path):
         "    c, i = f('C').numpy(), f('INTERP').numpy()\n"
         "    assert np.array_equal(c, i, equal_nan=True), (name, c[:12], i[:12])\n"
         "    assert np.allclose(c, want[name], rtol=1e-4, atol=1e-4, equal_nan=True), (name, c[:12], want[name][:12])\n")
-    out = run_cli_out(script, tmp_path / "out", env={"TENSORSCOPE_VECTOR_BYTES": "32"})
-    statements = [line.strip() for p in out.glob("k*.c") for line in p.read_text().splitlines()
-                  if re.match(r"\s*vacc\d+ = vacc\d+ \+ ", line)]
+    statements = _vector_sums(script, tmp_path)
     row = r"ts_v8_load\(data\d \+ v\d+\)"
     assert any(re.fullmatch(rf"vacc\d+ = vacc\d+ \+ \({row} \* ts_v8_where\(\(\(ts_m8\)\({row} < ts_v8_splat\(0\.0f\)\)\), "
                             rf"ts_v8_splat\(0\.0f\), {row}\)\);", t) for t in statements), statements
