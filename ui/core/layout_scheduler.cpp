@@ -50,7 +50,7 @@ void LayoutScheduler::request(GraphSpec spec) {
       c.label = now.name;
     }
     layout.spec = newSpec;
-    layout.seconds = 0;
+    layout.seconds = layout.dotSeconds = 0;  // relabelled, not laid out again
     last_ = layout;
     setBusy(false);
     Q_EMIT laidOut(layout);
