@@ -6,8 +6,9 @@
 //   graph bench: <case> nodes=… drawn=… layout_s=… dot_s=… total_s=… show_ms=… paint_ms=… stall_ms=… stall_cpu_ms=…
 // (seconds and milliseconds). `total_s` runs from the request to the first full paint of the panel,
 // `layout_s` is the layout thread's share, `dot_s` the part of it the `dot` program itself ran. Two
-// cases: what a person sees by default, 10,000 nodes in 400 kernels with each kernel collapsed into one box, and the same graph with every
-// kernel expanded (all 10,000 nodes through dot), then again in place of itself (the 10,400 items
+// cases: what a person sees by default, 10,000 nodes in 400 kernels with each kernel collapsed into
+// one box, and the same graph with every kernel expanded (all 10,000 nodes through dot), then again
+// in place of itself (the 10,400 items
 // shown give way to the new ones); TS_GRAPH_BENCH_FULL=0 leaves the last two out. Each must be
 // laid out and painted in <= 3 s (TS_TIME_FACTOR=N allows N times that) while the event loop never
 // stalls more than 50 ms (TS_STALL_BOUND_MS sets another bound), as the issue asks. TS_STALL_TRACE=1
