@@ -254,6 +254,54 @@ def test_batchnorm_statistics_join_the_variance_kernel(tmp_path):
     assert len(variance["outputs"]) > 1 and all(o["shape"] in ([16], [1, 16, 1, 1]) for o in variance["outputs"])
     assert any(r.startswith("multi-output kernel") for r in variance["boundary_reasons"])
 
+@devices
+def test_batchnorm_backward_coefficients_join_the_kernel_of_the_sums_they_read(dev, tmp_path):
+    # A convolution, a training-mode BatchNorm2d and a ReLU, with SGD: the backward sums g·(x - mean) per channel
+    # into a (1, C, 1, 1) value, stored (two kernels read it), and the per-channel coefficients in front of the
+    # input gradient read that sum as (C), through a reshape of axes of size 1 (the kernelizer's reads_in_place):
+    # they are a second output of the kernel that sums, not an E_16 of their own. 17 kernels a step on C, 18
+    # before (MobileNet: one launch fewer per BatchNorm). Parameters after two steps against PyTorch's.
+    from tensorscope import Device, nn
+    rng = np.random.default_rng(3)
+    xv = rng.standard_normal((8, 8, 6, 6)).astype(np.float32)
+    default_device, Device.DEFAULT = Device.DEFAULT, dev  # the layers' parameters on `dev` too
+    try:
+        conv, bn = nn.Conv2d(8, 16, 3, padding=1), nn.BatchNorm2d(16)
+    finally:
+        Device.DEFAULT = default_device
+    tconv, tbn = torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.BatchNorm2d(16).train()
+    with torch.no_grad():
+        tconv.weight.copy_(torch.tensor(conv.weight.numpy()))
+        tconv.bias.copy_(torch.tensor(conv.bias.numpy()))
+    params = [conv.weight, conv.bias, bn.weight, bn.bias]
+    opt = optim.SGD(params, lr=0.1)
+    topt = torch.optim.SGD([tconv.weight, tconv.bias, tbn.weight, tbn.bias], lr=0.1)
+
+    def step():
+        opt.zero_grad()
+        loss = bn(conv(Tensor(xv, device=dev))).relu().mean()
+        loss.backward()
+        opt.step()
+        loss.realize()
+
+    Tensor.training = True
+    try:
+        step()
+        kernels = _recorded_kernels(step, tmp_path)
+    finally:
+        Tensor.training = False
+    for _ in range(2):
+        topt.zero_grad()
+        tbn(tconv(torch.tensor(xv))).relu().mean().backward()
+        topt.step()
+    for p, tp in zip(params, [tconv.weight, tconv.bias, tbn.weight, tbn.bias]):
+        np.testing.assert_allclose(p.numpy(), tp.detach().numpy(), rtol=1e-4, atol=1e-6)
+    assert len(kernels) == {"C": 17, "INTERP": 16}[dev], [k["name"] for k in kernels]  # C copies the weight transposed
+    joined = [k for k in kernels if k["name"] == "r_16_8_6_6" and sorted(o["shape"] for o in k["outputs"]) == [[1, 16, 1, 1], [16]]]
+    assert len(joined) == 1, [(k["name"], [o["shape"] for o in k["outputs"]]) for k in kernels]
+    assert "SQRT" in joined[0]["ops"] and any(r.startswith("multi-output kernel") for r in joined[0]["boundary_reasons"])
+
+
 def test_multi_output_kernel_in_a_jit_replay():
     xv = np.arange(8, dtype=np.float32)
     state = Tensor(np.zeros(8, dtype=np.float32)).realize()
