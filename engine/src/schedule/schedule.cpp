@@ -374,6 +374,13 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
       if (is_reduce(g[f].op)) return true;
     return false;
   };
+  // An EXP2, LOG2 or SIN does not join a reduce's kernel: in a register-tiled matmul it would run once per
+  // accumulator, unvectorized (the reason transcendental_epilogue stores such a matmul: a GELU after it)
+  auto transcendental_in = [&](const ScheduleItem& item) {
+    for (NodeId f : item.fused)
+      if (g[f].op == Op::Exp2 || g[f].op == Op::Log2 || g[f].op == Op::Sin) return true;
+    return false;
+  };
   auto elementwise = [&](const ScheduleItem& item) {
     return !item.is_copy && shape_numel(g[item.outputs[0]].shape) > 0 && !has_reduce(item);
   };
@@ -434,7 +441,7 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
         const Group& group = groups[same[c]];
         if (!group.open) continue;
         const bool reads = read.count(same[c]) > 0;
-        if (group.reduce && !reads) continue;
+        if (group.reduce && (!reads || transcendental_in(item))) continue;
         const bool shares = reads || std::any_of(item.inputs.begin(), item.inputs.end(),
                                                  [&](NodeId in) { return group.inputs.count(in) > 0; });
         if (!(shares || small) || (reads && !reads_in_place(g, item, group.outputs, targets))) continue;
