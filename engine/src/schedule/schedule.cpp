@@ -315,38 +315,39 @@ std::string kernel_name(const Graph& g, const ScheduleItem& item) {
 // update then join the kernel that reduces it, one launch fewer per BatchNorm), except an explicit
 // contiguous() that realize() did not ask for: it ends its kernel.
 // A value may also be read through a reshape of it that only drops or adds axes of size 1, every reader of which
-// is such an ALU op of the reshape's shape: BatchNorm's per-channel sums, stored as (1, C, 1, 1), read as (C) by the
-// backward's per-channel coefficients and by the optimizer's update of its weight, which then join the kernel
-// that computes the sums (two launches fewer per BatchNorm in a training step). Either shape keeps the channel's
-// element at one flat position.
+// is such an ALU op of the reshape's shape: BatchNorm's backward sums per channel, stored as (1, C, 1, 1), are read
+// as (C) by its per-channel coefficients, which then join the kernel that computes the sums (one launch fewer per
+// BatchNorm in a training step), and an Adam update of a bias joins the kernel of its gradient's (1, N) sum. Either
+// shape keeps an element at one flat position.
+Shape without_unit_axes(const Shape& shape) {
+  Shape out;
+  for (int64_t d : shape)
+    if (d != 1) out.push_back(d);
+  return out;
+}
+
 bool reads_in_place(const Graph& g, const ScheduleItem& item, const std::set<NodeId>& values, const std::set<NodeId>& targets) {
-  const std::set<NodeId> members(item.fused.begin(), item.fused.end());
   auto alu_at_own_index = [&](const Node& reader, NodeId value) {
     return is_alu(reader.op) && reader.shape == g[value].shape && (targets.count(value) || g[value].op != Op::Contiguous);
   };
-  auto squeezed = [](const Shape& s) {
-    Shape out;
-    for (int64_t d : s)
-      if (d != 1) out.push_back(d);
-    return out;
-  };
-  // a reshape in the item between a value and readers that all read it in place
-  auto unit_axes_reshape = [&](NodeId f, NodeId value) {
-    const Node& n = g[f];
-    if (n.op != Op::Reshape || squeezed(n.shape) != squeezed(g[value].shape) || g[value].op == Op::Contiguous) return false;
+  // `reshape`, fused in the item, only drops or adds axes of size 1 of `value`, and every reader of it in the item
+  // reads it in place
+  auto unit_axes_reshape = [&](NodeId reshape, NodeId value) {
+    const Node& n = g[reshape];
+    if (n.op != Op::Reshape || g[value].op == Op::Contiguous ||
+        without_unit_axes(n.shape) != without_unit_axes(g[value].shape))
+      return false;
     for (NodeId r : item.fused) {
       const Node& reader = g[r];
       for (int i = 0; i < reader.num_src; i++)
-        if (reader.src[i] == f && !alu_at_own_index(reader, f)) return false;
+        if (reader.src[i] == reshape && !alu_at_own_index(reader, reshape)) return false;
     }
     return true;
   };
   for (NodeId f : item.fused) {
     const Node& n = g[f];
     for (int i = 0; i < n.num_src; i++)
-      if (values.count(n.src[i]) && !alu_at_own_index(n, n.src[i]) &&
-          !(members.count(f) && unit_axes_reshape(f, n.src[i])))
-        return false;
+      if (values.count(n.src[i]) && !alu_at_own_index(n, n.src[i]) && !unit_axes_reshape(f, n.src[i])) return false;
   }
   return true;
 }
@@ -484,9 +485,7 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
       same.push_back(*join);
       // found too by kernels that loop over its shape without the axes of size 1 (reads_in_place: a (1, C, 1, 1)
       // sum read as (C))
-      Shape squeezed;
-      for (int64_t d : g[root].shape)
-        if (d != 1) squeezed.push_back(d);
+      const Shape squeezed = without_unit_axes(g[root].shape);
       if (groups.back().listed.insert(squeezed).second) candidates[{device, squeezed}].push_back(*join);
     }
     for (size_t r : read)
