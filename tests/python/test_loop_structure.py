@@ -7,6 +7,10 @@
 #  - a max over outputs upcast side by side keeps its float selects (no integer keys) and propagates NaN;
 #  - attention's q @ kᵀ copies kᵀ contiguously first; a causal softmax's exp2(-inf) is an exact +0.
 import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -951,10 +955,6 @@ def test_copies_of_short_rows_are_vector_moves_not_calls_of_memmove(tmp_path):
     # to 64 columns: 9.4 us). Now a row of known length is a memcpy gcc expands into vector moves (52 and
     # 4.7 us). Run in a process of its own with an empty kernel cache, so that the shared objects read are the
     # ones compiled here; values against NumPy.
-    import os
-    import subprocess
-    import sys
-    import textwrap
     pkg = os.path.dirname(os.path.dirname(os.path.abspath(__import__("tensorscope").__file__)))
     code = textwrap.dedent("""
         import numpy as np
