@@ -9,7 +9,8 @@ Columns: the layout's time on the layout thread (labels measured, `dot` as a chi
 read), the part of it that `dot` itself ran, the total from the request to the first full paint, one full
 paint at the fitted zoom and one zoomed out to the whole graph (level of detail: no text), the longest
 stall of the GUI thread's event loop meanwhile (a 5 ms timer's largest gap) and the CPU time the GUI
-thread itself spent in it (the rest is waiting for a core). Bars (issue 15): total <= 3 s, stall <= 50 ms. The machine is shared: its load is printed with the rows.
+thread itself spent in it (the rest is waiting for a core). Bars (issue 15): total <= 3 s, stall <= 50 ms.
+The machine is shared: its load is printed with the rows.
 Where graphviz alone takes most of the 3 s, the row also says what the rest (this project's share) took.
 Run: scripts/bench.sh, or /usr/bin/python3 scripts/bench_graph.py [--quick] after building test_graph_scale.
 """
