@@ -81,6 +81,27 @@ def test_a_transposing_copy_runs_in_8x8_tiles_transposed_in_registers(tmp_path):
         np.testing.assert_array_equal(Tensor(a).T.contiguous().numpy(), a.T)
 
 
+def test_a_transposing_copy_into_long_output_rows_writes_them_in_order(tmp_path):
+    # An MLP's (100, 300) weight as the padded (300, 128) Wᵀ its matmul reads: output rows of 128 floats (64 or
+    # more: whole lines), so the output's rows go outside though 300 divides by neither 16 nor 8 (transpose_tile.cpp,
+    # rows_first): 37 trips of 8 output rows, 16 tiles of 8 input rows inside each (the padded rows 100..127 read
+    # as zeros), then the last 4 output rows element by element (a tail of 4 rows by 128). The same weight
+    # unpadded, (300, 100): 12 tiles a trip and the last 4 input rows by 8 output rows element by element, then
+    # the 4 rows' tail. Short output rows keep the input's rows outside (E_4096_50 in the test below).
+    ir = _kernels(tmp_path, "w = Tensor(rng.standard_normal((100, 300)).astype(np.float32)).realize()\n"
+                            "w.pad(((0, 28), (0, 0))).T.contiguous().realize()\n"
+                            "w.T.contiguous().realize()\n")
+    assert _global_loops(ir["E_300_128"]) == ["37", "16", "4", "128"], ir["E_300_128"]
+    assert _global_loops(ir["E_300_100"]) == ["37", "12", "4", "8", "4", "100"], ir["E_300_100"]
+    for name in ["E_300_128", "E_300_100"]:
+        assert "TRANSPOSE_TILE(8)" in ir[name].splitlines()[0], ir[name].splitlines()[0]
+    w = np.random.default_rng(7).standard_normal((100, 300)).astype(np.float32)
+    np.testing.assert_array_equal(Tensor(w).pad(((0, 28), (0, 0))).T.contiguous().numpy(), np.pad(w, ((0, 28), (0, 0))).T)
+    for shape in [(100, 300), (64, 9), (65, 17), (300, 50), (200, 321)]:
+        a = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
+        np.testing.assert_array_equal(Tensor(a).T.contiguous().numpy(), a.T)
+
+
 def test_a_transposing_copy_with_rows_8_does_not_divide_tiles_along_the_other_axis(tmp_path):
     # (50, 4096) -> (4096, 50): the input's 50 rows take no 8-row tiles; its 4096 columns do: blocks of 16
     # columns outside, six tiles of 8 rows inside, and the last 2 rows element by element (a tail loop of 2

@@ -3,7 +3,8 @@
 // input's rows) and a the one along which the load is (the input's columns), the loop nest
 //
 //   for a in 0..A:                       for b0 in 0..B/16:                (the input's rows outside, if 8 divides B;
-//                                                                            the output's, a0, where 16 divides both)
+//                                                                            the output's, a0, where 16 divides both
+//                                                                            or B >= 64: see below)
 //     for b in 0..B:               →       for a0 in 0..A/8:
 //       out[a*S + b] = in[b*T + a]            out[(8a0+j)*S + 16b0+i] = in[(16b0+i)*T + 8a0+j]   i < 16, j < 8
 //                                          [for a in 8*(A/8)..A: for i < 16: the element as before]  (the tail)
@@ -175,7 +176,7 @@ void transpose_tile(ir::Kernel& k) {
   // lines' owners were fetched one by one. d128's (512, 384) → (384, 512), alone (1 thread, the Xeon): 53 →
   // 40 µs from the caches, 250 → 105 µs into an output flushed from them (inputs flushed: 86 → 104 µs); in its
   // training step (two of them) 0.09 + 0.18 → 0.08 + 0.125 ms.
-  // Otherwise the tiles' outer loop runs over the input's rows (b) when they divide by 8: each tile then reads the next
+  // Otherwise (short output rows, panels) the tiles' outer loop runs over the input's rows (b) when they divide by 8: each tile then reads the next
   // 32 bytes of the eight rows the one before it read, and a cache line is used up by two tiles in a row (the
   // other way round, eight input rows 2 KiB apart fell into two L1 sets and were evicted before the next
   // tile along them came back for the second half of their lines: a 256×512 copy 28 µs against 23 µs
@@ -202,7 +203,18 @@ void transpose_tile(ir::Kernel& k) {
   }
   const bool blocks_of_16 = trips_a % (2 * kTile) == 0 && trips_b % (2 * kTile) == 0;
   bool tiles_outer_is_outer;
-  if (blocks_of_16) tiles_outer_is_outer = a_is_outer;
+  // Output rows of 64 elements or more (whole lines, written in order) also go outside where a does not divide by 16
+  // or by 8 (the last a % 8 rows element by element, the tail below), when the input's rows are not a multiple of
+  // 1 KiB apart (eight of them in a few L1 sets, evicted before the next trip of a read the other half of their
+  // lines) and the copy is not a panel pack (its batch loop outside already takes NR output rows at a time).
+  // Measured alone (1 thread, the Xeon with AVX-512; inputs and output from the caches / out of L2 (a 16 MiB
+  // write in between) / out of it and mostly of L3 (64 MiB)): an MLP's 100 x 300 weight into a padded (300, 128)
+  // Wᵀ 15.1 / 23.9 / 31 -> 11.1 / 19.8 / 20-26 us; a GRU's (300, 100) into (100, 320) 9.9 / 18.0 / 18.0 ->
+  // 8.7 / 15.4 / 15-20 us; (300, 50) into (50, 320) 3.3 / 7.6 / 8.6-10 -> 4.5 / 7.2 / 8.3-8.6 us (a step reads
+  // them from beyond L2: the weights, written by the optimizer a step earlier).
+  const bool rows_first = loops.size() == 2 && trips_a >= kTile && trips_b >= 64 &&
+                          (in_row * static_cast<int64_t>(sizeof(float))) % 1024 != 0;
+  if (blocks_of_16 || rows_first) tiles_outer_is_outer = a_is_outer;
   else if (trips_b % kTile == 0 && trips_a >= kTile) tiles_outer_is_outer = b_is_outer;
   else if (trips_a % kTile == 0 && trips_b >= kTile) tiles_outer_is_outer = !b_is_outer;
   else return;
@@ -268,6 +280,14 @@ void transpose_tile(ir::Kernel& k) {
     end_range(tail);
   }
   end_range(t0);
+  if (t_trips % block) {  // the tail of the tiles' axis, element by element
+    const ValueId tail = range(t_trips % block);
+    const ValueId t_value = add(tail, constant(t_trips / block * block));
+    const ValueId lane = range(r_trips);
+    body(t_value, lane);
+    end_range(lane);
+    end_range(tail);
+  }
   if (elementwise) {
     // The second nest: the old loops, the body with the moved load reading the output in place (at the store's
     // index, contiguous along the inner loop or the outer), the function applied and stored there. gcc vectorizes
