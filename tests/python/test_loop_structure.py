@@ -81,6 +81,28 @@ def test_a_transposing_copy_runs_in_8x8_tiles_transposed_in_registers(tmp_path):
         np.testing.assert_array_equal(Tensor(a).T.contiguous().numpy(), a.T)
 
 
+def test_a_max_pool_after_a_bias_add_reads_its_rows_as_vectors(tmp_path):
+    # A convolution's output + bias, max-pooled 2x2 (Caffe's LeNet: (64, 20, 24, 24) -> (64, 20, 12, 12)): each
+    # output row of 12 is upcast 8 + 4, each lane reading every other element of the input row plus the bias. The
+    # 8 lanes are one vector expression, ts_v8_max(acc, ts_v8_load2(row) + bias) (c_renderer.cpp, RowExpr's rows
+    # of stride 2), where gcc had packed the scalar lanes with a compare per lane: 363 -> 136 us alone. Values
+    # against PyTorch, NaN included (torch's max_pool2d propagates it).
+    c = _kernels(tmp_path, "x = Tensor(rng.standard_normal((4, 3, 24, 24)).astype(np.float32)).realize()\n"
+                           "b = Tensor(rng.standard_normal((3, 1, 1)).astype(np.float32)).realize()\n"
+                           "(x + b).max_pool2d(2).realize()\n", listing=lambda k: k["sources"]["C"])
+    (name,) = [n for n in c if n.startswith("r_")]
+    kernel = c[name][c[name].index(f"static void {name}_kernel"):]
+    assert "= ts_v8_max(vacc" in kernel and "ts_v8_load2(data" in kernel, kernel
+    rng = np.random.default_rng(9)
+    for shape in [(4, 3, 24, 24), (2, 5, 32, 32), (2, 3, 20, 18)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        x[0, 0, 3, 5] = np.nan
+        b = rng.standard_normal((shape[1], 1, 1)).astype(np.float32)
+        got = (Tensor(x) + Tensor(b)).max_pool2d(2).numpy()
+        want = torch.nn.functional.max_pool2d(torch.tensor(x) + torch.tensor(b), 2).numpy()
+        np.testing.assert_array_equal(got, want)
+
+
 def test_a_transposing_copy_into_long_output_rows_writes_them_in_order(tmp_path):
     # An MLP's (100, 300) weight as the padded (300, 128) Wᵀ its matmul reads: output rows of 128 floats (64 or
     # more: whole lines), so the output's rows go outside though 300 divides by neither 16 nor 8 (transpose_tile.cpp,
