@@ -718,12 +718,12 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
   }
   // An operand computed lane by lane from rows and broadcasts by the same arithmetic in every lane (a LayerNorm's
   // variance sums (x_j - mean)²: acc_j + (x_j + m) · (x_j + m)), as one vector expression: a tree over lane 0's
-  // instructions whose leaves are rows (lane j loads base + offset + j, ungated) or one value for every lane
-  // (broadcast: the value, or a constant, splat). Its inner nodes are float ADD, MUL, NEG, MAX and RECIP, each
-  // read only by its lane's parent (once, or twice: a square): lane by lane they round as the scalar statements
-  // did (no contraction: the C device compiles with -ffp-contract=off), the same bits. Without it gcc's loop
-  // vectorizer took the rows as lanes, gathering each row's elements with permutes (the transformer sample's
-  // variance r_32_12_32: 6.8 us alone; as a vector expression 1.8).
+  // instructions whose leaves are rows (lane j loads base + offset + j, ungated; or + 2j, see below) or one value
+  // for every lane (broadcast: the value, or a constant, splat). Its inner nodes are float ADD, MUL, NEG, MAX, RECIP
+  // and CAST of a mask, each read only by its lane's parent (once, or twice: a square): lane by lane they round as
+  // the scalar statements did (no contraction: the C device compiles with -ffp-contract=off), the same bits.
+  // Without it gcc's loop vectorizer took the rows as lanes, gathering each row's elements with permutes (the
+  // transformer sample's variance r_32_12_32: 6.8 us alone; as a vector expression 1.8).
   // A WHERE whose condition is computed lane by lane (CMPLT or CMPEQ of float operands, and AND and bool WHEREs
   // of such: x < 0 or x == 0) is a select in bit masks, as ts_where_f32 selects one lane: a ReLU's backward
   // summed over a BatchNorm's batch and pixels, acc_j + g_j · (x_j < 0 ? 0 : x_j), whose products gcc had packed
@@ -781,8 +781,12 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
           return true;
         }
         const ir::Inst& i0 = insts[v0];
-        const bool float_op = i0.dtype == DType::Float32 && (i0.op == Op::Add || i0.op == Op::Mul || i0.op == Op::Neg ||
-                                                             i0.op == Op::Max || i0.op == Op::Recip || i0.op == Op::Where);
+        // (a CAST of a bool: 1.0 where the mask is set, 0.0 elsewhere; a max-pool's backward counts the maxima of
+        // each window, sum(x + b == m), before it shares the gradient among them)
+        const bool float_op =
+            i0.dtype == DType::Float32 &&
+            (i0.op == Op::Add || i0.op == Op::Mul || i0.op == Op::Neg || i0.op == Op::Max || i0.op == Op::Recip ||
+             i0.op == Op::Where || (i0.op == Op::Cast && insts[i0.src[0]].dtype == DType::Bool));
         // a lane mask: a comparison of float operands, both of two masks, or one of two picked by a third (a bool
         // WHERE: where(x < 0, true, x == 0), x <= 0)
         const bool mask_op = i0.dtype == DType::Bool && (((i0.op == Op::CmpLt || i0.op == Op::CmpEq) &&
@@ -1176,6 +1180,8 @@ std::vector<CStyleRenderer::FusedStatement> CRenderer::vector_accumulators(const
         if (e.op == Op::Where)
           return type + "_where(" + vector_expr(e.src[0]) + ", " + vector_expr(e.src[1]) + ", " + vector_expr(e.src[2]) + ")";
         if (e.op == Op::Neg) return "(-" + vector_expr(e.src[0]) + ")";
+        if (e.op == Op::Cast)
+          return type + "_where(" + vector_expr(e.src[0]) + ", " + type + "_splat(1.0f), " + type + "_splat(0.0f))";
         if (e.op == Op::Recip) return "(" + type + "_splat(1.0f) / " + vector_expr(e.src[0]) + ")";
         if (e.op == Op::Max) return type + "_max(" + vector_expr(e.src[0]) + ", " + vector_expr(e.src[1]) + ")";
         return "(" + vector_expr(e.src[0]) + (e.op == Op::Mul ? " * " : " + ") + vector_expr(e.src[1]) + ")";

@@ -85,22 +85,39 @@ def test_a_max_pool_after_a_bias_add_reads_its_rows_as_vectors(tmp_path):
     # A convolution's output + bias, max-pooled 2x2 (Caffe's LeNet: (64, 20, 24, 24) -> (64, 20, 12, 12)): each
     # output row of 12 is upcast 8 + 4, each lane reading every other element of the input row plus the bias. The
     # 8 lanes are one vector expression, ts_v8_max(acc, ts_v8_load2(row) + bias) (c_renderer.cpp, RowExpr's rows
-    # of stride 2), where gcc had packed the scalar lanes with a compare per lane: 363 -> 136 us alone. Values
-    # against PyTorch, NaN included (torch's max_pool2d propagates it).
-    c = _kernels(tmp_path, "x = Tensor(rng.standard_normal((4, 3, 24, 24)).astype(np.float32)).realize()\n"
-                           "b = Tensor(rng.standard_normal((3, 1, 1)).astype(np.float32)).realize()\n"
-                           "(x + b).max_pool2d(2).realize()\n", listing=lambda k: k["sources"]["C"])
-    (name,) = [n for n in c if n.startswith("r_")]
-    kernel = c[name][c[name].index(f"static void {name}_kernel"):]
-    assert "= ts_v8_max(vacc" in kernel and "ts_v8_load2(data" in kernel, kernel
+    # of stride 2), where gcc had packed the scalar lanes with a compare per lane: 363 -> 136 us alone. The
+    # backward counts each window's maxima, sum(float(x + b == m)), as one too (a CAST of a mask: 248 -> 214 us).
+    # Values (NaN included: torch's max_pool2d propagates it) and gradients against PyTorch.
+    script = tmp_path / "k.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n"
+                      "x = Tensor(rng.standard_normal((4, 3, 24, 24)).astype(np.float32), requires_grad=True)\n"
+                      "b = Tensor(rng.standard_normal((3, 1, 1)).astype(np.float32)).realize()\n"
+                      "(x + b).max_pool2d(2).sum().backward()\n"
+                      "x.grad.realize()\n")
+    out = run_cli_out(script, tmp_path / "out")
+    kernels = [(out / k["sources"]["C"]).read_text() for k in json.loads((out / "kernels.json").read_text())["kernels"]
+               if k["name"] == "r_4_3_12_12_2_2"]  # the forward's max and the backward's count of maxima
+    kernels = [k[k.index("static void r_4_3_12_12_2_2_kernel"):] for k in kernels]
+    assert len(kernels) == 2, kernels
+    assert any("= ts_v8_max(vacc" in k and "ts_v8_load2(data" in k for k in kernels), kernels
+    assert any("ts_v8_where(((ts_m8)((ts_v8_load2(data" in k for k in kernels), kernels
     rng = np.random.default_rng(9)
     for shape in [(4, 3, 24, 24), (2, 5, 32, 32), (2, 3, 20, 18)]:
         x = rng.standard_normal(shape).astype(np.float32)
-        x[0, 0, 3, 5] = np.nan
         b = rng.standard_normal((shape[1], 1, 1)).astype(np.float32)
-        got = (Tensor(x) + Tensor(b)).max_pool2d(2).numpy()
-        want = torch.nn.functional.max_pool2d(torch.tensor(x) + torch.tensor(b), 2).numpy()
-        np.testing.assert_array_equal(got, want)
+        x[1, 1, 4:6, 6:8] = 0.5  # a window of ties: PyTorch's gradient picks one, this engine's (tinygrad's) splits
+        xt, xr = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        got, want = (xt + Tensor(b)).max_pool2d(2), torch.nn.functional.max_pool2d(xr + torch.tensor(b), 2)
+        np.testing.assert_array_equal(got.numpy(), want.detach().numpy())
+        (got * got).sum().backward()
+        (want * want).sum().backward()
+        g, ref = xt.grad.numpy(), xr.grad.numpy()
+        np.testing.assert_allclose(g[1, 1, 4:6, 6:8].sum(), ref[1, 1, 4:6, 6:8].sum(), rtol=1e-6)
+        g[1, 1, 4:6, 6:8] = ref[1, 1, 4:6, 6:8] = 0
+        np.testing.assert_allclose(g, ref, rtol=1e-6)
+        x[0, 0, 3, 5] = np.nan  # the forward propagates it, as torch's max_pool2d does
+        nan = torch.nn.functional.max_pool2d(torch.tensor(x) + torch.tensor(b), 2).numpy()
+        np.testing.assert_array_equal((Tensor(x) + Tensor(b)).max_pool2d(2).numpy(), nan)
 
 
 def test_a_transposing_copy_into_long_output_rows_writes_them_in_order(tmp_path):
