@@ -145,11 +145,17 @@ using KernelFn = void (*)(void**, int, int);
 // of scripts/bench.py (matmul 1024/2048, softmax 4096², 16M elementwise) still use every thread.
 
 // The trip count of the kernel's outermost loop when that loop is global (the rows TS_LO/TS_HI split among
-// threads), else 0.
+// threads), else 0. Also 0 when another loop follows it at the top level (a transposing copy's last rows, which
+// transpose_tile copies element by element after its tiles): every thread would run that loop whole.
 int64_t split_rows(const ir::Kernel& k) {
-  for (const ir::Inst& in : k.insts)
-    if (in.op == ir::Op::Range)
-      return in.arg == ir::kGlobalLoop && k.insts[in.src[0]].op == ir::Op::Const ? static_cast<int64_t>(k.insts[in.src[0]].value) : 0;
+  for (size_t i = 0; i < k.insts.size(); i++) {
+    const ir::Inst& in = k.insts[i];
+    if (in.op != ir::Op::Range) continue;
+    if (in.arg != ir::kGlobalLoop || k.insts[in.src[0]].op != ir::Op::Const) return 0;
+    for (size_t j = end_of_range(k.insts, i) + 1; j < k.insts.size(); j++)
+      if (k.insts[j].op == ir::Op::Range) return 0;
+    return static_cast<int64_t>(k.insts[in.src[0]].value);
+  }
   return 0;
 }
 

@@ -139,6 +139,20 @@ def test_a_transposing_copy_into_long_output_rows_writes_them_in_order(tmp_path)
     for shape in [(100, 300), (64, 9), (65, 17), (300, 50), (200, 321)]:
         a = np.random.default_rng(8).standard_normal(shape).astype(np.float32)
         np.testing.assert_array_equal(Tensor(a).T.contiguous().numpy(), a.T)
+    # The tail rows are a loop after the tiles, at the top level: asked for two threads (a plan for every kernel,
+    # as BEAM tries THREADS=2), such a kernel still runs on one (c_device.cpp, split_rows), so that no two threads
+    # each copy the tail whole; one without a tail, 8 dividing its 304 output rows, takes the two.
+    script = tmp_path / "threads.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor\n"
+                      "w = np.arange(30000, dtype=np.float32).reshape(100, 300)\n"
+                      "assert (Tensor(w).T.contiguous().numpy() == w.T).all()\n"
+                      "v = np.arange(30400, dtype=np.float32).reshape(100, 304)\n"
+                      "assert (Tensor(v).T.contiguous().numpy() == v.T).all()\n")
+    out = run_cli_out(script, tmp_path / "threads", env={"TENSORSCOPE_OPTS": "THREADS=2", "TENSORSCOPE_THREADS": "2"})
+    heads = {k["name"]: (out / k["ir"]).read_text().splitlines()[0].split("; plan:")[0]  # the applied actions
+             for k in json.loads((out / "kernels.json").read_text())["kernels"]}
+    assert "TRANSPOSE_TILE(8)" in heads["E_300_100"] and "THREADS" not in heads["E_300_100"], heads
+    assert "TRANSPOSE_TILE(8)" in heads["E_304_100"] and "THREADS(2)" in heads["E_304_100"], heads
 
 
 def test_a_transposing_copy_with_rows_8_does_not_divide_tiles_along_the_other_axis(tmp_path):

@@ -176,11 +176,11 @@ void transpose_tile(ir::Kernel& k) {
   // lines' owners were fetched one by one. d128's (512, 384) → (384, 512), alone (1 thread, the Xeon): 53 →
   // 40 µs from the caches, 250 → 105 µs into an output flushed from them (inputs flushed: 86 → 104 µs); in its
   // training step (two of them) 0.09 + 0.18 → 0.08 + 0.125 ms.
-  // Otherwise (short output rows, panels) the tiles' outer loop runs over the input's rows (b) when they divide by 8: each tile then reads the next
-  // 32 bytes of the eight rows the one before it read, and a cache line is used up by two tiles in a row (the
-  // other way round, eight input rows 2 KiB apart fell into two L1 sets and were evicted before the next
-  // tile along them came back for the second half of their lines: a 256×512 copy 28 µs against 23 µs
-  // upcast, from the caches). Otherwise over the input's columns (a).
+  // Otherwise (short output rows, panels) the tiles' outer loop runs over the input's rows (b) when they divide by
+  // 8: each tile then reads the next 32 bytes of the eight rows the one before it read, and a cache line is used up
+  // by two tiles in a row (the other way round, eight input rows 2 KiB apart fell into two L1 sets and were
+  // evicted before the next tile along them came back for the second half of their lines: a 256×512 copy 28 µs
+  // against 23 µs upcast, from the caches). Otherwise over the input's columns (a).
   const bool b_is_outer = !a_is_outer;
   const int64_t trips_a = a_is_outer ? trips_outer : trips_inner, trips_b = a_is_outer ? trips_inner : trips_outer;
   // A copy that also computes, into output rows of at most one vector register (a 4x4 feature map's 16 positions
@@ -211,9 +211,13 @@ void transpose_tile(ir::Kernel& k) {
   // write in between) / out of it and mostly of L3 (64 MiB)): an MLP's 100 x 300 weight into a padded (300, 128)
   // Wᵀ 15.1 / 23.9 / 31 -> 11.1 / 19.8 / 20-26 us; a GRU's (300, 100) into (100, 320) 9.9 / 18.0 / 18.0 ->
   // 8.7 / 15.4 / 15-20 us; (300, 50) into (50, 320) 3.3 / 7.6 / 8.6-10 -> 4.5 / 7.2 / 8.3-8.6 us (a step reads
-  // them from beyond L2: the weights, written by the optimizer a step earlier).
+  // them from beyond L2: the weights, written by the optimizer a step earlier). The last a % 8 rows are a loop of
+  // their own after the tiles, at the top level, which the C device's threads would each run whole (it runs such a
+  // kernel on one thread, see split_rows in c_device.cpp): so only where the copy is below kMinParallelWork and
+  // runs on one thread anyway, or 8 divides a.
   const bool rows_first = loops.size() == 2 && trips_a >= kTile && trips_b >= 64 &&
-                          (in_row * static_cast<int64_t>(sizeof(float))) % 1024 != 0;
+                          (in_row * static_cast<int64_t>(sizeof(float))) % 1024 != 0 &&
+                          (trips_a % kTile == 0 || loop_work(k) < kMinParallelWork);
   if (blocks_of_16 || rows_first) tiles_outer_is_outer = a_is_outer;
   else if (trips_b % kTile == 0 && trips_a >= kTile) tiles_outer_is_outer = b_is_outer;
   else if (trips_a % kTile == 0 && trips_b >= kTile) tiles_outer_is_outer = !b_is_outer;
