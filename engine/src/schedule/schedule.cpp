@@ -68,6 +68,10 @@ int64_t trailing_broadcast_start(const Graph& g, NodeId id) {
 }
 
 bool is_transcendental(Op op) { return op == Op::Exp2 || op == Op::Log2 || op == Op::Sin || op == Op::Sqrt; }
+// The transcendentals a register-tiled matmul's epilogue would run once per accumulator, unvectorized (SQRT is
+// one instruction): transcendental_epilogue stores such a matmul, merge_multi_output keeps them out of a reduce's
+// kernel.
+bool is_polynomial_transcendental(Op op) { return op == Op::Exp2 || op == Op::Log2 || op == Op::Sin; }
 
 // The values with an EXP2, LOG2, SIN or SQRT per element in their expression: among their ALU sources and
 // the views of them that broadcast nothing, up to realized buffers and reduces. A softmax's gradient
@@ -257,7 +261,7 @@ std::string transcendental_epilogue(const Graph& g, std::map<NodeId, std::vector
     for (NodeId c : consumers[cur]) {
       const Node& n = g[c];
       if (!seen.insert(c).second || seen.size() > 64 || n.realized()) continue;
-      if (n.op == Op::Exp2 || n.op == Op::Log2 || n.op == Op::Sin) return op_name(n.op);
+      if (is_polynomial_transcendental(n.op)) return op_name(n.op);
       if ((is_alu(n.op) || is_movement(n.op)) && !targets.count(c)) stack.push_back(c);
     }
   }
@@ -282,12 +286,17 @@ std::string bytes_text(double bytes) {
   return text;
 }
 
+// `shape` without its axes of size 1 (the same elements at the same flat positions)
+Shape without_unit_axes(const Shape& shape) {
+  Shape out;
+  for (int64_t d : shape)
+    if (d != 1) out.push_back(d);
+  return out;
+}
+
 std::string kernel_name(const Graph& g, const ScheduleItem& item) {
-  const Node& out = g[item.outputs[0]];
   std::string name;
-  std::vector<int64_t> dims;
-  for (int64_t d : out.shape)
-    if (d != 1) dims.push_back(d);
+  std::vector<int64_t> dims = without_unit_axes(g[item.outputs[0]].shape);
   // a multi-output kernel of several shapes loops over the largest one's elements
   if (const std::set<Shape> shapes = loop_shapes(g, item); shapes.size() > 1) {
     int64_t largest = 0;
@@ -319,13 +328,6 @@ std::string kernel_name(const Graph& g, const ScheduleItem& item) {
 // as (C) by its per-channel coefficients, which then join the kernel that computes the sums (one launch fewer per
 // BatchNorm in a training step), and an Adam update of a bias joins the kernel of its gradient's (1, N) sum. Either
 // shape keeps an element at one flat position.
-Shape without_unit_axes(const Shape& shape) {
-  Shape out;
-  for (int64_t d : shape)
-    if (d != 1) out.push_back(d);
-  return out;
-}
-
 bool reads_in_place(const Graph& g, const ScheduleItem& item, const std::set<NodeId>& values, const std::set<NodeId>& targets) {
   auto alu_at_own_index = [&](const Node& reader, NodeId value) {
     return is_alu(reader.op) && reader.shape == g[value].shape && (targets.count(value) || g[value].op != Op::Contiguous);
@@ -379,7 +381,7 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
   // accumulator, unvectorized (the reason transcendental_epilogue stores such a matmul: a GELU after it)
   auto transcendental_in = [&](const ScheduleItem& item) {
     for (NodeId f : item.fused)
-      if (g[f].op == Op::Exp2 || g[f].op == Op::Log2 || g[f].op == Op::Sin) return true;
+      if (is_polynomial_transcendental(g[f].op)) return true;
     return false;
   };
   auto elementwise = [&](const ScheduleItem& item) {
