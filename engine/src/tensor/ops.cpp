@@ -892,15 +892,21 @@ bool copies_transposed_w(const Shape& x, const Tensor& w) {
 }
 
 // True when matmul(x, w) on the C device copies a 2-D x (M, K) that is a transpose (a weight gradient's gᵀ)
-// contiguous before the register-tiled product: M a multiple of 128 (the lines a tile reads in K steps, M·4
-// bytes apart, then fall into at most 8 of L1's 64 sets), w (K, N) at least kTransposedXMinColumns wide, at least
-// kTransposedXMinMacs multiply-adds. Other row distances spread over the sets, and the copy did not pay (Zen 3,
-// 1 thread, the copy included: gᵀ (120, 64) @ (64, 400) 78 -> 77 GFLOP/s, (300, 100) @ (100, 784) 94 -> 93;
-// (128, 512) @ (512, 512) 82 -> 90, (256, 128) @ (128, 512) 87 -> 91, (512, 128) @ (128, 784) 81 -> 96).
+// contiguous before the register-tiled product: M a multiple of 512 (the lines a tile reads in K steps, M·4
+// bytes apart, then fall into 2 of L1's 64 sets, or 1), w (K, N) at least kTransposedXMinColumns wide, at least
+// kTransposedXMinMacs multiply-adds. Measured alone, from the caches (Zen 3, 1 thread, the copy included): gᵀ
+// (120, 64) @ (64, 400) 78 -> 77 GFLOP/s, (300, 100) @ (100, 784) 94 -> 93; (128, 512) @ (512, 512) 82 -> 90,
+// (256, 128) @ (128, 512) 87 -> 91, (512, 128) @ (128, 784) 81 -> 96 (on a Xeon with AVX-512, in the MLP's
+// step: 54-57 GFLOP/s uncopied). Rows that spread over 4 sets or more (M = 128, 256, 384) gain a few percent
+// alone, and in a training step lose more than that to the copy itself: the gradient is fresh in the caches
+// but the copy's output buffer is not, and it costs 3 to 5 times what it costs alone. The sixtieth session's
+// Zen 4 (1 thread, medians over 10 steps, in the step): d128's qkv weight gradient gᵀ (384, 512) @ (512, 128)
+// 0.49 ms + 0.10-0.17 ms for the copy, against 0.48-0.55 ms uncopied; its attention projection's (128, 512)
+// @ (512, 128) 0.18 + 0.02-0.09 against 0.18-0.19; the MLP's (256, 128) @ (128, 512) 0.31 + 0.05 against 0.31.
 bool copies_transposed_x(const Tensor& x, const Tensor& w) {
   if (x.device() != "C" || x.ndim() != 2 || w.ndim() != 2 || !is_transpose(x)) return false;
   const int64_t m = x.shape()[0], k = x.shape()[1], n = w.shape()[1];
-  return m % 128 == 0 && n >= kTransposedXMinColumns && m * k * n >= kTransposedXMinMacs;
+  return m % 512 == 0 && n >= kTransposedXMinColumns && m * k * n >= kTransposedXMinMacs;
 }
 
 // True when matmul(x, w) on the C device copies a w (K, N) that is not a transpose padded to whole vectors
