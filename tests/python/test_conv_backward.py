@@ -591,6 +591,38 @@ def test_a_depthwise_weight_gradient_over_short_rows_keeps_the_row_as_vectors_in
     np.testing.assert_allclose(np.load(tmp_path / "dw.npy"), pw.grad.numpy(), rtol=1e-4, atol=1e-3)
 
 
+def test_a_depthwise_weight_gradient_over_rows_of_8_scaled_per_channel_keeps_the_row_as_vectors(tmp_path):
+    # MobileNet's 64 channels on 8x8 maps, the output gradient scaled per channel (a BatchNorm's backward after the
+    # convolution): the partial sums (C, 9 taps, row of 8) read that scale along the channels, and the channel loop
+    # stayed innermost; reorder_global_loops took only multiples of 16 as the vector axis, so the row of 8 was summed
+    # a column at a time in scalar multiply-adds (UPCAST_REDUCE(4): 0.86-0.91 ms in the step, DEBUG=1). A loop of 8
+    # is one 256-bit vector: the row is upcast by 8 under a register tile of the 9 taps (0.28 ms; alone 1.27 -> 0.33
+    # ms, its multiply-adds still scalar: the C renderer's vector accumulators do not yet take a row scaled per
+    # channel with a lane in the padding). Values and gradients against PyTorch.
+    n, c, hw = 32, 64, 8
+    out, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(5)\n"
+                                  f"x = Tensor(rng.standard_normal(({n}, {c}, {hw}, {hw})).astype(np.float32), requires_grad=True)\n"
+                                  f"w = Tensor(rng.standard_normal(({c}, 1, 3, 3)).astype(np.float32), requires_grad=True)\n"
+                                  f"s = Tensor(rng.standard_normal((1, {c}, 1, 1)).astype(np.float32))\n"
+                                  f"y = x.conv2d(w, padding=1, groups={c}) * s\n"
+                                  "g = rng.standard_normal(y.shape).astype(np.float32)\n"
+                                  "y.backward(Tensor(g))\n"
+                                  "Tensor.realize(x.grad, w.grad)\n"
+                                  f"np.save({str(tmp_path / 'dx.npy')!r}, x.grad.numpy())\n"
+                                  f"np.save({str(tmp_path / 'dw.npy')!r}, w.grad.numpy())\n")
+    kernel = next(k for k in kernels if k["name"] == f"r_{c}_9_{hw}_{n}_{hw}")
+    applied = kernel["actions"]["applied"]
+    assert "UPCAST_GLOBAL(8)" in applied and "REGISTER_TILE(9)" in applied, kernel["actions"]
+    rng = np.random.default_rng(5)
+    px = torch.tensor(rng.standard_normal((n, c, hw, hw)).astype(np.float32), requires_grad=True)
+    pw = torch.tensor(rng.standard_normal((c, 1, 3, 3)).astype(np.float32), requires_grad=True)
+    ps = torch.tensor(rng.standard_normal((1, c, 1, 1)).astype(np.float32))
+    py = F.conv2d(px, pw, padding=1, groups=c) * ps
+    py.backward(torch.from_numpy(rng.standard_normal(py.shape).astype(np.float32)))
+    np.testing.assert_allclose(np.load(tmp_path / "dx.npy"), px.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.load(tmp_path / "dw.npy"), pw.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
 @pytest.mark.parametrize("n,ci,h,w,co,k,pad,relu", [(4, 16, 32, 32, 16, 3, 1, False), (2, 8, 20, 32, 16, 5, 2, True),
                                                    (2, 16, 32, 32, 8, 3, (0, 2, 1, 1), False),
                                                    (2, 16, 16, 32, 16, 3, (1, 0, 2, 0), True)])
