@@ -592,13 +592,13 @@ def test_a_depthwise_weight_gradient_over_short_rows_keeps_the_row_as_vectors_in
 
 
 def test_a_depthwise_weight_gradient_over_rows_of_8_scaled_per_channel_keeps_the_row_as_vectors(tmp_path):
-    # MobileNet's 64 channels on 8x8 maps, the output gradient scaled per channel (a BatchNorm's backward after the
-    # convolution): the partial sums (C, 9 taps, row of 8) read that scale along the channels, and the channel loop
-    # stayed innermost; reorder_global_loops took only multiples of 16 as the vector axis, so the row of 8 was summed
-    # a column at a time in scalar multiply-adds (UPCAST_REDUCE(4): 0.86-0.91 ms in the step, DEBUG=1). A loop of 8
-    # is one 256-bit vector: the row is upcast by 8 under a register tile of the 9 taps (0.28 ms; alone 1.27 -> 0.33
-    # ms, its multiply-adds still scalar: the C renderer's vector accumulators do not yet take a row scaled per
-    # channel with a lane in the padding). Values and gradients against PyTorch.
+    # MobileNet's 64 channels on 8x8 maps, the output gradient scaled per channel (a BatchNorm in eval mode after the
+    # convolution, as when fine-tuning with frozen BatchNorm): the partial sums (C, 9 taps, row of 8) read that scale
+    # along the channels, and the channel loop stayed innermost; reorder_global_loops took only multiples of 16 as
+    # the vector axis, so the row of 8 was summed a column at a time (UPCAST_REDUCE(4)). A loop of 8 is one 256-bit
+    # vector: the row is upcast by 8 under a register tile of the 9 taps (the backward 0.98-1.32 -> 0.36 ms; its
+    # multiply-adds still scalar: the C renderer's vector accumulators do not yet take a row scaled per channel
+    # with a lane in the padding). Values and gradients against PyTorch.
     n, c, hw = 32, 64, 8
     out, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(5)\n"
                                   f"x = Tensor(rng.standard_normal(({n}, {c}, {hw}, {hw})).astype(np.float32), requires_grad=True)\n"

@@ -148,10 +148,11 @@ void reorder_global_loops(ir::Kernel& k) {
     for (ValueId l : loads)
       if (stride(l, j) == 1 && depends(l, j)) contiguous[j].push_back(l);
   // loop j can be the vector axis when a load is contiguous along it and its bound upcasts by 16, or is 8: a
-  // row of 8 is one 256-bit vector (a depthwise convolution's weight gradient on 8x8 maps keeps the row of
-  // positions as its partial sums' output axis, conv_weight_grad; left behind the channels, it was summed a
-  // column at a time: MobileNet's 32 x 64 x 8 x 8, 0.86-0.91 -> 0.28-0.29 ms in its step with DEBUG=1, alone
-  // 1.27 -> 0.33 ms, the row upcast by 8 under a register tile of the 9 taps)
+  // row of 8 is one 256-bit vector. A depthwise convolution's weight gradient on 8x8 maps keeps the row of
+  // positions as its partial sums' output axis (conv_weight_grad); where the output gradient is scaled per
+  // channel (a BatchNorm in eval mode after it, its running statistics fixed: fine-tuning with frozen
+  // BatchNorm), the channel loop was left innermost and the row summed a column at a time: 32 x 64 x 8 x 8,
+  // that kernel alone 1.27 -> 0.33 ms, the row upcast by 8 under a register tile of the 9 taps
   auto vector_axis = [&](size_t j) {
     const int64_t b = bound(loops[j]);
     return (b % 16 == 0 || b == 8) && !contiguous[j].empty();
