@@ -591,7 +591,7 @@ def test_a_depthwise_weight_gradient_over_short_rows_keeps_the_row_as_vectors_in
     np.testing.assert_allclose(np.load(tmp_path / "dw.npy"), pw.grad.numpy(), rtol=1e-4, atol=1e-3)
 
 
-def test_a_depthwise_weight_gradient_over_rows_of_8_scaled_per_channel_keeps_the_row_as_vectors(tmp_path):
+def test_a_depthwise_weight_gradient_over_rows_of_8_scaled_per_channel_upcasts_the_row_under_a_tile_of_its_taps(tmp_path):
     # MobileNet's 64 channels on 8x8 maps, the output gradient scaled per channel (a BatchNorm in eval mode after the
     # convolution, as when fine-tuning with frozen BatchNorm): the partial sums (C, 9 taps, row of 8) read that scale
     # along the channels, and the channel loop stayed innermost; reorder_global_loops took only multiples of 16 as
