@@ -568,3 +568,44 @@ def test_adam_over_a_large_weight_and_a_small_bias_is_three_kernels(dev, tmp_pat
     np.testing.assert_allclose(b.numpy(), tb.detach().numpy(), rtol=1e-5, atol=1e-6)
     found = sorted((k["name"], sorted(o["shape"] for o in k["outputs"])) for k in kernels)
     assert found == [("E_1", [[], []]), ("E_128", [[128]] * 3), ("E_128_64", [[128, 64]] * 3)], found
+
+
+@devices
+def test_a_value_whose_readers_all_join_its_kernel_is_not_stored(dev, tmp_path):
+    # A transformer's MLP block backward, x + fc2(gelu(fc1(x))): fc2's input gradient g @ W2 (a reduce) is read by
+    # the two products of the GELU backward, which the cost model does not see meet in one kernel, so it is
+    # decided stored; the GELU backward then joins the matmul's kernel (it reads the reduce at its own index) and
+    # both readers are in that kernel. Nothing else reads the reduce, so the merged kernel keeps it in registers
+    # and stores only the GELU backward (d128's 512 x 512 layer stored 1 MB a step that no kernel read). So every
+    # stored value of the step's schedule is read by a later kernel or is the loss or a gradient asked for.
+    # Gradients against PyTorch.
+    rng = np.random.default_rng(5)
+    xv = rng.standard_normal((4, 8, 32)).astype(np.float32)
+    w1, b1 = (rng.standard_normal((64, 32)) * 0.2).astype(np.float32), (rng.standard_normal(64) * 0.1).astype(np.float32)
+    w2, b2 = (rng.standard_normal((32, 64)) * 0.2).astype(np.float32), (rng.standard_normal(32) * 0.1).astype(np.float32)
+    x = Tensor(xv, requires_grad=True, device=dev)
+    params = [Tensor(v, requires_grad=True, device=dev) for v in (w1, b1, w2, b2)]
+
+    def backward():
+        h = (x @ params[0].T + params[1]).gelu()
+        y = x + h @ params[2].T + params[3]
+        (y * y).sum().backward()
+        Tensor.realize(x.grad, *[p.grad for p in params])
+
+    kernels, _ = recorded_schedules(backward, tmp_path)[-1]
+    read = {i["node"] for k in kernels for i in k["inputs"]}
+    asked = [[]] + [list(xv.shape)] + [list(v.shape) for v in (w1, b1, w2, b2)]  # the loss, the gradients
+    unread = [(k["name"], o["shape"]) for k in kernels for o in k["outputs"] if o["node"] not in read]
+    assert all(shape in asked for _, shape in unread), unread
+    merged = [k for k in kernels if any(r.startswith("merged kernel: stores") for r in k["boundary_reasons"])]
+    assert len(merged) == 1 and [o["shape"] for o in merged[0]["outputs"]] == [[4, 8, 64]], [k["name"] for k in kernels]
+    decisions = merged[0]["fusion_decisions"]
+    assert [d["stored"] for d in decisions if d["reason"].startswith("used where it is computed")] == [False], decisions
+
+    tx = torch.tensor(xv, requires_grad=True)
+    tp = [torch.tensor(v, requires_grad=True) for v in (w1, b1, w2, b2)]
+    th = torch.nn.functional.gelu(tx @ tp[0].T + tp[1], approximate="tanh")
+    ty = tx + th @ tp[2].T + tp[3]
+    (ty * ty).sum().backward()
+    for got, want in zip([x] + params, [tx] + tp):
+        np.testing.assert_allclose(got.grad.numpy(), want.grad.numpy(), rtol=1e-4, atol=1e-4)

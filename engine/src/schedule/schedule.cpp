@@ -505,6 +505,11 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
   for (size_t gi = 0; gi < groups.size(); gi++)
     if (groups[gi].members.size() > 1)
       for (size_t m : groups[gi].members) merged_into[m] = static_cast<int>(gi);
+  // the items that read each stored node: a value a merged kernel computes and only its own members read is
+  // not stored (below)
+  std::map<NodeId, std::vector<size_t>> readers_of;
+  for (size_t i = 0; i < sched.items.size(); i++)
+    for (NodeId in : sched.items[i].inputs) readers_of[in].push_back(i);
   std::vector<ScheduleItem> items;
   for (size_t i = 0; i < sched.items.size(); i++) {
     if (merged_into[i] < 0) {
@@ -523,9 +528,24 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
     // is computed, not read
     std::vector<std::string> computed;
     for (NodeId out : group.outputs) computed.push_back("input " + node_label(g, out) + " ");
+    // A value stored only because its readers were other kernels (a reduce read by two ops the cost model did
+    // not see meet in one kernel: the GELU backward's two products of fc2's input gradient), whose readers all
+    // joined the kernel that computes it, is used there and not stored: no kernel would read that buffer (d128's
+    // fc2 input gradient, 512 x 512, stored 1 MB a layer for nothing). A target, a contiguous() and a value a
+    // kernel outside the group reads stay stored.
+    std::set<NodeId> unstored;
+    for (NodeId out : group.outputs) {
+      const std::vector<size_t>& readers = readers_of[out];
+      const bool only_members = !readers.empty() && std::all_of(readers.begin(), readers.end(), [&](size_t r) {
+        return merged_into[r] == merged_into[i];
+      });
+      if (only_members && !targets.count(out) && g[out].op != Op::Contiguous) unstored.insert(out);
+    }
     for (size_t m : group.members) {
       ScheduleItem& part = sched.items[m];
-      merged.outputs.insert(merged.outputs.end(), part.outputs.begin(), part.outputs.end());
+      const bool part_unstored = std::all_of(part.outputs.begin(), part.outputs.end(), [&](NodeId o) { return unstored.count(o) > 0; });
+      for (NodeId out : part.outputs)
+        if (!unstored.count(out)) merged.outputs.push_back(out);
       for (NodeId in : part.inputs) {
         if (group.outputs.count(in)) {
           in_place.insert(in);
@@ -535,15 +555,29 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
       }
       fused.insert(part.fused.begin(), part.fused.end());
       for (std::string& r : part.reasons) {
-        const bool stale = std::any_of(computed.begin(), computed.end(), [&](const std::string& c) { return r.rfind(c, 0) == 0; });
+        // (a part whose outputs are not stored has no boundary where it ended)
+        const bool stale = std::any_of(computed.begin(), computed.end(), [&](const std::string& c) { return r.rfind(c, 0) == 0; }) ||
+                           (part_unstored && r.rfind("ends: ", 0) == 0);
         if (!stale && reasons.insert(r).second) merged.reasons.push_back(std::move(r));
       }
       for (FusionDecision& d : part.decisions)
         if (decided.insert(d.node_uid).second) merged.decisions.push_back(std::move(d));
-      also += (also.empty() ? "" : ", ") + node_label(g, part.outputs[0]);
+      for (NodeId out : part.outputs)
+        if (!unstored.count(out)) also += (also.empty() ? "" : ", ") + node_label(g, out);
     }
-    std::string shared, computed_here;
-    for (NodeId in : in_place) computed_here += (computed_here.empty() ? "" : ", ") + node_label(g, in);
+    std::string computed_here, kept_in_registers;
+    for (NodeId in : in_place) {
+      std::string& list = unstored.count(in) ? kept_in_registers : computed_here;
+      list += (list.empty() ? "" : ", ") + node_label(g, in);
+    }
+    for (FusionDecision& d : merged.decisions)
+      for (NodeId out : unstored)
+        if (d.node_uid == g[out].uid && d.stored) {
+          d.stored = false;
+          d.reason = "used where it is computed: every kernel that reads it joined the kernel that computes it "
+                     "(multi-output kernel), so it is computed once and not stored (apart: " + d.reason + ")";
+        }
+    std::string shared;
     for (NodeId in : merged.inputs) {
       int readers = 0;
       for (size_t m : group.members) {
@@ -554,12 +588,15 @@ void merge_multi_output(const Graph& g, Schedule& sched, const std::set<NodeId>&
     }
     const std::set<Shape> shapes = loop_shapes(g, merged);
     const std::string of_shapes = shapes.size() == 1 ? " values of one shape (" : " values of " + std::to_string(shapes.size()) + " shapes (";
-    merged.reasons.push_back("multi-output kernel: stores " + std::to_string(group.members.size()) + of_shapes +
-                             also + (shapes.size() == 1 ? ") in one loop" : ") in one loop over the largest") +
+    const size_t stored = merged.outputs.size();
+    const std::string stores = stored == 1 ? "stores " + also + (kept_in_registers.empty() ? "" : " and computes " + kept_in_registers) + " in one loop"
+                                           : "stores " + std::to_string(stored) + of_shapes + also + (shapes.size() == 1 ? ") in one loop" : ") in one loop over the largest");
+    merged.reasons.push_back(std::string(stored == 1 ? "merged kernel: " : "multi-output kernel: ") + stores +
                              ", one launch instead of " + std::to_string(group.members.size()) +
                              (shared.empty() ? "" : "; " + shared + ", read by more than one of them, is read once") +
                              (computed_here.empty() ? "" : "; " + computed_here + " computed once and used where it is stored") +
-                             (shared.empty() && computed_here.empty()
+                             (kept_in_registers.empty() ? "" : "; " + kept_in_registers + " computed once and used in the kernel, not stored: no other kernel reads it") +
+                             (shared.empty() && computed_here.empty() && kept_in_registers.empty()
                                   ? "; each stores at most " + std::to_string(kMultiOutputSmallElements) +
                                         " elements: one launch costs more than such a kernel's work"
                                   : ""));
