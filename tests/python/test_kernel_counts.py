@@ -336,6 +336,38 @@ def test_an_sgd_step_updates_each_layer_as_backpropagation_reaches_it(tmp_path):
         assert readers and max(readers) < i, (update, readers, names)
 
 
+
+def test_an_adam_step_updates_each_layer_and_its_bias_as_backpropagation_reaches_it(tmp_path):
+    # Rule 7 (schedule.h) with Adam: its bias corrections (two scalars from the step count, read by every update)
+    # wait for no kernel; run when no other was ready, they came after the whole backward pass and held every
+    # update back with them, and the list schedule's "latest input first" ran the chain of input gradients to
+    # its end before any kernel that reads an older output gradient (a layer's bias gradient: d128's 1 MB GELU
+    # gradient read back from memory). Now a small kernel that several kernels wait for runs first, and the
+    # other readers of what the last kernel read run before the kernels that wait for the last one.
+    from test_conv_backward import script_kernels
+    _, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(0)\n"
+                                          "l1, l2, l3 = nn.Linear(64, 128), nn.Linear(128, 96), nn.Linear(96, 10)\n"
+                                          "opt = optim.Adam(nn.get_parameters([l1, l2, l3]), lr=0.01)\n"
+                                          "x = Tensor(rng.standard_normal((32, 64)).astype(np.float32))\n"
+                                          "y = Tensor(rng.integers(0, 10, 32).astype(np.int32))\n"
+                                          "l3(l2(l1(x).relu()).relu()).sparse_categorical_crossentropy(y).backward()\n"
+                                          "opt.step()\n")
+    names = [k["name"] for k in kernels]
+    stored_at = {o["node"]: i for i, k in enumerate(kernels) for o in k["outputs"]}
+    for i, k in enumerate(kernels):  # every kernel launches after the kernels that store its inputs
+        for inp in k["inputs"]:
+            assert stored_at.get(inp["node"], -1) < i, (k["name"], inp, names)
+    shapes = [[o["shape"] for o in k["outputs"]] for k in kernels]
+    assert shapes[0] == [[], []], names  # the bias corrections
+    # each parameter's update (m, v and the new value: three outputs of its shape) launches before the backward
+    # pass computes the input gradient of the layer below: W3 (10, 96) and b2 (96) before dh1 (32, 128), W2 and
+    # b1 before the last kernel
+    update = {tuple(s[0]): i for i, s in enumerate(shapes) if len(s) == 3 and s[0] == s[1] == s[2]}
+    assert set(update) == {(10, 96), (10,), (96, 128), (96,), (128, 64), (128,)}, names
+    dh1 = names.index("r_32_128_96")
+    assert max(update[(10, 96)], update[(96,)]) < dh1 < min(update[(96, 128)], update[(128,)]), names
+
+
 def test_a_value_of_two_tensors_copied_transposed_is_stored_first():
     # A BatchNorm's backward, g·a + (x - m)·b + c per channel, copied channels-last (NCHW -> NHWC, as a
     # convolution's weight gradient copies its output gradient): fused, the copy read g and x across its rows

@@ -59,13 +59,18 @@
 //     that read its output at their own index: SGD's weight gradient with its momentum update stores the new
 //     buffer b and, from b still in registers, the parameter p - lr·b (one launch per parameter). No kernel
 //     launched between the merged ones may read what the earlier ones store (the merged kernel runs where the
-//     last of them ran), and a value stored for contiguous() keeps its kernel boundary.
+//     last of them ran), and a value stored for contiguous() keeps its kernel boundary. A value that was to be
+//     stored only for kernels that all joined the one computing it (fc2's input gradient, read by the GELU
+//     backward's two products) is used there and not stored, unless realize() asked for it.
 //  7. Launch order (a list schedule over the kernels' data dependences, after the merges of rule 6): of the
 //     kernels whose inputs are all stored, the next to launch is the one whose latest input was stored
 //     last, so that it reads it from the cache; among those, first one whose outputs no kernel of this
-//     schedule reads (an optimizer's update of a parameter); then the order of the topological sort. A
-//     kernel that reads only realized buffers runs when no other is ready, and an update that a jit replay
-//     may write over its parameter waits for the other kernels that read the old value. The graph's
+//     schedule reads (an optimizer's update of a parameter); then the order of the topological sort. But the
+//     other readers of the buffer the last launched kernel waited for go before the kernels that wait for
+//     that one (a layer's bias and weight gradients read its output gradient before the backward moves on to
+//     the layer below). A kernel that reads only realized buffers runs when no other is ready, except a
+//     small one that two or more kernels wait for (Adam's bias corrections), which runs first; an update that a
+//     jit replay may write over its parameter waits for the other kernels that read the old value. The graph's
 //     depth-first order launched an optimizer's updates of the last layers after the whole backward pass
 //     (their parameters come last in its list), when the activations they read had left the caches:
 //     Caffe's LeNet's fc2 weight gradient with its SGD update read its 128 kB input from memory after 5 MB
