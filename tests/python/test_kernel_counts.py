@@ -303,6 +303,26 @@ def test_a_matmul_read_by_a_reduction_is_stored_and_tiled(dev):
     np.testing.assert_allclose(out.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
+def _three_linear_layers_step(tmp_path, optimizer):
+    """The kernels of one step (backward and `optimizer`'s step, one schedule) of Linear layers 64-128-96-10 with
+    ReLUs and a cross-entropy, run under the CLI: (kernels.json's kernels, their names, the position of the kernel
+    that stores each node). Checks that every kernel launches after the kernels that store its inputs."""
+    from test_conv_backward import script_kernels
+    _, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(0)\n"
+                                          "l1, l2, l3 = nn.Linear(64, 128), nn.Linear(128, 96), nn.Linear(96, 10)\n"
+                                          f"opt = optim.{optimizer}(nn.get_parameters([l1, l2, l3]), lr=0.01)\n"
+                                          "x = Tensor(rng.standard_normal((32, 64)).astype(np.float32))\n"
+                                          "y = Tensor(rng.integers(0, 10, 32).astype(np.int32))\n"
+                                          "l3(l2(l1(x).relu()).relu()).sparse_categorical_crossentropy(y).backward()\n"
+                                          "opt.step()\n")
+    names = [k["name"] for k in kernels]
+    stored_at = {o["node"]: i for i, k in enumerate(kernels) for o in k["outputs"]}
+    for i, k in enumerate(kernels):
+        for inp in k["inputs"]:
+            assert stored_at.get(inp["node"], -1) < i, (k["name"], inp, names)
+    return kernels, names, stored_at
+
+
 def test_an_sgd_step_updates_each_layer_as_backpropagation_reaches_it(tmp_path):
     # Rule 7 (schedule.h): the launch order is a list schedule that runs first the ready kernel whose latest
     # input was stored last, and an update that a jit replay may write over its parameter after the other
@@ -310,19 +330,7 @@ def test_an_sgd_step_updates_each_layer_as_backpropagation_reaches_it(tmp_path):
     # graph's depth-first order launched them first layer first (the order of the parameters), so the last
     # layer's weight gradient ran after the whole backward pass, when the activations it reads had left the
     # caches. Now it runs before the backward pass reaches the first layer.
-    from test_conv_backward import script_kernels
-    _, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(0)\n"
-                                          "l1, l2, l3 = nn.Linear(64, 128), nn.Linear(128, 96), nn.Linear(96, 10)\n"
-                                          "opt = optim.SGD(nn.get_parameters([l1, l2, l3]), lr=0.01)\n"
-                                          "x = Tensor(rng.standard_normal((32, 64)).astype(np.float32))\n"
-                                          "y = Tensor(rng.integers(0, 10, 32).astype(np.int32))\n"
-                                          "l3(l2(l1(x).relu()).relu()).sparse_categorical_crossentropy(y).backward()\n"
-                                          "opt.step()\n")
-    names = [k["name"] for k in kernels]
-    stored_at = {o["node"]: i for i, k in enumerate(kernels) for o in k["outputs"]}
-    for i, k in enumerate(kernels):  # every kernel launches after the kernels that store its inputs
-        for inp in k["inputs"]:
-            assert stored_at.get(inp["node"], -1) < i, (k["name"], inp, names)
+    kernels, names, stored_at = _three_linear_layers_step(tmp_path, "SGD")
     # each weight's gradient and SGD update is one kernel (rule 6 on C): W3 (10 x 96) is updated before the
     # backward pass computes the first layer's output gradient (32 x 128, from W2 (96 x 128))
     w3_update, dh1 = names.index("r_10_96_32"), names.index("r_32_128_96")
@@ -336,7 +344,6 @@ def test_an_sgd_step_updates_each_layer_as_backpropagation_reaches_it(tmp_path):
         assert readers and max(readers) < i, (update, readers, names)
 
 
-
 def test_an_adam_step_updates_each_layer_and_its_bias_as_backpropagation_reaches_it(tmp_path):
     # Rule 7 (schedule.h) with Adam: its bias corrections (two scalars from the step count, read by every update)
     # wait for no kernel; run when no other was ready, they came after the whole backward pass and held every
@@ -344,24 +351,12 @@ def test_an_adam_step_updates_each_layer_and_its_bias_as_backpropagation_reaches
     # its end before any kernel that reads an older output gradient (a layer's bias gradient: d128's 1 MB GELU
     # gradient read back from memory). Now a small kernel that several kernels wait for runs first, and the
     # other readers of what the last kernel read run before the kernels that wait for the last one.
-    from test_conv_backward import script_kernels
-    _, kernels = script_kernels(tmp_path, "rng = np.random.default_rng(0)\n"
-                                          "l1, l2, l3 = nn.Linear(64, 128), nn.Linear(128, 96), nn.Linear(96, 10)\n"
-                                          "opt = optim.Adam(nn.get_parameters([l1, l2, l3]), lr=0.01)\n"
-                                          "x = Tensor(rng.standard_normal((32, 64)).astype(np.float32))\n"
-                                          "y = Tensor(rng.integers(0, 10, 32).astype(np.int32))\n"
-                                          "l3(l2(l1(x).relu()).relu()).sparse_categorical_crossentropy(y).backward()\n"
-                                          "opt.step()\n")
-    names = [k["name"] for k in kernels]
-    stored_at = {o["node"]: i for i, k in enumerate(kernels) for o in k["outputs"]}
-    for i, k in enumerate(kernels):  # every kernel launches after the kernels that store its inputs
-        for inp in k["inputs"]:
-            assert stored_at.get(inp["node"], -1) < i, (k["name"], inp, names)
+    kernels, names, _ = _three_linear_layers_step(tmp_path, "Adam")
     shapes = [[o["shape"] for o in k["outputs"]] for k in kernels]
     assert shapes[0] == [[], []], names  # the bias corrections
     # each parameter's update (m, v and the new value: three outputs of its shape) launches before the backward
-    # pass computes the input gradient of the layer below: W3 (10, 96) and b2 (96) before dh1 (32, 128), W2 and
-    # b1 before the last kernel
+    # pass computes the input gradient of the layer below: W3 (10, 96) and b2 (96) before dh1 (32, 128), which W2
+    # (96, 128) and b1 (128) follow
     update = {tuple(s[0]): i for i, s in enumerate(shapes) if len(s) == 3 and s[0] == s[1] == s[2]}
     assert set(update) == {(10, 96), (10,), (96, 128), (96,), (128, 64), (128,)}, names
     dh1 = names.index("r_32_128_96")
