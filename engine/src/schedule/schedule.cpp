@@ -701,8 +701,9 @@ void order_for_locality(const Graph& g, Schedule& sched, const std::set<NodeId>&
   // ready, it held every update of the schedule back to its end, after the whole backward pass, when the
   // gradients they read had left the caches. With the siblings' rule below, d128's jitted step (1 thread, nine
   // rounds of 100 steps each way, alternated): median 16.0 -> 14.9 ms; each layer's bias gradient 0.07-0.10 ->
-  // 0.01-0.02 ms, its AdamW updates, now amid the backward, 0.04 -> 0.05-0.10 ms (their state comes from memory
-  // there). Small: its inputs and outputs together at most kMultiOutputSmallElements elements.
+  // 0.01-0.02 ms. Its AdamW updates, now amid the backward, read their state from memory there as they did at the
+  // end (0.04-0.10 ms each either way, with the machine's load; moving them back to the end was no faster).
+  // Small: its inputs and outputs together at most kMultiOutputSmallElements elements.
   auto small_source = [&](size_t i) {
     if (!before[i].empty() || readers[i] < 2) return false;
     int64_t elements = 0;
