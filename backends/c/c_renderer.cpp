@@ -392,12 +392,59 @@ static bool arm_reads_a_load_its_condition_does_not(const ir::Kernel& k, const i
   return false;
 }
 
+// Whether `max`, a MAX in an upcast kernel, updates an accumulator (acc = max(acc, x), read only by its ASSIGN)
+// that no vector run of vector_accumulators took and that gcc's SLP cannot pair with another: the last of an odd
+// number of such updates in its loop. A 2x2 max-pool into rows of 5 or 7 outputs (LeNet-5's second pool, 10x10 ->
+// 5x5) upcasts each row as a vector run of 4 lanes and 1 or 3 lanes left over; gcc packs two scalar lanes into a
+// vector, but a lone one stays scalar, and in the bit-mask form of ts_fmaxf_lanes its 4 taps were one long chain
+// of integer compares and masks (mask from ucomiss/setp/seta per tap): the row's loop took 40 cycles. As the
+// branch-free select ts_fmaxf (maxss and a blend) it is short. Measured on Zen 5, the kernel alone in the caches:
+// (32, 16, 10, 10) -> (32, 16, 5, 5) 24.9 -> 8.5 us; (32, 16, 14, 14) -> rows of 7, 39 -> 15-19 us (all three
+// leftover lanes as selects: 20 us); rows of 14 (8 + 4 + 2: a pair, kept as masks) 18 us either way.
+bool CRenderer::unpaired_max_lane(const ir::Kernel& k, ir::ValueId max) const {
+  using ir::Op;
+  const std::vector<ir::Inst>& insts = k.insts;
+  if (insts[max].op != Op::Max || !is_float(insts[max].dtype) ||
+      (insts[insts[max].src[0]].op != Op::DefineAcc && insts[insts[max].src[1]].op != Op::DefineAcc))
+    return false;
+  std::vector<int> users(insts.size(), 0), assigns(insts.size(), 0);  // of each value; ASSIGNs of it to an accumulator
+  for (const ir::Inst& in : insts)
+    for (int s = 0; s < in.num_src; s++) {
+      users[in.src[s]]++;
+      if (in.op == Op::Assign && s == 1 && insts[in.src[0]].op == Op::DefineAcc) assigns[in.src[s]]++;
+    }
+  auto is_accumulator_max = [&](size_t i) {
+    const ir::Inst& in = insts[i];
+    return in.op == Op::Max && is_float(in.dtype) &&
+           (insts[in.src[0]].op == Op::DefineAcc || insts[in.src[1]].op == Op::DefineAcc) && users[i] == 1 && assigns[i] == 1;
+  };
+  if (!is_accumulator_max(max)) return false;
+  // the innermost loop around it
+  size_t loop = insts.size();
+  for (size_t r = max; r-- > 0;)
+    if (insts[r].op == Op::Range && end_of_range(insts, r) > max) {
+      loop = r;
+      break;
+    }
+  if (loop == insts.size()) return false;
+  std::set<ir::ValueId> in_vectors;
+  for (const FusedStatement& f : vector_accumulators(k)) in_vectors.insert(f.members.begin(), f.members.end());
+  std::vector<size_t> scalar_lanes;
+  const size_t loop_end = end_of_range(insts, loop);
+  for (size_t i = loop + 1; i < loop_end; i++)
+    if (!in_vectors.count(static_cast<ir::ValueId>(i)) && is_accumulator_max(i)) scalar_lanes.push_back(i);
+  return scalar_lanes.size() % 2 == 1 && scalar_lanes.back() == max;
+}
+
 std::string CRenderer::alu_in(const ir::Kernel& k, const ir::Inst& in, const std::vector<std::string>& s,
                               const std::vector<DType>& src_dtype) const {
   const bool upcast = has_upcast_outputs(k);
   // An upcast kernel's MAX is the bit-mask form, which gcc's SLP packs; elsewhere the branchy form is
-  // faster as scalar code (a max-pool's reduce: 25 us with it, 45 with the mask when left scalar).
-  if (upcast && in.op == ir::Op::Max && is_float(in.dtype)) return "ts_fmaxf_lanes(" + s[0] + ", " + s[1] + ")";
+  // faster as scalar code (a max-pool's reduce: 25 us with it, 45 with the mask when left scalar), and so is
+  // an upcast kernel's lane that no vector takes (unpaired_max_lane).
+  if (upcast && in.op == ir::Op::Max && is_float(in.dtype))
+    return (unpaired_max_lane(k, static_cast<ir::ValueId>(&in - k.insts.data())) ? "ts_fmaxf(" : "ts_fmaxf_lanes(") +
+           s[0] + ", " + s[1] + ")";
   // The float WHERE's mask form is for gcc's SLP (see alu()); in a kernel left to the loop vectorizer it is a
   // plain select, which that vectorizer always packs: a BatchNorm + ReLU written back from NHWC to NCHW
   // (mask from `0 < x` in the loop) stayed scalar with the mask, 23 -> 2.6 us measured as a select.

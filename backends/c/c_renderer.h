@@ -18,7 +18,8 @@ class CRenderer : public CStyleRenderer {
   std::string alu(const ir::Inst& in, const std::vector<std::string>& src,
                   const std::vector<DType>& src_dtype) const override;
   // MAX in an upcast kernel is the bit-mask ts_fmaxf_lanes (gcc's SLP packs no group of the branchy
-  // ts_fmaxf), a float WHERE in a kernel without upcast outputs the select ts_select_f32 (see the .cpp).
+  // ts_fmaxf) but for a lane no vector takes (unpaired_max_lane), a float WHERE in a kernel without upcast
+  // outputs the select ts_select_f32 (see the .cpp).
   std::string alu_in(const ir::Kernel& kernel, const ir::Inst& in, const std::vector<std::string>& src,
                      const std::vector<DType>& src_dtype) const override;
   // Upcast kernels stage their strided store groups (see CStyleRenderer::render).
@@ -37,6 +38,7 @@ class CRenderer : public CStyleRenderer {
  private:
   std::vector<FusedStatement> transpose_tiles(const ir::Kernel& kernel) const;
   std::vector<FusedStatement> vector_accumulators(const ir::Kernel& kernel) const;
+  bool unpaired_max_lane(const ir::Kernel& kernel, ir::ValueId max) const;
 };
 
 const CRenderer& c_renderer();

@@ -515,6 +515,35 @@ def test_an_upcast_group_stored_strided_is_staged_and_its_max_is_branch_free(tmp
     np.testing.assert_array_equal(y.numpy(), ref.numpy())
 
 
+def test_a_max_pools_lane_that_no_vector_takes_is_a_select(tmp_path):
+    # A 2x2 max-pool into rows of 5 (LeNet-5's second pool, 10x10 -> 5x5) upcasts each row as a vector of 4 lanes and
+    # 1 left over, and a row of 7 as 4 and 3. gcc's SLP packs two scalar lanes into a vector, not a lone one, which
+    # the bit-mask ts_fmaxf_lanes kept a chain of integer compares and masks per tap (24.9 us for the pool of
+    # (32, 16, 10, 10) alone on Zen 5): such a lane is the select ts_fmaxf (8.5 us; c_renderer.cpp,
+    # unpaired_max_lane), a pair stays in the mask form. Values, NaN and -inf included, and gradients against PyTorch.
+    body = ("Tensor(rng.standard_normal((4, 3, 10, 10)).astype(np.float32)).max_pool2d(kernel_size=(2, 2)).realize()\n"
+            "Tensor(rng.standard_normal((4, 3, 14, 14)).astype(np.float32)).max_pool2d(kernel_size=(2, 2)).realize()\n")
+    src = _kernels(tmp_path, body, listing=lambda k: k["sources"]["C"])
+    five = src["r_4_3_5_5_2_2"].split("static void ")[-1]
+    seven = src["r_4_3_7_7_2_2"].split("static void ")[-1]
+    assert "ts_v4_max(vacc" in five and five.count("ts_fmaxf(acc") == 1 and "ts_fmaxf_lanes(" not in five, five
+    assert seven.count("ts_fmaxf(acc") == 1 and seven.count("ts_fmaxf_lanes(acc") == 2, seven
+    rng = np.random.default_rng(5)
+    for shape in [(4, 3, 10, 10), (4, 3, 14, 14), (2, 5, 18, 10)]:
+        x = rng.standard_normal(shape).astype(np.float32)
+        x[0, 0, 0, 8] = np.nan  # in the last column's window: the lane no vector takes
+        x[1, 1, 2:4, 8:10] = -np.inf
+        x[1, 2, 4:6, 4:6] = 0.25  # ties
+        got = Tensor(x).max_pool2d(kernel_size=(2, 2))
+        want = torch.nn.functional.max_pool2d(torch.from_numpy(x), 2)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+        x = rng.standard_normal(shape).astype(np.float32)  # no ties: PyTorch's gradient picks one, tinygrad's splits
+        xt, xr = Tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+        xt.max_pool2d(kernel_size=(2, 2)).square().sum().backward()
+        torch.nn.functional.max_pool2d(xr, 2).square().sum().backward()
+        np.testing.assert_allclose(xt.grad.numpy(), xr.grad.numpy(), rtol=1e-6)
+
+
 def test_a_max_pool_gradient_upcasts_its_divided_row(tmp_path):
     # The gradient of a 2x2 max-pool writes (N, C, H, W) and reads the pooled values at (h / 2, w / 2): gcc
     # cannot analyse that load and left the row scalar. Its innermost loop (W = 8) is upcast completely, every
