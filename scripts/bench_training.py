@@ -532,15 +532,17 @@ def race(fns, n):
 
 
 # ---- one recorded step: per-kernel times, FLOPs and work done twice ---------------------------------------
-def record_step(step, path, steps=6):
+def record_step(step, path, steps=12, timed=6):
     """Runs `step` `steps` times with the engine's recorder on; returns (schedules, launches) of the first
     step, the schedules with kernel ids and node uids resolved (docs/recording.md, 'A schedule that repeats a
-    structure'), each launch's time_ms the median over the steps after the first of the launch at its
-    position (one launch on this shared 2-core machine can take several times its usual time). The first
-    recorded step's times are not used: while it runs, the recorder's writer thread encodes and stores every
-    kernel's listings (each pass's IR, five sources) on the machine's other core, and that slowed the step's
-    kernels by up to 4x (LeNet's 0.011 ms weight copy measured 0.049 ms), which the later steps, repeating a
-    recorded structure, do not pay."""
+    structure'), each launch's time_ms the median over the last `timed` steps of the launch at its position (one
+    launch on this shared 2-core machine can take several times its usual time). The steps before those are
+    not timed: while the first runs, the recorder encodes and stores every kernel's listings (each pass's IR,
+    five sources), 3,900 page faults in the LeNet head's, and the steps after it are slower for a while (the
+    same head's first-layer weight copy, E_400_128, 7-10 us a step unrecorded: 38-43 us in the first recorded
+    step, 17-33 in the second to fifth, 7-10 again from about the sixth; the encoding finished before the
+    second, they were as slow), so that per-launch medians over the second to sixth steps, as this function
+    took until the sixty-fifth session, counted that warm-up as the kernels' time (that copy at 50 us)."""
     _C.start_recording(path, os.path.abspath(__file__), "", list(sys.argv), sys.version)
     try:
         for _ in range(steps):
@@ -576,7 +578,7 @@ def record_step(step, path, steps=6):
         raise SystemExit(f"bench_training: the {steps} recorded steps launched different kernels")
     first_ids = {e["kernel_id"] for e in runs[0]}
     schedules = [s for s in schedules if any(k["id"] in first_ids for k in s["kernels"])]
-    return schedules, [dict(e, time_ms=statistics.median(r[i]["time_ms"] for r in runs[1:])) for i, e in enumerate(runs[0])]
+    return schedules, [dict(e, time_ms=statistics.median(r[i]["time_ms"] for r in runs[-timed:])) for i, e in enumerate(runs[0])]
 
 
 MOVEMENT = {"RESHAPE", "EXPAND", "PERMUTE", "PAD", "SHRINK", "FLIP"}
@@ -902,7 +904,7 @@ print(f"\nTraining steps — 1 thread each: Tensorscope via TENSORSCOPE_THREADS=
       f"(set before import), PyTorch {torch.__version__} via torch.set_num_threads({torch.get_num_threads()}); "
       f"medians in ms after {WARMUP} warm-up steps{' (--quick)' if QUICK else ''}")
 print("ratio = PyTorch / Tensorscope (> 1: Tensorscope is faster); slowest kernel: of a recorded eager step "
-      "(per launch: the median over 5 recorded steps, after one that records the kernels)")
+      "(per launch: the median over the last 6 of 12 recorded steps: the first records the kernels, the next ones warm up)")
 head = (f"{'model':38} | {'TS eager':>8} | {'TS jit':>8} | {'PyTorch':>7} | {'ratio eager':>11} | {'ratio jit':>9} | "
         f"{'kernels/step':>12} | {'kernel ms/step':>14} | slowest kernel (name, ms, GFLOP/s)")
 print(head)
