@@ -121,3 +121,65 @@ def test_the_pass_changes_no_result(tmp_path):
         assert r.returncode == 0, r.stderr
         results.append(np.load(path))
     np.testing.assert_allclose(results[0], results[1], rtol=1e-5, atol=1e-6)
+
+
+# A total over short rows (rows_as_lanes.cpp, total_lanes_in_local_memory): a kernel without global loops whose
+# loop over the rows is itself a reduce loop: a cross-entropy's mean over the batch, each row selecting its
+# target's log-probability out of 10 or 11 classes. One accumulator chained all rows x classes adds.
+LOSS = ("def loss(rows, classes):\n"
+        "    z = Tensor(rng.standard_normal((rows, classes)).astype(np.float32), requires_grad=True)\n"
+        "    y = Tensor(rng.integers(0, classes, rows).astype(np.int32))\n"
+        "    l = z.sparse_categorical_crossentropy(y)\n"
+        "    l.backward()\n"
+        "    Tensor.realize(l, z.grad)\n"
+        "loss(256, 11)\n"
+        "loss(100, 10)\n")
+
+
+def _reduce_ranges(ir):
+    return [i for i, line in enumerate(ir.splitlines()) if "RANGE" in line and line.rstrip().endswith("; reduce")]
+
+
+def test_a_cross_entropys_mean_over_its_rows_takes_the_rows_as_lanes(tmp_path):
+    ir = _final_ir(tmp_path, LOSS)
+    [total] = ir["r_11_256"]  # the loss: mean over 256 rows of (x - max - log(sum exp))[target]
+    assert _has_lanes(total), total
+    # each lane keeps its partial total in local memory, added up in a loop of 16 after the rows' loop
+    assert total.count("DEFINE_LOCAL") == 3, total  # the partial totals, the rows' sums, their logs
+    lines = total.splitlines()
+    [log] = [i for i, line in enumerate(lines) if "LOG2" in line]
+    rows, classes = _reduce_ranges(total)[:2]
+    assert rows < log < classes, total  # the log of a row's sum: once per row, not once per class
+    [odd] = ir["r_10_100"]  # 100 rows: neither 16 nor 8 lanes divide them
+    assert not _has_lanes(odd), odd
+    off = _final_ir(tmp_path, LOSS, env={"TENSORSCOPE_DISABLE_PASSES": "rows_as_lanes"})
+    assert not any(_has_lanes(t) for t in off["r_11_256"]), off["r_11_256"]
+
+
+def _totals_match(device):
+    rng = np.random.default_rng(4)
+    for rows, classes in [(256, 11), (64, 10), (32, 10), (48, 3), (100, 10)]:
+        z = rng.standard_normal((rows, classes)).astype(np.float32) * 3
+        y = rng.integers(0, classes, rows).astype(np.int32)
+        tz = Tensor(z, device=device, requires_grad=True)
+        loss = tz.sparse_categorical_crossentropy(Tensor(y, device=device))
+        loss.backward()
+        pz = torch.tensor(z, requires_grad=True)
+        ploss = torch.nn.functional.cross_entropy(pz, torch.tensor(y).long())
+        ploss.backward()
+        np.testing.assert_allclose(loss.numpy(), ploss.detach().numpy(), rtol=1e-5)
+        np.testing.assert_allclose(tz.grad.numpy(), pz.grad.numpy(), rtol=1e-4, atol=1e-7)
+        # a max over the rows of their sums (the lanes' partial totals combined with MAX), and a total of
+        # exponentials (the transcendental inside the rows' loop)
+        x = Tensor(z, device=device)
+        np.testing.assert_allclose(x.sum(-1).max().numpy(), torch.tensor(z).sum(-1).max().numpy(), rtol=1e-5)
+        np.testing.assert_allclose(x.exp().sum(-1).log().sum().numpy(),
+                                   torch.tensor(z).logsumexp(-1).sum().numpy(), rtol=1e-5)
+
+
+def test_totals_over_short_rows_match_pytorch_on_c():
+    _totals_match("C")
+
+
+def test_totals_over_short_rows_match_pytorch_on_interp():
+    _totals_match("INTERP")

@@ -118,8 +118,9 @@ struct AppliedOpt {
                    // C renderer (the transpose_tile pass)
     Lanes,         // C, INTERP: `amount` iterations of a reduce kernel's innermost global loop computed side by
                    // side, the lanes of a local loop with their accumulators in local memory (the IR of one
-                   // workgroup of `amount` threads): short rows with a transcendental (rows_as_lanes), a column
-                   // sum's columns (columns_as_lanes)
+                   // workgroup of `amount` threads): short rows with a transcendental (rows_as_lanes), the rows
+                   // of a total over short rows, whose rows' loop is a reduce loop (rows_as_lanes: each lane's
+                   // partial total in local memory too), a column sum's columns (columns_as_lanes)
   } kind;
   int amount;  // the upcast factor, thread count or multiple
 };

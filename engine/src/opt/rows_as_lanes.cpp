@@ -30,6 +30,24 @@
 // single loop of 2..15 trips whose body holds EXP2, LOG2, SIN or SQRT, with no transcendental outside
 // the reduce loop (what comes before it is recomputed in each lane loop).
 // The rewrite itself is reduce_lanes_in_local_memory (below), which columns_as_lanes shares.
+//
+// A total over such rows (a kernel without global loops: a cross-entropy's mean over the batch, whose rows
+// each select their target's log-probability out of 10 or 11 classes) gets the same lanes: its outer loop
+// over the rows is a reduce loop, and one accumulator summed every element in order, a chain of dependent
+// adds (the d128 transformer's loss over 256 rows of 11: 2,816 adds one after another, 6 us in the training
+// step). Each lane then keeps its own partial total in local memory too, and the lanes' partials are added
+// after the loop (total_lanes_in_local_memory): the sum is reassociated, as upcast_reduce's is.
+//
+//   total = 0                                  for lane: part[lane] = 0
+//   for row in 0..N:                           for r0 in 0..N/16:
+//     acc = 0                                    for lane: acc[lane] = 0
+//     for j in 0..L: acc += f(row, j)   →        for j in 0..L: for lane: acc[lane] += f(16·r0 + lane, j)
+//     total += acc                               for lane: part[lane] += acc[lane]
+//   out = total / N                            for lane in 0..16 (a reduce loop): total += part[lane]
+//                                              out = total / N
+// Here the lanes need no transcendental: the dependent adds are what they take apart. On a GPU the lanes'
+// loops would be a workgroup's threads, one workgroup for the whole total (the pass runs on C and INTERP).
+#include <optional>
 #include <stdexcept>
 
 #include "opt/pass_manager.h"
@@ -45,6 +63,174 @@ using ir::ValueId;
 // vectorizes one row a lane by itself: upcast_reduce's short_contiguous_row)
 constexpr int64_t kMaxRow = 15;
 
+// The lanes for a loop of n trips: the plan's LANES where it divides n, else 16 or 8 where either does; 0: none.
+int64_t lanes_for(int64_t n, int asked) {
+  if (asked != ir::OptPlan::kAuto) return asked <= kMaxLanes && n % asked == 0 ? asked : 0;
+  return n % 16 == 0 ? 16 : n % 8 == 0 ? 8 : 0;
+}
+
+// The reduce block of one accumulator over one constant loop of 2..kMaxRow trips without loops inside, its ASSIGN
+// last, that begins at `first_acc` (a DEFINE_ACC) inside the loop that ends at `limit`; nullopt otherwise.
+std::optional<ReduceBlock> short_row_block(const std::vector<Inst>& old, size_t first_acc, size_t limit) {
+  ReduceBlock b{first_acc, first_acc + 1, 0};
+  while (b.range < limit && old[b.range].op != Op::Range) {
+    if (old[b.range].op == Op::DefineAcc || old[b.range].op == Op::Store || old[b.range].op == Op::Assign) return std::nullopt;
+    b.range++;
+  }
+  if (b.range >= limit || old[b.range].arg != ir::kReduceLoop) return std::nullopt;
+  const Inst& bound = old[old[b.range].src[0]];
+  if (bound.op != Op::Const || bound.value < 2 || bound.value > kMaxRow) return std::nullopt;
+  b.end = end_of_range(old, b.range);
+  for (size_t i = b.range + 1; i < b.end; i++)
+    if (old[i].op == Op::Range || old[i].op == Op::DefineAcc || old[i].op == Op::Store ||
+        (old[i].op == Op::Assign && (old[i].src[0] != first_acc || i + 1 != b.end)))
+      return std::nullopt;
+  if (old[b.end - 1].op != Op::Assign) return std::nullopt;
+  return b;
+}
+
+// The total form (see the top of this file): a kernel without global loops whose top level is
+//   DEFINE_ACC total; ...; RANGE rows (reduce, constant); [values per row] DEFINE_ACC acc; [values per row]
+//   RANGE j (2..15 trips) ... ASSIGN acc END_RANGE [values per row] t = total ⊕ (...); ASSIGN total, t
+//   END_RANGE; [what uses total]
+// with ⊕ an ADD or MAX whose other operand does not read total, and total read nowhere else in the loop.
+void total_lanes_in_local_memory(ir::Kernel& k, int asked) {
+  const std::vector<Inst> old = k.insts;
+  size_t rows = old.size();
+  for (size_t i = 0; i < old.size(); i++)
+    if (old[i].op == Op::Range) {
+      rows = i;
+      break;
+    }
+  if (rows == old.size() || old[rows].arg != ir::kReduceLoop || old[old[rows].src[0]].op != Op::Const) return;
+  const int64_t lanes = lanes_for(static_cast<int64_t>(old[old[rows].src[0]].value), asked);
+  if (lanes == 0) return;
+  const size_t rows_end = end_of_range(old, rows);
+  const size_t outer_assign = rows_end - 1;  // ASSIGN total, t: the last thing a row does
+  if (old[outer_assign].op != Op::Assign) return;
+  const ValueId total = old[outer_assign].src[0], t = old[outer_assign].src[1];
+  const DType type = old[total].dtype;
+  if (total > rows || (type != DType::Float32 && type != DType::Int32)) return;
+  const Inst& combine = old[t];
+  if ((combine.op != Op::Add && combine.op != Op::Max) || combine.num_src != 2 || t < rows) return;
+  const int side = combine.src[0] == total ? 1 : combine.src[1] == total ? 0 : -1;  // the operand that is not total
+  if (side < 0 || combine.src[side] == total) return;
+  for (size_t i = rows + 1; i < outer_assign; i++) {
+    if (old[i].op == Op::Store) return;
+    for (int s = 0; s < old[i].num_src; s++)
+      if (old[i].src[s] == total && i != t) return;  // the running total read by anything but the combine
+  }
+  std::optional<ReduceBlock> block;
+  for (size_t i = rows + 1; i < outer_assign; i++) {
+    const Inst& in = old[i];
+    if (in.op == Op::DefineAcc) {
+      if (block) return;
+      block = short_row_block(old, i, outer_assign);
+      if (!block) return;
+      i = block->end;
+    } else if (in.op == Op::Range || in.op == Op::Assign) {
+      return;
+    }
+  }
+  if (!block || t < block->end) return;
+  const ReduceBlock& b = *block;
+  const ValueId acc = static_cast<ValueId>(b.first_acc);
+  const DType acc_type = old[acc].dtype;
+  if (acc_type != DType::Float32 && acc_type != DType::Int32) return;
+  const int64_t n = static_cast<int64_t>(old[old[rows].src[0]].value);
+  // A row's values in front of its reduce loop are recomputed in each lane loop, except those with a
+  // transcendental ("heavy": the log of the row's sum of exponentials): those are computed once per row, in
+  // the loop that starts the rows' accumulators, and kept in local memory for the loops after it.
+  std::vector<bool> heavy(old.size(), false);
+  std::vector<size_t> kept;  // heavy values read after the prefix
+  for (size_t i = rows + 1; i < b.range; i++) {
+    heavy[i] = is_transcendental(old[i].op);
+    for (int s = 0; s < old[i].num_src; s++) heavy[i] = heavy[i] || heavy[old[i].src[s]];
+  }
+  for (size_t i = rows + 1; i < b.range; i++) {
+    if (!heavy[i]) continue;
+    bool read_later = false;
+    for (size_t j = b.range; j < outer_assign && !read_later; j++)
+      for (int s = 0; s < old[j].num_src; s++) read_later = read_later || old[j].src[s] == i;
+    if (!read_later) continue;
+    if (old[i].dtype != DType::Float32 && old[i].dtype != DType::Int32) return;
+    kept.push_back(i);
+  }
+
+  Rewrite w(old);
+  std::vector<ValueId>& remap = w.remap;
+  auto emit = [&](const Inst& in) { return w.emit(in); };
+  auto cint = [&](int64_t v) { return emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(v))); };
+  auto end = [&](ValueId r) { emit(make_inst(Op::EndRange, DType::Float32, {r})); };
+  auto barrier = [&]() { emit(make_inst(Op::Barrier, DType::Float32, {})); };
+  // local memory, at the top level: each lane's partial total and its row's accumulator
+  const ValueId part = emit(make_inst(Op::DefineLocal, type, {}, lanes));
+  const ValueId mem = emit(make_inst(Op::DefineLocal, acc_type, {}, lanes));
+  std::vector<ValueId> kept_mem;
+  for (size_t i : kept) kept_mem.push_back(emit(make_inst(Op::DefineLocal, old[i].dtype, {}, lanes)));
+  for (size_t i = 0; i < rows; i++) w.copy(i);
+  const ValueId total_here = remap[total];
+  const ValueId width = cint(lanes);
+  ValueId r0 = ir::kNone;
+  auto lane_loop = [&]() {  // a loop over the lanes; the rows' index in it is lanes·r0 + lane
+    const ValueId lane = emit(make_inst(Op::Range, DType::Int32, {width}, ir::kLocalLoop));
+    remap[rows] = emit(make_inst(Op::Add, DType::Int32, {emit(make_inst(Op::Mul, DType::Int32, {r0, width})), lane}));
+    return lane;
+  };
+  auto prefix = [&](ValueId lane) {  // the row's values in front of its reduce loop, in each lane loop again
+    for (size_t i = rows + 1; i < b.range; i++)
+      if (old[i].op != Op::DefineAcc && !heavy[i]) w.copy(i);
+    for (size_t x = 0; x < kept.size(); x++) remap[kept[x]] = emit(make_inst(Op::Load, old[kept[x]].dtype, {kept_mem[x], lane}));
+  };
+
+  ValueId lane = emit(make_inst(Op::Range, DType::Int32, {width}, ir::kLocalLoop));
+  emit(make_inst(Op::Store, type, {part, lane, emit(make_inst(Op::Const, type, {}, 0, old[total].value))}));
+  end(lane);
+  barrier();
+  r0 = emit(make_inst(Op::Range, DType::Int32, {cint(n / lanes)}, ir::kReduceLoop));
+  lane = lane_loop();  // the rows' accumulators start at their initial value, their heavy values are computed
+  emit(make_inst(Op::Store, acc_type, {mem, lane, emit(make_inst(Op::Const, acc_type, {}, 0, old[acc].value))}));
+  if (!kept.empty()) {
+    for (size_t i = rows + 1; i < b.range; i++)
+      if (old[i].op != Op::DefineAcc) w.copy(i);
+    for (size_t x = 0; x < kept.size(); x++) emit(make_inst(Op::Store, old[kept[x]].dtype, {kept_mem[x], lane, remap[kept[x]]}));
+  }
+  end(lane);
+  barrier();
+  Inst row_loop = old[b.range];
+  row_loop.src[0] = cint(static_cast<int64_t>(old[old[b.range].src[0]].value));
+  remap[b.range] = emit(row_loop);
+  lane = lane_loop();
+  prefix(lane);
+  remap[acc] = emit(make_inst(Op::Load, acc_type, {mem, lane}));
+  for (size_t i = b.range + 1; i + 1 < b.end; i++) w.copy(i);
+  emit(make_inst(Op::Store, acc_type, {mem, lane, remap[old[b.end - 1].src[1]]}));  // the block's ASSIGN
+  end(lane);
+  barrier();
+  end(remap[b.range]);
+  lane = lane_loop();  // the rest of the row, its share added to the lane's partial total
+  prefix(lane);
+  remap[acc] = emit(make_inst(Op::Load, acc_type, {mem, lane}));
+  remap[total] = emit(make_inst(Op::Load, type, {part, lane}));
+  for (size_t i = b.end + 1; i < outer_assign; i++) w.copy(i);
+  emit(make_inst(Op::Store, type, {part, lane, remap[t]}));
+  end(lane);
+  barrier();  // the next rows' accumulators overwrite these
+  end(r0);
+  // the lanes' partial totals, combined in lane order with the same op
+  const ValueId each = emit(make_inst(Op::Range, DType::Int32, {width}, ir::kReduceLoop));
+  Inst add = combine;
+  add.src[1 - side] = total_here;
+  add.src[side] = emit(make_inst(Op::Load, type, {part, each}));
+  emit(make_inst(Op::Assign, type, {total_here, emit(add)}));
+  end(each);
+  remap[total] = total_here;
+  for (size_t i = rows_end + 1; i < old.size(); i++) w.copy(i);
+  k.insts = std::move(w.out);
+  dead_code_elimination(k);  // the prefix values a lane loop does not read
+  k.opts.push_back({ir::AppliedOpt::Lanes, static_cast<int>(lanes)});
+}
+
 }  // namespace
 
 void rows_as_lanes(ir::Kernel& k) {
@@ -56,12 +242,12 @@ void rows_as_lanes(ir::Kernel& k) {
   size_t g = old.size();  // the innermost global loop
   for (size_t i = 0; i < old.size(); i++)
     if (old[i].op == Op::Range && old[i].arg == ir::kGlobalLoop) g = i;
-  if (g == old.size() || old[old[g].src[0]].op != Op::Const) return;
-  const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
-  const int64_t lanes = asked != ir::OptPlan::kAuto ? (asked <= kMaxLanes && n % asked == 0 ? asked : 0)
-                       : n % 16 == 0                ? 16
-                       : n % 8 == 0                 ? 8
-                                                    : 0;
+  if (g == old.size()) {
+    total_lanes_in_local_memory(k, asked);
+    return;
+  }
+  if (old[old[g].src[0]].op != Op::Const) return;
+  const int64_t lanes = lanes_for(static_cast<int64_t>(old[old[g].src[0]].value), asked);
   if (lanes == 0) return;
   const std::vector<ReduceBlock> blocks = upcastable_body(old, g);
   if (blocks.size() != 1) return;
