@@ -315,6 +315,7 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
           emit("for (int " + r + " = " + lang_.local_id + "; " + r + " < " + src(0) + "; " + r + " += " + lanes +
                    ") {  /* split among the lanes */", depth, op);
         } else {
+          for (const std::string& line : loop_pragmas(k, static_cast<ir::ValueId>(i))) emit(line, depth, -1);
           emit("for (int " + r + " = 0; " + r + " < " + src(0) + "; " + r + "++) {", depth, op);
           for (const std::string& line : loop_prologue(k, static_cast<ir::ValueId>(i))) emit(line, depth + 1, -1);
         }

@@ -113,6 +113,9 @@ class CStyleRenderer : public Renderer {
   // dimension), before the loop's instructions (C: software prefetches of the next trip's short runs); none
   // by default.
   virtual std::vector<std::string> loop_prologue(const ir::Kernel&, ir::ValueId) const { return {}; }
+  // Lines a target writes right in front of the sequential loop `range` (C: a pragma for gcc's unroller); none
+  // by default.
+  virtual std::vector<std::string> loop_pragmas(const ir::Kernel&, ir::ValueId) const { return {}; }
   std::string type_name(DType dt) const;    // of a value (float16 values are floats)
   std::string buffer_type(DType dt) const;  // of a buffer element (float16: lang_.half_type)
   std::string literal(double value, DType dt) const;

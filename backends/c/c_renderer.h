@@ -34,6 +34,8 @@ class CRenderer : public CStyleRenderer {
   // A loop whose trips read short runs far apart (a channel's 8×8 plane of each image of a batch, 16 KiB
   // apart): the next trip's runs are prefetched at the top of each trip (see the .cpp).
   std::vector<std::string> loop_prologue(const ir::Kernel& kernel, ir::ValueId range) const override;
+  // A lane loop (a local loop: rows_as_lanes, columns_as_lanes) stays a loop for gcc's loop vectorizer (see the .cpp).
+  std::vector<std::string> loop_pragmas(const ir::Kernel& kernel, ir::ValueId range) const override;
 
  private:
   std::vector<FusedStatement> transpose_tiles(const ir::Kernel& kernel) const;

@@ -164,13 +164,14 @@ def _mlp_train_step_kernel_count():
     step()
     GlobalCounters.reset()
     step()
-    # 13, forward, loss, backward and update in one schedule: the contiguous copy of W1.T, the copy of W2.T padded
+    # 12, forward, loss, backward and update in one schedule: the contiguous copy of W1.T, the copy of W2.T padded
     # to 16 columns (a head of 10: one vector of outputs per row, register-tiled, its 6 extra columns cropped), the logits stored
-    # once, x - max and the row sums of its exponentials stored once for the loss and its gradient, the
-    # gradient softmax - one-hot written out as PyTorch's log_softmax_backward and nll_loss_backward compute it
-    # (one elementwise kernel, stored since it feeds two matmuls; through the log-softmax's chain rule it was a
-    # kernel with a row sum of the one-hot's gradient), and no recompute of x @ W1.T + b in the backward
-    assert GlobalCounters.kernel_count == 13
+    # once, their logsumexp per row (max and sum of exponentials in one kernel) stored once for the loss and its
+    # gradient, the gradient softmax - one-hot = exp(x - logsumexp) - one-hot written out as PyTorch's
+    # log_softmax_backward and nll_loss_backward compute it (one elementwise kernel, stored since it feeds two
+    # matmuls; through the log-softmax's chain rule it was a kernel with a row sum of the one-hot's gradient), and
+    # no recompute of x @ W1.T + b in the backward. (13 while x - max and its row sums were two kernels.)
+    assert GlobalCounters.kernel_count == 12
 
 
 def test_chained_matmuls_are_two_kernels_and_relu_fuses_into_matmul():

@@ -151,26 +151,30 @@ def test_the_reason_says_why_a_gradient_is_stored(tmp_path):
 
 
 def test_the_reasons_tell_a_matmul_output_from_a_row_reduction_read_apart(tmp_path):
-    # A cross-entropy over logits = x @ Wᵀ + b: the logits hold a reduction per element (the matmul) that the
-    # row max and x - max would recompute in two loops of one kernel; x - max holds only the row max (one
-    # value per row) and is stored because its readers (the sum of exponentials, the loss, the softmax
-    # gradient) do not meet in one kernel. Each kernel's reason names its own case.
+    # A softmax over logits = x @ Wᵀ + b: the logits hold a reduction per element (the matmul) that the row max,
+    # the sum of exponentials and the division would recompute in three loops of one kernel: stored, with that
+    # reason. A cross-entropy over the same logits reads them in three kernels (the row logsumexp, the loss, the
+    # gradient): stored because its readers do not meet in one kernel; and so is the row logsumexp (one value
+    # per row), read by the loss and the gradient. Each kernel's reason names its own case.
     # (8 classes: a head of 9 to 15 is a matmul over a padded copy of Wᵀ, stored by an explicit contiguous())
     Tensor.manual_seed(0)
     lin = nn.Linear(64, 8)
-    opt = optim.SGD([lin.weight, lin.bias], lr=1e-2)
     x, y = _data(32, 64, classes=8)
-    ends = [(k["name"], k["boundary_reasons"][0]) for k in _recorded_kernels(_train(lin, None, opt, x, y), tmp_path)]
+    ends = [(k["name"], k["boundary_reasons"][0]) for k in _recorded_kernels(lambda: lin(x).softmax().realize(), tmp_path)]
     per_element = [name for name, r in ends if "holds a reduction per element (a matmul)" in r]
-    apart = [name for name, r in ends if "do not meet in one kernel" in r]
     assert per_element == ["r_32_8_64"], ends  # the logits
-    assert apart[0] == "r_32_8_8", ends  # x - max (then the row sums of exponentials, read by two kernels)
+
+    opt = optim.SGD([lin.weight, lin.bias], lr=1e-2)
+    ends = [(k["name"], k["boundary_reasons"][0]) for k in _recorded_kernels(_train(lin, None, opt, x, y), tmp_path)]
+    apart = [name for name, r in ends if "do not meet in one kernel" in r]
+    assert not any("holds a reduction per element" in r for _, r in ends), ends
+    assert apart == ["r_32_8_64", "r_32_8_8"], ends  # the logits, then their logsumexp per row (max and sum)
 
 
 def test_the_cross_entropy_gradient_is_one_elementwise_kernel(tmp_path):
     # d loss / d logits = (softmax - one-hot) / N, written out as PyTorch's log_softmax_backward and
-    # nll_loss_backward compute it: an elementwise kernel over the logits' shape that reads the x - max and the
-    # row sums of exponentials the forward stored. Through the log-softmax's chain rule it was a reduce
+    # nll_loss_backward compute it: an elementwise kernel over the logits' shape that reads the logits and the
+    # row logsumexp the forward stored (softmax = exp(x - logsumexp)). Through the log-softmax's chain rule it was a reduce
     # kernel (r_32_10_10) with a row sum of the one-hot's gradient in front of the exponentials. Label
     # smoothing changes the target, not the kernels.
     for smoothing in (0.0, 0.1):
@@ -182,8 +186,8 @@ def test_the_cross_entropy_gradient_is_one_elementwise_kernel(tmp_path):
             logits.sparse_categorical_crossentropy(y, label_smoothing=smoothing).backward()
             logits.grad.realize()
         names = [k["name"] for k in _recorded_kernels(step, tmp_path)]
-        assert names.count("E_32_10") == 1 and "r_32_10_10" in names, names  # the gradient; x - max
-        assert names.count("r_32_10_10") == 1, names  # only the forward's x - max reduces rows of the logits' shape
+        assert names.count("E_32_10") == 1 and "r_32_10_10" in names, names  # the gradient; the row logsumexp
+        assert names.count("r_32_10_10") == 1, names  # only the forward's logsumexp reduces rows of the logits' shape
         (tmp_path / "reasons.tsrec").unlink()
 
 

@@ -133,7 +133,10 @@ LOSS = ("def loss(rows, classes):\n"
         "    l.backward()\n"
         "    Tensor.realize(l, z.grad)\n"
         "loss(256, 11)\n"
-        "loss(100, 10)\n")
+        "loss(100, 10)\n"
+        # a total whose rows each take the log of a value of their own in front of their reduce loop
+        "x, s = Tensor(rng.standard_normal((128, 11)).astype(np.float32)), Tensor(rng.random((128, 1)).astype(np.float32) + 1)\n"
+        "(x * s.log()).sum(1).sum().realize()\n")
 
 
 def _reduce_ranges(ir):
@@ -142,18 +145,40 @@ def _reduce_ranges(ir):
 
 def test_a_cross_entropys_mean_over_its_rows_takes_the_rows_as_lanes(tmp_path):
     ir = _final_ir(tmp_path, LOSS)
-    [total] = ir["r_11_256"]  # the loss: mean over 256 rows of (x - max - log(sum exp))[target]
+    [total] = ir["r_11_256"]  # the loss: mean over 256 rows of (x - logsumexp(x))[target]
     assert _has_lanes(total), total
     # each lane keeps its partial total in local memory, added up in a loop of 16 after the rows' loop
-    assert total.count("DEFINE_LOCAL") == 3, total  # the partial totals, the rows' sums, their logs
-    lines = total.splitlines()
-    [log] = [i for i, line in enumerate(lines) if "LOG2" in line]
-    rows, classes = _reduce_ranges(total)[:2]
-    assert rows < log < classes, total  # the log of a row's sum: once per row, not once per class
+    assert total.count("DEFINE_LOCAL") == 2, total  # the partial totals, the rows' sums
+    assert "LOG2" not in total, total  # the rows' logsumexp comes from their own kernel
     [odd] = ir["r_10_100"]  # 100 rows: neither 16 nor 8 lanes divide them
     assert not _has_lanes(odd), odd
+    # a row's log in front of its reduce loop: once per row, not once per element of the row
+    [logs] = ir["r_11_128"]
+    assert _has_lanes(logs) and logs.count("DEFINE_LOCAL") == 3, logs  # partial totals, the rows' sums, their logs
+    lines = logs.splitlines()
+    [log] = [i for i, line in enumerate(lines) if "LOG2" in line]
+    rows, classes = _reduce_ranges(logs)[:2]
+    assert rows < log < classes, logs
     off = _final_ir(tmp_path, LOSS, env={"TENSORSCOPE_DISABLE_PASSES": "rows_as_lanes"})
     assert not any(_has_lanes(t) for t in off["r_11_256"]), off["r_11_256"]
+
+
+def test_a_logsumexp_over_short_rows_takes_its_max_and_its_sum_as_lanes(tmp_path):
+    # The cross-entropy's row logsumexp, max + log(sum(exp(x - max))), is one kernel: the row max, read by the
+    # sum's loop and again after it, is computed once per row (schedule.cpp, read_once_per_row; lower.cpp,
+    # row_invariant_operands), and both reduce loops run 16 rows as lanes, each its own accumulators in local
+    # memory, the max loaded from there in the sum's loop; the log once per row after both.
+    ir = _final_ir(tmp_path, LOSS)
+    [lse] = ir["r_256_11_11"]
+    assert _has_lanes(lse) and lse.count("DEFINE_LOCAL") == 2, lse  # the rows' maxima, their sums
+    lines = lse.splitlines()
+    maxes = [i for i, line in enumerate(lines) if "MAX.float32" in line]
+    reduces = _reduce_ranges(lse)
+    assert len(maxes) == 1 and len(reduces) == 2 and reduces[0] < maxes[0] < reduces[1], lse  # one max loop
+    [log] = [i for i, line in enumerate(lines) if "LOG2" in line]
+    assert log > reduces[1], lse
+    # the cross-entropy is three kernels: the rows' logsumexp, the loss, the gradient (no x - max stored)
+    assert sorted(n for n in ir if "256" in n) == ["E_256_11", "r_11_256", "r_256_11_11"], sorted(ir)
 
 
 def _totals_match(device):

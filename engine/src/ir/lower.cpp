@@ -314,6 +314,28 @@ class Lowerer {
     return {unflatten(pos, base), valid};
   }
 
+  // The values of reduce `id`'s own shape that its body reads through an EXPAND (along the reduced axes), reached
+  // from its source through elementwise ops of the source's shape that this kernel computes.
+  std::vector<NodeId> row_invariant_operands(NodeId id) const {
+    const Graph& g = Graph::get();
+    const Shape& out = g[id].shape;
+    const Shape& in = g[g[id].src[0]].shape;
+    std::vector<NodeId> found, stack{g[id].src[0]};
+    std::set<NodeId> seen;
+    while (!stack.empty()) {
+      const NodeId cur = stack.back();
+      stack.pop_back();
+      if (!seen.insert(cur).second || is_input(cur) || seen.size() > 64) continue;
+      const Node& n = g[cur];
+      if (n.op == Op::Expand && !is_input(n.src[0]) && g[n.src[0]].shape == out && n.shape == in) {
+        found.push_back(n.src[0]);
+      } else if (is_alu(n.op) && n.shape == in) {
+        for (int i = 0; i < n.num_src; i++) stack.push_back(n.src[i]);
+      }
+    }
+    return found;
+  }
+
   ValueId value_of(NodeId id, const std::vector<ValueId>& idx, ValueId gate) {
     auto key = std::make_tuple(id, idx, gate);
     if (auto it = memo_.find(key); it != memo_.end()) return it->second;
@@ -364,6 +386,11 @@ class Lowerer {
       double init = is_sum ? 0.0
                            : (is_float(n.dtype) ? -std::numeric_limits<double>::infinity()
                                                 : static_cast<double>(std::numeric_limits<int32_t>::min()));
+      // Values of this reduce's shape that its body reads through a broadcast along the reduced axes (the
+      // row max that logsumexp subtracts in the loop of its sum) do not depend on the loop: they are computed
+      // here, in front of it, so that a reader after the loop (logsumexp adds the max back to the sum's log)
+      // finds them instead of running their reduction a second time.
+      for (NodeId s : row_invariant_operands(id)) value_of(s, idx, gate);
       ValueId acc = b_.acc(init, acc_dt);
       std::vector<ValueId> sidx = idx, loops;
       open_loops(id, n.arg, src.shape, /*global=*/false, sidx, loops);

@@ -97,7 +97,7 @@ void columns_as_lanes(ir::Kernel& k) {
     for (size_t o = 0; o + 1 < loops.size(); o++)
       if (!depends_on(insts, static_cast<ValueId>(i), static_cast<ValueId>(loops[o]), memo_outer[o])) return;
   }
-  reduce_lanes_in_local_memory(k, g, b, lanes);
+  reduce_lanes_in_local_memory(k, g, {b}, lanes);
 }
 
 }  // namespace ts

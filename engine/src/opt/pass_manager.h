@@ -105,13 +105,15 @@ bool pad_loop(ir::Kernel& kernel, size_t g, int64_t p);
 void upcast_loop(ir::Kernel& kernel, size_t g, int u, bool side_by_side);
 
 // The rewrite rows_as_lanes and columns_as_lanes share: global loop g (a constant bound that `lanes` divides),
-// whose body is the one reduce block b (one accumulator, one constant reduce loop without loops inside, its ASSIGN last
-// in that loop, no store in front of it), computes `lanes` iterations of g side by side: their accumulators in
-// a DEFINE_LOCAL array of `lanes` elements, every trip of the reduce loop a local loop over the lanes (on the C
-// device a plain loop its compiler vectorizes; on a GPU the lanes of one workgroup), and what follows the
-// reduction a local loop too. What precedes the reduce loop in g's body is recomputed in each lane loop.
-// Throws std::logic_error when g and b are not of that shape.
-void reduce_lanes_in_local_memory(ir::Kernel& kernel, size_t g, const ReduceBlock& b, int64_t lanes);
+// whose body is the reduce blocks `blocks` (each one accumulator, one constant reduce loop without loops inside,
+// its ASSIGN to that accumulator last in that loop; no store in front of the last loop), computes `lanes`
+// iterations of g side by side: each block's accumulators in a DEFINE_LOCAL array of `lanes` elements, every trip
+// of each reduce loop a local loop over the lanes (on the C device a plain loop its compiler vectorizes; on a GPU
+// the lanes of one workgroup), and what follows the reductions a local loop too. What precedes a reduce loop in
+// g's body (the row's index arithmetic and loads; between two reductions, what the second reads of the first:
+// the negated row max of a logsumexp) is recomputed in each lane loop, an earlier block's result loaded from
+// its array. Throws std::logic_error when g and the blocks are not of that shape.
+void reduce_lanes_in_local_memory(ir::Kernel& kernel, size_t g, const std::vector<ReduceBlock>& blocks, int64_t lanes);
 // The most lanes either pass takes, by default or when a plan's LANES asks: a 1 KiB array of accumulators.
 constexpr int64_t kMaxLanes = 256;
 

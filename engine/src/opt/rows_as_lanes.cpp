@@ -250,50 +250,58 @@ void rows_as_lanes(ir::Kernel& k) {
   const int64_t lanes = lanes_for(static_cast<int64_t>(old[old[g].src[0]].value), asked);
   if (lanes == 0) return;
   const std::vector<ReduceBlock> blocks = upcastable_body(old, g);
-  if (blocks.size() != 1) return;
-  const ReduceBlock& b = blocks[0];
+  if (blocks.empty()) return;
   const size_t g_end = end_of_range(old, g);
-  // one accumulator, one reduce loop without loops inside, of 2..kMaxRow trips
-  for (size_t i = b.first_acc + 1; i < b.range; i++)
-    if (old[i].op == Op::DefineAcc) return;
-  const ValueId acc = static_cast<ValueId>(b.first_acc);
-  const DType acc_type = old[acc].dtype;
-  if (acc_type != DType::Float32 && acc_type != DType::Int32) return;
-  const Inst& bound = old[old[b.range].src[0]];
-  if (bound.op != Op::Const || bound.value < 2 || bound.value > kMaxRow) return;
+  // each block: one accumulator, one reduce loop without loops inside, of 2..kMaxRow trips, its ASSIGN last
   bool worth_it = false;
-  size_t assign = old.size();
-  for (size_t i = b.range + 1; i < b.end; i++) {
-    if (old[i].op == Op::Range) return;
-    if (old[i].op == Op::Assign) assign = i;
-    worth_it = worth_it || is_transcendental(old[i].op);
+  for (const ReduceBlock& b : blocks) {
+    for (size_t i = b.first_acc + 1; i < b.range; i++)
+      if (old[i].op == Op::DefineAcc) return;
+    const DType acc_type = old[b.first_acc].dtype;
+    if (acc_type != DType::Float32 && acc_type != DType::Int32) return;
+    const Inst& bound = old[old[b.range].src[0]];
+    if (bound.op != Op::Const || bound.value < 2 || bound.value > kMaxRow) return;
+    for (size_t i = b.range + 1; i < b.end; i++) {
+      if (old[i].op == Op::Range || (old[i].op == Op::Assign && i + 1 != b.end)) return;
+      worth_it = worth_it || is_transcendental(old[i].op);
+    }
+    // the ASSIGN ends the body (nothing reads the new value in it) and updates this block's accumulator
+    if (old[b.end - 1].op != Op::Assign || old[b.end - 1].src[0] != b.first_acc) return;
   }
-  if ((!worth_it && asked == ir::OptPlan::kAuto) || assign + 1 != b.end) return;  // the ASSIGN ends the body: nothing reads the new value in it
-  for (size_t i = g + 1; i < g_end; i++) {  // what the lanes recompute: no transcendental, no store before the reduce
-    if ((i < b.range || i > b.end) && is_transcendental(old[i].op)) return;
-    if (i < b.range && old[i].op == Op::Store) return;
+  if (!worth_it && asked == ir::OptPlan::kAuto) return;
+  // What the lanes recompute in each lane loop: no transcendental outside the reduce loops except after the last
+  // of them, no store in front of the last.
+  const ReduceBlock& last = blocks.back();
+  for (size_t i = g + 1; i < g_end; i++) {
+    bool in_loop = false;
+    for (const ReduceBlock& b : blocks) in_loop = in_loop || (i >= b.range && i <= b.end);
+    if (!in_loop && i < last.range && (is_transcendental(old[i].op) || old[i].op == Op::Store)) return;
   }
 
-  reduce_lanes_in_local_memory(k, g, b, lanes);
+  reduce_lanes_in_local_memory(k, g, blocks, lanes);
 }
 
-void reduce_lanes_in_local_memory(ir::Kernel& k, size_t g, const ReduceBlock& b, int64_t lanes) {
+void reduce_lanes_in_local_memory(ir::Kernel& k, size_t g, const std::vector<ReduceBlock>& blocks, int64_t lanes) {
   const std::vector<Inst> old = k.insts;
   const int64_t n = static_cast<int64_t>(old[old[g].src[0]].value);
   const size_t g_end = end_of_range(old, g);
-  const ValueId acc = static_cast<ValueId>(b.first_acc);
-  const DType acc_type = old[acc].dtype;
-  size_t assign = old.size();
-  for (size_t i = b.range + 1; i < b.end; i++)
-    if (old[i].op == Op::Assign) assign = i;
-  if (lanes < 1 || n % lanes != 0 || assign + 1 != b.end || old[old[b.range].src[0]].op != Op::Const)
-    throw std::logic_error("reduce_lanes_in_local_memory: not a lane-sized loop or not a reduce block of a constant loop");
+  if (blocks.empty() || lanes < 1 || n % lanes != 0)
+    throw std::logic_error("reduce_lanes_in_local_memory: not a lane-sized loop or no reduce block");
+  for (const ReduceBlock& b : blocks)
+    if (old[b.end - 1].op != Op::Assign || old[b.end - 1].src[0] != b.first_acc || old[old[b.range].src[0]].op != Op::Const)
+      throw std::logic_error("reduce_lanes_in_local_memory: not a reduce block of a constant loop, its ASSIGN last");
+  // the body's instructions outside the blocks' loops (the rows' values: index arithmetic, loads, what comes
+  // between the reductions and after them)
+  std::vector<bool> in_loop(old.size(), false);
+  for (const ReduceBlock& b : blocks)
+    for (size_t i = b.range; i < b.end + 1; i++) in_loop[i] = true;
   Rewrite w(old);
   auto emit = [&](const Inst& in) { return w.emit(in); };
   auto copy = [&](size_t i) { w.copy(i); };
   std::vector<ValueId>& remap = w.remap;
   auto cint = [&](int64_t v) { return emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(v))); };
-  const ValueId mem = emit(make_inst(Op::DefineLocal, acc_type, {}, lanes));  // local memory: the top level
+  std::vector<ValueId> mem;  // local memory, at the top level: each block's accumulators, one per lane
+  for (const ReduceBlock& b : blocks) mem.push_back(emit(make_inst(Op::DefineLocal, old[b.first_acc].dtype, {}, lanes)));
   for (size_t i = 0; i < g; i++) copy(i);
   const ValueId r0 = emit(make_inst(Op::Range, DType::Int32, {cint(n / lanes)}, ir::kGlobalLoop));
   const ValueId width = cint(lanes);
@@ -305,33 +313,36 @@ void reduce_lanes_in_local_memory(ir::Kernel& k, size_t g, const ReduceBlock& b,
   };
   auto end = [&](ValueId r) { emit(make_inst(Op::EndRange, DType::Float32, {r})); };
   auto barrier = [&]() { emit(make_inst(Op::Barrier, DType::Float32, {})); };
-  // the per-row values in front of the reduce loop (index arithmetic, loads), in each lane loop again
-  auto prefix = [&]() {
-    for (size_t i = g + 1; i < b.range; i++)
-      if (old[i].op != Op::DefineAcc) copy(i);
+  // in each lane loop: the lane's accumulators (their values so far), then the rows' values up to `limit`
+  auto prefix = [&](ValueId lane, size_t limit) {
+    for (size_t x = 0; x < blocks.size(); x++)
+      remap[blocks[x].first_acc] = emit(make_inst(Op::Load, old[blocks[x].first_acc].dtype, {mem[x], lane}));
+    for (size_t i = g + 1; i < limit; i++)
+      if (!in_loop[i] && old[i].op != Op::DefineAcc) copy(i);
   };
 
   ValueId lane = lane_loop();  // accumulators start at their initial value
-  emit(make_inst(Op::Store, acc_type, {mem, lane, emit(make_inst(Op::Const, acc_type, {}, 0, old[acc].value))}));
-  end(lane);
-  barrier();
-  Inst reduce = old[b.range];
-  reduce.src[0] = cint(static_cast<int64_t>(old[old[b.range].src[0]].value));
-  remap[b.range] = emit(reduce);
-  lane = lane_loop();
-  prefix();
-  remap[acc] = emit(make_inst(Op::Load, acc_type, {mem, lane}));
-  for (size_t i = b.range + 1; i < b.end; i++) {
-    if (i == assign) emit(make_inst(Op::Store, acc_type, {mem, lane, remap[old[i].src[1]]}));
-    else copy(i);
+  for (size_t x = 0; x < blocks.size(); x++) {
+    const Inst& acc = old[blocks[x].first_acc];
+    emit(make_inst(Op::Store, acc.dtype, {mem[x], lane, emit(make_inst(Op::Const, acc.dtype, {}, 0, acc.value))}));
   }
   end(lane);
   barrier();
-  end(remap[b.range]);
-  lane = lane_loop();  // what follows the reduction, per row
-  prefix();
-  remap[acc] = emit(make_inst(Op::Load, acc_type, {mem, lane}));
-  for (size_t i = b.end + 1; i < g_end; i++) copy(i);
+  for (size_t x = 0; x < blocks.size(); x++) {  // each reduction in turn, every trip across the lanes
+    const ReduceBlock& b = blocks[x];
+    Inst reduce = old[b.range];
+    reduce.src[0] = cint(static_cast<int64_t>(old[old[b.range].src[0]].value));
+    remap[b.range] = emit(reduce);
+    lane = lane_loop();
+    prefix(lane, b.range);
+    for (size_t i = b.range + 1; i + 1 < b.end; i++) copy(i);
+    emit(make_inst(Op::Store, old[b.first_acc].dtype, {mem[x], lane, remap[old[b.end - 1].src[1]]}));  // the ASSIGN
+    end(lane);
+    barrier();
+    end(remap[b.range]);
+  }
+  lane = lane_loop();  // what follows the reductions, per row
+  prefix(lane, g_end);
   end(lane);
   barrier();  // the next rows' accumulators overwrite these
   end(r0);

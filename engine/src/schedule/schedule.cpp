@@ -855,6 +855,42 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
            (s.realized() ? s.buffer->numel == shape_numel(copy.shape)
                          : stored.count(src) > 0 || contiguous_in_memory.count(src) > 0);
   };
+  // A reduce whose readers meet in one kernel and read it only as one value per row (logsumexp: the row max shifts
+  // the exponentials in the loop of their sum, and is added back to the sum's log after it): on the way to where
+  // they meet, every op keeps its axes (elementwise, or a broadcast), and every reduction on the way sums over
+  // axes along which the max has one element. In the kernel, each of its elements is a row's accumulator,
+  // computed once before the row's loops (Lowerer's row_invariant_operands) and read by each of them. A matmul's
+  // output read in two loops over its rows' elements (attention's dP in softmax's backward: dP·P summed over the
+  // row, then dP − that sum per element) is not of this kind: each loop would run the dot products again.
+  auto read_once_per_row = [&](NodeId id, const std::vector<NodeId>& readers) {
+    if (expand_factor[id] > 1) return false;
+    const Shape& shape = g[id].shape;
+    std::vector<std::vector<NodeId>> chains;
+    std::map<NodeId, size_t> hits;
+    for (NodeId c : readers) {
+      std::vector<NodeId>& chain = chains.emplace_back();
+      for (NodeId cur = c; chain.size() < 64;) {
+        chain.push_back(cur);
+        hits[cur]++;
+        auto it = consumers.find(cur);
+        if (target_set.count(cur) || it == consumers.end() || it->second.size() != 1) break;
+        cur = it->second[0];
+      }
+    }
+    for (const std::vector<NodeId>& chain : chains)
+      for (NodeId node : chain) {
+        if (hits[node] == readers.size()) break;  // where the readers meet
+        const Node& n = g[node];
+        if (n.shape.size() != shape.size()) return false;  // a reshape: the axes are not followed
+        if (is_reduce(n.op)) {
+          for (int64_t a : n.arg)
+            if (shape[a] != 1) return false;
+        } else if (!is_alu(n.op) && n.op != Op::Expand) {
+          return false;
+        }
+      }
+    return true;
+  };
   for (NodeId id : sched.nodes) {
     const Node& n = g[id];
     if (n.realized()) continue;
@@ -946,7 +982,7 @@ Schedule create_schedule(const std::vector<NodeId>& targets) {
     } else if (bool through_reduce = false, converge = false;
                t.reduce && !is_movement(n.op) && (readers = value_readers(g, consumers, id, target_set)).size() > 1 &&
                (!(converge = consumers_converge(g, consumers, readers, target_set, &through_reduce)) ||
-                (through_reduce && t.elementwise_reduce))) {
+                (through_reduce && t.elementwise_reduce && !read_once_per_row(id, readers)))) {
       // the reduction's cost, recomputed by every reader that inlines it
       const std::string each = t.reduce_elements > 0
                                    ? ", recomputing it costs " + flops_text(t.reduce_elements * std::max<int64_t>(t.cost, 1)) + " each"

@@ -95,7 +95,7 @@ Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::strin
   // what the forward computes and the backward reads again: x − max (the max a constant, as log_softmax's) and its
   // row sums of exponentials
   struct Saved {
-    Tensor shifted, sum_exp;
+    Tensor x, lse;
   };
   auto saved = std::make_shared<Saved>();
   const Tensor x = *this;
@@ -104,12 +104,13 @@ Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::strin
       [&] {
         Tensor log_probs;
         if (x.shape().back() > 0) {
-          saved->shifted = x.sub(x.max(last, true));
-          saved->sum_exp = saved->shifted.exp().sum(last, true);
-          log_probs = saved->shifted.sub(saved->sum_exp.log());
+          saved->x = x.detach();
+          const Tensor m = x.max(last, true);
+          saved->lse = x.sub(m).exp().sum(last, true).log().add(m);
+          log_probs = x.sub(saved->lse);
         } else {  // no classes: an empty log_softmax, and an empty gradient
-          log_probs = saved->shifted = x.log_softmax(-1);
-          saved->sum_exp = fconst(log_probs, 1);
+          log_probs = saved->x = x.log_softmax(-1);
+          saved->lse = fconst(log_probs, 0);
         }
         Tensor picked = y_one_hot.where(log_probs, fconst(log_probs, 0)).sum(last).mul(mask);
         Tensor loss = picked.mul(1 - eps);
@@ -119,7 +120,7 @@ Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::strin
         return loss.sum().div(mask.sum()).neg();
       },
       [saved, y_one_hot, mask, eps, reduction](const Tensor&, const Tensor& g) {
-        const Tensor probs = saved->shifted.exp().div(saved->sum_exp);
+        const Tensor probs = saved->x.sub(saved->lse).exp();
         const double classes = static_cast<double>(probs.shape().back());
         const Tensor target = y_one_hot.where(fconst(probs, 1 - eps + eps / classes), fconst(probs, eps / classes));
         Tensor scale = g.mul(mask);  // "none": one gradient per row; "sum": one for all
