@@ -193,6 +193,7 @@ SourceListing CStyleRenderer::render(const ir::Kernel& k) const {
   // program for the caches keyed by source (the compile cache, the autotuner's duplicates)
   if (gpu) emit("/* launch: " + grid.str() + (workgroup ? ", " + lanes + " lanes per workgroup (local loops)" : "") + " */",
                 depth, -1);
+  for (const std::string& text : kernel_prologue(k)) emit(text, depth, -1);
   std::vector<std::string> name(k.insts.size());
   // Strided store groups, staged: gcc's SLP vectorizer packs an upcast group only from stores side by side,
   // and it takes apart a staging array that is indexed by constants alone (scalar replacement). Written as

@@ -113,6 +113,9 @@ class CStyleRenderer : public Renderer {
   // dimension), before the loop's instructions (C: software prefetches of the next trip's short runs); none
   // by default.
   virtual std::vector<std::string> loop_prologue(const ir::Kernel&, ir::ValueId) const { return {}; }
+  // Statements a target writes first in the kernel's body, before its instructions (C: the hidden row strides of
+  // lane loops); none by default.
+  virtual std::vector<std::string> kernel_prologue(const ir::Kernel&) const { return {}; }
   // Lines a target writes right in front of the sequential loop `range` (C: a pragma for gcc's unroller); none
   // by default.
   virtual std::vector<std::string> loop_pragmas(const ir::Kernel&, ir::ValueId) const { return {}; }

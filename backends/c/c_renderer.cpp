@@ -41,6 +41,8 @@ static CStyleLanguage c_language() {
       "/* the same as a select, for kernels without upcast outputs: gcc's loop vectorizer packs it, the mask\n"
       "   form from a float compare it may not (see CRenderer::alu_in) */\n"
       "static inline float ts_select_f32(_Bool c, float a, float b) { return c ? a : b; }\n"
+      "/* x, with gcc told nothing of its value (a lane loop's row stride: CRenderer::kernel_prologue) */\n"
+      "static inline int32_t ts_opaque_int(int32_t x) { __asm__(\"\" : \"+r\"(x)); return x; }\n"
       "/* TRANSPOSE_TILE: dst[j*dst_stride + i] = src[i*src_stride + j] for i, j < 8, in registers: eight row\n"
       "   loads, three rounds of shuffles (rows in pairs, pairs of pairs, halves), eight row stores. A source row\n"
       "   whose bit in `rows` is clear reads as zeros (a padded weight's rows past its own). */\n"
@@ -349,6 +351,29 @@ static bool loads_overlap_across_trips(const ir::Kernel& k) {
   return false;
 }
 
+// Whether `range` is a lane loop (kLocalLoop: rows side by side, their accumulators in a local array) whose body has
+// a float MAX or a transcendental: written for gcc's loop vectorizer, which if-converts ts_fmaxf's NaN select and
+// ts_exp2f's clamps into vector blends. Left to gcc's defaults, a lane loop of 16 trips with a short body is
+// unrolled completely before vectorization (cunrolli) and its 16 copies go to the SLP vectorizer, which packs no
+// select; and the loop over a row's elements around it is unrolled and jammed by 2, which left the exponentials
+// scalar. So such a lane loop is kept a loop (#pragma GCC unroll 1, loop_pragmas) and its kernel is compiled
+// without unroll-and-jam (signature). The logsumexp over 256 rows of 11 (the max and the sum of exponentials, 16
+// rows a lane loop), 1 thread, warm: 8.7-11 us left to gcc, 1.7 us with both, 2.3 us with only unroll-and-jam
+// off (the max scalar), 8 us with only the pragma. Lane loops of plain sums (columns_as_lanes' column sums of a
+// bias gradient) are left to gcc: fully unrolled, SLP packs their adds, and kept loops they took 1.3-1.8x as
+// long (r_128_16_32: 1.4 -> 2.3 us); some kernels without lanes gain from unroll-and-jam (r_96_32_12: 1.6 -> 1.1 us).
+static bool lane_loop_for_the_loop_vectorizer(const ir::Kernel& k, size_t range) {
+  if (k.insts[range].op != ir::Op::Range || k.insts[range].arg != ir::kLocalLoop) return false;
+  const size_t end = end_of_range(k.insts, range);
+  for (size_t i = range + 1; i < end; i++) {
+    const ir::Inst& in = k.insts[i];
+    if ((in.op == ir::Op::Max && is_float(in.dtype)) || in.op == ir::Op::Exp2 || in.op == ir::Op::Log2 ||
+        in.op == ir::Op::Sin || in.op == ir::Op::Sqrt)
+      return true;
+  }
+  return false;
+}
+
 // The kernel is a static function taking its buffers as restrict parameters, and the entry point the C
 // device calls (`void NAME(void** bufs, int ts_core, int ts_cores)`, appended by render) passes bufs[i] as
 // data<i>. gcc trusts restrict on parameters; on locals loaded from bufs[] it did not, and versioned each
@@ -367,6 +392,12 @@ std::string CRenderer::signature(const ir::Kernel& k) const {
   if (is_few_short_rows(k))
     s += "/* a few short rows: kept scalar (6.5 KB of vectorized code took longer to fetch than to run) */\n"
          "__attribute__((optimize(\"no-tree-loop-vectorize\")))\n";
+  for (size_t i = 0; i < k.insts.size(); i++)
+    if (lane_loop_for_the_loop_vectorizer(k, i)) {
+      s += "/* lane loops for the loop vectorizer: no unroll-and-jam of the loops around them (lane_loop_for_the_loop_vectorizer) */\n"
+           "__attribute__((optimize(\"no-loop-unroll-and-jam\")))\n";
+      break;
+    }
   // noinline: inlined into the entry point, its parameters' restrict no longer held for gcc's loop distribution,
   // which turned each short row of a copy into a call of libc's memmove (d128's E_16_512_32: 8,192 calls moving
   // 128 bytes each, 80 us alone); kept a function of its own, the row is a memcpy of a known 128 bytes, which
@@ -477,8 +508,53 @@ bool CRenderer::unpaired_max_lane(const ir::Kernel& k, ir::ValueId max) const {
   return scalar_lanes.size() % 2 == 1 && scalar_lanes.back() == max;
 }
 
+// The power-of-two factor of `mul` when it is a row's offset in a lane loop that moves by 2^k elements per lane (k
+// >= 1): an int MUL of a value that depends on a local loop's index by such a constant (rows_as_lanes: row = 16·r0 +
+// lane, its elements at row·16 + j in the padded logits of a classifier head of 10); 0 otherwise. gcc takes loads
+// at lane·2^k as an interleaved group of 2^k elements with gaps, and a lane loop of 16 trips cannot be vectorized
+// that way ("loop does not have enough iterations to support peeling for gaps"): it stayed scalar. With the stride
+// a variable whose value gcc does not know (set once, in front of the loops: ts_opaque_int is an empty asm, which
+// inside a loop would keep that loop scalar), the loads are strided, gathered element by element as for rows of 11
+// or 12. The logsumexp of 128 rows of 10 read in rows of 16, 1 thread, warm: 4.4 us with the constant, 0.8 us
+// hidden (rows of 11: 0.7 us; strides 2, 4, 8, 32 and 64 alike: 1.8 to 4.5 us as constants, 0.75 us hidden).
+static int64_t lane_row_stride(const ir::Kernel& k, const ir::Inst& mul) {
+  using ir::Op;
+  if (mul.op != Op::Mul || mul.dtype != DType::Int32) return 0;
+  const std::vector<ir::Inst>& insts = k.insts;
+  for (int c = 0; c < 2; c++) {
+    const ir::Inst& factor = insts[mul.src[c]];
+    const int64_t v = static_cast<int64_t>(factor.value);
+    if (factor.op != Op::Const || v < 2 || (v & (v - 1)) != 0) continue;
+    for (size_t r = 0; r < insts.size(); r++) {
+      if (insts[r].op != Op::Range || insts[r].arg != ir::kLocalLoop) continue;
+      std::vector<int8_t> memo(insts.size(), -1);
+      if (depends_on(insts, mul.src[1 - c], static_cast<ir::ValueId>(r), memo)) return v;
+    }
+  }
+  return 0;
+}
+
+static std::string lane_row_stride_name(int64_t stride) { return "ts_row_stride_" + std::to_string(stride); }
+
+std::vector<std::string> CRenderer::kernel_prologue(const ir::Kernel& k) const {
+  if (std::none_of(k.insts.begin(), k.insts.end(), [](const ir::Inst& in) { return in.op == ir::Op::Range && in.arg == ir::kLocalLoop; }))
+    return {};
+  std::set<int64_t> strides;
+  for (const ir::Inst& in : k.insts)
+    if (const int64_t s = lane_row_stride(k, in)) strides.insert(s);
+  std::vector<std::string> lines;
+  for (int64_t s : strides)
+    lines.push_back("const int32_t " + lane_row_stride_name(s) + " = ts_opaque_int(" + std::to_string(s) +
+                    ");  /* a lane loop's row stride, its value hidden from gcc (CRenderer::kernel_prologue) */");
+  return lines;
+}
+
 std::string CRenderer::alu_in(const ir::Kernel& k, const ir::Inst& in, const std::vector<std::string>& s,
                               const std::vector<DType>& src_dtype) const {
+  if (const int64_t stride = lane_row_stride(k, in)) {
+    const bool constant_first = k.insts[in.src[0]].op == ir::Op::Const;
+    return "(" + s[constant_first ? 1 : 0] + " * " + lane_row_stride_name(stride) + ")";
+  }
   const bool upcast = has_upcast_outputs(k);
   // An upcast kernel's MAX is the bit-mask form, which gcc's SLP packs; elsewhere the branchy form is
   // faster as scalar code (a max-pool's reduce: 25 us with it, 45 with the mask when left scalar), and so is
@@ -1347,13 +1423,8 @@ static std::optional<AffineIndex> affine_index(const std::vector<ir::Inst>& inst
 // touching 64 MiB between runs): r_64_9_8_32_8 0.166 -> 0.078 ms; with the inputs in L2 or L3, the same time
 // either way (0.045-0.053 ms). Prefetching the same element one trip ahead from every load inside the innermost
 // loop instead came to 0.100-0.125 ms: a trip is too short for the lines to arrive in time.
-// A lane loop (kLocalLoop: rows or columns side by side, their accumulators in a local array) is written for gcc's
-// loop vectorizer, which if-converts a select into a vector blend. A lane loop of 16 trips with a short body is
-// unrolled completely before vectorization instead (gcc's cunrolli), and its 16 copies go to the SLP vectorizer,
-// which packs no select: the row max of a logsumexp over 256 rows of 11, 16 rows a lane loop, stayed scalar
-// (ts_fmaxf's NaN select), 2.3 us for the kernel; kept a loop, 1.4 us (1 thread, warm).
 std::vector<std::string> CRenderer::loop_pragmas(const ir::Kernel& k, ir::ValueId range) const {
-  if (k.insts[range].arg != ir::kLocalLoop) return {};
+  if (!lane_loop_for_the_loop_vectorizer(k, range)) return {};
   return {"#pragma GCC unroll 1"};
 }
 

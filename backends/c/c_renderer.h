@@ -34,7 +34,10 @@ class CRenderer : public CStyleRenderer {
   // A loop whose trips read short runs far apart (a channel's 8×8 plane of each image of a batch, 16 KiB
   // apart): the next trip's runs are prefetched at the top of each trip (see the .cpp).
   std::vector<std::string> loop_prologue(const ir::Kernel& kernel, ir::ValueId range) const override;
-  // A lane loop (a local loop: rows_as_lanes, columns_as_lanes) stays a loop for gcc's loop vectorizer (see the .cpp).
+  // The row strides of lane loops that are powers of two, each a variable whose value gcc does not know (see the .cpp).
+  std::vector<std::string> kernel_prologue(const ir::Kernel& kernel) const override;
+  // A lane loop (a local loop: rows_as_lanes) with a float MAX or a transcendental stays a loop for gcc's loop
+  // vectorizer (see the .cpp).
   std::vector<std::string> loop_pragmas(const ir::Kernel& kernel, ir::ValueId range) const override;
 
  private:

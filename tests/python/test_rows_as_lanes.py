@@ -163,6 +163,21 @@ def test_a_cross_entropys_mean_over_its_rows_takes_the_rows_as_lanes(tmp_path):
     assert not any(_has_lanes(t) for t in off["r_11_256"]), off["r_11_256"]
 
 
+def test_a_cross_entropy_without_its_gradient_is_one_kernel_with_three_reductions_per_row_as_lanes(tmp_path):
+    # Evaluated alone, the loss reads the rows' logsumexp once: it is fused into the total (r_11_11_11_256: per
+    # row the max, the sum of exponentials and the target's pick), and the total takes the three reductions as
+    # lanes, the log of the row's sum computed once per row between the second and the third.
+    ir = _final_ir(tmp_path, "z = Tensor(rng.standard_normal((256, 11)).astype(np.float32))\n"
+                             "z.sparse_categorical_crossentropy(Tensor(rng.integers(0, 11, 256).astype(np.int32))).realize()\n")
+    assert sorted(ir) == ["r_11_11_11_256"], sorted(ir)
+    [total] = ir["r_11_11_11_256"]
+    assert _has_lanes(total) and total.count("DEFINE_LOCAL") == 5, total  # partial totals, 3 accumulators, the log
+    lines = total.splitlines()
+    reduces = _reduce_ranges(total)  # the rows' loop, the max's, the sum's, the pick's, the lanes' combine
+    [log] = [i for i, line in enumerate(lines) if "LOG2" in line]
+    assert len(reduces) == 5 and reduces[2] < log < reduces[3], total
+
+
 def test_a_logsumexp_over_short_rows_takes_its_max_and_its_sum_as_lanes(tmp_path):
     # The cross-entropy's row logsumexp, max + log(sum(exp(x - max))), is one kernel: the row max, read by the
     # sum's loop and again after it, is computed once per row (schedule.cpp, read_once_per_row; lower.cpp,
@@ -200,6 +215,11 @@ def _totals_match(device):
         np.testing.assert_allclose(x.sum(-1).max().numpy(), torch.tensor(z).sum(-1).max().numpy(), rtol=1e-5)
         np.testing.assert_allclose(x.exp().sum(-1).log().sum().numpy(),
                                    torch.tensor(z).logsumexp(-1).sum().numpy(), rtol=1e-5)
+        # the loss alone (an evaluation: its logsumexp fused into the total, three reductions per row) and the
+        # rows' logsumexp alone (its max and sum one kernel)
+        np.testing.assert_allclose(Tensor(z, device=device).sparse_categorical_crossentropy(Tensor(y, device=device)).numpy(),
+                                   ploss.detach().numpy(), rtol=1e-5)
+        np.testing.assert_allclose(x.logsumexp(-1).numpy(), torch.tensor(z).logsumexp(-1).numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_totals_over_short_rows_match_pytorch_on_c():
@@ -208,3 +228,42 @@ def test_totals_over_short_rows_match_pytorch_on_c():
 
 def test_totals_over_short_rows_match_pytorch_on_interp():
     _totals_match("INTERP")
+
+
+def _c_sources(tmp_path, body):
+    """{kernel name: [the C source of each kernel of that name]} of `body` run by tensorscope-cli."""
+    script = tmp_path / "c.py"
+    script.write_text("import numpy as np\nfrom tensorscope import Tensor\nrng = np.random.default_rng(0)\n" + body)
+    out = run_cli_out(script, tmp_path / "c_out")
+    found = {}
+    for k in json.loads((out / "kernels.json").read_text())["kernels"]:
+        found.setdefault(k["name"], []).append((out / k["sources"]["C"]).read_text())
+    return found
+
+
+def test_lane_loops_with_a_max_or_an_exponential_stay_loops_for_gccs_loop_vectorizer(tmp_path):
+    # The logsumexp's lane loops (a row max, a sum of exponentials, their log) are kept loops (#pragma GCC unroll
+    # 1) in a kernel compiled without unroll-and-jam (c_renderer.cpp, lane_loop_for_the_loop_vectorizer): gcc
+    # unrolled the 16 lanes of the max completely and its SLP vectorizer packs no select, and unrolled and jammed
+    # the loop around the exponentials. A column sum's lane loop of plain adds is left to gcc. The logits of a
+    # classifier head of 10 padded to 16 columns are read in rows of 16: the row stride is a variable whose value
+    # gcc does not know (ts_row_stride_16), else it took the loads for an interleaved group with gaps and left the
+    # lane loop scalar.
+    body = (LOSS +
+            "a = Tensor(rng.standard_normal((128, 16)).astype(np.float32), requires_grad=True)\n"
+            "b = Tensor(rng.standard_normal(10).astype(np.float32))\n"
+            "l = (a[:, :10] + b).sparse_categorical_crossentropy(Tensor(rng.integers(0, 10, 128).astype(np.int32)))\n"
+            "l.backward()\n"
+            "Tensor.realize(l, a.grad)\n"
+            "Tensor(rng.standard_normal((512, 128)).astype(np.float32)).sum(0).realize()\n")
+    c = _c_sources(tmp_path, body)
+    [lse] = c["r_256_11_11"]
+    kernel = lse[lse.index("_kernel(") - 200:]
+    assert kernel.count("#pragma GCC unroll 1") == 3, kernel  # the max's, the sum's and the log's lane loops
+    assert 'optimize("no-loop-unroll-and-jam")' in kernel, kernel
+    assert "ts_row_stride" not in kernel, kernel  # rows of 11
+    [padded] = c["r_128_10_10"]
+    assert "const int32_t ts_row_stride_16 = ts_opaque_int(16);" in padded and "* ts_row_stride_16)" in padded, padded
+    [column_sum] = c["r_128_512"]
+    assert "; ridx" in column_sum and "#pragma GCC unroll" not in column_sum and "unroll-and-jam" not in column_sum.split(
+        "_kernel(")[0][-300:], column_sum

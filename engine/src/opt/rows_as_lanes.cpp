@@ -120,39 +120,54 @@ void total_lanes_in_local_memory(ir::Kernel& k, int asked) {
     for (int s = 0; s < old[i].num_src; s++)
       if (old[i].src[s] == total && i != t) return;  // the running total read by anything but the combine
   }
-  std::optional<ReduceBlock> block;
+  std::vector<ReduceBlock> blocks;  // a row's reductions, in order (a logsumexp's max and sum, then the target's pick)
   for (size_t i = rows + 1; i < outer_assign; i++) {
     const Inst& in = old[i];
     if (in.op == Op::DefineAcc) {
-      if (block) return;
-      block = short_row_block(old, i, outer_assign);
-      if (!block) return;
-      i = block->end;
+      const std::optional<ReduceBlock> b = short_row_block(old, i, outer_assign);
+      if (!b) return;
+      blocks.push_back(*b);
+      i = b->end;
     } else if (in.op == Op::Range || in.op == Op::Assign) {
       return;
     }
   }
-  if (!block || t < block->end) return;
-  const ReduceBlock& b = *block;
-  const ValueId acc = static_cast<ValueId>(b.first_acc);
-  const DType acc_type = old[acc].dtype;
-  if (acc_type != DType::Float32 && acc_type != DType::Int32) return;
+  if (blocks.empty() || t < blocks.back().end) return;
+  for (const ReduceBlock& b : blocks)
+    if (old[b.first_acc].dtype != DType::Float32 && old[b.first_acc].dtype != DType::Int32) return;
   const int64_t n = static_cast<int64_t>(old[old[rows].src[0]].value);
-  // A row's values in front of its reduce loop are recomputed in each lane loop, except those with a
-  // transcendental ("heavy": the log of the row's sum of exponentials): those are computed once per row, in
-  // the loop that starts the rows' accumulators, and kept in local memory for the loops after it.
+  std::vector<bool> in_loop(old.size(), false);  // inside a block's reduce loop
+  for (const ReduceBlock& b : blocks)
+    for (size_t i = b.range; i <= b.end; i++) in_loop[i] = true;
+  // The row's values outside its reduce loops are recomputed in each lane loop, except those with a transcendental
+  // ("heavy": the log of the row's sum of exponentials): each is computed once per row, in the lane loop in front
+  // of the first reduce loop after it (the one that starts the rows' accumulators, for those in front of the
+  // first), and kept in local memory for the lane loops after it.
   std::vector<bool> heavy(old.size(), false);
-  std::vector<size_t> kept;  // heavy values read after the prefix
-  for (size_t i = rows + 1; i < b.range; i++) {
+  std::vector<size_t> kept;  // heavy values read after the reduce loop that follows them
+  std::vector<size_t> kept_before(old.size(), blocks.size());  // the block in front of which each is computed
+  for (size_t i = rows + 1; i < outer_assign; i++) {
+    if (in_loop[i]) continue;
     heavy[i] = is_transcendental(old[i].op);
     for (int s = 0; s < old[i].num_src; s++) heavy[i] = heavy[i] || heavy[old[i].src[s]];
   }
-  for (size_t i = rows + 1; i < b.range; i++) {
+  for (size_t i = rows + 1; i < outer_assign; i++) {
     if (!heavy[i]) continue;
-    bool read_later = false;
-    for (size_t j = b.range; j < outer_assign && !read_later; j++)
-      for (int s = 0; s < old[j].num_src; s++) read_later = read_later || old[j].src[s] == i;
-    if (!read_later) continue;
+    size_t next = 0;  // the first block after it
+    while (next < blocks.size() && blocks[next].range < i) next++;
+    if (next == blocks.size()) {
+      heavy[i] = false;  // after the last reduce loop: computed once anyway, in the lane loop that ends the row
+      continue;
+    }
+    kept_before[i] = next;
+  }
+  for (size_t i = rows + 1; i < outer_assign; i++) {
+    if (!heavy[i]) continue;
+    bool read_elsewhere = false;  // by what is not computed with it, in the same lane loop
+    for (size_t j = i + 1; j < outer_assign && !read_elsewhere; j++)
+      for (int s = 0; s < old[j].num_src; s++)
+        read_elsewhere = read_elsewhere || (old[j].src[s] == i && (in_loop[j] || !heavy[j] || kept_before[j] != kept_before[i]));
+    if (!read_elsewhere) continue;
     if (old[i].dtype != DType::Float32 && old[i].dtype != DType::Int32) return;
     kept.push_back(i);
   }
@@ -163,10 +178,10 @@ void total_lanes_in_local_memory(ir::Kernel& k, int asked) {
   auto cint = [&](int64_t v) { return emit(make_inst(Op::Const, DType::Int32, {}, 0, static_cast<double>(v))); };
   auto end = [&](ValueId r) { emit(make_inst(Op::EndRange, DType::Float32, {r})); };
   auto barrier = [&]() { emit(make_inst(Op::Barrier, DType::Float32, {})); };
-  // local memory, at the top level: each lane's partial total and its row's accumulator
+  // local memory, at the top level: each lane's partial total, its row's accumulators and kept values
   const ValueId part = emit(make_inst(Op::DefineLocal, type, {}, lanes));
-  const ValueId mem = emit(make_inst(Op::DefineLocal, acc_type, {}, lanes));
-  std::vector<ValueId> kept_mem;
+  std::vector<ValueId> mem, kept_mem;
+  for (const ReduceBlock& b : blocks) mem.push_back(emit(make_inst(Op::DefineLocal, old[b.first_acc].dtype, {}, lanes)));
   for (size_t i : kept) kept_mem.push_back(emit(make_inst(Op::DefineLocal, old[i].dtype, {}, lanes)));
   for (size_t i = 0; i < rows; i++) w.copy(i);
   const ValueId total_here = remap[total];
@@ -177,10 +192,24 @@ void total_lanes_in_local_memory(ir::Kernel& k, int asked) {
     remap[rows] = emit(make_inst(Op::Add, DType::Int32, {emit(make_inst(Op::Mul, DType::Int32, {r0, width})), lane}));
     return lane;
   };
-  auto prefix = [&](ValueId lane) {  // the row's values in front of its reduce loop, in each lane loop again
-    for (size_t i = rows + 1; i < b.range; i++)
-      if (old[i].op != Op::DefineAcc && !heavy[i]) w.copy(i);
-    for (size_t x = 0; x < kept.size(); x++) remap[kept[x]] = emit(make_inst(Op::Load, old[kept[x]].dtype, {kept_mem[x], lane}));
+  // in a lane loop: the lane's accumulators (their values so far) and the row's values up to `limit`, the heavy
+  // ones computed in front of block `fresh` (a lane loop that keeps them) and loaded from local memory otherwise
+  auto prefix = [&](ValueId lane, size_t limit, size_t fresh) {
+    for (size_t x = 0; x < blocks.size(); x++)
+      remap[blocks[x].first_acc] = emit(make_inst(Op::Load, old[blocks[x].first_acc].dtype, {mem[x], lane}));
+    for (size_t x = 0; x < kept.size(); x++)
+      if (kept_before[kept[x]] != fresh && kept[x] < limit)
+        remap[kept[x]] = emit(make_inst(Op::Load, old[kept[x]].dtype, {kept_mem[x], lane}));
+    for (size_t i = rows + 1; i < limit; i++)
+      if (!in_loop[i] && old[i].op != Op::DefineAcc && (!heavy[i] || kept_before[i] == fresh)) w.copy(i);
+    for (size_t x = 0; x < kept.size(); x++)
+      if (kept_before[kept[x]] == fresh)
+        emit(make_inst(Op::Store, old[kept[x]].dtype, {kept_mem[x], lane, remap[kept[x]]}));
+  };
+  auto has_fresh = [&](size_t x) {
+    for (size_t i : kept)
+      if (kept_before[i] == x) return true;
+    return false;
   };
 
   ValueId lane = emit(make_inst(Op::Range, DType::Int32, {width}, ir::kLocalLoop));
@@ -188,31 +217,36 @@ void total_lanes_in_local_memory(ir::Kernel& k, int asked) {
   end(lane);
   barrier();
   r0 = emit(make_inst(Op::Range, DType::Int32, {cint(n / lanes)}, ir::kReduceLoop));
-  lane = lane_loop();  // the rows' accumulators start at their initial value, their heavy values are computed
-  emit(make_inst(Op::Store, acc_type, {mem, lane, emit(make_inst(Op::Const, acc_type, {}, 0, old[acc].value))}));
-  if (!kept.empty()) {
-    for (size_t i = rows + 1; i < b.range; i++)
-      if (old[i].op != Op::DefineAcc) w.copy(i);
-    for (size_t x = 0; x < kept.size(); x++) emit(make_inst(Op::Store, old[kept[x]].dtype, {kept_mem[x], lane, remap[kept[x]]}));
+  lane = lane_loop();  // the rows' accumulators start at their initial value, the heavy values in front of them
+  for (size_t x = 0; x < blocks.size(); x++) {
+    const Inst& acc = old[blocks[x].first_acc];
+    emit(make_inst(Op::Store, acc.dtype, {mem[x], lane, emit(make_inst(Op::Const, acc.dtype, {}, 0, acc.value))}));
   }
+  if (has_fresh(0)) prefix(lane, blocks[0].range, 0);
   end(lane);
   barrier();
-  Inst row_loop = old[b.range];
-  row_loop.src[0] = cint(static_cast<int64_t>(old[old[b.range].src[0]].value));
-  remap[b.range] = emit(row_loop);
-  lane = lane_loop();
-  prefix(lane);
-  remap[acc] = emit(make_inst(Op::Load, acc_type, {mem, lane}));
-  for (size_t i = b.range + 1; i + 1 < b.end; i++) w.copy(i);
-  emit(make_inst(Op::Store, acc_type, {mem, lane, remap[old[b.end - 1].src[1]]}));  // the block's ASSIGN
-  end(lane);
-  barrier();
-  end(remap[b.range]);
+  for (size_t x = 0; x < blocks.size(); x++) {
+    const ReduceBlock& b = blocks[x];
+    if (x > 0 && has_fresh(x)) {  // the heavy values between the previous reduce loop and this one, once per row
+      lane = lane_loop();
+      prefix(lane, b.range, x);
+      end(lane);
+      barrier();
+    }
+    Inst row_loop = old[b.range];
+    row_loop.src[0] = cint(static_cast<int64_t>(old[old[b.range].src[0]].value));
+    remap[b.range] = emit(row_loop);
+    lane = lane_loop();
+    prefix(lane, b.range, blocks.size());
+    for (size_t i = b.range + 1; i + 1 < b.end; i++) w.copy(i);
+    emit(make_inst(Op::Store, old[b.first_acc].dtype, {mem[x], lane, remap[old[b.end - 1].src[1]]}));  // the ASSIGN
+    end(lane);
+    barrier();
+    end(remap[b.range]);
+  }
   lane = lane_loop();  // the rest of the row, its share added to the lane's partial total
-  prefix(lane);
-  remap[acc] = emit(make_inst(Op::Load, acc_type, {mem, lane}));
   remap[total] = emit(make_inst(Op::Load, type, {part, lane}));
-  for (size_t i = b.end + 1; i < outer_assign; i++) w.copy(i);
+  prefix(lane, outer_assign, blocks.size());
   emit(make_inst(Op::Store, type, {part, lane, remap[t]}));
   end(lane);
   barrier();  // the next rows' accumulators overwrite these
