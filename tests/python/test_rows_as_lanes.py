@@ -230,6 +230,20 @@ def test_totals_over_short_rows_match_pytorch_on_interp():
     _totals_match("INTERP")
 
 
+def test_rows_of_a_few_per_sequence_take_the_sequences_as_lanes(tmp_path):
+    # The loss over the last 6 positions of each of 32 sequences (transformer_tiny.py): the rows' logsumexp loops
+    # over 32 sequences and 6 positions, and 6 rows are too few for lanes. The two loops are interchanged and the
+    # 32 sequences become the lanes (16 at a time), each lane's row 12 x 11 elements from the next.
+    body = ("a = Tensor(rng.standard_normal((32, 12, 11)).astype(np.float32), requires_grad=True)\n"
+            "l = a[:, 6:].sparse_categorical_crossentropy(Tensor(rng.integers(0, 11, (32, 6)).astype(np.int32)))\n"
+            "l.backward()\n"
+            "Tensor.realize(l, a.grad)\n")
+    [lse] = _final_ir(tmp_path, body)["r_32_6_11_11"]
+    assert _has_lanes(lse) and "LANES(16)" in lse.splitlines()[0], lse
+    off = _final_ir(tmp_path, body, env={"TENSORSCOPE_DISABLE_PASSES": "rows_as_lanes"})
+    assert not _has_lanes(off["r_32_6_11_11"][0]), off
+
+
 def _c_sources(tmp_path, body):
     """{kernel name: [the C source of each kernel of that name]} of `body` run by tensorscope-cli."""
     script = tmp_path / "c.py"

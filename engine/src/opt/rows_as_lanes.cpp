@@ -265,55 +265,72 @@ void total_lanes_in_local_memory(ir::Kernel& k, int asked) {
   k.opts.push_back({ir::AppliedOpt::Lanes, static_cast<int>(lanes)});
 }
 
-}  // namespace
-
-void rows_as_lanes(ir::Kernel& k) {
-  const int asked = k.plan.get(ir::AppliedOpt::Lanes);  // LANES: kAuto (the rule below), 0 (off) or the lanes
-  if (k.target.workgroups() || asked == 0) return;
+// The rows of innermost global loop `g` as lanes (see the top of this file); false, the kernel unchanged, where
+// its shape does not allow it.
+bool global_rows_as_lanes(ir::Kernel& k, size_t g, int asked) {
   const std::vector<Inst> old = k.insts;
-  for (const Inst& in : old)
-    if (in.op == Op::DefineLocal || (in.op == Op::Range && in.arg == ir::kLocalLoop)) return;
-  size_t g = old.size();  // the innermost global loop
-  for (size_t i = 0; i < old.size(); i++)
-    if (old[i].op == Op::Range && old[i].arg == ir::kGlobalLoop) g = i;
-  if (g == old.size()) {
-    total_lanes_in_local_memory(k, asked);
-    return;
-  }
-  if (old[old[g].src[0]].op != Op::Const) return;
+  if (old[old[g].src[0]].op != Op::Const) return false;
   const int64_t lanes = lanes_for(static_cast<int64_t>(old[old[g].src[0]].value), asked);
-  if (lanes == 0) return;
+  if (lanes == 0) return false;
   const std::vector<ReduceBlock> blocks = upcastable_body(old, g);
-  if (blocks.empty()) return;
+  if (blocks.empty()) return false;
   const size_t g_end = end_of_range(old, g);
   // each block: one accumulator, one reduce loop without loops inside, of 2..kMaxRow trips, its ASSIGN last
   bool worth_it = false;
   for (const ReduceBlock& b : blocks) {
     for (size_t i = b.first_acc + 1; i < b.range; i++)
-      if (old[i].op == Op::DefineAcc) return;
+      if (old[i].op == Op::DefineAcc) return false;
     const DType acc_type = old[b.first_acc].dtype;
-    if (acc_type != DType::Float32 && acc_type != DType::Int32) return;
+    if (acc_type != DType::Float32 && acc_type != DType::Int32) return false;
     const Inst& bound = old[old[b.range].src[0]];
-    if (bound.op != Op::Const || bound.value < 2 || bound.value > kMaxRow) return;
+    if (bound.op != Op::Const || bound.value < 2 || bound.value > kMaxRow) return false;
     for (size_t i = b.range + 1; i < b.end; i++) {
-      if (old[i].op == Op::Range || (old[i].op == Op::Assign && i + 1 != b.end)) return;
+      if (old[i].op == Op::Range || (old[i].op == Op::Assign && i + 1 != b.end)) return false;
       worth_it = worth_it || is_transcendental(old[i].op);
     }
     // the ASSIGN ends the body (nothing reads the new value in it) and updates this block's accumulator
-    if (old[b.end - 1].op != Op::Assign || old[b.end - 1].src[0] != b.first_acc) return;
+    if (old[b.end - 1].op != Op::Assign || old[b.end - 1].src[0] != b.first_acc) return false;
   }
-  if (!worth_it && asked == ir::OptPlan::kAuto) return;
+  if (!worth_it && asked == ir::OptPlan::kAuto) return false;
   // What the lanes recompute in each lane loop: no transcendental outside the reduce loops except after the last
   // of them, no store in front of the last.
   const ReduceBlock& last = blocks.back();
   for (size_t i = g + 1; i < g_end; i++) {
     bool in_loop = false;
     for (const ReduceBlock& b : blocks) in_loop = in_loop || (i >= b.range && i <= b.end);
-    if (!in_loop && i < last.range && (is_transcendental(old[i].op) || old[i].op == Op::Store)) return;
+    if (!in_loop && i < last.range && (is_transcendental(old[i].op) || old[i].op == Op::Store)) return false;
   }
 
   reduce_lanes_in_local_memory(k, g, blocks, lanes);
+  return true;
 }
+
+}  // namespace
+
+void rows_as_lanes(ir::Kernel& k) {
+  const int asked = k.plan.get(ir::AppliedOpt::Lanes);  // LANES: kAuto (the rule below), 0 (off) or the lanes
+  if (k.target.workgroups() || asked == 0) return;
+  for (const Inst& in : k.insts)
+    if (in.op == Op::DefineLocal || (in.op == Op::Range && in.arg == ir::kLocalLoop)) return;
+  const std::vector<size_t> globals = global_loops(k.insts);
+  if (globals.empty()) {
+    total_lanes_in_local_memory(k, asked);
+    return;
+  }
+  const size_t g = globals.back();  // the innermost global loop
+  if (global_rows_as_lanes(k, g, asked) || globals.size() < 2) return;
+  // Rows of a few (the last 6 positions of each of 32 sequences: a causal model's loss over the second half of
+  // its window) are too few for lanes, but the loop around them has enough (32): where the two loops are
+  // perfectly nested, they are interchanged and the outer one's rows become the lanes.
+  const size_t outer = globals[globals.size() - 2];
+  if (end_of_range(k.insts, g) + 1 != end_of_range(k.insts, outer)) return;
+  for (size_t i = outer + 1; i < g; i++)
+    if (!is_alu(k.insts[i].op) && k.insts[i].op != Op::Const) return;
+  ir::Kernel swapped = k;
+  interchange(swapped, outer, g);
+  if (global_rows_as_lanes(swapped, global_loops(swapped.insts).back(), asked)) k = std::move(swapped);
+}
+
 
 void reduce_lanes_in_local_memory(ir::Kernel& k, size_t g, const std::vector<ReduceBlock>& blocks, int64_t lanes) {
   const std::vector<Inst> old = k.insts;
