@@ -114,8 +114,9 @@ int expected_amount(AppliedOpt::Kind kind, int amount, int64_t m, int64_t n, int
       return amount >= 2 && n % amount != 0 && padded < 2 * n ? amount : 0;
     }
     case AppliedOpt::TransposeTile: return 0;  // a matmul is no transposing copy
-    case AppliedOpt::Lanes:  // asked for, rows_as_lanes takes a reduce of 2..15 (a matmul is no column sum)
-      return amount >= 2 && n % amount == 0 && k >= 2 && k <= 15 ? amount : 0;
+    case AppliedOpt::Lanes:  // asked for, rows_as_lanes takes a reduce of 2..15 (a matmul is no column sum), its
+                             // rows the columns' loop, or the rows' loop interchanged with it where that one divides
+      return amount >= 2 && (n % amount == 0 || m % amount == 0) && k >= 2 && k <= 15 ? amount : 0;
     case AppliedOpt::Local:
     case AppliedOpt::Group:
     case AppliedOpt::GroupTop:

@@ -46,8 +46,9 @@ const std::vector<Pass>& pipeline() {
        "elementwise copy of attention's heads back into rows) runs as one nested loop per axis",
        delinearize_reduce},
       {"rows_as_lanes",
-       "a reduction over short rows with a transcendental (a softmax over 12 keys), or a total over short rows (a "
-       "cross-entropy's mean over the batch), runs 16 rows as the lanes of a loop the C compiler vectorizes",
+       "reductions over short rows with a transcendental (a softmax over 12 keys, a logsumexp's max and sum), or a "
+       "total over short rows (a cross-entropy's mean over the batch), runs 16 rows as the lanes of a loop the C "
+       "compiler vectorizes",
        rows_as_lanes},
       {"group_reduce", "GROUP (GPU): a reduce split across the lanes of a workgroup, partials combined in local memory",
        group_reduce},

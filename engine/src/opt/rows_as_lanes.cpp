@@ -25,10 +25,13 @@
 //
 // Recorded as LANES(16) (or 8); a plan's LANES=0 turns it off, LANES=n asks for n lanes (where n divides the
 // loop, whether or not the body has a transcendental). By default it applies on devices without workgroups
-// (C, INTERP) to the innermost global loop (constant bound, a
-// multiple of 16 or 8) whose body is one reduce block with one accumulator (float32 or int32) over a
-// single loop of 2..15 trips whose body holds EXP2, LOG2, SIN or SQRT, with no transcendental outside
-// the reduce loop (what comes before it is recomputed in each lane loop).
+// (C, INTERP) to the innermost global loop (constant bound, a multiple of 16 or 8) whose body is one or more
+// reduce blocks, each one accumulator (float32 or int32) over a single loop of 2..15 trips, one of whose bodies
+// holds EXP2, LOG2, SIN or SQRT, with no transcendental outside the reduce loops but after the last (what comes
+// before a reduce loop is recomputed in each lane loop). A logsumexp is two blocks: the row max, then the sum of
+// exp(x - max), whose lane loop loads each lane's max from the first block's array; the log after both.
+// When the innermost loop is too short (the last 6 positions of each of 32 sequences) and perfectly nested in a
+// global loop that is long enough, the two are interchanged and the outer loop's rows become the lanes.
 // The rewrite itself is reduce_lanes_in_local_memory (below), which columns_as_lanes shares.
 //
 // A total over such rows (a kernel without global loops: a cross-entropy's mean over the batch, whose rows
@@ -36,7 +39,10 @@
 // over the rows is a reduce loop, and one accumulator summed every element in order, a chain of dependent
 // adds (the d128 transformer's loss over 256 rows of 11: 2,816 adds one after another, 6 us in the training
 // step). Each lane then keeps its own partial total in local memory too, and the lanes' partials are added
-// after the loop (total_lanes_in_local_memory): the sum is reassociated, as upcast_reduce's is.
+// after the loop (total_lanes_in_local_memory): the sum is reassociated, as upcast_reduce's is. A row may hold
+// several reductions here too (a cross-entropy evaluated without its gradient: the row's max, its sum of
+// exponentials, the target's pick), a value with a transcendental between them (the log of the sum) computed
+// once per row, in a lane loop of its own, and kept in local memory.
 //
 //   total = 0                                  for lane: part[lane] = 0
 //   for row in 0..N:                           for r0 in 0..N/16:

@@ -17,8 +17,10 @@
 //     (for float32 read twice: more than 16 ALU ops per element). A value with a reduce whose
 //     consumers meet again in one kernel is not stored: in one loop body it is computed once (relu reads
 //     x three times), and a row's reduce broadcast along the row is computed once per row (softmax
-//     reads exp(x - max) in two loops). But a value holding a reduction per element (a matmul's output)
-//     read in two loops of one kernel is stored (the logits of a cross-entropy).
+//     reads exp(x - max) in two loops), and so is a reduce its readers read only as one value per row
+//     (logsumexp reads its row max in the loop of the sum of exponentials and again after it, to add it to the
+//     sum's log: the kernel computes the max once per row, before the row's loops). But a value holding a
+//     reduction per element (a matmul's output) read in two loops of one kernel is stored (the logits of a softmax).
 //     An elementwise value with a transcendental op (EXP2, LOG2, SIN, SQRT: tens of instructions each)
 //     that a consumer reads through a broadcast of kBroadcastRecomputeLimit or more (a matmul's operand:
 //     each element is read once per output column) is stored too: the softmax gradient of a

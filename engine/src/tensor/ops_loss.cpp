@@ -76,10 +76,13 @@ Tensor Tensor::cross_entropy(const Tensor& y, const std::string& reduction, doub
 // tinygrad's sparse_categorical_crossentropy: class axis last; ignore_index = −1 ignores nothing;
 // "mean" averages over the labels that are not ignored. Its gradient is written out, as PyTorch's
 // log_softmax_backward ∘ nll_loss_backward computes it, rather than taken through the log-softmax's chain rule:
-//   ∂loss_i/∂x_ij = m_i · (p_ij − (1 − ε)·[j = y_i] − ε/C),   p = softmax(x) = exp(x − max) / Σ exp(x − max),
-// m the mask, times the output's gradient (per row for "none"; divided by Σm for "mean"): one elementwise kernel
-// that reads x − max and the row sums the forward stored, where the chain rule had a reduce per row (Σ_j of the
-// one-hot's gradient) in front of the exponentials.
+//   ∂loss_i/∂x_ij = m_i · (p_ij − (1 − ε)·[j = y_i] − ε/C),   p = softmax(x) = exp(x − lse),
+// lse_i = logsumexp(x_i) = max_i + log Σ_j exp(x_ij − max_i), m the mask, times the output's gradient (per row for
+// "none"; divided by Σm for "mean"): one elementwise kernel that reads the logits and the rows' lse the forward
+// stored, where the chain rule had a reduce per row (Σ_j of the one-hot's gradient) in front of the exponentials.
+// The log-probabilities are x − lse (PyTorch's log_softmax computes x − max − log Σ exp(x − max)): the forward
+// stores one value per row, its max and sum of exponentials one kernel, which the loss and the gradient read.
+// (Stored as x − max and Σ exp(x − max), it was four kernels: x − max, the sums, the loss, the gradient.)
 Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::string& reduction, int64_t ignore_index,
                                                double label_smoothing) const {
   if (auto r = float16_rule(&Tensor::sparse_categorical_crossentropy, *this, y, reduction, ignore_index, label_smoothing))
@@ -92,8 +95,7 @@ Tensor Tensor::sparse_categorical_crossentropy(const Tensor& y, const std::strin
                                          : Tensor::ones(y.shape(), DType::Float32, device());
   const std::vector<int64_t> last{-1};
   const double eps = label_smoothing;
-  // what the forward computes and the backward reads again: x − max (the max a constant, as log_softmax's) and its
-  // row sums of exponentials
+  // what the backward reads again: the logits and their logsumexp per row
   struct Saved {
     Tensor x, lse;
   };
