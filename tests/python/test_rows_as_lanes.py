@@ -281,3 +281,18 @@ def test_lane_loops_with_a_max_or_an_exponential_stay_loops_for_gccs_loop_vector
     [column_sum] = c["r_128_512"]
     assert "; ridx" in column_sum and "#pragma GCC unroll" not in column_sum and "unroll-and-jam" not in column_sum.split(
         "_kernel(")[0][-300:], column_sum
+
+
+def test_logsumexp_is_one_kernel_and_matches_pytorch():
+    # Tensor.logsumexp's row max (clamped to ±FLT_MAX) is read in the loop of the sum of exponentials and added back
+    # to the sum's log after it: one kernel (schedule.cpp, read_once_per_row), where it was two (the max stored)
+    from tensorscope import GlobalCounters
+    rng = np.random.default_rng(7)
+    z = rng.standard_normal((256, 11)).astype(np.float32) * 4
+    z[3, :] = -np.inf
+    z[5, 2] = np.inf
+    x = Tensor(z).realize()
+    GlobalCounters.reset()
+    got = x.logsumexp(-1).numpy()
+    assert GlobalCounters.kernel_count == 1
+    np.testing.assert_allclose(got, torch.tensor(z).logsumexp(-1).numpy(), rtol=1e-6, atol=1e-6)
