@@ -374,6 +374,11 @@ static bool lane_loop_for_the_loop_vectorizer(const ir::Kernel& k, size_t range)
   return false;
 }
 
+std::vector<std::string> CRenderer::loop_pragmas(const ir::Kernel& k, ir::ValueId range) const {
+  if (!lane_loop_for_the_loop_vectorizer(k, range)) return {};
+  return {"#pragma GCC unroll 1"};
+}
+
 // The kernel is a static function taking its buffers as restrict parameters, and the entry point the C
 // device calls (`void NAME(void** bufs, int ts_core, int ts_cores)`, appended by render) passes bufs[i] as
 // data<i>. gcc trusts restrict on parameters; on locals loaded from bufs[] it did not, and versioned each
@@ -1423,11 +1428,6 @@ static std::optional<AffineIndex> affine_index(const std::vector<ir::Inst>& inst
 // touching 64 MiB between runs): r_64_9_8_32_8 0.166 -> 0.078 ms; with the inputs in L2 or L3, the same time
 // either way (0.045-0.053 ms). Prefetching the same element one trip ahead from every load inside the innermost
 // loop instead came to 0.100-0.125 ms: a trip is too short for the lines to arrive in time.
-std::vector<std::string> CRenderer::loop_pragmas(const ir::Kernel& k, ir::ValueId range) const {
-  if (!lane_loop_for_the_loop_vectorizer(k, range)) return {};
-  return {"#pragma GCC unroll 1"};
-}
-
 std::vector<std::string> CRenderer::loop_prologue(const ir::Kernel& k, ir::ValueId range) const {
   using ir::Op;
   constexpr int64_t kPageBytes = 4096, kShortRunBytes = 2048, kLineBytes = 64;
