@@ -192,6 +192,11 @@ def test_a_logsumexp_over_short_rows_takes_its_max_and_its_sum_as_lanes(tmp_path
     assert len(maxes) == 1 and len(reduces) == 2 and reduces[0] < maxes[0] < reduces[1], lse  # one max loop
     [log] = [i for i, line in enumerate(lines) if "LOG2" in line]
     assert log > reduces[1], lse
+    # 100 rows, which neither 16 nor 8 divides: the logsumexp takes 4 lanes (its exponentials a quarter vector at a
+    # time, not one by one); the loss's total over those rows none (4 partial totals were slower than one chain)
+    [lse100] = ir["r_100_10_10"]
+    assert "LANES(4)" in lse100.splitlines()[0] and lse100.count("DEFINE_LOCAL.float32 [4]") == 2, lse100
+    assert not _has_lanes(ir["r_10_100"][0]), ir["r_10_100"]
     # the cross-entropy is three kernels: the rows' logsumexp, the loss, the gradient (no x - max stored)
     assert sorted(n for n in ir if "256" in n) == ["E_256_11", "r_11_256", "r_256_11_11"], sorted(ir)
 
