@@ -280,7 +280,8 @@ bool global_rows_as_lanes(ir::Kernel& k, size_t g, int asked, bool four) {
   const std::vector<Inst> old = k.insts;
   if (old[old[g].src[0]].op != Op::Const) return false;
   const int64_t rows = static_cast<int64_t>(old[old[g].src[0]].value);
-  const int64_t lanes = lanes_for(rows, asked) ? lanes_for(rows, asked) : four && asked == ir::OptPlan::kAuto && rows % 4 == 0 ? 4 : 0;
+  int64_t lanes = lanes_for(rows, asked);
+  if (lanes == 0 && four && asked == ir::OptPlan::kAuto && rows % 4 == 0) lanes = 4;
   if (lanes == 0) return false;
   const std::vector<ReduceBlock> blocks = upcastable_body(old, g);
   if (blocks.empty()) return false;
