@@ -190,6 +190,12 @@ void coalesce_short_rows(ir::Kernel& k) {
   for (size_t i = r_end + 1; i < old.size(); i++) w.copy(i);
   k.insts = std::move(w.out);
   dead_code_elimination(k);  // the per-row values only the elementwise loop read
+  // the rows' own reductions (a cross-entropy gradient's logsumexp: the row max, the sum of exponentials) as lanes
+  for (size_t i = 0; i < k.insts.size(); i++)
+    if (k.insts[i].op == Op::Range && k.insts[i].arg == ir::kLocalLoop) {
+      local_rows_as_lanes(k, i);
+      break;
+    }
 }
 
 }  // namespace ts

@@ -113,7 +113,14 @@ void upcast_loop(ir::Kernel& kernel, size_t g, int u, bool side_by_side);
 // g's body (the row's index arithmetic and loads; between two reductions, what the second reads of the first:
 // the negated row max of a logsumexp) is recomputed in each lane loop, an earlier block's result loaded from
 // its array. Throws std::logic_error when g and the blocks are not of that shape.
+// g may also be a local loop (coalesce_short_rows' loop over the rows of a block) with `lanes` its trips: its lanes
+// are its own iterations, and what follows the reductions may hold loops (the row's values written out per element).
 void reduce_lanes_in_local_memory(ir::Kernel& kernel, size_t g, const std::vector<ReduceBlock>& blocks, int64_t lanes);
+// The rows of local loop `loop` (coalesce_short_rows' rows of a block: each computes its max and sum of exponentials,
+// then writes its values out per element) as lanes: its reduce blocks, as rows_as_lanes takes them, before the first
+// loop of its body that is not one, rewritten by reduce_lanes_in_local_memory. False, the kernel unchanged, where its
+// body is not of that shape, no block has a transcendental, or a plan's LANES is 0 or another count.
+bool local_rows_as_lanes(ir::Kernel& kernel, size_t loop);
 // The most lanes either pass takes, by default or when a plan's LANES asks: a 1 KiB array of accumulators.
 constexpr int64_t kMaxLanes = 256;
 
